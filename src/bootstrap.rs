@@ -1,0 +1,153 @@
+//! Start-up preparation of the notes root: create it, make it a git
+//! repository with a welcome note when it is not one, keep `.mirai/` out of
+//! git, and refuse roots that cannot serve.
+
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use git2::{Repository, Signature};
+use thiserror::Error;
+
+use crate::config::{GitIdentity, PolicyMode};
+
+/// The note committed into a freshly initialized notes repository.
+pub const WELCOME_NOTE: &str = "welcome.md";
+
+const WELCOME_TEXT: &str = "# Welcome to mirai\n\
+\n\
+This folder is a git repository of markdown notes served by mirai.\n\
+Every change made through mirai is a reviewed unified diff and one git commit.\n";
+
+/// Why the notes root cannot be served. Start-up prints it and exits 2.
+#[derive(Debug, Error)]
+pub enum BootstrapError {
+    #[error("notes root {0} exists but is not a directory")]
+    NotADirectory(String),
+    #[error("notes root {path} cannot be created: {reason}")]
+    CannotCreate { path: String, reason: String },
+    #[error("notes root {path} is not writable ({reason}); fix its permissions or set MIRAI_POLICY_MODE=read_only")]
+    NotWritable { path: String, reason: String },
+    #[error("notes root {path} could not be made a git repository: {reason}")]
+    Git { path: String, reason: String },
+}
+
+/// What preparation did, for the start-up log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prepared {
+    Existing,
+    Created,
+    Initialized,
+}
+
+/// Makes `root` ready to serve. In `read_only` mode nothing is written.
+pub fn prepare_notes_root(
+    root: &Path,
+    policy: PolicyMode,
+    identity: &GitIdentity,
+) -> Result<Prepared, BootstrapError> {
+    let shown = root.display().to_string();
+    let mut created = false;
+    match fs::metadata(root) {
+        Ok(meta) if !meta.is_dir() => return Err(BootstrapError::NotADirectory(shown)),
+        Ok(_) => {}
+        Err(_) => {
+            fs::create_dir_all(root).map_err(|e| BootstrapError::CannotCreate {
+                path: shown.clone(),
+                reason: e.to_string(),
+            })?;
+            created = true;
+        }
+    }
+    if policy == PolicyMode::ReadOnly {
+        return Ok(if created {
+            Prepared::Created
+        } else {
+            Prepared::Existing
+        });
+    }
+    check_writable(root).map_err(|e| BootstrapError::NotWritable {
+        path: shown.clone(),
+        reason: e.to_string(),
+    })?;
+
+    let git_err = |e: git2::Error| BootstrapError::Git {
+        path: shown.clone(),
+        reason: e.message().to_string(),
+    };
+    // The root itself is the repository, never a parent found by discovery (DESIGN 7.15).
+    let outcome = match Repository::open(root) {
+        Ok(repo) => {
+            exclude_mirai_folder(&repo).map_err(|e| BootstrapError::Git {
+                path: shown.clone(),
+                reason: e.to_string(),
+            })?;
+            if created {
+                Prepared::Created
+            } else {
+                Prepared::Existing
+            }
+        }
+        Err(_) => {
+            let repo = Repository::init(root).map_err(git_err)?;
+            exclude_mirai_folder(&repo).map_err(|e| BootstrapError::Git {
+                path: shown.clone(),
+                reason: e.to_string(),
+            })?;
+            commit_welcome_note(&repo, root, identity).map_err(git_err)?;
+            Prepared::Initialized
+        }
+    };
+    Ok(outcome)
+}
+
+fn check_writable(root: &Path) -> std::io::Result<()> {
+    let probe = root.join(format!(".mirai-write-check-{}", std::process::id()));
+    let result = fs::File::create(&probe).and_then(|mut f| f.write_all(b"ok"));
+    let _ = fs::remove_file(&probe);
+    result
+}
+
+/// `.mirai/` holds the index and run logs: local state that must never be committed.
+fn exclude_mirai_folder(repo: &Repository) -> std::io::Result<()> {
+    let info = repo.path().join("info");
+    fs::create_dir_all(&info)?;
+    let exclude = info.join("exclude");
+    let current = fs::read_to_string(&exclude).unwrap_or_default();
+    if current.lines().any(|line| line.trim() == ".mirai/") {
+        return Ok(());
+    }
+    let mut file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&exclude)?;
+    if !current.is_empty() && !current.ends_with('\n') {
+        file.write_all(b"\n")?;
+    }
+    file.write_all(b".mirai/\n")
+}
+
+fn commit_welcome_note(
+    repo: &Repository,
+    root: &Path,
+    identity: &GitIdentity,
+) -> Result<(), git2::Error> {
+    let note = root.join(WELCOME_NOTE);
+    if !note.exists() {
+        fs::write(&note, WELCOME_TEXT).map_err(|e| git2::Error::from_str(&e.to_string()))?;
+    }
+    let mut index = repo.index()?;
+    index.add_path(Path::new(WELCOME_NOTE))?;
+    index.write()?;
+    let tree = repo.find_tree(index.write_tree()?)?;
+    let signature = Signature::now(&identity.name, &identity.email)?;
+    repo.commit(
+        Some("HEAD"),
+        &signature,
+        &signature,
+        "mirai: initialize notes repository\n",
+        &tree,
+        &[],
+    )?;
+    Ok(())
+}

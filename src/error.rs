@@ -1,0 +1,127 @@
+//! The error vocabulary: every failure a caller can see is one of these codes,
+//! with a fixed HTTP status and a message a person (or a model) can act on.
+//!
+//! Adapters render an [`Error`] the same way everywhere:
+//! `{"error":{"code":"...","message":"..."}}`.
+
+use serde::Serialize;
+
+/// A stable, machine-readable error code. The string form is part of the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    InvalidPath,
+    InvalidExtension,
+    InvalidPatch,
+    InvalidQuery,
+    InvalidLimit,
+    InvalidRequest,
+    Unauthorized,
+    PolicyDenied,
+    NotFound,
+    MethodNotAllowed,
+    Conflict,
+    PayloadTooLarge,
+    GitError,
+    InvalidIndexArtifact,
+    LlmUnavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    /// The code as it appears on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidPath => "invalid_path",
+            ErrorCode::InvalidExtension => "invalid_extension",
+            ErrorCode::InvalidPatch => "invalid_patch",
+            ErrorCode::InvalidQuery => "invalid_query",
+            ErrorCode::InvalidLimit => "invalid_limit",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::PolicyDenied => "policy_denied",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::GitError => "git_error",
+            ErrorCode::InvalidIndexArtifact => "invalid_index_artifact",
+            ErrorCode::LlmUnavailable => "llm_unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status this code is answered with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::InvalidPath
+            | ErrorCode::InvalidExtension
+            | ErrorCode::InvalidPatch
+            | ErrorCode::InvalidQuery
+            | ErrorCode::InvalidLimit
+            | ErrorCode::InvalidRequest => 400,
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::PolicyDenied => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::Conflict => 409,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::GitError | ErrorCode::InvalidIndexArtifact | ErrorCode::Internal => 500,
+            ErrorCode::LlmUnavailable => 503,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failure with its code and a human-readable message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[error("{code}: {message}")]
+pub struct Error {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl Error {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Error {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid_path(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::InvalidPath, message)
+    }
+
+    pub fn invalid_extension(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::InvalidExtension, message)
+    }
+
+    pub fn invalid_patch(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::InvalidPatch, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::NotFound, message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::Conflict, message)
+    }
+
+    pub fn git(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::GitError, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Error::new(ErrorCode::Internal, message)
+    }
+}
+
+/// Shorthand used across the domain.
+pub type Result<T> = std::result::Result<T, Error>;

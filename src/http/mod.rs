@@ -1,0 +1,44 @@
+//! The HTTP adapter: actix-web routes that parse a request, call an operation
+//! through [`crate::ops::dispatch`] and render its answer as JSON.
+//!
+//! Cross-cutting edges live here and nowhere else: the bearer token (checked
+//! before routing, DESIGN 7.4), one log line per request, body limits, and
+//! turning a panic into a plain 500.
+
+mod middleware;
+mod respond;
+mod routes;
+
+pub use routes::{Endpoint, Verb, ENDPOINTS};
+
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use actix_web::dev::Server;
+use actix_web::{web, App, HttpServer};
+
+use crate::config::Config;
+use crate::ops::Context;
+
+/// Shared by every worker.
+pub struct AppState {
+    pub ctx: Arc<Context>,
+    pub config: Config,
+}
+
+/// Builds the server on an already-bound listener (port 0 in tests).
+pub fn serve(state: AppState, listener: TcpListener) -> std::io::Result<Server> {
+    let state = web::Data::new(state);
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .configure(routes::configure)
+            .default_service(web::to(respond::unknown_route))
+            .wrap(actix_web::middleware::from_fn(middleware::catch_panic))
+            .wrap(actix_web::middleware::from_fn(middleware::require_token))
+            .wrap(actix_web::middleware::from_fn(middleware::log_request))
+    })
+    .listen(listener)?
+    .run();
+    Ok(server)
+}

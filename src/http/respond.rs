@@ -1,0 +1,106 @@
+//! Turning operation results into HTTP answers, and requests into operation input.
+
+use actix_web::http::StatusCode;
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::{json, Value};
+
+use super::middleware::internal_error;
+use super::AppState;
+use crate::error::{Error, ErrorCode};
+use crate::ops::{self, Input};
+
+/// The one error shape: `{"error":{"code","message"}}`.
+pub fn error_response(err: &Error) -> HttpResponse {
+    let status =
+        StatusCode::from_u16(err.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    HttpResponse::build(status)
+        .json(json!({"error": {"code": err.code.as_str(), "message": err.message}}))
+}
+
+impl actix_web::ResponseError for Error {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        error_response(self)
+    }
+}
+
+/// Request input an operation will get, owned so it can move to a blocking thread.
+pub enum OwnedInput {
+    Json(Value),
+    Body(web::Bytes),
+}
+
+/// Runs an operation off the async workers (operations do file and git I/O)
+/// and renders its result. A panic inside the operation becomes 500 `internal`.
+pub async fn run_operation(
+    state: &web::Data<AppState>,
+    name: &'static str,
+    input: OwnedInput,
+) -> HttpResponse {
+    let ctx = state.ctx.clone();
+    let outcome = web::block(move || {
+        let input = match &input {
+            OwnedInput::Json(value) => Input::Json(value.clone()),
+            OwnedInput::Body(bytes) => Input::Body(bytes),
+        };
+        ops::dispatch(&ctx, name, input)
+    })
+    .await;
+    match outcome {
+        Ok(Ok(value)) => HttpResponse::Ok().json(value),
+        Ok(Err(err)) => {
+            if err.code.http_status() >= 500 {
+                log::error!("{name} failed: {err}");
+            }
+            error_response(&err)
+        }
+        Err(_) => {
+            log::error!("{name} panicked; answered 500");
+            error_response(&internal_error())
+        }
+    }
+}
+
+/// Reads a request body up to the configured limit; larger bodies are 413.
+pub async fn read_body(
+    state: &web::Data<AppState>,
+    payload: web::Payload,
+) -> Result<web::Bytes, Error> {
+    let limit = state.config.max_body_bytes;
+    let too_large = || {
+        Error::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "request body is larger than the limit of {limit} bytes (MIRAI_MAX_BODY_BYTES)"
+            ),
+        )
+    };
+    match payload.to_bytes_limited(limit).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(err)) => Err(Error::new(
+            ErrorCode::InvalidRequest,
+            format!("request body could not be read: {err}"),
+        )),
+        Err(_) => Err(too_large()),
+    }
+}
+
+/// Every path no route matches.
+pub async fn unknown_route(req: HttpRequest) -> HttpResponse {
+    error_response(&Error::not_found(format!(
+        "no route {} {}; GET /mcp/notes lists notes, and spec/openapi.yaml lists every route",
+        req.method(),
+        req.path()
+    )))
+}
+
+/// A known path asked with a method it does not serve.
+pub async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
+    error_response(&Error::new(
+        ErrorCode::MethodNotAllowed,
+        format!("{} is not allowed on {}", req.method(), req.path()),
+    ))
+}

@@ -1,0 +1,130 @@
+//! The route table: every endpoint with its method, path and handler. The
+//! server is built from it, and the OpenAPI test checks the spec against it.
+
+use actix_web::http::Method;
+use actix_web::{web, HttpRequest, HttpResponse, Route};
+use serde_json::{json, Map, Value};
+
+use super::respond::{error_response, method_not_allowed, read_body, run_operation, OwnedInput};
+use super::AppState;
+use crate::error::Error;
+
+/// One served route.
+pub struct Endpoint {
+    pub method: Verb,
+    pub path: &'static str,
+    route: fn() -> Route,
+}
+
+/// The HTTP methods mirai serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Get,
+    Post,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::Post => "POST",
+        }
+    }
+
+    fn method(self) -> Method {
+        match self {
+            Verb::Get => Method::GET,
+            Verb::Post => Method::POST,
+        }
+    }
+}
+
+/// Every route the server answers.
+pub static ENDPOINTS: &[Endpoint] = &[
+    Endpoint {
+        method: Verb::Get,
+        path: "/health",
+        route: || web::get().to(health),
+    },
+    Endpoint {
+        method: Verb::Get,
+        path: "/config",
+        route: || web::get().to(config),
+    },
+    Endpoint {
+        method: Verb::Get,
+        path: "/mcp/notes",
+        route: || web::get().to(notes_list),
+    },
+    Endpoint {
+        method: Verb::Get,
+        path: "/mcp/notes/read",
+        route: || web::get().to(notes_read),
+    },
+    Endpoint {
+        method: Verb::Post,
+        path: "/mcp/notes/read_batch",
+        route: || web::post().to(notes_read_batch),
+    },
+];
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    let mut paths: Vec<&str> = ENDPOINTS.iter().map(|e| e.path).collect();
+    paths.dedup();
+    for path in paths {
+        let mut resource = web::resource(path).default_service(web::to(method_not_allowed));
+        for endpoint in ENDPOINTS.iter().filter(|e| e.path == path) {
+            resource = resource.route((endpoint.route)().method(endpoint.method.method()));
+        }
+        cfg.service(resource);
+    }
+}
+
+async fn health() -> HttpResponse {
+    HttpResponse::Ok().json(json!({"ok": true}))
+}
+
+async fn config(state: web::Data<AppState>) -> HttpResponse {
+    let config = &state.config;
+    HttpResponse::Ok().json(json!({
+        "notes_root": config.notes_root.display().to_string(),
+        "policy_mode": config.policy.as_str(),
+        "auth_required": config.api_token.is_some(),
+        "max_body_bytes": config.max_body_bytes,
+        "llm_configured": false,
+        "llm_model": null,
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+async fn notes_list(state: web::Data<AppState>) -> HttpResponse {
+    run_operation(&state, "notes.list", OwnedInput::Json(json!({}))).await
+}
+
+async fn notes_read(state: web::Data<AppState>, req: HttpRequest) -> HttpResponse {
+    match query_object(&req, &["path"]) {
+        Ok(request) => run_operation(&state, "notes.read", OwnedInput::Json(request)).await,
+        Err(err) => error_response(&Error::invalid_path(err)),
+    }
+}
+
+async fn notes_read_batch(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
+    match read_body(&state, payload).await {
+        Ok(body) => run_operation(&state, "notes.read_batch", OwnedInput::Body(body)).await,
+        Err(err) => error_response(&err),
+    }
+}
+
+/// Builds a JSON object from the named query parameters (first value wins;
+/// absent ones are left out, so the operation reports them as missing).
+fn query_object(req: &HttpRequest, names: &[&str]) -> Result<Value, String> {
+    let pairs = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+        .map_err(|e| format!("the query string could not be decoded: {e}"))?;
+    let mut object = Map::new();
+    for (key, value) in pairs.into_inner() {
+        if names.contains(&key.as_str()) && !object.contains_key(&key) {
+            object.insert(key, Value::String(value));
+        }
+    }
+    Ok(Value::Object(object))
+}

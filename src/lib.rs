@@ -1,0 +1,13 @@
+//! mirai: a git-backed notes service that people and untrusted AI models can
+//! read and change safely.
+//!
+//! The domain (`notes`, `ops`, `bootstrap`) knows nothing of HTTP; adapters
+//! (`http`, the CLI in `main.rs`) parse input, call [`ops::dispatch`] and
+//! render the answer. See ARCHITECTURE.md for the codemap.
+
+pub mod bootstrap;
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod notes;
+pub mod ops;

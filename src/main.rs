@@ -1,0 +1,135 @@
+//! The `mirai` command line: `mirai serve` (the default) runs the HTTP
+//! service. Configuration is parsed and validated here, once; a bad value
+//! stops start-up with one line on stderr and exit code 2.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+
+use mirai::bootstrap::{self, Prepared};
+use mirai::config::{self, Config};
+use mirai::http::{self, AppState};
+use mirai::notes::Notes;
+use mirai::ops::Context;
+
+/// A git-backed notes service that people and untrusted AI models can read and change safely.
+#[derive(Debug, Parser)]
+#[command(name = "mirai", version, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the notes over HTTP (what runs when no command is given).
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// The notes folder: a git repository (created and initialized when missing).
+    #[arg(long, env = "NOTES_ROOT", default_value = "./notes")]
+    notes_root: PathBuf,
+    /// Address to listen on.
+    #[arg(long, env = "HOST", default_value = "127.0.0.1")]
+    host: String,
+    /// Port to listen on.
+    #[arg(long, env = "PORT", default_value_t = 4567)]
+    port: u16,
+}
+
+/// Exit code for configuration and start-up failures.
+const EXIT_CONFIG: u8 = 2;
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Serve(args)) => serve(args),
+        None => serve(cli.serve),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("mirai: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// A reason to stop, with the exit code it deserves.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    fn config(message: impl ToString) -> Failure {
+        Failure {
+            code: EXIT_CONFIG,
+            message: message.to_string(),
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<(), Failure> {
+    let mut config = Config::new(args.notes_root);
+    config.host = args.host;
+    config.port = args.port;
+    let config = config
+        .with_environment(&config::process_env)
+        .map_err(Failure::config)?;
+
+    // The operator chose NOTES_ROOT; in a container it is often owned by another uid,
+    // which libgit2 would otherwise refuse (the "dubious ownership" check).
+    // SAFETY: called once, before any other thread touches libgit2.
+    unsafe {
+        git2::opts::set_verify_owner_validation(false).map_err(Failure::config)?;
+    }
+    match bootstrap::prepare_notes_root(&config.notes_root, config.policy, &config.git_identity)
+        .map_err(Failure::config)?
+    {
+        Prepared::Initialized => log::info!(
+            "initialized a git repository at {} with a welcome note",
+            config.notes_root.display()
+        ),
+        Prepared::Created => log::info!("created notes root {}", config.notes_root.display()),
+        Prepared::Existing => {}
+    }
+    let notes = Notes::open(&config.notes_root).map_err(|e| Failure::config(e.message))?;
+    let listener = TcpListener::bind((config.host.as_str(), config.port)).map_err(|e| {
+        Failure::config(format!(
+            "cannot listen on {}:{}: {e}",
+            config.host, config.port
+        ))
+    })?;
+    let address = listener.local_addr().map_err(Failure::config)?;
+    log::info!(
+        "serving {} on http://{address} (policy {}{})",
+        notes.root().display(),
+        config.policy.as_str(),
+        if config.api_token.is_some() {
+            ", bearer token required"
+        } else {
+            ""
+        }
+    );
+
+    let ctx = Arc::new(Context {
+        notes,
+        policy: config.policy,
+    });
+    let state = AppState { ctx, config };
+    actix_web::rt::System::new()
+        .block_on(async move { http::serve(state, listener)?.await })
+        .map_err(|e| Failure {
+            code: 1,
+            message: format!("server stopped: {e}"),
+        })
+}
