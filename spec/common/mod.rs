@@ -1,0 +1,191 @@
+//! Test harness: a real mirai server on a loopback port, over its own temp
+//! notes repository, spoken to over real HTTP.
+
+#![allow(dead_code)] // each spec binary uses a different part of the harness
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use mirai::bootstrap;
+use mirai::config::Config;
+use mirai::http::{self, AppState};
+use mirai::notes::Notes;
+use mirai::ops::Context;
+use reqwest::blocking::{Client, RequestBuilder};
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// A running server and the notes repository it serves.
+pub struct TestServer {
+    pub url: String,
+    pub dir: TempDir,
+    pub root: PathBuf,
+    handle: actix_web::dev::ServerHandle,
+    client: Client,
+    token: Option<String>,
+}
+
+/// An answer: status and parsed JSON body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Value,
+}
+
+impl Answer {
+    /// The error code of an error answer, checking the documented shape on the way.
+    pub fn error_code(&self) -> &str {
+        let error = self
+            .body
+            .get("error")
+            .unwrap_or_else(|| panic!("not an error answer: {self:?}"));
+        let object = error.as_object().expect("error is an object");
+        assert_eq!(
+            object.len(),
+            2,
+            "error has exactly code and message: {self:?}"
+        );
+        let message = object["message"].as_str().expect("message is a string");
+        assert!(!message.trim().is_empty(), "message is not empty: {self:?}");
+        object["code"].as_str().expect("code is a string")
+    }
+
+    /// Asserts status and error code together.
+    pub fn assert_error(&self, status: u16, code: &str) {
+        assert_eq!(self.status, status, "{self:?}");
+        assert_eq!(self.error_code(), code, "{self:?}");
+    }
+}
+
+impl TestServer {
+    pub fn start() -> TestServer {
+        TestServer::start_with(|_| {})
+    }
+
+    /// Starts a server whose configuration `adjust` may change first.
+    pub fn start_with(adjust: impl FnOnce(&mut Config)) -> TestServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = dir.path().join("notes");
+        let mut config = Config::new(&root);
+        adjust(&mut config);
+        bootstrap::prepare_notes_root(&root, config.policy, &config.git_identity)
+            .expect("prepare notes root");
+        let token = config.api_token.clone();
+        let notes = Notes::open(&root).expect("open notes");
+        let ctx = Arc::new(Context {
+            notes,
+            policy: config.policy,
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            actix_web::rt::System::new().block_on(async move {
+                let server = http::serve(AppState { ctx, config }, listener).expect("serve");
+                tx.send(server.handle()).expect("send handle");
+                server.await.expect("server runs");
+            })
+        });
+        let handle = rx.recv().expect("server started");
+        let client = Client::builder().build().expect("client");
+        TestServer {
+            url,
+            dir,
+            root,
+            handle,
+            client,
+            token,
+        }
+    }
+
+    /// Writes a file under the notes root, creating folders.
+    pub fn write(&self, rel: &str, content: impl AsRef<[u8]>) -> PathBuf {
+        let path = self.root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+
+    fn authorized(&self, builder: RequestBuilder) -> RequestBuilder {
+        match &self.token {
+            Some(token) => builder.bearer_auth(token),
+            None => builder,
+        }
+    }
+
+    pub fn get(&self, path_and_query: &str) -> Answer {
+        let request = self.client.get(format!("{}{}", self.url, path_and_query));
+        send(self.authorized(request))
+    }
+
+    pub fn post_json(&self, path: &str, body: &Value) -> Answer {
+        let request = self.client.post(format!("{}{}", self.url, path)).json(body);
+        send(self.authorized(request))
+    }
+
+    pub fn post_raw(&self, path: &str, body: impl Into<Vec<u8>>) -> Answer {
+        let request = self
+            .client
+            .post(format!("{}{}", self.url, path))
+            .header("content-type", "application/json")
+            .body(body.into());
+        send(self.authorized(request))
+    }
+
+    /// A request without the harness's token, for auth tests.
+    pub fn raw(&self) -> &Client {
+        &self.client
+    }
+
+    /// `GET /mcp/notes/read?path=...` with the path percent-encoded.
+    pub fn read(&self, path: &str) -> Answer {
+        self.get(&format!("/mcp/notes/read?path={}", encode(path)))
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        // Sends the stop command now; the server's thread ends on its own.
+        let _ = self.handle.stop(false);
+    }
+}
+
+pub fn send(request: RequestBuilder) -> Answer {
+    let response = request.send().expect("request reaches the server");
+    let status = response.status().as_u16();
+    let text = response.text().expect("body");
+    let body =
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("body is JSON ({status}): {text:?}"));
+    Answer { status, body }
+}
+
+/// Percent-encodes every byte outside the unreserved set.
+pub fn encode(raw: &str) -> String {
+    raw.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Runs `git` in `repo` and returns its stdout.
+pub fn git(repo: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
