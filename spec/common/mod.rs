@@ -149,7 +149,7 @@ impl TestServer {
 impl Drop for TestServer {
     fn drop(&mut self) {
         // Sends the stop command now; the server's thread ends on its own.
-        let _ = self.handle.stop(false);
+        drop(self.handle.stop(false));
     }
 }
 

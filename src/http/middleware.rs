@@ -96,7 +96,37 @@ pub fn internal_error() -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::constant_time_eq;
+    use actix_web::{test as web_test, web, App, HttpResponse};
+
+    use super::{catch_panic, constant_time_eq};
+
+    #[actix_web::test]
+    async fn a_panicking_handler_answers_500_internal_without_details() {
+        async fn boom() -> HttpResponse {
+            panic!("secret detail from deep inside")
+        }
+        let app = web_test::init_service(
+            App::new()
+                .route("/boom", web::get().to(boom))
+                .wrap(actix_web::middleware::from_fn(catch_panic)),
+        )
+        .await;
+        let err = match web_test::try_call_service(
+            &app,
+            web_test::TestRequest::get().uri("/boom").to_request(),
+        )
+        .await
+        {
+            Ok(res) => panic!("expected an error, got {}", res.status()),
+            Err(err) => err,
+        };
+        let res = err.error_response();
+        assert_eq!(res.status().as_u16(), 500);
+        let body = actix_web::body::to_bytes(res.into_body()).await.unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"]["code"], "internal");
+        assert!(!body.to_string().contains("secret detail"));
+    }
 
     #[test]
     fn constant_time_eq_compares_whole_values() {

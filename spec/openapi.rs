@@ -1,0 +1,66 @@
+//! The OpenAPI document and the served routes must list the same routes.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::TestServer;
+use mirai::http::ENDPOINTS;
+
+fn documented_routes() -> BTreeSet<(String, String)> {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/spec/openapi.yaml")).unwrap();
+    let doc: serde_json::Value = serde_norway::from_str(&text).expect("openapi.yaml parses");
+    assert_eq!(doc["openapi"], "3.1.0");
+    let paths = doc["paths"].as_object().expect("paths");
+    let mut routes = BTreeSet::new();
+    for (path, item) in paths {
+        for method in item.as_object().unwrap().keys() {
+            if ["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                routes.insert((method.to_uppercase(), path.clone()));
+            }
+        }
+    }
+    routes
+}
+
+#[test]
+fn every_served_route_is_documented_and_every_documented_route_is_served() {
+    let served: BTreeSet<(String, String)> = ENDPOINTS
+        .iter()
+        .map(|e| (e.method.as_str().to_string(), e.path.to_string()))
+        .collect();
+    let documented = documented_routes();
+    let undocumented: Vec<_> = served.difference(&documented).collect();
+    let unserved: Vec<_> = documented.difference(&served).collect();
+    assert!(
+        undocumented.is_empty(),
+        "served but missing from spec/openapi.yaml: {undocumented:?}"
+    );
+    assert!(
+        unserved.is_empty(),
+        "in spec/openapi.yaml but not served: {unserved:?}"
+    );
+}
+
+#[test]
+fn every_documented_route_is_answered_by_the_live_server() {
+    let server = TestServer::start();
+    for (method, path) in documented_routes() {
+        let url = format!("{}{}", server.url, path);
+        let request = match method.as_str() {
+            "GET" => server.raw().get(url),
+            "POST" => server.raw().post(url).body("{}"),
+            other => panic!("unexpected method {other}"),
+        };
+        let answer = common::send(request);
+        if answer.status >= 400 {
+            let code = answer.error_code();
+            assert!(
+                code != "method_not_allowed"
+                    && !(code == "not_found" && answer.body.to_string().contains("no route")),
+                "{method} {path} is documented but not routed: {answer:?}"
+            );
+        }
+    }
+}
