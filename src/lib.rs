@@ -9,5 +9,8 @@ pub mod bootstrap;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod index;
 pub mod notes;
 pub mod ops;
+pub mod patch;
+pub mod repo;

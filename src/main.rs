@@ -6,6 +6,7 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -13,7 +14,7 @@ use mirai::bootstrap::{self, Prepared};
 use mirai::config::{self, Config};
 use mirai::http::{self, AppState};
 use mirai::notes::Notes;
-use mirai::ops::Context;
+use mirai::ops::{self, Context, Input};
 
 /// A git-backed notes service that people and untrusted AI models can read and change safely.
 #[derive(Debug, Parser)]
@@ -29,6 +30,26 @@ struct Cli {
 enum Command {
     /// Serve the notes over HTTP (what runs when no command is given).
     Serve(ServeArgs),
+    /// Work with the search index at NOTES_ROOT/.mirai/index.json (for cron and operators).
+    Index {
+        #[command(subcommand)]
+        action: IndexAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum IndexAction {
+    /// Rebuild the index artifact and print one summary line.
+    Rebuild(NotesArgs),
+    /// Print the index status as JSON.
+    Status(NotesArgs),
+}
+
+#[derive(Debug, Args)]
+struct NotesArgs {
+    /// The notes folder (a git repository).
+    #[arg(long, env = "NOTES_ROOT", default_value = "./notes")]
+    notes_root: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -52,6 +73,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Serve(args)) => serve(args),
+        Some(Command::Index { action }) => index(action),
         None => serve(cli.serve),
     };
     match result {
@@ -76,6 +98,59 @@ impl Failure {
             message: message.to_string(),
         }
     }
+}
+
+/// `mirai index rebuild|status`: the same operations as the HTTP routes, with
+/// the same policy (a read_only deployment's cron job sets allow_all itself).
+fn index(action: IndexAction) -> Result<(), Failure> {
+    let (args, op) = match &action {
+        IndexAction::Rebuild(args) => (args, "index.rebuild"),
+        IndexAction::Status(args) => (args, "index.status"),
+    };
+    let config = Config::new(&args.notes_root)
+        .with_environment(&config::process_env)
+        .map_err(Failure::config)?;
+    // SAFETY: called once, before any other thread touches libgit2.
+    unsafe {
+        git2::opts::set_verify_owner_validation(false).map_err(Failure::config)?;
+    }
+    let meta = std::fs::metadata(&config.notes_root)
+        .map_err(|e| Failure::config(format!("notes root {}: {e}", config.notes_root.display())))?;
+    if !meta.is_dir() {
+        return Err(Failure::config(format!(
+            "notes root {} is not a directory",
+            config.notes_root.display()
+        )));
+    }
+    let notes = Notes::open(&config.notes_root).map_err(|e| Failure::config(e.message))?;
+    let ctx = Context::new(notes, config.policy, config.git_identity.clone());
+    let started = Instant::now();
+    let answer =
+        ops::dispatch(&ctx, op, Input::Json(serde_json::json!({}))).map_err(|e| Failure {
+            code: 1,
+            message: format!("{}: {}", e.code, e.message),
+        })?;
+    match action {
+        IndexAction::Rebuild(_) => {
+            let bytes = std::fs::metadata(ctx.notes.root().join(".mirai/index.json"))
+                .map(|m| m.len())
+                .unwrap_or(0);
+            println!(
+                "indexed {} notes, {} chunks, {bytes} bytes in {} ms",
+                answer["notes_indexed"],
+                answer["chunks_indexed"],
+                started.elapsed().as_millis()
+            );
+        }
+        IndexAction::Status(_) => {
+            let text = serde_json::to_string_pretty(&answer).map_err(|e| Failure {
+                code: 1,
+                message: e.to_string(),
+            })?;
+            println!("{text}");
+        }
+    }
+    Ok(())
 }
 
 fn serve(args: ServeArgs) -> Result<(), Failure> {
@@ -121,10 +196,11 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
         }
     );
 
-    let ctx = Arc::new(Context {
+    let ctx = Arc::new(Context::new(
         notes,
-        policy: config.policy,
-    });
+        config.policy,
+        config.git_identity.clone(),
+    ));
     let state = AppState { ctx, config };
     actix_web::rt::System::new()
         .block_on(async move { http::serve(state, listener)?.await })

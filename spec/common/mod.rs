@@ -75,10 +75,11 @@ impl TestServer {
             .expect("prepare notes root");
         let token = config.api_token.clone();
         let notes = Notes::open(&root).expect("open notes");
-        let ctx = Arc::new(Context {
+        let ctx = Arc::new(Context::new(
             notes,
-            policy: config.policy,
-        });
+            config.policy,
+            config.git_identity.clone(),
+        ));
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = mpsc::channel();

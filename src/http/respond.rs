@@ -5,6 +5,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 
 use super::middleware::internal_error;
+use super::routes::ENDPOINTS;
 use super::AppState;
 use crate::error::{Error, ErrorCode};
 use crate::ops::{self, Input};
@@ -97,10 +98,26 @@ pub async fn unknown_route(req: HttpRequest) -> HttpResponse {
     )))
 }
 
-/// A known path asked with a method it does not serve.
+/// A known path asked with a method it does not serve; `Allow` names the ones it does.
 pub async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
-    error_response(&Error::new(
+    let allowed: Vec<&str> = ENDPOINTS
+        .iter()
+        .filter(|e| e.path == req.path())
+        .map(|e| e.method.as_str())
+        .collect();
+    let allowed = allowed.join(", ");
+    let mut response = error_response(&Error::new(
         ErrorCode::MethodNotAllowed,
-        format!("{} is not allowed on {}", req.method(), req.path()),
-    ))
+        format!(
+            "{} is not allowed on {}; use {allowed}",
+            req.method(),
+            req.path()
+        ),
+    ));
+    if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&allowed) {
+        response
+            .headers_mut()
+            .insert(actix_web::http::header::ALLOW, value);
+    }
+    response
 }

@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::respond::{error_response, method_not_allowed, read_body, run_operation, OwnedInput};
 use super::AppState;
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 
 /// One served route.
 pub struct Endpoint {
@@ -39,33 +39,36 @@ impl Verb {
     }
 }
 
-/// Every route the server answers.
-pub static ENDPOINTS: &[Endpoint] = &[
+const fn get(path: &'static str, route: fn() -> Route) -> Endpoint {
     Endpoint {
         method: Verb::Get,
-        path: "/health",
-        route: || web::get().to(health),
-    },
-    Endpoint {
-        method: Verb::Get,
-        path: "/config",
-        route: || web::get().to(config),
-    },
-    Endpoint {
-        method: Verb::Get,
-        path: "/mcp/notes",
-        route: || web::get().to(notes_list),
-    },
-    Endpoint {
-        method: Verb::Get,
-        path: "/mcp/notes/read",
-        route: || web::get().to(notes_read),
-    },
+        path,
+        route,
+    }
+}
+
+const fn post(path: &'static str, route: fn() -> Route) -> Endpoint {
     Endpoint {
         method: Verb::Post,
-        path: "/mcp/notes/read_batch",
-        route: || web::post().to(notes_read_batch),
-    },
+        path,
+        route,
+    }
+}
+
+/// Every route the server answers.
+#[rustfmt::skip]
+pub static ENDPOINTS: &[Endpoint] = &[
+    get("/health", || web::route().to(health)),
+    get("/config", || web::route().to(config)),
+    get("/mcp/notes", || web::route().to(notes_list)),
+    get("/mcp/notes/read", || web::route().to(notes_read)),
+    post("/mcp/notes/read_batch", || web::route().to(notes_read_batch)),
+    post("/mcp/patch/propose", || web::route().to(patch_propose)),
+    post("/mcp/patch/apply", || web::route().to(patch_apply)),
+    post("/mcp/index/rebuild", || web::route().to(index_rebuild)),
+    get("/mcp/index/status", || web::route().to(index_status)),
+    get("/mcp/index/query", || web::route().to(index_query)),
+    post("/mcp/index/invalidate", || web::route().to(index_invalidate)),
 ];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -109,8 +112,44 @@ async fn notes_read(state: web::Data<AppState>, req: HttpRequest) -> HttpRespons
 }
 
 async fn notes_read_batch(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
-    match read_body(&state, payload).await {
-        Ok(body) => run_operation(&state, "notes.read_batch", OwnedInput::Body(body)).await,
+    body_operation(&state, "notes.read_batch", payload).await
+}
+
+async fn patch_propose(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
+    body_operation(&state, "patch.propose", payload).await
+}
+
+async fn patch_apply(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
+    body_operation(&state, "patch.apply", payload).await
+}
+
+async fn index_rebuild(state: web::Data<AppState>) -> HttpResponse {
+    run_operation(&state, "index.rebuild", OwnedInput::Json(json!({}))).await
+}
+
+async fn index_status(state: web::Data<AppState>) -> HttpResponse {
+    run_operation(&state, "index.status", OwnedInput::Json(json!({}))).await
+}
+
+async fn index_query(state: web::Data<AppState>, req: HttpRequest) -> HttpResponse {
+    match query_object(&req, &["q", "limit", "path_prefix"]) {
+        Ok(request) => run_operation(&state, "index.query", OwnedInput::Json(request)).await,
+        Err(err) => error_response(&Error::new(ErrorCode::InvalidQuery, err)),
+    }
+}
+
+async fn index_invalidate(state: web::Data<AppState>) -> HttpResponse {
+    run_operation(&state, "index.invalidate", OwnedInput::Json(json!({}))).await
+}
+
+/// An operation whose request is the JSON body. Policy is checked before the body is parsed.
+async fn body_operation(
+    state: &web::Data<AppState>,
+    name: &'static str,
+    payload: web::Payload,
+) -> HttpResponse {
+    match read_body(state, payload).await {
+        Ok(body) => run_operation(state, name, OwnedInput::Body(body)).await,
         Err(err) => error_response(&err),
     }
 }

@@ -4,16 +4,26 @@
 //! Adapters (HTTP, the CLI, later the sandbox and MCP) call [`dispatch`] and
 //! nothing else, so validation, policy and errors exist exactly once.
 
+mod index;
+mod notes;
+mod patch;
+
+pub use index::*;
+pub use notes::*;
+pub use patch::*;
+
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::PolicyMode;
+use crate::config::{GitIdentity, PolicyMode};
 use crate::error::{Error, ErrorCode, Result};
+use crate::index::live::LiveIndex;
 use crate::notes::Notes;
-
-/// Most paths one `notes.read_batch` may ask for.
-pub const MAX_BATCH_PATHS: usize = 20;
+use crate::repo::{Author, Repo};
 
 /// What an operation does to the notes: `read_only` mode denies every `Write`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -23,10 +33,60 @@ pub enum Class {
     Write,
 }
 
-/// What operations run against: the notes and the deployment's policy.
+/// What operations run against: the notes, the policy, the live index, and
+/// the repository, which one writer at a time may hold.
 pub struct Context {
     pub notes: Notes,
     pub policy: PolicyMode,
+    pub index: Arc<LiveIndex>,
+    identity: GitIdentity,
+    writer: Mutex<Option<Repo>>,
+}
+
+impl Context {
+    pub fn new(notes: Notes, policy: PolicyMode, identity: GitIdentity) -> Context {
+        Context {
+            index: Arc::new(LiveIndex::new(notes.clone())),
+            notes,
+            policy,
+            identity,
+            writer: Mutex::new(None),
+        }
+    }
+
+    /// Takes the repository for one write. Writes are serialized; reads never wait for this.
+    pub fn writer(&self) -> Result<Writer<'_>> {
+        // A panic during an earlier write left the repository as git left it; carry on.
+        let mut guard = self
+            .writer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if guard.is_none() {
+            *guard = Some(Repo::open(self.notes.root())?);
+        }
+        Ok(Writer(guard))
+    }
+
+    /// Who commits.
+    pub fn author(&self) -> Author {
+        Author {
+            name: self.identity.name.clone(),
+            email: self.identity.email.clone(),
+        }
+    }
+}
+
+/// The repository, held for one write.
+pub struct Writer<'a>(MutexGuard<'a, Option<Repo>>);
+
+impl Deref for Writer<'_> {
+    type Target = Repo;
+
+    fn deref(&self) -> &Repo {
+        self.0
+            .as_ref()
+            .expect("Context::writer opens the repository before handing it out")
+    }
 }
 
 /// One row of the table, in typed form.
@@ -77,6 +137,12 @@ pub static TABLE: &[OpEntry] = &[
     entry::<NotesList>(),
     entry::<NotesRead>(),
     entry::<NotesReadBatch>(),
+    entry::<PatchPropose>(),
+    entry::<PatchApply>(),
+    entry::<IndexRebuild>(),
+    entry::<IndexStatus>(),
+    entry::<IndexQuery>(),
+    entry::<IndexInvalidate>(),
 ];
 
 /// Looks a row up by its dotted name.
@@ -117,113 +183,6 @@ fn check_policy(mode: PolicyMode, op: &OpEntry) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// `notes.list`: every note, sorted.
-pub struct NotesList;
-
-#[derive(Debug, Default, Deserialize)]
-pub struct NotesListRequest {}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct NotesListResponse {
-    pub notes: Vec<String>,
-}
-
-impl Operation for NotesList {
-    const NAME: &'static str = "notes.list";
-    const CLASS: Class = Class::Read;
-    const SUMMARY: &'static str =
-        "List every markdown note, as paths relative to the notes root, sorted.";
-    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
-    type Request = NotesListRequest;
-    type Response = NotesListResponse;
-
-    fn run(ctx: &Context, _request: NotesListRequest) -> Result<NotesListResponse> {
-        Ok(NotesListResponse {
-            notes: ctx.notes.list()?,
-        })
-    }
-}
-
-/// `notes.read`: one note's content.
-pub struct NotesRead;
-
-#[derive(Debug, Deserialize)]
-pub struct NotesReadRequest {
-    pub path: String,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct NoteContent {
-    pub path: String,
-    pub content: String,
-}
-
-impl Operation for NotesRead {
-    const NAME: &'static str = "notes.read";
-    const CLASS: Class = Class::Read;
-    const SUMMARY: &'static str = "Read one note's full text.";
-    const MALFORMED: ErrorCode = ErrorCode::InvalidPath;
-    type Request = NotesReadRequest;
-    type Response = NoteContent;
-
-    fn run(ctx: &Context, request: NotesReadRequest) -> Result<NoteContent> {
-        let (note, content) = ctx.notes.read(&request.path)?;
-        Ok(NoteContent {
-            path: note.rel,
-            content,
-        })
-    }
-}
-
-/// `notes.read_batch`: up to [`MAX_BATCH_PATHS`] notes in request order.
-pub struct NotesReadBatch;
-
-#[derive(Debug, Deserialize)]
-pub struct NotesReadBatchRequest {
-    pub paths: Vec<String>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct NotesReadBatchResponse {
-    pub notes: Vec<NoteContent>,
-}
-
-impl Operation for NotesReadBatch {
-    const NAME: &'static str = "notes.read_batch";
-    const CLASS: Class = Class::Read;
-    const SUMMARY: &'static str =
-        "Read up to 20 notes at once, in request order; fails on the first bad path.";
-    const MALFORMED: ErrorCode = ErrorCode::InvalidPath;
-    type Request = NotesReadBatchRequest;
-    type Response = NotesReadBatchResponse;
-
-    fn run(ctx: &Context, request: NotesReadBatchRequest) -> Result<NotesReadBatchResponse> {
-        if request.paths.is_empty() {
-            return Err(Error::invalid_path(
-                "paths must not be empty: give 1 to 20 note paths",
-            ));
-        }
-        if request.paths.len() > MAX_BATCH_PATHS {
-            return Err(Error::invalid_path(format!(
-                "paths holds {} entries; at most {MAX_BATCH_PATHS} may be read in one batch",
-                request.paths.len()
-            )));
-        }
-        let notes = request
-            .paths
-            .iter()
-            .map(|raw| {
-                let (note, content) = ctx.notes.read(raw)?;
-                Ok(NoteContent {
-                    path: note.rel,
-                    content,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(NotesReadBatchResponse { notes })
-    }
 }
 
 #[cfg(test)]

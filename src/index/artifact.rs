@@ -1,0 +1,605 @@
+//! The index artifact `.mirai/index.json`: writing it atomically and
+//! deterministically, reading it back into an [`Index`], and telling whether the
+//! notes changed since it was written.
+//!
+//! Layout (DESIGN.md section 3), compact JSON, keys in this order:
+//! `{"version":1,"generated_at","notes_indexed","chunks_indexed","chunks":[{"path",
+//! "chunk_index","content"}],"notes_commit","notes":[{"path","bytes","fnv1a64"}]}`.
+//! Chunks are sorted by path bytes, then chunk index; `notes` lists every indexed
+//! note (empty ones too, which have no chunks) with its size and content hash,
+//! which is what makes `stale` cheap and exact. Apart from `generated_at`, the
+//! bytes depend only on the notes (and `notes_commit`).
+
+use std::fs;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::{Fingerprint, Index};
+use crate::error::{Error, ErrorCode, Result};
+
+pub const VERSION: u64 = 1;
+pub const FILE_NAME: &str = "index.json";
+
+/// What the artifact says about itself, beyond the index it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactMeta {
+    /// Truncated to whole seconds, as written.
+    pub generated_at: DateTime<Utc>,
+    pub notes_commit: Option<String>,
+    /// Size of the artifact file.
+    pub byte_size: u64,
+}
+
+/// `dir_mirai/index.json`.
+pub fn path_in(dir_mirai: &Path) -> PathBuf {
+    dir_mirai.join(FILE_NAME)
+}
+
+#[derive(Serialize)]
+struct ChunkOut<'a> {
+    path: &'a str,
+    chunk_index: usize,
+    content: &'a str,
+}
+
+#[derive(Serialize)]
+struct NoteOut<'a> {
+    path: &'a str,
+    bytes: u64,
+    fnv1a64: String,
+}
+
+struct Chunks<'a>(&'a Index);
+
+impl Serialize for Chunks<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(
+            self.0
+                .sorted_chunks()
+                .map(|(path, chunk_index, content)| ChunkOut {
+                    path,
+                    chunk_index,
+                    content,
+                }),
+        )
+    }
+}
+
+struct Notes<'a>(&'a Index);
+
+impl Serialize for Notes<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.paths().filter_map(|path| {
+            let fp = self.0.fingerprint(path)?;
+            Some(NoteOut {
+                path,
+                bytes: fp.bytes,
+                fnv1a64: format!("{:016x}", fp.hash),
+            })
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct ArtifactOut<'a> {
+    version: u64,
+    generated_at: String,
+    notes_indexed: usize,
+    chunks_indexed: usize,
+    chunks: Chunks<'a>,
+    notes_commit: Option<&'a str>,
+    notes: Notes<'a>,
+}
+
+/// Writes `dir_mirai/index.json` through a temporary file in the same folder
+/// and a rename, so readers see the old or the new artifact, never a mix.
+/// Creates `dir_mirai` if needed. Returns the artifact's size in bytes.
+pub fn write(
+    dir_mirai: &Path,
+    idx: &Index,
+    generated_at: DateTime<Utc>,
+    notes_commit: Option<&str>,
+) -> Result<u64> {
+    let io_err = |what: &str, e: std::io::Error| {
+        Error::internal(format!(
+            "could not {what} the index artifact in {}: {e}",
+            dir_mirai.display()
+        ))
+    };
+    fs::create_dir_all(dir_mirai).map_err(|e| io_err("create the folder for", e))?;
+    let target = path_in(dir_mirai);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = dir_mirai.join(format!(
+        "{FILE_NAME}.tmp-{}-{nanos}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let doc = ArtifactOut {
+        version: VERSION,
+        generated_at: generated_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+        notes_indexed: idx.notes_indexed(),
+        chunks_indexed: idx.chunks_indexed(),
+        chunks: Chunks(idx),
+        notes_commit,
+        notes: Notes(idx),
+    };
+    let result = (|| {
+        let file = fs::File::create(&tmp).map_err(|e| io_err("create", e))?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
+        serde_json::to_writer(&mut out, &doc)
+            .map_err(|e| Error::internal(format!("could not encode the index artifact: {e}")))?;
+        let file = out
+            .into_inner()
+            .map_err(|e| io_err("write", e.into_error()))?;
+        // Durable before visible: a crash must not leave a renamed, empty file.
+        file.sync_all().map_err(|e| io_err("flush", e))?;
+        let size = file.metadata().map_err(|e| io_err("measure", e))?.len();
+        fs::rename(&tmp, &target).map_err(|e| io_err("replace", e))?;
+        Ok(size)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Deletes the artifact; `false` when there was none.
+pub fn remove(dir_mirai: &Path) -> Result<bool> {
+    match fs::remove_file(path_in(dir_mirai)) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::internal(format!(
+            "could not delete the index artifact in {}: {e}",
+            dir_mirai.display()
+        ))),
+    }
+}
+
+#[derive(Deserialize)]
+struct ChunkIn {
+    path: String,
+    chunk_index: u64,
+    content: String,
+}
+
+#[derive(Deserialize)]
+struct NoteIn {
+    path: String,
+    bytes: u64,
+    fnv1a64: String,
+}
+
+#[derive(Deserialize)]
+struct ArtifactIn {
+    version: u64,
+    generated_at: String,
+    notes_indexed: u64,
+    chunks_indexed: u64,
+    chunks: Vec<ChunkIn>,
+    #[serde(default)]
+    notes_commit: Option<String>,
+    /// Absent in artifacts written by the original service: then every note is
+    /// taken from the chunks and fingerprinted from their concatenation.
+    #[serde(default)]
+    notes: Option<Vec<NoteIn>>,
+}
+
+#[derive(Deserialize)]
+struct VersionOnly {
+    version: serde_json::Value,
+}
+
+fn invalid(path: &Path, why: impl std::fmt::Display) -> Error {
+    Error::new(
+        ErrorCode::InvalidIndexArtifact,
+        format!(
+            "index artifact {} is invalid ({why}); rebuild it with POST /mcp/index/rebuild or `mirai index rebuild`",
+            path.display()
+        ),
+    )
+}
+
+/// Reads an artifact into an index ranked with the default parameters.
+/// `Ok(None)` when the file does not exist. Anything malformed, truncated,
+/// inconsistent or of another version is `invalid_index_artifact`.
+pub fn read(path: &Path) -> Result<Option<(Index, ArtifactMeta)>> {
+    let bytes = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(invalid(path, format_args!("cannot be read: {e}"))),
+    };
+    let doc: ArtifactIn = match serde_json::from_slice(&bytes) {
+        Ok(doc) => doc,
+        Err(e) => {
+            // Name the version when that is the real problem, not its symptom.
+            if let Ok(v) = serde_json::from_slice::<VersionOnly>(&bytes) {
+                if v.version != VERSION {
+                    return Err(invalid(
+                        path,
+                        format_args!("version {} is not {VERSION}", v.version),
+                    ));
+                }
+            }
+            return Err(invalid(path, e));
+        }
+    };
+    if doc.version != VERSION {
+        return Err(invalid(
+            path,
+            format_args!("version {} is not {VERSION}", doc.version),
+        ));
+    }
+    let generated_at = DateTime::parse_from_rfc3339(&doc.generated_at)
+        .map_err(|e| invalid(path, format_args!("generated_at: {e}")))?
+        .with_timezone(&Utc);
+    if doc.chunks_indexed != doc.chunks.len() as u64 {
+        return Err(invalid(
+            path,
+            format_args!(
+                "chunks_indexed is {} but {} chunks are present",
+                doc.chunks_indexed,
+                doc.chunks.len()
+            ),
+        ));
+    }
+
+    // Group the chunks by note, checking order and numbering on the way.
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for chunk in doc.chunks {
+        check_path(path, &chunk.path)?;
+        match groups.last_mut() {
+            Some((p, contents)) if *p == chunk.path => {
+                if chunk.chunk_index != contents.len() as u64 {
+                    return Err(invalid(
+                        path,
+                        format_args!("chunks of {} are not numbered 0, 1, ...", p),
+                    ));
+                }
+                contents.push(chunk.content);
+            }
+            last => {
+                if last.is_some_and(|(p, _)| p.as_bytes() >= chunk.path.as_bytes()) {
+                    return Err(invalid(path, "chunks are not sorted by path"));
+                }
+                if chunk.chunk_index != 0 {
+                    return Err(invalid(
+                        path,
+                        format_args!("chunks of {} are not numbered 0, 1, ...", chunk.path),
+                    ));
+                }
+                groups.push((chunk.path, vec![chunk.content]));
+            }
+        }
+    }
+
+    let mut idx = Index::default();
+    match doc.notes {
+        Some(notes) => {
+            if notes
+                .windows(2)
+                .any(|w| w[0].path.as_bytes() >= w[1].path.as_bytes())
+            {
+                return Err(invalid(path, "notes are not sorted by path"));
+            }
+            let mut groups = groups.into_iter().peekable();
+            for note in notes {
+                check_path(path, &note.path)?;
+                let hash = u64::from_str_radix(&note.fnv1a64, 16)
+                    .ok()
+                    .filter(|_| note.fnv1a64.len() == 16)
+                    .ok_or_else(|| invalid(path, format_args!("bad hash for {}", note.path)))?;
+                let chunks = match groups.peek() {
+                    Some((p, _)) if *p == note.path => {
+                        groups.next().map(|(_, c)| c).unwrap_or_default()
+                    }
+                    _ => Vec::new(),
+                };
+                let content = chunks.concat();
+                idx.insert_chunks(
+                    &note.path,
+                    &content,
+                    chunks,
+                    Fingerprint {
+                        bytes: note.bytes,
+                        hash,
+                    },
+                );
+            }
+            if let Some((p, _)) = groups.next() {
+                return Err(invalid(
+                    path,
+                    format_args!("chunks of {p} belong to no listed note"),
+                ));
+            }
+        }
+        None => {
+            for (note_path, chunks) in groups {
+                let content = chunks.concat();
+                let fp = Fingerprint::of(&content);
+                idx.insert_chunks(&note_path, &content, chunks, fp);
+            }
+        }
+    }
+    if doc.notes_indexed != idx.notes_indexed() as u64 {
+        return Err(invalid(
+            path,
+            format_args!(
+                "notes_indexed is {} but {} notes are present",
+                doc.notes_indexed,
+                idx.notes_indexed()
+            ),
+        ));
+    }
+    let meta = ArtifactMeta {
+        generated_at,
+        notes_commit: doc.notes_commit,
+        byte_size: bytes.len() as u64,
+    };
+    Ok(Some((idx, meta)))
+}
+
+fn check_path(artifact: &Path, p: &str) -> Result<()> {
+    let bad = p.is_empty()
+        || p.starts_with('/')
+        || p.contains('\0')
+        || p.split('/').any(|c| c.is_empty() || c == "." || c == "..");
+    if bad {
+        return Err(invalid(artifact, format_args!("unsafe note path {p:?}")));
+    }
+    Ok(())
+}
+
+/// One note as it is on disk now, for [`is_stale`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoteStat {
+    pub path: String,
+    pub bytes: u64,
+    pub modified: SystemTime,
+}
+
+/// Whether the notes differ from what `idx` (loaded from an artifact written at
+/// `generated_at`) indexed: a note added, deleted, resized, or rewritten with
+/// other content. Only notes modified at or after `generated_at` are read (via
+/// `read`, which returns `None` for a note that vanished) and hashed, so a check
+/// over an unchanged vault reads nothing; a note merely touched is not stale.
+pub fn is_stale(
+    idx: &Index,
+    generated_at: DateTime<Utc>,
+    current: &[NoteStat],
+    mut read: impl FnMut(&str) -> Option<String>,
+) -> bool {
+    if current.len() != idx.notes_indexed() {
+        return true;
+    }
+    let since: SystemTime = generated_at.into();
+    for note in current {
+        let Some(fp) = idx.fingerprint(&note.path) else {
+            return true;
+        };
+        if fp.bytes != note.bytes {
+            return true;
+        }
+        if note.modified >= since {
+            match read(&note.path) {
+                Some(content) if Fingerprint::of(&content) == fp => {}
+                _ => return true,
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> Self {
+            let dir = std::env::temp_dir().join(format!(
+                "mirai-artifact-{name}-{}-{:?}",
+                std::process::id(),
+                std::thread::current().id()
+            ));
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn notes() -> Vec<(String, String)> {
+        vec![
+            (
+                "b.md".into(),
+                "# B\nbeta \"quoted\" text\n\n## More\nline\n".into(),
+            ),
+            ("a/x.md".into(), "---\ntitle: X\n---\nalpha\r\n".into()),
+            ("empty.md".into(), String::new()),
+            ("日本.md".into(), "全文検索\n".into()),
+        ]
+    }
+
+    fn at(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(secs, 0).unwrap()
+    }
+
+    #[test]
+    fn two_builds_write_identical_bytes_apart_from_generated_at() {
+        let dir = TempDir::new("det");
+        let mut reversed = notes();
+        reversed.reverse();
+        write(
+            &dir.0,
+            &Index::build(notes()),
+            at(1_700_000_000),
+            Some("abc"),
+        )
+        .unwrap();
+        let first = fs::read_to_string(path_in(&dir.0)).unwrap();
+        write(
+            &dir.0,
+            &Index::build(reversed),
+            at(1_800_000_000),
+            Some("abc"),
+        )
+        .unwrap();
+        let second = fs::read_to_string(path_in(&dir.0)).unwrap();
+        assert_ne!(first, second);
+        let strip = |s: &str| {
+            let v: serde_json::Value = serde_json::from_str(s).unwrap();
+            let ts = v["generated_at"].as_str().unwrap().to_string();
+            s.replace(&ts, "")
+        };
+        assert_eq!(strip(&first), strip(&second));
+        assert!(first.starts_with(r#"{"version":1,"generated_at":"2023-11-14T22:13:20Z","notes_indexed":4,"chunks_indexed":"#));
+        let leftovers: Vec<_> = fs::read_dir(&dir.0).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "temporary file left behind");
+    }
+
+    #[test]
+    fn round_trip_gives_the_same_index() {
+        let dir = TempDir::new("rt");
+        let built = Index::build(notes());
+        let size = write(&dir.0, &built, at(1_700_000_000), None).unwrap();
+        let (loaded, meta) = read(&path_in(&dir.0)).unwrap().unwrap();
+        assert_eq!(meta.byte_size, size);
+        assert_eq!(meta.generated_at, at(1_700_000_000));
+        assert_eq!(meta.notes_commit, None);
+        assert_eq!(loaded.notes_indexed(), 4);
+        assert_eq!(loaded.chunks_indexed(), built.chunks_indexed());
+        assert_eq!(loaded.content_bytes(), built.content_bytes());
+        assert_eq!(
+            loaded.fingerprint("empty.md"),
+            built.fingerprint("empty.md")
+        );
+        for q in ["beta", "alpha x", "検索", "more line"] {
+            assert_eq!(loaded.query(q, 10, None), built.query(q, 10, None), "{q}");
+        }
+    }
+
+    #[test]
+    fn missing_artifact_is_none_and_remove_reports_it() {
+        let dir = TempDir::new("missing");
+        assert!(read(&path_in(&dir.0)).unwrap().is_none());
+        assert!(!remove(&dir.0).unwrap());
+        write(&dir.0, &Index::build(notes()), at(0), None).unwrap();
+        assert!(remove(&dir.0).unwrap());
+    }
+
+    #[test]
+    fn bad_artifacts_are_invalid_index_artifact() {
+        let dir = TempDir::new("bad");
+        write(&dir.0, &Index::build(notes()), at(1_700_000_000), None).unwrap();
+        let good = fs::read_to_string(path_in(&dir.0)).unwrap();
+        let cases = vec![
+            String::new(),
+            "null".to_string(),
+            "[]".to_string(),
+            "{}".to_string(),
+            good[..good.len() / 2].to_string(),
+            good[..good.len() - 1].to_string(),
+            good.replacen("\"version\":1", "\"version\":2", 1),
+            good.replacen("\"version\":1", "\"version\":\"1\"", 1),
+            good.replacen("2023-11-14T22:13:20Z", "yesterday", 1),
+            good.replacen("\"notes_indexed\":4", "\"notes_indexed\":5", 1),
+            good.replacen("\"notes_indexed\":4", "\"notes_indexed\":-4", 1),
+            good.replacen("\"chunk_index\":0", "\"chunk_index\":7", 1),
+            good.replacen("\"path\":\"a/x.md\"", "\"path\":\"../x.md\"", 1),
+            good.replacen("\"path\":\"a/x.md\"", "\"path\":\"zz.md\"", 1),
+            good.replacen("\"content\":", "\"content\":1,\"x\":", 1),
+            "\u{feff}\u{0}garbage".to_string(),
+        ];
+        for (i, case) in cases.iter().enumerate() {
+            fs::write(path_in(&dir.0), case).unwrap();
+            let err = read(&path_in(&dir.0)).unwrap_err();
+            assert_eq!(
+                err.code,
+                ErrorCode::InvalidIndexArtifact,
+                "case {i}: {case:.80}"
+            );
+            assert!(err.message.contains("rebuild"), "{}", err.message);
+        }
+        fs::write(
+            path_in(&dir.0),
+            good.replacen("\"version\":1", "\"version\":2", 1),
+        )
+        .unwrap();
+        let err = read(&path_in(&dir.0)).unwrap_err();
+        assert!(err.message.contains("version 2"), "{}", err.message);
+    }
+
+    #[test]
+    fn original_service_artifacts_without_notes_still_load() {
+        let dir = TempDir::new("orig");
+        let doc = r#"{"version":1,"generated_at":"2024-01-01T00:00:00Z","notes_indexed":1,"chunks_indexed":2,"chunks":[{"path":"a.md","chunk_index":0,"content":"hello"},{"path":"a.md","chunk_index":1,"content":"world"}]}"#;
+        fs::write(path_in(&dir.0), doc).unwrap();
+        let (idx, meta) = read(&path_in(&dir.0)).unwrap().unwrap();
+        assert_eq!(idx.chunks_indexed(), 2);
+        assert_eq!(meta.notes_commit, None);
+        assert_eq!(idx.query("world", 5, None)[0].chunk_index, 1);
+    }
+
+    #[test]
+    fn staleness_on_change_add_delete_but_not_touch() {
+        let idx = Index::build(notes());
+        let built = at(1_700_000_000);
+        let before = SystemTime::from(at(1_600_000_000));
+        let after = SystemTime::from(at(1_700_000_100));
+        let stats = |modified: SystemTime| -> Vec<NoteStat> {
+            notes()
+                .into_iter()
+                .map(|(path, c)| NoteStat {
+                    path,
+                    bytes: c.len() as u64,
+                    modified,
+                })
+                .collect()
+        };
+        let contents = |p: &str| notes().into_iter().find(|(q, _)| q == p).map(|(_, c)| c);
+        assert!(!is_stale(&idx, built, &stats(before), |_| panic!(
+            "no read needed"
+        )));
+        assert!(!is_stale(&idx, built, &stats(after), contents));
+
+        // Same size, other content, written after the build.
+        assert!(is_stale(&idx, built, &stats(after), |p| {
+            contents(p).map(|c| {
+                if p == "b.md" {
+                    c.replace("beta", "BETA")
+                } else {
+                    c
+                }
+            })
+        }));
+        let mut added = stats(before);
+        added.push(NoteStat {
+            path: "new.md".into(),
+            bytes: 1,
+            modified: after,
+        });
+        assert!(is_stale(&idx, built, &added, contents));
+        let mut deleted = stats(before);
+        deleted.pop();
+        assert!(is_stale(&idx, built, &deleted, contents));
+        let mut resized = stats(before);
+        resized[0].bytes += 1;
+        assert!(is_stale(&idx, built, &resized, contents));
+        let mut renamed = stats(before);
+        renamed[0].path = "renamed.md".into();
+        assert!(is_stale(&idx, built, &renamed, contents));
+    }
+}

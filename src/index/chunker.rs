@@ -1,0 +1,256 @@
+//! Markdown-aware chunking: a note is cut into consecutive slices at ATX headings
+//! outside code fences and outside YAML front matter, and no slice is longer than
+//! a cap. Slices are exact byte ranges of the note, so the chunks of a note,
+//! concatenated, give the note back, and `snippet_offset`s point into real text.
+//!
+//! Short neighbouring sections are packed together up to a target size: a
+//! heading with two lines under it, ranked alone, has too little text to be
+//! found or to be useful to the reader.
+
+/// Chunk size limits, in characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkOptions {
+    /// Neighbouring sections are packed into one chunk while the chunk stays
+    /// within this size. Zero keeps every section on its own.
+    pub pack_chars: usize,
+    /// No chunk is longer than this; a longer section is cut at a blank line,
+    /// else at a line end, else at whitespace, else anywhere on a char boundary.
+    pub max_chars: usize,
+}
+
+impl Default for ChunkOptions {
+    fn default() -> Self {
+        ChunkOptions {
+            pack_chars: 1500,
+            max_chars: 3000,
+        }
+    }
+}
+
+/// The byte ranges of `content`'s chunks, in order, covering it exactly.
+/// An empty note has no chunks.
+pub fn chunk_ranges(content: &str, options: ChunkOptions) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut current: Option<(usize, usize, usize)> = None; // start, end, chars
+    for (start, end) in sections(content) {
+        let chars = content[start..end].chars().count();
+        if let Some((cs, ce, cc)) = current {
+            if cc + chars <= options.pack_chars {
+                current = Some((cs, end, cc + chars));
+                continue;
+            }
+            split_capped(content, cs, ce, options.max_chars, &mut out);
+        }
+        current = Some((start, end, chars));
+    }
+    if let Some((cs, ce, _)) = current {
+        split_capped(content, cs, ce, options.max_chars, &mut out);
+    }
+    out
+}
+
+/// Byte ranges of the sections: front matter and anything before the first
+/// heading form the first section; every heading outside a fence starts another.
+fn sections(content: &str) -> Vec<(usize, usize)> {
+    let mut starts = vec![0usize];
+    let mut pos = 0usize;
+    let mut fence: Option<(u8, usize)> = None;
+    let mut first_line = true;
+    let mut in_front_matter = false;
+    for line in content.split_inclusive('\n') {
+        let line_start = pos;
+        pos += line.len();
+        let text = line.trim_end_matches(['\n', '\r']);
+        if first_line {
+            first_line = false;
+            if text == "---" {
+                in_front_matter = true;
+                continue;
+            }
+        }
+        if in_front_matter {
+            if text == "---" || text == "..." {
+                in_front_matter = false;
+            }
+            continue;
+        }
+        if let Some((ch, len)) = fence {
+            if closes_fence(text, ch, len) {
+                fence = None;
+            }
+            continue;
+        }
+        if let Some(open) = opens_fence(text) {
+            fence = Some(open);
+            continue;
+        }
+        if line_start > 0 && is_atx_heading(text) {
+            starts.push(line_start);
+        }
+    }
+    if content.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(starts.len());
+    for (i, &s) in starts.iter().enumerate() {
+        let e = starts.get(i + 1).copied().unwrap_or(content.len());
+        out.push((s, e));
+    }
+    out
+}
+
+fn indent_ok(text: &str) -> Option<&str> {
+    let trimmed = text.trim_start_matches(' ');
+    (text.len() - trimmed.len() <= 3).then_some(trimmed)
+}
+
+fn is_atx_heading(text: &str) -> bool {
+    let Some(t) = indent_ok(text) else {
+        return false;
+    };
+    let hashes = t.bytes().take_while(|&b| b == b'#').count();
+    (1..=6).contains(&hashes) && matches!(t.as_bytes().get(hashes), None | Some(b' ' | b'\t'))
+}
+
+fn opens_fence(text: &str) -> Option<(u8, usize)> {
+    let t = indent_ok(text)?;
+    let ch = *t.as_bytes().first()?;
+    if ch != b'`' && ch != b'~' {
+        return None;
+    }
+    let len = t.bytes().take_while(|&b| b == ch).count();
+    // A backtick fence's info string may not contain a backtick (CommonMark).
+    (len >= 3 && !(ch == b'`' && t[len..].contains('`'))).then_some((ch, len))
+}
+
+fn closes_fence(text: &str, ch: u8, len: usize) -> bool {
+    let Some(t) = indent_ok(text) else {
+        return false;
+    };
+    let n = t.bytes().take_while(|&b| b == ch).count();
+    n >= len && t[n..].trim().is_empty()
+}
+
+fn split_capped(
+    content: &str,
+    mut start: usize,
+    end: usize,
+    max_chars: usize,
+    out: &mut Vec<(usize, usize)>,
+) {
+    let max_chars = max_chars.max(1);
+    loop {
+        let slice = &content[start..end];
+        // The cap's byte position, if the slice is longer than the cap.
+        let Some((cap, _)) = slice.char_indices().nth(max_chars) else {
+            out.push((start, end));
+            return;
+        };
+        let head = &slice[..cap];
+        let half = cap / 2;
+        let cut = head
+            .rfind("\n\n")
+            .map(|i| i + 2)
+            .filter(|&i| i > half)
+            .or_else(|| head.rfind('\n').map(|i| i + 1).filter(|&i| i > half))
+            .or_else(|| {
+                head.rfind(char::is_whitespace)
+                    .map(|i| i + head[i..].chars().next().map_or(1, char::len_utf8))
+                    .filter(|&i| i > half)
+            })
+            .unwrap_or(cap);
+        out.push((start, start + cut));
+        start += cut;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks(content: &str, options: ChunkOptions) -> Vec<&str> {
+        chunk_ranges(content, options)
+            .into_iter()
+            .map(|(s, e)| &content[s..e])
+            .collect()
+    }
+
+    const UNPACKED: ChunkOptions = ChunkOptions {
+        pack_chars: 0,
+        max_chars: 10_000,
+    };
+
+    #[test]
+    fn empty_note_has_no_chunks() {
+        assert!(chunk_ranges("", ChunkOptions::default()).is_empty());
+    }
+
+    #[test]
+    fn splits_at_headings_and_keeps_exact_slices() {
+        let note = "intro\n# One\nbody\r\n## Two\n\nmore\n#nottag\n";
+        let got = chunks(note, UNPACKED);
+        assert_eq!(
+            got,
+            vec!["intro\n", "# One\nbody\r\n", "## Two\n\nmore\n#nottag\n"]
+        );
+        assert_eq!(got.concat(), note);
+    }
+
+    #[test]
+    fn headings_inside_fences_do_not_split() {
+        let note =
+            "# A\n```sh\n# comment\n````\n~~~\n# still code\n```\n~~~\n# B\n~~~~\n# x\n~~~~\n";
+        let got = chunks(note, UNPACKED);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[1].starts_with("# B"));
+        assert_eq!(got.concat(), note);
+    }
+
+    #[test]
+    fn front_matter_stays_with_the_first_section() {
+        let note = "---\ntitle: Hello\n# yaml comment\n---\n# Heading\ntext\n";
+        let got = chunks(note, UNPACKED);
+        assert_eq!(
+            got,
+            vec![
+                "---\ntitle: Hello\n# yaml comment\n---\n",
+                "# Heading\ntext\n"
+            ]
+        );
+    }
+
+    #[test]
+    fn small_sections_are_packed_up_to_the_target() {
+        let note = "# A\na\n# B\nb\n# C\nccccccccccccccccccccc\n";
+        let got = chunks(
+            note,
+            ChunkOptions {
+                pack_chars: 12,
+                max_chars: 100,
+            },
+        );
+        assert_eq!(
+            got,
+            vec!["# A\na\n# B\nb\n", "# C\nccccccccccccccccccccc\n"]
+        );
+    }
+
+    #[test]
+    fn long_sections_are_capped_at_paragraphs_lines_or_spaces() {
+        let para = "word ".repeat(30);
+        let note = format!("{para}\n\n{para}\n{para}");
+        let opts = ChunkOptions {
+            pack_chars: 0,
+            max_chars: 200,
+        };
+        let got = chunks(&note, opts);
+        assert!(got.iter().all(|c| c.chars().count() <= 200), "{got:?}");
+        assert!(got[0].ends_with("\n\n"));
+        assert_eq!(got.concat(), note);
+
+        let line = "é".repeat(450);
+        let got = chunks(&line, opts);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got.concat(), line);
+    }
+}

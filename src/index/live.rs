@@ -1,0 +1,352 @@
+//! The server's live index: the artifact loaded once and kept in memory,
+//! reloaded only when another process rewrites the file (noticed by inode,
+//! size and nanosecond mtime), updated in place after every apply, and
+//! persisted again in the background so an apply never waits for the disk.
+//!
+//! Without an artifact, queries index on demand and keep that index while
+//! the notes stay as they were; nothing is written.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use chrono::{DateTime, Utc};
+
+use super::artifact::{self, ArtifactMeta, NoteStat};
+use super::{Hit, Index};
+use crate::error::Result;
+use crate::notes::Notes;
+
+/// Identity of the artifact file on disk, to notice a rewrite by another process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    inode: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Option<FileStamp> {
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileStamp {
+            inode: meta.ino(),
+            size: meta.size(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        })
+    }
+}
+
+/// Where the index in memory came from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// Loaded from (or written to) the artifact with this stamp.
+    Artifact {
+        stamp: FileStamp,
+        meta: ArtifactMeta,
+    },
+    /// Built from the notes at `built_at` because there was no artifact.
+    OnDemand { built_at: DateTime<Utc> },
+}
+
+struct Loaded {
+    index: Arc<Index>,
+    source: Source,
+}
+
+/// What `index.status` reports about the artifact.
+#[derive(Debug, Clone)]
+pub struct ArtifactStatus {
+    pub generated_at: DateTime<Utc>,
+    pub notes_indexed: usize,
+    pub chunks_indexed: usize,
+    pub stale: bool,
+    pub byte_size: u64,
+    pub content_bytes: u64,
+    pub notes_commit: Option<String>,
+}
+
+/// Counts from a rebuild.
+#[derive(Debug, Clone, Copy)]
+pub struct Rebuilt {
+    pub notes_indexed: usize,
+    pub chunks_indexed: usize,
+    pub artifact_bytes: u64,
+}
+
+/// The index a server (or one CLI run) works with.
+pub struct LiveIndex {
+    notes: Notes,
+    mirai_dir: PathBuf,
+    loaded: RwLock<Option<Loaded>>,
+    persist_pending: AtomicBool,
+    /// One persist at a time, so each starts from the stamp the previous one left.
+    persisting: Mutex<()>,
+}
+
+impl LiveIndex {
+    pub fn new(notes: Notes) -> LiveIndex {
+        let mirai_dir = notes.root().join(".mirai");
+        LiveIndex {
+            notes,
+            mirai_dir,
+            loaded: RwLock::new(None),
+            persist_pending: AtomicBool::new(false),
+            persisting: Mutex::new(()),
+        }
+    }
+
+    fn artifact_path(&self) -> PathBuf {
+        artifact::path_in(&self.mirai_dir)
+    }
+
+    fn read_lock(&self) -> RwLockReadGuard<'_, Option<Loaded>> {
+        self.loaded
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write_lock(&self) -> RwLockWriteGuard<'_, Option<Loaded>> {
+        self.loaded
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Ranks chunks for `q`. Loads or reloads the artifact when needed, or
+    /// indexes on demand when there is none.
+    pub fn query(&self, q: &str, limit: usize, path_prefix: Option<&str>) -> Result<Vec<Hit>> {
+        let stamp = FileStamp::of(&self.artifact_path());
+        {
+            let guard = self.read_lock();
+            if let Some(loaded) = guard.as_ref() {
+                if self.is_current(loaded, stamp)? {
+                    return Ok(loaded.index.query(q, limit, path_prefix));
+                }
+            }
+        }
+        let mut guard = self.write_lock();
+        self.refresh(&mut guard, stamp)?;
+        let loaded = guard.as_ref().expect("refresh leaves an index loaded");
+        Ok(loaded.index.query(q, limit, path_prefix))
+    }
+
+    /// Whether `loaded` may answer, given the artifact's stamp now.
+    fn is_current(&self, loaded: &Loaded, stamp: Option<FileStamp>) -> Result<bool> {
+        Ok(match (&loaded.source, stamp) {
+            (Source::Artifact { stamp: ours, .. }, Some(now)) => *ours == now,
+            (Source::OnDemand { built_at }, None) => {
+                !self.notes_changed_since(&loaded.index, *built_at)?
+            }
+            _ => false,
+        })
+    }
+
+    /// Makes `slot` hold an index that matches the artifact (or the notes when there is none).
+    fn refresh(&self, slot: &mut Option<Loaded>, stamp: Option<FileStamp>) -> Result<()> {
+        if let Some(loaded) = slot.as_ref() {
+            if self.is_current(loaded, stamp)? {
+                return Ok(());
+            }
+        }
+        if stamp.is_some() {
+            if let Some((index, meta)) = artifact::read(&self.artifact_path())? {
+                // Stat again after reading: the stamp must describe the bytes we loaded.
+                if let Some(stamp) = FileStamp::of(&self.artifact_path()) {
+                    *slot = Some(Loaded {
+                        index: Arc::new(index),
+                        source: Source::Artifact { stamp, meta },
+                    });
+                    return Ok(());
+                }
+            }
+        }
+        let built_at = Utc::now();
+        let index = Index::build(self.read_all_notes()?);
+        *slot = Some(Loaded {
+            index: Arc::new(index),
+            source: Source::OnDemand { built_at },
+        });
+        Ok(())
+    }
+
+    fn read_all_notes(&self) -> Result<Vec<(String, String)>> {
+        self.notes
+            .list()?
+            .into_iter()
+            .filter_map(|path| match self.notes.read(&path) {
+                Ok((_, content)) => Some(Ok((path, content))),
+                // A note deleted between listing and reading is simply not indexed.
+                Err(e) if e.code == crate::error::ErrorCode::NotFound => None,
+                Err(e) => Some(Err(e)),
+            })
+            .collect()
+    }
+
+    fn note_stats(&self) -> Result<Vec<NoteStat>> {
+        Ok(self
+            .notes
+            .list()?
+            .into_iter()
+            .filter_map(|path| {
+                let meta = std::fs::metadata(self.notes.root().join(&path)).ok()?;
+                Some(NoteStat {
+                    path,
+                    bytes: meta.len(),
+                    modified: meta.modified().ok()?,
+                })
+            })
+            .collect())
+    }
+
+    fn notes_changed_since(&self, index: &Index, since: DateTime<Utc>) -> Result<bool> {
+        let stats = self.note_stats()?;
+        Ok(artifact::is_stale(index, since, &stats, |path| {
+            self.notes.read(path).ok().map(|(_, content)| content)
+        }))
+    }
+
+    /// Rebuilds from the notes and writes the artifact. The caller holds the
+    /// write lock of the repository, so no apply lands in between.
+    pub fn rebuild(&self, notes_commit: Option<&str>) -> Result<Rebuilt> {
+        let index = Index::build(self.read_all_notes()?);
+        let artifact_bytes = artifact::write(&self.mirai_dir, &index, Utc::now(), notes_commit)?;
+        let rebuilt = Rebuilt {
+            notes_indexed: index.notes_indexed(),
+            chunks_indexed: index.chunks_indexed(),
+            artifact_bytes,
+        };
+        let mut guard = self.write_lock();
+        // Load what we wrote, so the stamp and metadata are the file's own.
+        *guard = None;
+        self.refresh(&mut guard, FileStamp::of(&self.artifact_path()))?;
+        Ok(rebuilt)
+    }
+
+    /// Deletes the artifact; `false` when there was none. Queries then index on demand.
+    pub fn invalidate(&self) -> Result<bool> {
+        let mut guard = self.write_lock();
+        *guard = None;
+        artifact::remove(&self.mirai_dir)
+    }
+
+    /// The artifact's status, or `None` when there is none.
+    pub fn status(&self) -> Result<Option<ArtifactStatus>> {
+        let stamp = FileStamp::of(&self.artifact_path());
+        if stamp.is_none() {
+            return Ok(None);
+        }
+        let mut guard = self.write_lock();
+        self.refresh(&mut guard, stamp)?;
+        let Some(Loaded {
+            index,
+            source: Source::Artifact { meta, .. },
+        }) = guard.as_ref()
+        else {
+            // The artifact vanished while we looked.
+            return Ok(None);
+        };
+        let index = index.clone();
+        let meta = meta.clone();
+        drop(guard);
+        let stale = self.notes_changed_since(&index, meta.generated_at)?;
+        Ok(Some(ArtifactStatus {
+            generated_at: meta.generated_at,
+            notes_indexed: index.notes_indexed(),
+            chunks_indexed: index.chunks_indexed(),
+            stale,
+            byte_size: meta.byte_size,
+            content_bytes: index.content_bytes(),
+            notes_commit: meta.notes_commit,
+        }))
+    }
+
+    /// Notes how many notes are present now (for status, with or without an artifact).
+    pub fn notes_present(&self) -> Result<usize> {
+        Ok(self.notes.list()?.len())
+    }
+
+    /// Keeps the index fresh after an apply changed `path` (`None`: deleted)
+    /// and committed `commit`. When the index came from the artifact, the
+    /// artifact is rewritten in the background.
+    pub fn note_changed(self: &Arc<Self>, path: &str, content: Option<&str>, commit: &str) {
+        let stamp = FileStamp::of(&self.artifact_path());
+        let mut guard = self.write_lock();
+        if stamp.is_some() && self.refresh(&mut guard, stamp).is_err() {
+            // A corrupt artifact keeps answering invalid_index_artifact until rebuilt;
+            // the rebuild will read this note from disk.
+            return;
+        }
+        let Some(loaded) = guard.as_mut() else { return };
+        let index = Arc::make_mut(&mut loaded.index);
+        match content {
+            Some(text) => index.upsert_note(path, text),
+            None => index.remove_note(path),
+        }
+        match &mut loaded.source {
+            Source::Artifact { meta, .. } => {
+                meta.notes_commit = Some(commit.to_string());
+                drop(guard);
+                self.schedule_persist();
+            }
+            Source::OnDemand { .. } => {}
+        }
+    }
+
+    fn schedule_persist(self: &Arc<Self>) {
+        if self.persist_pending.swap(true, Ordering::AcqRel) {
+            return; // a persist is already on its way and will include this change
+        }
+        let live = Arc::clone(self);
+        std::thread::spawn(move || {
+            let _one_at_a_time = live
+                .persisting
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            live.persist_pending.store(false, Ordering::Release);
+            if let Err(e) = live.persist() {
+                log::warn!("could not persist the index after an apply: {e}");
+            }
+        });
+    }
+
+    /// Writes the in-memory index to the artifact, keeping its `generated_at`:
+    /// the notes were scanned then, and every change since came through mirai.
+    fn persist(&self) -> Result<()> {
+        let (index, meta, stamp) = {
+            let guard = self.read_lock();
+            match guard.as_ref() {
+                Some(Loaded {
+                    index,
+                    source: Source::Artifact { meta, stamp },
+                }) => (index.clone(), meta.clone(), *stamp),
+                _ => return Ok(()),
+            }
+        };
+        if FileStamp::of(&self.artifact_path()) != Some(stamp) {
+            return Ok(()); // rewritten or removed by someone else meanwhile: theirs wins
+        }
+        artifact::write(
+            &self.mirai_dir,
+            &index,
+            meta.generated_at,
+            meta.notes_commit.as_deref(),
+        )?;
+        let new_stamp = FileStamp::of(&self.artifact_path());
+        let mut guard = self.write_lock();
+        if let (Some(loaded), Some(new_stamp)) = (guard.as_mut(), new_stamp) {
+            // The file now holds what we wrote; the index in memory holds that and
+            // maybe a later apply, whose own persist is queued behind this one.
+            if let Source::Artifact {
+                stamp: ours,
+                meta: our_meta,
+            } = &mut loaded.source
+            {
+                if *ours == stamp {
+                    *ours = new_stamp;
+                    our_meta.byte_size = new_stamp.size;
+                }
+            }
+        }
+        Ok(())
+    }
+}

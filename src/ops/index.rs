@@ -1,0 +1,225 @@
+//! Index operations: `index.rebuild`, `index.status`, `index.query`,
+//! `index.invalidate`, over the server's [`crate::index::live::LiveIndex`].
+
+use chrono::{SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Class, Context, Operation};
+use crate::error::{Error, ErrorCode, Result};
+use crate::index;
+
+/// A request without fields.
+#[derive(Debug, Default, Deserialize)]
+pub struct Empty {}
+
+/// `index.rebuild`: index every note and write `.mirai/index.json`.
+pub struct IndexRebuild;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RebuildResponse {
+    pub notes_indexed: usize,
+    pub chunks_indexed: usize,
+}
+
+impl Operation for IndexRebuild {
+    const NAME: &'static str = "index.rebuild";
+    const CLASS: Class = Class::Write;
+    const SUMMARY: &'static str =
+        "Rebuild the search index from every note and write the artifact .mirai/index.json.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    type Request = Empty;
+    type Response = RebuildResponse;
+
+    fn run(ctx: &Context, _request: Empty) -> Result<RebuildResponse> {
+        // Holding the writer keeps applies out while the notes are read.
+        let repo = ctx.writer()?;
+        let head = repo.head()?;
+        let rebuilt = ctx.index.rebuild(head.as_deref())?;
+        Ok(RebuildResponse {
+            notes_indexed: rebuilt.notes_indexed,
+            chunks_indexed: rebuilt.chunks_indexed,
+        })
+    }
+}
+
+/// `index.status`: what the artifact holds and whether the notes moved on since.
+pub struct IndexStatus;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct StatusResponse {
+    pub present: bool,
+    pub generated_at: Option<String>,
+    pub notes_indexed: Option<usize>,
+    pub chunks_indexed: Option<usize>,
+    pub stale: Option<bool>,
+    pub artifact_age_seconds: Option<i64>,
+    pub notes_present: usize,
+    pub artifact_byte_size: Option<u64>,
+    pub chunks_content_bytes_total: Option<u64>,
+    pub notes_commit: Option<String>,
+}
+
+impl Operation for IndexStatus {
+    const NAME: &'static str = "index.status";
+    const CLASS: Class = Class::Read;
+    const SUMMARY: &'static str =
+        "Describe the index artifact: when it was built, from which commit, its size, and whether notes changed since.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    type Request = Empty;
+    type Response = StatusResponse;
+
+    fn run(ctx: &Context, _request: Empty) -> Result<StatusResponse> {
+        let status = ctx.index.status()?;
+        let notes_present = ctx.index.notes_present()?;
+        Ok(match status {
+            None => StatusResponse {
+                present: false,
+                generated_at: None,
+                notes_indexed: None,
+                chunks_indexed: None,
+                stale: None,
+                artifact_age_seconds: None,
+                notes_present,
+                artifact_byte_size: None,
+                chunks_content_bytes_total: None,
+                notes_commit: None,
+            },
+            Some(s) => StatusResponse {
+                present: true,
+                generated_at: Some(s.generated_at.to_rfc3339_opts(SecondsFormat::Secs, true)),
+                notes_indexed: Some(s.notes_indexed),
+                chunks_indexed: Some(s.chunks_indexed),
+                stale: Some(s.stale),
+                artifact_age_seconds: Some((Utc::now() - s.generated_at).num_seconds().max(0)),
+                notes_present,
+                artifact_byte_size: Some(s.byte_size),
+                chunks_content_bytes_total: Some(s.content_bytes),
+                notes_commit: s.notes_commit,
+            },
+        })
+    }
+}
+
+/// `index.query`: rank note chunks for a query.
+pub struct IndexQuery;
+
+#[derive(Debug, Deserialize)]
+pub struct QueryRequest {
+    #[serde(default)]
+    pub q: Option<String>,
+    /// A decimal string (from a URL) or a number (from JSON callers).
+    #[serde(default)]
+    pub limit: Option<Value>,
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct QueryResponse {
+    pub query: String,
+    pub limit: usize,
+    pub chunks: Vec<QueryChunk>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct QueryChunk {
+    pub content: String,
+    pub score: f64,
+    pub metadata: ChunkMetadata,
+    pub explanation: Explanation,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ChunkMetadata {
+    pub path: String,
+    pub chunk_index: usize,
+    pub snippet_offset: Option<SnippetOffset>,
+}
+
+/// Characters (Unicode scalar values) from the start of the chunk, end exclusive.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SnippetOffset {
+    pub start: usize,
+    pub end: usize,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Explanation {
+    pub matched_terms: Vec<String>,
+    pub matched_term_count: usize,
+}
+
+impl Operation for IndexQuery {
+    const NAME: &'static str = "index.query";
+    const CLASS: Class = Class::Read;
+    const SUMMARY: &'static str =
+        "Search the notes: the best-matching chunks for a query, with scores, matched terms and snippet offsets.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidQuery;
+    type Request = QueryRequest;
+    type Response = QueryResponse;
+
+    fn run(ctx: &Context, request: QueryRequest) -> Result<QueryResponse> {
+        let query = index::validate_query(request.q.as_deref())?;
+        let limit = match &request.limit {
+            None | Some(Value::Null) => index::parse_limit(None)?,
+            Some(Value::String(raw)) => index::parse_limit(Some(raw))?,
+            Some(Value::Number(n)) => index::parse_limit(Some(&n.to_string()))?,
+            Some(other) => {
+                return Err(Error::new(
+                    ErrorCode::InvalidLimit,
+                    format!("limit must be a whole number from 1 to 50, not {other}"),
+                ))
+            }
+        };
+        let prefix = index::validate_path_prefix(request.path_prefix.as_deref())?;
+        let hits = ctx.index.query(&query, limit, prefix.as_deref())?;
+        let chunks = hits
+            .into_iter()
+            .map(|hit| QueryChunk {
+                content: hit.content,
+                score: hit.score,
+                metadata: ChunkMetadata {
+                    path: hit.path,
+                    chunk_index: hit.chunk_index,
+                    snippet_offset: hit
+                        .snippet_offset
+                        .map(|(start, end)| SnippetOffset { start, end }),
+                },
+                explanation: Explanation {
+                    matched_term_count: hit.matched_terms.len(),
+                    matched_terms: hit.matched_terms,
+                },
+            })
+            .collect();
+        Ok(QueryResponse {
+            query,
+            limit,
+            chunks,
+        })
+    }
+}
+
+/// `index.invalidate`: delete the artifact; queries then index on demand.
+pub struct IndexInvalidate;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct InvalidateResponse {
+    pub invalidated: bool,
+}
+
+impl Operation for IndexInvalidate {
+    const NAME: &'static str = "index.invalidate";
+    const CLASS: Class = Class::Write;
+    const SUMMARY: &'static str =
+        "Delete the index artifact; later queries index on demand until the next rebuild.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    type Request = Empty;
+    type Response = InvalidateResponse;
+
+    fn run(ctx: &Context, _request: Empty) -> Result<InvalidateResponse> {
+        Ok(InvalidateResponse {
+            invalidated: ctx.index.invalidate()?,
+        })
+    }
+}

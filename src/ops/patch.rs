@@ -1,0 +1,167 @@
+//! Write operations by unified diff: `patch.propose` checks everything apply
+//! checks and writes nothing; `patch.apply` writes the note and commits it.
+//!
+//! Both go through [`plan`], so they accept and refuse exactly the same patches.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Class, Context, Operation};
+use crate::error::{Error, ErrorCode, Result};
+use crate::notes::{Existence, NotePath};
+use crate::patch::{self, Target};
+use crate::repo;
+
+/// The request of both patch operations.
+#[derive(Debug, Deserialize)]
+pub struct PatchRequest {
+    /// A single-file unified diff.
+    pub patch: String,
+    /// Apply only: refuse when the note changed between this commit and HEAD.
+    #[serde(default)]
+    pub base_commit: Option<String>,
+}
+
+/// What a patch does.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PatchSummary {
+    pub path: String,
+    pub hunk_count: usize,
+    pub net_line_delta: i64,
+}
+
+/// `patch.apply`'s answer: the summary and the commit it made.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PatchApplied {
+    pub path: String,
+    pub hunk_count: usize,
+    pub net_line_delta: i64,
+    pub commit: String,
+}
+
+/// `patch.propose`: would this patch apply, and what would it do?
+pub struct PatchPropose;
+
+impl Operation for PatchPropose {
+    const NAME: &'static str = "patch.propose";
+    const CLASS: Class = Class::Write;
+    const SUMMARY: &'static str =
+        "Check a single-file unified diff against the note as it is now, exactly as patch.apply would, without writing.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidPatch;
+    type Request = PatchRequest;
+    type Response = PatchSummary;
+
+    fn run(ctx: &Context, request: PatchRequest) -> Result<PatchSummary> {
+        let plan = plan(ctx, &request.patch)?;
+        Ok(plan.summary())
+    }
+}
+
+/// `patch.apply`: write the note and commit it as `mcp.patch_apply: <path>`.
+pub struct PatchApply;
+
+impl Operation for PatchApply {
+    const NAME: &'static str = "patch.apply";
+    const CLASS: Class = Class::Write;
+    const SUMMARY: &'static str =
+        "Apply a single-file unified diff to a note and commit it; answers the new commit.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidPatch;
+    type Request = PatchRequest;
+    type Response = PatchApplied;
+
+    fn run(ctx: &Context, request: PatchRequest) -> Result<PatchApplied> {
+        // Writes are serialized: the plan is made against the note as the previous
+        // write left it, and commits never race for HEAD.
+        let repo = ctx.writer()?;
+        let plan = plan(ctx, &request.patch)?;
+        if let Some(base) = request
+            .base_commit
+            .as_deref()
+            .map(str::trim)
+            .filter(|b| !b.is_empty())
+        {
+            if repo.changed_since(base, &plan.note.rel)? {
+                let head = repo.head()?.unwrap_or_default();
+                return Err(Error::conflict(format!(
+                    "{} changed between base_commit {} and HEAD {}; read the note again and rebuild the patch against HEAD",
+                    plan.note.rel,
+                    short(base),
+                    short(&head)
+                )));
+            }
+        }
+        let message = format!("mcp.patch_apply: {}\n", plan.note.rel);
+        let commit = repo::write_and_commit(
+            &repo,
+            &plan.note.rel,
+            plan.content.as_deref(),
+            &message,
+            &ctx.author(),
+        )?;
+        ctx.index
+            .note_changed(&plan.note.rel, plan.content.as_deref(), &commit);
+        let summary = plan.summary();
+        Ok(PatchApplied {
+            path: summary.path,
+            hunk_count: summary.hunk_count,
+            net_line_delta: summary.net_line_delta,
+            commit,
+        })
+    }
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(12)]
+}
+
+/// A patch that parsed, whose path passed the rules, and that applies to the note as it is.
+struct Plan {
+    note: NotePath,
+    content: Option<String>,
+    hunk_count: usize,
+    net_line_delta: i64,
+}
+
+impl Plan {
+    fn summary(&self) -> PatchSummary {
+        PatchSummary {
+            path: self.note.rel.clone(),
+            hunk_count: self.hunk_count,
+            net_line_delta: self.net_line_delta,
+        }
+    }
+}
+
+fn plan(ctx: &Context, text: &str) -> Result<Plan> {
+    let parsed = patch::parse(text)?;
+    let existence = match parsed.target {
+        Target::Create => Existence::MayBeMissing,
+        Target::Modify | Target::Delete => Existence::MustExist,
+    };
+    let note = ctx.notes.resolve(&parsed.path, existence)?;
+    let current = current_text(&note)?;
+    let applied = patch::apply(&parsed, current.as_deref())?;
+    Ok(Plan {
+        note,
+        content: applied.content,
+        hunk_count: applied.hunk_count,
+        net_line_delta: applied.net_line_delta,
+    })
+}
+
+/// The note's text now, or `None` when there is no note at that path yet.
+fn current_text(note: &NotePath) -> Result<Option<String>> {
+    match std::fs::read(&note.abs) {
+        Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
+            Error::conflict(format!(
+                "{} is not valid UTF-8 text; mirai changes text notes only",
+                note.rel
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(_) if note.abs.is_dir() => Err(Error::conflict(format!(
+            "{} is a folder; a note cannot be created there",
+            note.rel
+        ))),
+        Err(e) => Err(Error::internal(format!("cannot read {}: {e}", note.rel))),
+    }
+}

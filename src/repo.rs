@@ -1,0 +1,578 @@
+//! The notes repository through git2: HEAD, whether a note changed since a given
+//! commit, and committing exactly one note, so that the file, the commit and the
+//! index entry change together or not at all. Nothing here knows about HTTP.
+//!
+//! A commit touches only the one path: its tree is HEAD's tree with that entry
+//! replaced (other staged or unstaged changes stay where they are), the index
+//! entry is rewritten so `git status` is clean for it, and HEAD moves by
+//! compare-and-swap. The index is written before HEAD moves, so when another git
+//! process holds `index.lock` the commit fails with nothing visible changed.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use git2::build::TreeUpdateBuilder;
+use git2::{FileMode, IndexEntry, Oid, Repository, Signature};
+
+use crate::error::{Error, Result};
+
+/// Who a commit is by (author and committer alike).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Author {
+    pub name: String,
+    pub email: String,
+}
+
+/// The notes repository, opened at exactly the notes root.
+pub struct Repo {
+    git: Repository,
+    root: PathBuf,
+}
+
+fn git_error(context: &str, e: git2::Error) -> Error {
+    Error::git(format!("{context}: {}", e.message()))
+}
+
+impl Repo {
+    /// Opens the repository whose work tree is `root` itself; a parent repository
+    /// is never used (libgit2's plain open does not search upwards).
+    pub fn open(root: &Path) -> Result<Repo> {
+        let git = Repository::open(root).map_err(|e| {
+            git_error(
+                &format!("cannot open the notes repository at {}", root.display()),
+                e,
+            )
+        })?;
+        if git.workdir().is_none() {
+            return Err(Error::git(format!(
+                "{} is a bare repository; the notes root needs a work tree",
+                root.display()
+            )));
+        }
+        Ok(Repo {
+            git,
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// The notes root this repository was opened at.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The commit HEAD points at, or `None` on an unborn branch.
+    pub fn head(&self) -> Result<Option<String>> {
+        Ok(self.head_target()?.1.map(|oid| oid.to_string()))
+    }
+
+    /// The reference a commit moves (the branch HEAD names, or HEAD itself when
+    /// detached) and the commit it points at now.
+    fn head_target(&self) -> Result<(String, Option<Oid>)> {
+        let head = self
+            .git
+            .find_reference("HEAD")
+            .map_err(|e| git_error("cannot read HEAD", e))?;
+        let Some(branch) = head.symbolic_target() else {
+            return Ok(("HEAD".to_string(), head.target()));
+        };
+        match self.git.refname_to_id(branch) {
+            Ok(oid) => Ok((branch.to_string(), Some(oid))),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Ok((branch.to_string(), None)),
+            Err(e) => Err(git_error(&format!("cannot resolve {branch}"), e)),
+        }
+    }
+
+    /// Commits the working-tree state of `rel_path` (added, modified or deleted) on
+    /// top of HEAD and returns the new commit's id. Only that path changes, in the
+    /// commit and in the index.
+    pub fn commit_path(&self, rel_path: &str, message: &str, author: &Author) -> Result<String> {
+        let git = &self.git;
+        let path = Path::new(rel_path);
+        let (reference, parent_id) = self.head_target()?;
+        let parent = parent_id
+            .map(|id| git.find_commit(id))
+            .transpose()
+            .map_err(|e| git_error("cannot read the HEAD commit", e))?;
+        let base_tree = match &parent {
+            Some(commit) => commit.tree(),
+            None => git
+                .treebuilder(None)
+                .and_then(|b| b.write())
+                .and_then(|id| git.find_tree(id)),
+        }
+        .map_err(|e| git_error("cannot read the HEAD tree", e))?;
+
+        let mut index = git
+            .index()
+            .map_err(|e| git_error("cannot open the index", e))?;
+        // Another git process may have changed the index since we last looked.
+        index
+            .read(false)
+            .map_err(|e| git_error("cannot read the index", e))?;
+        let previous = index.get_path(path, 0);
+
+        let mut update = TreeUpdateBuilder::new();
+        let staged = if self.root.join(path).is_file() {
+            index
+                .add_path(path)
+                .map_err(|e| git_error(&format!("cannot stage {rel_path}"), e))?;
+            let entry = index.get_path(path, 0).ok_or_else(|| {
+                Error::git(format!(
+                    "{rel_path} is missing from the index after staging it"
+                ))
+            })?;
+            update.upsert(rel_path, entry.id, file_mode(entry.mode));
+            true
+        } else {
+            index
+                .remove_path(path)
+                .map_err(|e| git_error(&format!("cannot unstage {rel_path}"), e))?;
+            if base_tree.get_path(path).is_ok() {
+                update.remove(rel_path);
+            }
+            false
+        };
+        let result = update
+            .create_updated(git, &base_tree)
+            .and_then(|tree_id| git.find_tree(tree_id))
+            .and_then(|tree| {
+                let sig = Signature::now(&author.name, &author.email)?;
+                let parents: Vec<_> = parent.iter().collect();
+                git.commit(None, &sig, &sig, message, &tree, &parents)
+            })
+            .map_err(|e| git_error("cannot create the commit", e))
+            .and_then(|commit_id| {
+                // Written before HEAD moves: a held index.lock stops us here, with
+                // HEAD and the index file untouched.
+                index.write().map_err(|e| {
+                    git_error(
+                        "cannot write the index (is another git process running?)",
+                        e,
+                    )
+                })?;
+                Ok(commit_id)
+            });
+        let commit_id = match result {
+            Ok(id) => id,
+            Err(e) => {
+                // Drop our in-memory change so a later write does not carry it.
+                let _ = index.read(true);
+                return Err(e);
+            }
+        };
+
+        let subject = message.lines().next().unwrap_or("");
+        let log = match parent_id {
+            Some(_) => format!("commit: {subject}"),
+            None => format!("commit (initial): {subject}"),
+        };
+        let moved = match parent_id {
+            Some(old) => git.reference_matching(&reference, commit_id, true, old, &log),
+            None => git.reference(&reference, commit_id, false, &log),
+        };
+        if let Err(e) = moved {
+            let restored = restore_entry(&mut index, path, previous, staged);
+            let mut message = format!(
+                "cannot move {reference} to the new commit (did another process commit \
+                 meanwhile?): {}",
+                e.message()
+            );
+            if let Err(r) = restored {
+                message.push_str(&format!(
+                    "; the index entry of {rel_path} could not be restored: {r}"
+                ));
+            }
+            return Err(Error::git(message));
+        }
+        Ok(commit_id.to_string())
+    }
+
+    /// Whether `rel_path` differs between `base_commit` and HEAD. A commit that is
+    /// not in the repository is a 409 conflict, so the caller re-reads and retries.
+    pub fn changed_since(&self, base_commit: &str, rel_path: &str) -> Result<bool> {
+        let unknown = || {
+            Error::conflict(format!(
+                "base_commit {base_commit} is not a commit in the notes repository; read the \
+                 note again and use the current HEAD"
+            ))
+        };
+        let is_sha = (4..=40).contains(&base_commit.len())
+            && base_commit.bytes().all(|b| b.is_ascii_hexdigit());
+        if !is_sha {
+            return Err(unknown());
+        }
+        let base = self
+            .git
+            .revparse_single(base_commit)
+            .and_then(|o| o.peel_to_commit())
+            .map_err(|_| unknown())?;
+        let Some(head_id) = self.head_target()?.1 else {
+            return Err(unknown());
+        };
+        if head_id == base.id() {
+            return Ok(false);
+        }
+        let head = self
+            .git
+            .find_commit(head_id)
+            .map_err(|e| git_error("cannot read the HEAD commit", e))?;
+        let entry_at = |commit: &git2::Commit| -> Result<Option<(Oid, i32)>> {
+            let tree = commit
+                .tree()
+                .map_err(|e| git_error("cannot read a commit's tree", e))?;
+            Ok(tree
+                .get_path(Path::new(rel_path))
+                .ok()
+                .map(|e| (e.id(), e.filemode())))
+        };
+        Ok(entry_at(&base)? != entry_at(&head)?)
+    }
+}
+
+fn file_mode(mode: u32) -> FileMode {
+    match mode {
+        0o100755 => FileMode::BlobExecutable,
+        0o120000 => FileMode::Link,
+        _ => FileMode::Blob,
+    }
+}
+
+/// Puts the index entry of `path` back as it was before a failed commit.
+fn restore_entry(
+    index: &mut git2::Index,
+    path: &Path,
+    previous: Option<IndexEntry>,
+    staged: bool,
+) -> std::result::Result<(), git2::Error> {
+    match previous {
+        Some(entry) => index.add(&entry)?,
+        None if staged => index.remove_path(path)?,
+        None => {}
+    }
+    index.write()
+}
+
+/// Writes (or, with `None`, deletes) the note at `rel_path` and commits it. If the
+/// commit fails, the note is put back exactly as it was (a created note removed, a
+/// deleted one recreated) and the commit's error is returned.
+pub fn write_and_commit(
+    repo: &Repo,
+    rel_path: &str,
+    new_content: Option<&str>,
+    message: &str,
+    author: &Author,
+) -> Result<String> {
+    let file = repo.root.join(rel_path);
+    let before = match fs::read(&file) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_error(&format!("cannot read {rel_path}"), e)),
+    };
+    let created_dirs = match new_content {
+        Some(content) => {
+            let created = create_parents(&repo.root, &file)
+                .map_err(|e| io_error(&format!("cannot create the folders of {rel_path}"), e))?;
+            if let Err(e) = write_atomic(&file, content.as_bytes()) {
+                remove_dirs(&created);
+                return Err(io_error(&format!("cannot write {rel_path}"), e));
+            }
+            created
+        }
+        None => {
+            fs::remove_file(&file)
+                .map_err(|e| io_error(&format!("cannot delete {rel_path}"), e))?;
+            Vec::new()
+        }
+    };
+    match repo.commit_path(rel_path, message, author) {
+        Ok(sha) => Ok(sha),
+        Err(mut e) => {
+            let restored = match &before {
+                Some(bytes) => write_atomic(&file, bytes),
+                None => fs::remove_file(&file),
+            };
+            remove_dirs(&created_dirs);
+            if let Err(r) = restored {
+                e.message
+                    .push_str(&format!("; restoring {rel_path} also failed: {r}"));
+            }
+            Err(e)
+        }
+    }
+}
+
+fn io_error(context: &str, e: io::Error) -> Error {
+    Error::internal(format!("{context}: {e}"))
+}
+
+/// Creates the missing folders above `file` (inside `root`), returning them
+/// deepest first so a rollback can remove exactly those.
+fn create_parents(root: &Path, file: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut missing = Vec::new();
+    let mut dir = file.parent();
+    while let Some(d) = dir {
+        if d == root || d.exists() {
+            break;
+        }
+        missing.push(d.to_path_buf());
+        dir = d.parent();
+    }
+    if let Some(deepest) = missing.first() {
+        fs::create_dir_all(deepest)?;
+    }
+    Ok(missing)
+}
+
+fn remove_dirs(dirs: &[PathBuf]) {
+    for dir in dirs {
+        // Only empty folders go; anything someone else put there stays.
+        let _ = fs::remove_dir(dir);
+    }
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Replaces `file` with `bytes` through a hidden temp file in the same folder and
+/// a rename, so readers see the old note or the new one, never half of either.
+/// The note keeps its permissions. No fsync: like git's own object writes, this
+/// guards against torn reads and crashes of the process, not power loss.
+fn write_atomic(file: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("note");
+    let temp = dir.join(format!(
+        ".{name}.mirai-{}-{}.tmp",
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut out = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
+        out.write_all(bytes)?;
+        if let Ok(meta) = fs::metadata(file) {
+            out.set_permissions(meta.permissions())?;
+        }
+        drop(out);
+        fs::rename(&temp, file)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+    use std::process::Command;
+
+    fn author() -> Author {
+        Author {
+            name: "mirai".into(),
+            email: "mirai@localhost".into(),
+        }
+    }
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn new_repo() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        git(dir.path(), &["init", "-q", "-b", "main"]);
+        dir
+    }
+
+    fn seeded() -> tempfile::TempDir {
+        let dir = new_repo();
+        fs::write(dir.path().join("a.md"), "alpha\n").unwrap();
+        fs::write(dir.path().join("b.md"), "beta\n").unwrap();
+        git(dir.path(), &["add", "."]);
+        git(dir.path(), &["commit", "-qm", "seed"]);
+        dir
+    }
+
+    fn assert_fsck_clean(dir: &Path) {
+        git(dir, &["fsck", "--strict", "--no-progress"]);
+    }
+
+    #[test]
+    fn commits_only_the_path_and_keeps_other_changes() {
+        let dir = seeded();
+        let root = dir.path();
+        // Another file staged, and another one modified but not staged.
+        fs::write(root.join("b.md"), "beta staged\n").unwrap();
+        git(root, &["add", "b.md"]);
+        fs::write(root.join("b.md"), "beta unstaged\n").unwrap();
+        fs::write(root.join("c.md"), "untracked\n").unwrap();
+
+        let repo = Repo::open(root).unwrap();
+        let before = repo.head().unwrap().unwrap();
+        let sha = write_and_commit(
+            &repo,
+            "a.md",
+            Some("alpha 2\n"),
+            "mcp.patch_apply: a.md\n",
+            &author(),
+        )
+        .unwrap();
+        assert_eq!(repo.head().unwrap().unwrap(), sha);
+        assert_eq!(git(root, &["rev-parse", "HEAD~1"]).trim(), before);
+        assert_eq!(
+            git(root, &["show", "--name-only", "--format=", "HEAD"]).trim(),
+            "a.md"
+        );
+        assert_eq!(git(root, &["show", "HEAD:a.md"]), "alpha 2\n");
+        assert_eq!(git(root, &["show", "HEAD:b.md"]), "beta\n");
+        assert_eq!(
+            git(
+                root,
+                &["log", "-1", "--format=%an <%ae>%n%cn <%ce>%n%B", "HEAD"]
+            ),
+            "mirai <mirai@localhost>\nmirai <mirai@localhost>\nmcp.patch_apply: a.md\n\n"
+        );
+        let status = git(root, &["status", "--porcelain"]);
+        assert_eq!(status, "MM b.md\n?? c.md\n");
+        assert_eq!(git(root, &["show", ":b.md"]), "beta staged\n");
+        assert_eq!(
+            fs::read_to_string(root.join("b.md")).unwrap(),
+            "beta unstaged\n"
+        );
+        assert_fsck_clean(root);
+    }
+
+    #[test]
+    fn first_commit_on_an_unborn_branch_and_nested_creation() {
+        let dir = new_repo();
+        let root = dir.path();
+        let repo = Repo::open(root).unwrap();
+        assert_eq!(repo.head().unwrap(), None);
+        let sha = write_and_commit(
+            &repo,
+            "x/y/z.md",
+            Some("new\n"),
+            "mcp.patch_apply: x/y/z.md\n",
+            &author(),
+        )
+        .unwrap();
+        assert_eq!(git(root, &["rev-parse", "main"]).trim(), sha);
+        assert_eq!(git(root, &["rev-list", "--count", "HEAD"]).trim(), "1");
+        assert_eq!(git(root, &["show", "HEAD:x/y/z.md"]), "new\n");
+        assert_eq!(git(root, &["status", "--porcelain"]), "");
+        assert_fsck_clean(root);
+    }
+
+    #[test]
+    fn deletion_is_committed_and_the_index_follows() {
+        let dir = seeded();
+        let root = dir.path();
+        let repo = Repo::open(root).unwrap();
+        write_and_commit(&repo, "a.md", None, "mcp.patch_apply: a.md\n", &author()).unwrap();
+        assert!(!root.join("a.md").exists());
+        assert_eq!(git(root, &["ls-tree", "--name-only", "HEAD"]), "b.md\n");
+        assert_eq!(git(root, &["status", "--porcelain"]), "");
+        assert_fsck_clean(root);
+    }
+
+    #[test]
+    fn held_index_lock_is_a_git_error_and_changes_nothing() {
+        let dir = seeded();
+        let root = dir.path();
+        fs::write(root.join("b.md"), "beta staged\n").unwrap();
+        git(root, &["add", "b.md"]);
+        let index_before = fs::read(root.join(".git/index")).unwrap();
+        let head_before = git(root, &["rev-parse", "HEAD"]);
+        let original = b"alpha\r\nno newline \xe2\x9c\x93".to_vec();
+        fs::write(root.join("a.md"), &original).unwrap();
+        fs::write(root.join(".git/index.lock"), "").unwrap();
+
+        let repo = Repo::open(root).unwrap();
+        let err = write_and_commit(&repo, "a.md", Some("changed\n"), "m\n", &author()).unwrap_err();
+        assert_eq!(err.code, ErrorCode::GitError, "{err}");
+        assert_eq!(fs::read(root.join("a.md")).unwrap(), original);
+        assert_eq!(git(root, &["rev-parse", "HEAD"]), head_before);
+        assert_eq!(fs::read(root.join(".git/index")).unwrap(), index_before);
+
+        // A created note is removed again, with the folders made for it.
+        let err =
+            write_and_commit(&repo, "new/deep/n.md", Some("x\n"), "m\n", &author()).unwrap_err();
+        assert_eq!(err.code, ErrorCode::GitError);
+        assert!(!root.join("new").exists());
+        // A deleted note comes back.
+        let err = write_and_commit(&repo, "b.md", None, "m\n", &author()).unwrap_err();
+        assert_eq!(err.code, ErrorCode::GitError);
+        assert_eq!(
+            fs::read_to_string(root.join("b.md")).unwrap(),
+            "beta staged\n"
+        );
+
+        // Once the lock is gone, the next commit carries only its own change.
+        fs::remove_file(root.join(".git/index.lock")).unwrap();
+        fs::write(root.join("a.md"), "alpha\n").unwrap();
+        write_and_commit(&repo, "a.md", Some("alpha 3\n"), "m\n", &author()).unwrap();
+        assert_eq!(
+            git(root, &["show", "--name-only", "--format=", "HEAD"]).trim(),
+            "a.md"
+        );
+        assert_eq!(git(root, &["status", "--porcelain"]), "M  b.md\n");
+        assert_fsck_clean(root);
+    }
+
+    #[test]
+    fn head_moves_by_compare_and_swap_even_after_an_outside_commit() {
+        let dir = seeded();
+        let root = dir.path();
+        let repo = Repo::open(root).unwrap();
+        fs::write(root.join("b.md"), "beta 2\n").unwrap();
+        git(root, &["commit", "-qam", "outside"]);
+        let outside = git(root, &["rev-parse", "HEAD"]);
+        write_and_commit(&repo, "a.md", Some("alpha 2\n"), "m\n", &author()).unwrap();
+        assert_eq!(git(root, &["rev-parse", "HEAD~1"]), outside);
+        assert_eq!(git(root, &["show", "HEAD:b.md"]), "beta 2\n");
+    }
+
+    #[test]
+    fn changed_since_compares_the_path_between_commits() {
+        let dir = seeded();
+        let root = dir.path();
+        let repo = Repo::open(root).unwrap();
+        let base = repo.head().unwrap().unwrap();
+        assert!(!repo.changed_since(&base, "a.md").unwrap());
+        write_and_commit(&repo, "b.md", Some("beta 2\n"), "m\n", &author()).unwrap();
+        assert!(!repo.changed_since(&base, "a.md").unwrap());
+        assert!(repo.changed_since(&base, "b.md").unwrap());
+        assert!(repo.changed_since(&base[..10], "b.md").unwrap());
+        let unknown = repo.changed_since("0123456789abcdef0123456789abcdef01234567", "a.md");
+        assert_eq!(unknown.unwrap_err().code, ErrorCode::Conflict);
+        assert_eq!(
+            repo.changed_since("HEAD~1", "a.md").unwrap_err().code,
+            ErrorCode::Conflict
+        );
+    }
+
+    #[test]
+    fn never_opens_a_parent_repository() {
+        let dir = seeded();
+        fs::create_dir(dir.path().join("inner")).unwrap();
+        let err = Repo::open(&dir.path().join("inner")).err().unwrap();
+        assert_eq!(err.code, ErrorCode::GitError);
+    }
+}
