@@ -1,0 +1,81 @@
+//! The index on a large vault, through HTTP: rebuild time, artifact size, the
+//! server's memory with the index loaded, and query latency, against the
+//! server's own `/health` round trip measured in the same run.
+//!
+//! cargo bench --bench index_query -- VAULT   (a vault from gen-notes.py)
+
+mod support;
+
+use serde_json::Value;
+use support::{copy_tree, report, time_ms, vault_arg, Server};
+
+const REBUILDS: usize = 3;
+const QUERIES: usize = 1000;
+
+fn main() {
+    let vault = vault_arg("index_query");
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("vault");
+    copy_tree(&vault, &root);
+    let _ = std::fs::remove_dir_all(root.join(".mirai"));
+    let server = Server::start(&root);
+    let url = |p: &str| format!("{}{p}", server.url);
+    let rss_before = server.rss_mib();
+
+    let mut rebuilds = Vec::new();
+    let mut counts = Value::Null;
+    for _ in 0..REBUILDS {
+        rebuilds.push(time_ms(|| {
+            let response = server.client.post(url("/mcp/index/rebuild")).send().unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+            counts = response.json().unwrap();
+        }));
+    }
+    let artifact = std::fs::metadata(root.join(".mirai/index.json")).unwrap().len();
+    println!(
+        "vault: {} notes, {} chunks; artifact {:.1} MiB",
+        counts["notes_indexed"],
+        counts["chunks_indexed"],
+        artifact as f64 / 1048576.0
+    );
+
+    // Queries: words from the vault's note names, so every one finds something.
+    let notes: Vec<String> =
+        serde_json::from_value(server.client.get(url("/mcp/notes")).send().unwrap().json::<Value>().unwrap()["notes"].clone())
+            .unwrap();
+    let words: Vec<String> = notes
+        .iter()
+        .flat_map(|n| n.rsplit('/').next().unwrap_or(n).trim_end_matches(".md").split([' ', '-', '_']).map(str::to_string).collect::<Vec<_>>())
+        .filter(|w| w.len() >= 4 && w.chars().all(char::is_alphabetic))
+        .collect();
+    let queries: Vec<String> = (0..QUERIES)
+        .map(|i| {
+            let a = &words[(i * 7919) % words.len()];
+            let b = &words[(i * 104_729 + 13) % words.len()];
+            if i % 2 == 0 { a.clone() } else { format!("{a} {b}") }
+        })
+        .collect();
+
+    let mut health = Vec::new();
+    let mut query = Vec::new();
+    let mut hits = 0usize;
+    for q in &queries {
+        health.push(time_ms(|| {
+            server.client.get(url("/health")).send().unwrap().bytes().unwrap();
+        }));
+        query.push(time_ms(|| {
+            let response = server.client.get(url("/mcp/index/query")).query(&[("q", q.as_str())]).send().unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+            let body: Value = response.json().unwrap();
+            hits += body["chunks"].as_array().map_or(0, Vec::len);
+        }));
+    }
+    let rss_loaded = server.rss_mib();
+
+    println!();
+    report("index.rebuild over HTTP (read, index, write)", &mut rebuilds);
+    let q = report("index.query over HTTP (limit 5)", &mut query);
+    let h = report("baseline: GET /health over HTTP", &mut health);
+    println!("\nquery median / health median: {:.2}; {} hits over {} queries", q / h, hits, queries.len());
+    println!("server RSS: {rss_before:.0} MiB at start, {rss_loaded:.0} MiB with the index loaded");
+}

@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""Known-item retrieval evaluation of mirai's lexical index against SQLite FTS5,
+bm25s and tantivy, in one run, on the same notes and the same queries.
+
+No standard IR test collection is reachable from this machine (none is packaged
+on PyPI, npm or Debian; ir_datasets/BEIR download at run time), so the queries are
+derived deterministically from a real vault (default: ../shared/corpus, ~1000
+Dendron notes), in three sets, each query with exactly one relevant note:
+
+  title   the note's front-matter title (titles shared by several notes skipped)
+  anchor  the visible text of a wikilink `[[text|target]]`, relevant: the target
+          note; the linking note is removed from every system's ranking
+  sampled 4 words drawn (seeded) from the note's body, proportionally to their
+          frequency in it, among words of 4+ letters (Azzopardi et al. 2007)
+
+Every system ranks notes: the peers index whole notes (their natural setup);
+mirai ranks chunks and a note takes the rank of its best chunk. Reported: nDCG@10
+and MRR@100 per set and their mean over all queries.
+
+Usage: python3 eval.py [--notes DIR] [--per-set N] [--variants SPEC ...]
+Needs: pip install bm25s PyStemmer tantivy; `cargo build --release --example rank`.
+"""
+
+import argparse
+import math
+import os
+import random
+import re
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CRATE = os.path.abspath(os.path.join(HERE, "..", ".."))
+DEPTH = 100
+
+DEFAULT_VARIANTS = [
+    "mirai",
+    "bm25-chunks:tw=0,nw=0,k1=1.2",
+    "bm25-whole-notes:tw=0,nw=0,k1=1.2,pack=100000000,max=100000000",
+    "no-title:tw=0",
+    "no-note:nw=0",
+    "no-stem:stem=0",
+    "no-stop:stop=0",
+    "no-fold:fold=0",
+    "k1=1.2:k1=1.2",
+    "b=0.6:b=0.6",
+    "tw=2:tw=2",
+    "nw=0.5:nw=0.5",
+    "pack=3000:pack=3000,max=6000",
+]
+
+
+def read_notes(root):
+    notes = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for f in sorted(filenames):
+            if f.startswith(".") or not f.lower().endswith(".md"):
+                continue
+            p = os.path.join(dirpath, f)
+            rel = os.path.relpath(p, root)
+            with open(p, encoding="utf-8", errors="strict") as fh:
+                notes[rel] = fh.read()
+    return notes
+
+
+FM = re.compile(r"\A---\n(.*?)\n---\n", re.S)
+WIKILINK = re.compile(r"\[\[([^\]|#\n]+)\|([^\]#\n]+)(?:#[^\]\n]*)?\]\]")
+WORD = re.compile(r"[A-Za-z]{4,}")
+COMMON = set("""
+this that with from have will your what when which there their they them then
+than been were into more also some such only over other about would could should
+these those just like make made each many most much very here where while after
+before being does doing dont note notes https http www com
+""".split())
+
+
+def front_matter(text):
+    m = FM.match(text)
+    if not m:
+        return {}, text
+    fields = {}
+    for line in m.group(1).splitlines():
+        if ":" in line and not line.startswith(" "):
+            k, v = line.split(":", 1)
+            fields[k.strip()] = v.strip().strip("'\"")
+    return fields, text[m.end():]
+
+
+def make_queries(notes, per_set, seed=1):
+    rng = random.Random(seed)
+    by_stem = {}
+    for path in notes:
+        by_stem[os.path.basename(path)[:-3]] = path
+    titles = {}
+    for path, text in notes.items():
+        t = front_matter(text)[0].get("title", "")
+        if t:
+            titles.setdefault(t.lower(), []).append(path)
+    title_q = [(t, ps[0], None) for t, ps in sorted(titles.items()) if len(ps) == 1 and WORD.search(t)]
+
+    anchor_q = []
+    seen = set()
+    for path, text in sorted(notes.items()):
+        for text_part, target in WIKILINK.findall(text):
+            target = target.strip()
+            q = text_part.strip()
+            if target in by_stem and by_stem[target] != path and WORD.search(q):
+                key = (q.lower(), target)
+                if key not in seen:
+                    seen.add(key)
+                    anchor_q.append((q, by_stem[target], path))
+
+    sampled_q = []
+    for path, text in sorted(notes.items()):
+        body = front_matter(text)[1]
+        words = [w.lower() for w in WORD.findall(body)]
+        words = [w for w in words if w not in COMMON]
+        if len(words) < 40:
+            continue
+        r = random.Random("%d:%s" % (seed, path))
+        picked = []
+        for _ in range(20):
+            w = r.choice(words)
+            if w not in picked:
+                picked.append(w)
+            if len(picked) == 4:
+                break
+        sampled_q.append((" ".join(picked), path, None))
+
+    sets = {}
+    for name, qs in (("title", title_q), ("anchor", anchor_q), ("sampled", sampled_q)):
+        qs = list(qs)
+        rng.shuffle(qs)
+        sets[name] = qs[:per_set]
+    return sets
+
+
+def metrics(ranked, relevant, exclude):
+    ranked = [p for p in ranked if p != exclude]
+    for i, p in enumerate(ranked[:DEPTH]):
+        if p == relevant:
+            ndcg = 1.0 / math.log2(i + 2) if i < 10 else 0.0
+            return ndcg, 1.0 / (i + 1)
+    return 0.0, 0.0
+
+
+def dedupe(paths):
+    seen, out = set(), []
+    for p in paths:
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+    return out
+
+
+def terms_only(q):
+    return re.findall(r"\w+", q)
+
+
+def run_fts5(notes, queries, tokenize):
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE n USING fts5(path UNINDEXED, body, tokenize=%r)" % tokenize)
+    db.executemany("INSERT INTO n VALUES (?, ?)", sorted(notes.items()))
+    out = {}
+    for qid, q in queries:
+        toks = terms_only(q)
+        if not toks:
+            out[qid] = []
+            continue
+        match = " OR ".join('"%s"' % t.replace('"', '""') for t in toks)
+        rows = db.execute(
+            "SELECT path FROM n WHERE n MATCH ? ORDER BY bm25(n), path LIMIT ?", (match, DEPTH)
+        ).fetchall()
+        out[qid] = [r[0] for r in rows]
+    return out
+
+
+def run_bm25s(notes, queries):
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english")
+    paths = sorted(notes)
+    corpus = [notes[p] for p in paths]
+    tok = bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_progress=False)
+    retriever = bm25s.BM25()
+    retriever.index(tok, show_progress=False)
+    out = {}
+    for qid, q in queries:
+        qt = bm25s.tokenize([q], stopwords="en", stemmer=stemmer, show_progress=False)
+        if not qt.vocab:
+            out[qid] = []
+            continue
+        docs, scores = retriever.retrieve(qt, k=min(DEPTH, len(paths)), show_progress=False)
+        out[qid] = [paths[int(d)] for d, s in zip(docs[0], scores[0]) if s > 0]
+    return out
+
+
+def run_tantivy(notes, queries):
+    import tantivy
+
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("path", stored=True, tokenizer_name="raw")
+    sb.add_text_field("body", stored=False, tokenizer_name="en_stem")
+    schema = sb.build()
+    index = tantivy.Index(schema)
+    writer = index.writer(heap_size=50_000_000, num_threads=1)
+    for p, text in sorted(notes.items()):
+        writer.add_document(tantivy.Document(path=p, body=text))
+    writer.commit()
+    index.reload()
+    searcher = index.searcher()
+    out = {}
+    for qid, q in queries:
+        toks = terms_only(q)
+        if not toks:
+            out[qid] = []
+            continue
+        query = index.parse_query(" ".join(toks), ["body"])
+        hits = searcher.search(query, DEPTH).hits
+        out[qid] = [searcher.doc(a)["path"][0] for _, a in hits]
+    return out
+
+
+def run_mirai(notes_dir, queries, variants):
+    with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as fh:
+        for qid, q in queries:
+            fh.write("%s\t%s\n" % (qid, q.replace("\t", " ").replace("\n", " ")))
+        qfile = fh.name
+    exe = os.path.join(CRATE, "target", "release", "examples", "rank")
+    res = subprocess.run([exe, notes_dir, qfile, str(DEPTH)] + variants,
+                         check=True, capture_output=True, text=True)
+    os.unlink(qfile)
+    runs = {}
+    for line in res.stdout.splitlines():
+        name, qid, _rank, path, _chunk, _score = line.split("\t")
+        runs.setdefault(name, {}).setdefault(qid, []).append(path)
+    return {name: {qid: dedupe(ps) for qid, ps in run.items()} for name, run in runs.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--notes", default=os.path.abspath(os.path.join(CRATE, "..", "..", "shared", "corpus")))
+    ap.add_argument("--per-set", type=int, default=300)
+    ap.add_argument("--variants", nargs="*", default=DEFAULT_VARIANTS)
+    args = ap.parse_args()
+
+    notes = read_notes(args.notes)
+    sets = make_queries(notes, args.per_set)
+    queries, judged = [], {}
+    for name, qs in sets.items():
+        for i, (q, rel, excl) in enumerate(qs):
+            qid = "%s-%d" % (name, i)
+            queries.append((qid, q))
+            judged[qid] = (name, rel, excl)
+    print("notes: %d; queries: %s" % (len(notes), ", ".join("%s %d" % (k, len(v)) for k, v in sets.items())))
+
+    runs = {}
+    t = time.time()
+    runs.update(run_mirai(args.notes, queries, args.variants))
+    timing = {"mirai (all variants)": time.time() - t}
+    for name, fn in (
+        ("fts5-unicode61", lambda: run_fts5(notes, queries, "unicode61 remove_diacritics 2")),
+        ("fts5-porter", lambda: run_fts5(notes, queries, "porter unicode61 remove_diacritics 2")),
+        ("bm25s", lambda: run_bm25s(notes, queries)),
+        ("tantivy", lambda: run_tantivy(notes, queries)),
+    ):
+        t = time.time()
+        runs[name] = fn()
+        timing[name] = time.time() - t
+
+    set_names = list(sets)
+    header = "%-22s" % "system" + "".join("%16s" % ("%s nDCG/MRR" % s) for s in set_names) + "%16s" % "all nDCG/MRR"
+    print(header)
+    order = [v.split(":")[0] for v in args.variants] + ["fts5-unicode61", "fts5-porter", "bm25s", "tantivy"]
+    for system in order:
+        run = runs.get(system, {})
+        per = {s: [] for s in set_names}
+        for qid, (s, rel, excl) in judged.items():
+            per[s].append(metrics(run.get(qid, []), rel, excl))
+        allm = [m for s in set_names for m in per[s]]
+        cells = []
+        for s in set_names + ["all"]:
+            ms = allm if s == "all" else per[s]
+            nd = sum(m[0] for m in ms) / max(len(ms), 1)
+            mrr = sum(m[1] for m in ms) / max(len(ms), 1)
+            cells.append("%16s" % ("%.4f/%.4f" % (nd, mrr)))
+        print("%-22s" % system + "".join(cells))
+    print("seconds: " + ", ".join("%s %.1f" % kv for kv in timing.items()), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+//! Shared by the bench binaries: the real release server as a child process on
+//! a loopback port, a keep-alive HTTP client, and medians.
+
+#![allow(dead_code)] // each bench binary uses part of this
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::blocking::Client;
+
+/// The `mirai` binary built for this bench, serving `root`.
+pub struct Server {
+    pub url: String,
+    pub child: Child,
+    pub client: Client,
+}
+
+impl Server {
+    pub fn start(root: &Path) -> Server {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(env!("CARGO_BIN_EXE_mirai"))
+            .arg("serve")
+            .arg("--notes-root")
+            .arg(root)
+            .arg("--port")
+            .arg(port.to_string())
+            .env("RUST_LOG", "warn")
+            .env_remove("MIRAI_POLICY_MODE")
+            .env_remove("MIRAI_API_TOKEN")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start mirai");
+        let url = format!("http://127.0.0.1:{port}");
+        let client = Client::builder().timeout(Duration::from_secs(300)).build().unwrap();
+        let started = Instant::now();
+        while client.get(format!("{url}/health")).send().is_err() {
+            assert!(started.elapsed() < Duration::from_secs(30), "server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Server { url, child, client }
+    }
+
+    /// Resident memory of the server process, in MiB.
+    pub fn rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map(|kb| kb / 1024.0)
+            .unwrap_or(f64::NAN)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Times `f` once, in milliseconds.
+pub fn time_ms(f: impl FnOnce()) -> f64 {
+    let started = Instant::now();
+    f();
+    started.elapsed().as_secs_f64() * 1000.0
+}
+
+/// Median and 95th percentile of `samples` (ms).
+pub fn median_p95(samples: &mut [f64]) -> (f64, f64) {
+    samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.95))
+}
+
+pub fn report(name: &str, samples: &mut [f64]) -> f64 {
+    let (median, p95) = median_p95(samples);
+    println!("{name:<44} median {median:>9.3} ms   p95 {p95:>9.3} ms   (n={})", samples.len());
+    median
+}
+
+/// The vault path from the command line, or a message saying how to make one.
+pub fn vault_arg(bench: &str) -> std::path::PathBuf {
+    let arg = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    match arg {
+        Some(path) if Path::new(&path).is_dir() => path.into(),
+        _ => {
+            eprintln!(
+                "usage: cargo bench --bench {bench} -- VAULT\n\
+                 make a vault with: python3 ../shared/tools/gen-notes.py --notes 10000 --seed 1 --git --out /tmp/vault10k"
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Copies a folder (a vault with its .git) with `cp -a`, so a bench can write to it.
+pub fn copy_tree(from: &Path, to: &Path) {
+    let status = Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap();
+    assert!(status.success(), "cp -a {} {}", from.display(), to.display());
+}
