@@ -26,12 +26,18 @@ fn main() {
     let mut counts = Value::Null;
     for _ in 0..REBUILDS {
         rebuilds.push(time_ms(|| {
-            let response = server.client.post(url("/mcp/index/rebuild")).send().unwrap();
+            let response = server
+                .client
+                .post(url("/mcp/index/rebuild"))
+                .send()
+                .unwrap();
             assert_eq!(response.status().as_u16(), 200);
             counts = response.json().unwrap();
         }));
     }
-    let artifact = std::fs::metadata(root.join(".mirai/index.json")).unwrap().len();
+    let artifact = std::fs::metadata(root.join(".mirai/index.json"))
+        .unwrap()
+        .len();
     println!(
         "vault: {} notes, {} chunks; artifact {:.1} MiB",
         counts["notes_indexed"],
@@ -40,19 +46,39 @@ fn main() {
     );
 
     // Queries: words from the vault's note names, so every one finds something.
-    let notes: Vec<String> =
-        serde_json::from_value(server.client.get(url("/mcp/notes")).send().unwrap().json::<Value>().unwrap()["notes"].clone())
-            .unwrap();
+    let notes: Vec<String> = serde_json::from_value(
+        server
+            .client
+            .get(url("/mcp/notes"))
+            .send()
+            .unwrap()
+            .json::<Value>()
+            .unwrap()["notes"]
+            .clone(),
+    )
+    .unwrap();
     let words: Vec<String> = notes
         .iter()
-        .flat_map(|n| n.rsplit('/').next().unwrap_or(n).trim_end_matches(".md").split([' ', '-', '_']).map(str::to_string).collect::<Vec<_>>())
+        .flat_map(|n| {
+            n.rsplit('/')
+                .next()
+                .unwrap_or(n)
+                .trim_end_matches(".md")
+                .split([' ', '-', '_'])
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
         .filter(|w| w.len() >= 4 && w.chars().all(char::is_alphabetic))
         .collect();
     let queries: Vec<String> = (0..QUERIES)
         .map(|i| {
             let a = &words[(i * 7919) % words.len()];
             let b = &words[(i * 104_729 + 13) % words.len()];
-            if i % 2 == 0 { a.clone() } else { format!("{a} {b}") }
+            if i % 2 == 0 {
+                a.clone()
+            } else {
+                format!("{a} {b}")
+            }
         })
         .collect();
 
@@ -61,10 +87,21 @@ fn main() {
     let mut hits = 0usize;
     for q in &queries {
         health.push(time_ms(|| {
-            server.client.get(url("/health")).send().unwrap().bytes().unwrap();
+            server
+                .client
+                .get(url("/health"))
+                .send()
+                .unwrap()
+                .bytes()
+                .unwrap();
         }));
         query.push(time_ms(|| {
-            let response = server.client.get(url("/mcp/index/query")).query(&[("q", q.as_str())]).send().unwrap();
+            let response = server
+                .client
+                .get(url("/mcp/index/query"))
+                .query(&[("q", q.as_str())])
+                .send()
+                .unwrap();
             assert_eq!(response.status().as_u16(), 200);
             let body: Value = response.json().unwrap();
             hits += body["chunks"].as_array().map_or(0, Vec::len);
@@ -73,9 +110,17 @@ fn main() {
     let rss_loaded = server.rss_mib();
 
     println!();
-    report("index.rebuild over HTTP (read, index, write)", &mut rebuilds);
+    report(
+        "index.rebuild over HTTP (read, index, write)",
+        &mut rebuilds,
+    );
     let q = report("index.query over HTTP (limit 5)", &mut query);
     let h = report("baseline: GET /health over HTTP", &mut health);
-    println!("\nquery median / health median: {:.2}; {} hits over {} queries", q / h, hits, queries.len());
+    println!(
+        "\nquery median / health median: {:.2}; {} hits over {} queries",
+        q / h,
+        hits,
+        queries.len()
+    );
     println!("server RSS: {rss_before:.0} MiB at start, {rss_loaded:.0} MiB with the index loaded");
 }

@@ -24,7 +24,11 @@ fn append_patch(path: &str, content: &str, tag: &str) -> Option<String> {
         return None;
     }
     let n = lines.len();
-    let mut patch = format!("--- a/{path}\n+++ b/{path}\n@@ -{},3 +{},4 @@\n", n - 2, n - 2);
+    let mut patch = format!(
+        "--- a/{path}\n+++ b/{path}\n@@ -{},3 +{},4 @@\n",
+        n - 2,
+        n - 2
+    );
     for line in &lines[n - 3..] {
         patch.push_str(&format!(" {line}\n"));
     }
@@ -40,7 +44,11 @@ fn git(repo: &Path, args: &[&str]) {
         .args(args)
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn main() {
@@ -51,7 +59,13 @@ fn main() {
     let server = Server::start(&root);
 
     let notes: Vec<String> = serde_json::from_value(
-        server.client.get(format!("{}/mcp/notes", server.url)).send().unwrap().json::<serde_json::Value>().unwrap()["notes"]
+        server
+            .client
+            .get(format!("{}/mcp/notes", server.url))
+            .send()
+            .unwrap()
+            .json::<serde_json::Value>()
+            .unwrap()["notes"]
             .clone(),
     )
     .unwrap();
@@ -72,30 +86,51 @@ fn main() {
             .json(&json!({ "patch": patch }))
             .send()
             .unwrap();
-        assert_eq!(response.status().as_u16(), 200, "{}", response.text().unwrap());
+        assert_eq!(
+            response.status().as_u16(),
+            200,
+            "{}",
+            response.text().unwrap()
+        );
     };
 
-    let mut propose = Vec::new();
-    let mut apply = Vec::new();
-    let mut taken = 0;
-    while apply.len() < SAMPLES {
-        let (path, content) = candidates.next().expect("enough notes");
-        let Some(patch) = append_patch(&path, &content, "mirai") else { continue };
-        let p = time_ms(|| post("/mcp/patch/propose", &patch));
-        let a = time_ms(|| post("/mcp/patch/apply", &patch));
-        taken += 1;
-        if taken > WARMUP {
-            propose.push(p);
-            apply.push(a);
+    let mut run = |tag: &str| {
+        let mut propose = Vec::new();
+        let mut apply = Vec::new();
+        let mut taken = 0;
+        while apply.len() < SAMPLES {
+            let (path, content) = candidates.next().expect("enough notes");
+            let Some(patch) = append_patch(&path, &content, tag) else {
+                continue;
+            };
+            let p = time_ms(|| post("/mcp/patch/propose", &patch));
+            let a = time_ms(|| post("/mcp/patch/apply", &patch));
+            taken += 1;
+            if taken > WARMUP {
+                propose.push(p);
+                apply.push(a);
+            }
         }
-    }
+        (propose, apply)
+    };
+    let (mut propose, mut apply) = run("mirai");
+    // The same again with the index loaded: every apply also updates it.
+    let rebuilt = server
+        .client
+        .post(format!("{}/mcp/index/rebuild", server.url))
+        .send()
+        .unwrap();
+    assert_eq!(rebuilt.status().as_u16(), 200);
+    let (_, mut apply_indexed) = run("indexed");
 
     let mut baseline = Vec::new();
     let diff_file = work.path().join("bench.diff");
     let mut taken = 0;
     while baseline.len() < SAMPLES {
         let (path, content) = candidates.next().expect("enough notes");
-        let Some(patch) = append_patch(&path, &content, "git") else { continue };
+        let Some(patch) = append_patch(&path, &content, "git") else {
+            continue;
+        };
         std::fs::write(&diff_file, &patch).unwrap();
         let diff = diff_file.to_str().unwrap();
         let message = format!("mcp.patch_apply: {path}");
@@ -112,8 +147,27 @@ fn main() {
     println!();
     report("patch.propose over HTTP", &mut propose);
     let mirai = report("patch.apply + commit over HTTP", &mut apply);
-    let git_median = report("baseline: git apply + git commit (processes)", &mut baseline);
-    println!("\napply median / baseline median: {:.2}", mirai / git_median);
-    let fsck = Command::new("git").arg("-C").arg(&root).args(["fsck", "--no-progress"]).output().unwrap();
-    println!("git fsck after the run: {}", if fsck.status.success() { "clean" } else { "FAILED" });
+    report("patch.apply + commit, index loaded", &mut apply_indexed);
+    let git_median = report(
+        "baseline: git apply + git commit (processes)",
+        &mut baseline,
+    );
+    println!(
+        "\napply median / baseline median: {:.2}",
+        mirai / git_median
+    );
+    let fsck = Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["fsck", "--no-progress"])
+        .output()
+        .unwrap();
+    println!(
+        "git fsck after the run: {}",
+        if fsck.status.success() {
+            "clean"
+        } else {
+            "FAILED"
+        }
+    );
 }

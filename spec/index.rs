@@ -509,3 +509,55 @@ fn cli_rebuild_fails_with_a_message_on_a_bad_root() {
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("denied in read_only mode"));
 }
+
+#[test]
+fn an_apply_is_persisted_to_the_artifact_in_the_background() {
+    let server = server_with_notes();
+    git(&server.root, &["add", "-A"]);
+    git(
+        &server.root,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "seed",
+        ],
+    );
+    rebuild(&server);
+    let generated_at = server.get("/mcp/index/status").body["generated_at"].clone();
+    let create = "--- /dev/null\n+++ b/fresh.md\n@@ -0,0 +1 @@\n+Kohlrabi soup.\n";
+    let applied = server.post_json("/mcp/patch/apply", &json!({"patch": create}));
+    assert_eq!(applied.status, 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(artifact(&server)).unwrap_or_default();
+        if text.contains("Kohlrabi") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the artifact never got the change"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let status = server.get("/mcp/index/status").body;
+    assert_eq!(status["stale"], false, "{status}");
+    assert_eq!(status["notes_indexed"], 7);
+    assert_eq!(
+        status["generated_at"], generated_at,
+        "the notes were scanned at the rebuild"
+    );
+    assert_eq!(status["notes_commit"], applied.body["commit"]);
+    // A fresh process reading the artifact sees the change.
+    let out = mirai()
+        .args(["index", "status", "--notes-root"])
+        .arg(&server.root)
+        .output()
+        .unwrap();
+    let from_disk: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(from_disk["notes_indexed"], 7);
+    assert_eq!(from_disk["stale"], false);
+}

@@ -78,7 +78,7 @@ pub fn prepare_notes_root(
     // The root itself is the repository, never a parent found by discovery (DESIGN 7.15).
     let outcome = match Repository::open(root) {
         Ok(repo) => {
-            exclude_mirai_folder(&repo).map_err(|e| BootstrapError::Git {
+            exclude_mirai_folder(repo.path()).map_err(|e| BootstrapError::Git {
                 path: shown.clone(),
                 reason: e.to_string(),
             })?;
@@ -90,7 +90,7 @@ pub fn prepare_notes_root(
         }
         Err(_) => {
             let repo = Repository::init(root).map_err(git_err)?;
-            exclude_mirai_folder(&repo).map_err(|e| BootstrapError::Git {
+            exclude_mirai_folder(repo.path()).map_err(|e| BootstrapError::Git {
                 path: shown.clone(),
                 reason: e.to_string(),
             })?;
@@ -108,9 +108,10 @@ fn check_writable(root: &Path) -> std::io::Result<()> {
     result
 }
 
-/// `.mirai/` holds the index and run logs: local state that must never be committed.
-fn exclude_mirai_folder(repo: &Repository) -> std::io::Result<()> {
-    let info = repo.path().join("info");
+/// `.mirai/` holds the index and run logs: local state that must never be
+/// committed, so it goes in the repository's `info/exclude` (`git_dir` is `.git`).
+pub fn exclude_mirai_folder(git_dir: &Path) -> std::io::Result<()> {
+    let info = git_dir.join("info");
     fs::create_dir_all(&info)?;
     let exclude = info.join("exclude");
     let current = fs::read_to_string(&exclude).unwrap_or_default();

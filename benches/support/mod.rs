@@ -19,7 +19,11 @@ pub struct Server {
 
 impl Server {
     pub fn start(root: &Path) -> Server {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let child = Command::new(env!("CARGO_BIN_EXE_mirai"))
             .arg("serve")
             .arg("--notes-root")
@@ -33,10 +37,16 @@ impl Server {
             .spawn()
             .expect("start mirai");
         let url = format!("http://127.0.0.1:{port}");
-        let client = Client::builder().timeout(Duration::from_secs(300)).build().unwrap();
+        let client = Client::builder()
+            .timeout(Duration::from_secs(300))
+            .build()
+            .unwrap();
         let started = Instant::now();
         while client.get(format!("{url}/health")).send().is_err() {
-            assert!(started.elapsed() < Duration::from_secs(30), "server did not start");
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "server did not start"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         Server { url, child, client }
@@ -44,7 +54,8 @@ impl Server {
 
     /// Resident memory of the server process, in MiB.
     pub fn rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
         status
             .lines()
             .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -77,7 +88,10 @@ pub fn median_p95(samples: &mut [f64]) -> (f64, f64) {
 
 pub fn report(name: &str, samples: &mut [f64]) -> f64 {
     let (median, p95) = median_p95(samples);
-    println!("{name:<44} median {median:>9.3} ms   p95 {p95:>9.3} ms   (n={})", samples.len());
+    println!(
+        "{name:<44} median {median:>9.3} ms   p95 {p95:>9.3} ms   (n={})",
+        samples.len()
+    );
     median
 }
 
@@ -98,6 +112,16 @@ pub fn vault_arg(bench: &str) -> std::path::PathBuf {
 
 /// Copies a folder (a vault with its .git) with `cp -a`, so a bench can write to it.
 pub fn copy_tree(from: &Path, to: &Path) {
-    let status = Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap();
-    assert!(status.success(), "cp -a {} {}", from.display(), to.display());
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "cp -a {} {}",
+        from.display(),
+        to.display()
+    );
 }

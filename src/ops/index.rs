@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{Class, Context, Operation};
 use crate::error::{Error, ErrorCode, Result};
-use crate::index;
+use crate::{bootstrap, index};
 
 /// A request without fields.
 #[derive(Debug, Default, Deserialize)]
@@ -35,6 +35,12 @@ impl Operation for IndexRebuild {
         // Holding the writer keeps applies out while the notes are read.
         let repo = ctx.writer()?;
         let head = repo.head()?;
+        // A root never served (only rebuilt from cron) gets the exclusion here.
+        bootstrap::exclude_mirai_folder(&ctx.notes.root().join(".git")).map_err(|e| {
+            Error::internal(format!(
+                "cannot keep .mirai/ out of git (.git/info/exclude): {e}"
+            ))
+        })?;
         let rebuilt = ctx.index.rebuild(head.as_deref())?;
         Ok(RebuildResponse {
             notes_indexed: rebuilt.notes_indexed,
