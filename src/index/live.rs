@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 
 use super::artifact::{self, ArtifactMeta, NoteStat};
 use super::{Hit, Index};
@@ -82,6 +82,25 @@ pub struct LiveIndex {
     persist_pending: AtomicBool,
     /// One persist at a time, so each starts from the stamp the previous one left.
     persisting: Mutex<()>,
+    /// Set while this process rewrites the artifact: between the rename and the
+    /// new stamp being recorded, the file is ours, not another process's.
+    own_write: AtomicBool,
+}
+
+/// Clears [`LiveIndex::own_write`] however the write ends.
+struct OwnWrite<'a>(&'a AtomicBool);
+
+impl<'a> OwnWrite<'a> {
+    fn begin(flag: &'a AtomicBool) -> OwnWrite<'a> {
+        flag.store(true, Ordering::Release);
+        OwnWrite(flag)
+    }
+}
+
+impl Drop for OwnWrite<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl LiveIndex {
@@ -93,6 +112,7 @@ impl LiveIndex {
             loaded: RwLock::new(None),
             persist_pending: AtomicBool::new(false),
             persisting: Mutex::new(()),
+            own_write: AtomicBool::new(false),
         }
     }
 
@@ -133,7 +153,7 @@ impl LiveIndex {
     /// Whether `loaded` may answer, given the artifact's stamp now.
     fn is_current(&self, loaded: &Loaded, stamp: Option<FileStamp>) -> Result<bool> {
         Ok(match (&loaded.source, stamp) {
-            (Source::Artifact { stamp: ours, .. }, Some(now)) => *ours == now,
+            (Source::Artifact { stamp: ours, .. }, Some(now)) => *ours == now || self.own_write.load(Ordering::Acquire),
             (Source::OnDemand { built_at }, None) => {
                 !self.notes_changed_since(&loaded.index, *built_at)?
             }
@@ -209,16 +229,29 @@ impl LiveIndex {
     /// write lock of the repository, so no apply lands in between.
     pub fn rebuild(&self, notes_commit: Option<&str>) -> Result<Rebuilt> {
         let index = Index::build(self.read_all_notes()?);
-        let artifact_bytes = artifact::write(&self.mirai_dir, &index, Utc::now(), notes_commit)?;
+        // The artifact stores whole seconds; keep the same value in memory.
+        let generated_at = Utc::now().trunc_subsecs(0);
+        let own_write = OwnWrite::begin(&self.own_write);
+        let artifact_bytes = artifact::write(&self.mirai_dir, &index, generated_at, notes_commit)?;
         let rebuilt = Rebuilt {
             notes_indexed: index.notes_indexed(),
             chunks_indexed: index.chunks_indexed(),
             artifact_bytes,
         };
         let mut guard = self.write_lock();
-        // Load what we wrote, so the stamp and metadata are the file's own.
-        *guard = None;
-        self.refresh(&mut guard, FileStamp::of(&self.artifact_path()))?;
+        // Keep the index we built rather than reading back what we just wrote.
+        *guard = FileStamp::of(&self.artifact_path()).map(|stamp| Loaded {
+            index: Arc::new(index),
+            source: Source::Artifact {
+                stamp,
+                meta: ArtifactMeta {
+                    generated_at,
+                    notes_commit: notes_commit.map(str::to_string),
+                    byte_size: artifact_bytes,
+                },
+            },
+        });
+        drop(own_write);
         Ok(rebuilt)
     }
 
