@@ -201,11 +201,18 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
         config.policy,
         config.git_identity.clone(),
     ));
-    let state = AppState { ctx, config };
-    actix_web::rt::System::new()
-        .block_on(async move { http::serve(state, listener)?.await })
-        .map_err(|e| Failure {
-            code: 1,
-            message: format!("server stopped: {e}"),
-        })
+    let state = AppState {
+        ctx: ctx.clone(),
+        config,
+    };
+    let served =
+        actix_web::rt::System::new().block_on(async move { http::serve(state, listener)?.await });
+    // Applies since the last background persist reach the artifact before we go.
+    if let Err(e) = ctx.index.flush() {
+        log::warn!("could not write the index artifact at shutdown: {e}");
+    }
+    served.map_err(|e| Failure {
+        code: 1,
+        message: format!("server stopped: {e}"),
+    })
 }

@@ -10,6 +10,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, SubsecRound, Utc};
 
@@ -17,6 +18,11 @@ use super::artifact::{self, ArtifactMeta, NoteStat};
 use super::{Hit, Index};
 use crate::error::Result;
 use crate::notes::Notes;
+
+/// How long applies must pause before the artifact is rewritten.
+const PERSIST_QUIET: Duration = Duration::from_millis(300);
+/// The longest a stream of applies can keep the artifact from being rewritten.
+const PERSIST_MAX_DELAY: Duration = Duration::from_secs(10);
 
 /// Identity of the artifact file on disk, to notice a rewrite by another process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +88,11 @@ pub struct LiveIndex {
     persist_pending: AtomicBool,
     /// One persist at a time, so each starts from the stamp the previous one left.
     persisting: Mutex<()>,
+    /// The in-memory index holds applies the artifact does not have yet.
+    dirty: AtomicBool,
+    /// When the last apply changed the index: persisting waits for a quiet moment,
+    /// because an apply during a persist has to copy the whole index.
+    last_change: Mutex<Instant>,
     /// Set while this process rewrites the artifact: between the rename and the
     /// new stamp being recorded, the file is ours, not another process's.
     own_write: AtomicBool,
@@ -113,6 +124,8 @@ impl LiveIndex {
             persist_pending: AtomicBool::new(false),
             persisting: Mutex::new(()),
             own_write: AtomicBool::new(false),
+            dirty: AtomicBool::new(false),
+            last_change: Mutex::new(Instant::now()),
         }
     }
 
@@ -153,7 +166,9 @@ impl LiveIndex {
     /// Whether `loaded` may answer, given the artifact's stamp now.
     fn is_current(&self, loaded: &Loaded, stamp: Option<FileStamp>) -> Result<bool> {
         Ok(match (&loaded.source, stamp) {
-            (Source::Artifact { stamp: ours, .. }, Some(now)) => *ours == now || self.own_write.load(Ordering::Acquire),
+            (Source::Artifact { stamp: ours, .. }, Some(now)) => {
+                *ours == now || self.own_write.load(Ordering::Acquire)
+            }
             (Source::OnDemand { built_at }, None) => {
                 !self.notes_changed_since(&loaded.index, *built_at)?
             }
@@ -326,20 +341,50 @@ impl LiveIndex {
     }
 
     fn schedule_persist(self: &Arc<Self>) {
+        self.dirty.store(true, Ordering::Release);
+        *self
+            .last_change
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Instant::now();
         if self.persist_pending.swap(true, Ordering::AcqRel) {
             return; // a persist is already on its way and will include this change
         }
         let live = Arc::clone(self);
         std::thread::spawn(move || {
-            let _one_at_a_time = live
-                .persisting
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            live.wait_for_quiet();
             live.persist_pending.store(false, Ordering::Release);
-            if let Err(e) = live.persist() {
+            if let Err(e) = live.flush() {
                 log::warn!("could not persist the index after an apply: {e}");
             }
         });
+    }
+
+    /// Sleeps until no apply has come for [`PERSIST_QUIET`], or [`PERSIST_MAX_DELAY`] passed.
+    fn wait_for_quiet(&self) {
+        let started = Instant::now();
+        loop {
+            let last = *self
+                .last_change
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let quiet_for = last.elapsed();
+            if quiet_for >= PERSIST_QUIET || started.elapsed() >= PERSIST_MAX_DELAY {
+                return;
+            }
+            std::thread::sleep(PERSIST_QUIET - quiet_for);
+        }
+    }
+
+    /// Writes applies the artifact does not have yet, now (also at shutdown).
+    pub fn flush(&self) -> Result<()> {
+        let _one_at_a_time = self
+            .persisting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.persist()
     }
 
     /// Writes the in-memory index to the artifact, keeping its `generated_at`:
