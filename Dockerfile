@@ -5,6 +5,7 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY spec ./spec
+COPY benches ./benches
 RUN cargo build --release --locked --bin mirai
 
 FROM debian:bookworm-slim
