@@ -244,7 +244,7 @@ def run_mirai(notes_dir, queries, variants):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--notes", default=os.path.abspath(os.path.join(CRATE, "..", "..", "shared", "corpus")))
+    ap.add_argument("--notes", default=os.path.abspath(os.path.join(CRATE, "..", "shared", "corpus")))
     ap.add_argument("--per-set", type=int, default=300)
     ap.add_argument("--variants", nargs="*", default=DEFAULT_VARIANTS)
     args = ap.parse_args()
