@@ -4,7 +4,6 @@
 mod common;
 
 use std::os::unix::fs::symlink;
-use std::process::Command;
 
 use common::{encode, git, TestServer};
 use mirai::config::PolicyMode;
@@ -412,27 +411,12 @@ fn read_only_mode_still_reads() {
     );
 }
 
-fn mirai() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_mirai"));
-    for var in [
-        "MIRAI_POLICY_MODE",
-        "MCP_POLICY_MODE",
-        "MIRAI_API_TOKEN",
-        "NOTES_ROOT",
-        "PORT",
-        "HOST",
-    ] {
-        command.env_remove(var);
-    }
-    command
-}
-
 #[test]
 fn start_up_refuses_a_root_that_is_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("file");
     std::fs::write(&file, "x").unwrap();
-    let out = mirai()
+    let out = common::mirai_cli()
         .env("NOTES_ROOT", &file)
         .env("PORT", "0")
         .output()
@@ -446,7 +430,7 @@ fn start_up_refuses_a_root_that_is_a_file() {
 #[test]
 fn start_up_refuses_a_root_that_cannot_be_written() {
     // /proc refuses new files even to root, so this holds whoever runs the tests.
-    let out = mirai()
+    let out = common::mirai_cli()
         .env("NOTES_ROOT", "/proc/self")
         .env("PORT", "0")
         .output()
@@ -460,7 +444,7 @@ fn start_up_refuses_a_root_that_cannot_be_written() {
 fn start_up_refuses_an_unknown_policy_mode() {
     let dir = tempfile::tempdir().unwrap();
     for var in ["MIRAI_POLICY_MODE", "MCP_POLICY_MODE"] {
-        let out = mirai()
+        let out = common::mirai_cli()
             .env("NOTES_ROOT", dir.path())
             .env(var, "yolo")
             .output()
@@ -480,7 +464,7 @@ fn the_binary_serves_creates_its_root_and_logs_each_request() {
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         probe.local_addr().unwrap().port()
     };
-    let mut child = mirai()
+    let mut child = common::mirai_cli()
         .arg("serve")
         .arg("--notes-root")
         .arg(&root)

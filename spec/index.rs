@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{encode, git, TestServer};
 use mirai::config::PolicyMode;
 use serde_json::{json, Value};
@@ -322,19 +320,7 @@ fn query_without_an_artifact_indexes_on_demand_and_writes_nothing() {
 #[test]
 fn the_next_query_after_an_apply_sees_the_change() {
     let server = server_with_notes();
-    git(&server.root, &["add", "-A"]);
-    git(
-        &server.root,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "seed",
-        ],
-    );
+    server.commit_all();
     rebuild(&server);
     assert!(paths(&query(&server, "zucchini", "")).is_empty());
     let patch = "--- a/garden/roses.md\n+++ b/garden/roses.md\n@@ -3 +3 @@\n-Prune roses in late winter.\n+Plant zucchini beside the roses.\n";
@@ -425,26 +411,13 @@ fn read_only_denies_rebuild_and_invalidate_but_answers_queries() {
     assert_eq!(paths(&query(&server, "alpha", "")), ["a.md"]);
 }
 
-fn mirai() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_mirai"));
-    for var in [
-        "MIRAI_POLICY_MODE",
-        "MCP_POLICY_MODE",
-        "MIRAI_API_TOKEN",
-        "NOTES_ROOT",
-    ] {
-        command.env_remove(var);
-    }
-    command
-}
-
 #[test]
 fn an_artifact_rewritten_by_another_process_is_picked_up() {
     let server = server_with_notes();
     rebuild(&server);
     assert!(paths(&query(&server, "quince", "")).is_empty());
     server.write("orchard.md", "# Orchard\n\nQuince trees.\n");
-    let out = mirai()
+    let out = common::mirai_cli()
         .args(["index", "rebuild", "--notes-root"])
         .arg(&server.root)
         .output()
@@ -460,7 +433,7 @@ fn an_artifact_rewritten_by_another_process_is_picked_up() {
 #[test]
 fn cli_rebuild_prints_one_summary_line_and_status_prints_json() {
     let server = server_with_notes();
-    let out = mirai()
+    let out = common::mirai_cli()
         .args(["index", "rebuild", "--notes-root"])
         .arg(&server.root)
         .output()
@@ -478,7 +451,7 @@ fn cli_rebuild_prints_one_summary_line_and_status_prints_json() {
     }
     assert!(artifact(&server).exists());
 
-    let out = mirai()
+    let out = common::mirai_cli()
         .args(["index", "status", "--notes-root"])
         .arg(&server.root)
         .output()
@@ -493,14 +466,14 @@ fn cli_rebuild_prints_one_summary_line_and_status_prints_json() {
 fn cli_rebuild_fails_with_a_message_on_a_bad_root() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing");
-    let out = mirai()
+    let out = common::mirai_cli()
         .args(["index", "rebuild", "--notes-root"])
         .arg(&missing)
         .output()
         .unwrap();
     assert_ne!(out.status.code(), Some(0));
     assert!(!String::from_utf8_lossy(&out.stderr).trim().is_empty());
-    let out = mirai()
+    let out = common::mirai_cli()
         .args(["index", "rebuild", "--notes-root"])
         .arg(dir.path())
         .env("MIRAI_POLICY_MODE", "read_only")
@@ -513,19 +486,7 @@ fn cli_rebuild_fails_with_a_message_on_a_bad_root() {
 #[test]
 fn an_apply_is_persisted_to_the_artifact_in_the_background() {
     let server = server_with_notes();
-    git(&server.root, &["add", "-A"]);
-    git(
-        &server.root,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "seed",
-        ],
-    );
+    server.commit_all();
     rebuild(&server);
     let generated_at = server.get("/mcp/index/status").body["generated_at"].clone();
     let create = "--- /dev/null\n+++ b/fresh.md\n@@ -0,0 +1 @@\n+Kohlrabi soup.\n";
@@ -552,7 +513,7 @@ fn an_apply_is_persisted_to_the_artifact_in_the_background() {
     );
     assert_eq!(status["notes_commit"], applied.body["commit"]);
     // A fresh process reading the artifact sees the change.
-    let out = mirai()
+    let out = common::mirai_cli()
         .args(["index", "status", "--notes-root"])
         .arg(&server.root)
         .output()

@@ -17,19 +17,7 @@ const NOTE: &str = "# Groceries\n\n- apples\n- bread\n- milk\n- eggs\n- tea\n";
 fn server_with(rel: &str, content: &str) -> TestServer {
     let server = TestServer::start();
     server.write(rel, content);
-    git(&server.root, &["add", "--", rel]);
-    git(
-        &server.root,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "seed",
-        ],
-    );
+    server.commit_all();
     server
 }
 
@@ -455,19 +443,7 @@ fn every_corpus_case_applies_over_http_as_recorded() {
         let server = TestServer::start();
         if let Some(bytes) = &before {
             server.write(path, bytes);
-            git(&server.root, &["add", "--", path]);
-            git(
-                &server.root,
-                &[
-                    "-c",
-                    "user.name=t",
-                    "-c",
-                    "user.email=t@t",
-                    "commit",
-                    "-qm",
-                    "seed",
-                ],
-            );
+            server.commit_all();
         }
         let head_before = head(&server);
         let answer = apply(&server, &patch);

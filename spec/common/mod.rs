@@ -136,6 +136,23 @@ impl TestServer {
         send(self.authorized(request))
     }
 
+    /// Commits everything in the notes root, as a user seeding the repository would.
+    pub fn commit_all(&self) {
+        git(&self.root, &["add", "-A"]);
+        git(
+            &self.root,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "seed",
+            ],
+        );
+    }
+
     /// A request without the harness's token, for auth tests.
     pub fn raw(&self) -> &Client {
         &self.client
@@ -189,4 +206,20 @@ pub fn git(repo: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// The built `mirai` binary, with none of the settings a developer's shell may carry.
+pub fn mirai_cli() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mirai"));
+    for var in [
+        "MIRAI_POLICY_MODE",
+        "MCP_POLICY_MODE",
+        "MIRAI_API_TOKEN",
+        "NOTES_ROOT",
+        "PORT",
+        "HOST",
+    ] {
+        command.env_remove(var);
+    }
+    command
 }
