@@ -180,6 +180,9 @@ fn non_markdown_is_invalid_extension_and_missing_is_not_found() {
         .read("deep/missing.md")
         .assert_error(404, "not_found");
     server.read("folder.md").assert_error(404, "not_found");
+    // Multi-byte endings are refused, never a crash.
+    server.read("¾ìÔËÖÿ").assert_error(400, "invalid_extension");
+    server.read("ノート").assert_error(400, "invalid_extension");
     assert_eq!(server.read("WELCOME.md").status, 404);
 }
 

@@ -76,8 +76,9 @@ pub fn resolve(root: &Path, raw: &str, existence: Existence) -> Result<NotePath>
 
 /// True when the path names a markdown note (`.md`, any case).
 pub fn has_note_extension(rel: &str) -> bool {
-    let name = rel.rsplit('/').next().unwrap_or(rel);
-    name.len() > 3 && name[name.len() - 3..].eq_ignore_ascii_case(".md")
+    let name = rel.rsplit('/').next().unwrap_or(rel).as_bytes();
+    // Bytes, not a str slice: the last three bytes may fall inside a multi-byte character.
+    name.len() > 3 && name[name.len() - 3..].eq_ignore_ascii_case(b".md")
 }
 
 /// True when any component starts with a dot.
@@ -178,6 +179,9 @@ mod tests {
         assert!(!has_note_extension("b.markdown"));
         assert!(!has_note_extension("b.md.txt"));
         assert!(!has_note_extension(".md"));
+        assert!(!has_note_extension("¾ìÔËÖÿ"));
+        assert!(!has_note_extension("a/Ö"));
+        assert!(has_note_extension("日本/料理.md"));
     }
 
     #[test]

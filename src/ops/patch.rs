@@ -110,7 +110,7 @@ impl Operation for PatchApply {
 }
 
 fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(12)]
+    sha.get(..12).unwrap_or(sha)
 }
 
 /// A patch that parsed, whose path passed the rules, and that applies to the note as it is.
