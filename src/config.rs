@@ -5,8 +5,11 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-/// Default cap on request bodies (`MIRAI_MAX_BODY_BYTES`).
+/// Default cap on request bodies (`MIRAI_MAX_BODY_BYTES`), and so on a note's content.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Default cap on the edits of one `notes.edit` (`MIRAI_EDIT_MAX_EDITS`).
+pub const DEFAULT_MAX_EDITS: usize = 50;
 
 /// Which classes of operation a deployment allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +75,7 @@ pub struct Config {
     /// When set, every HTTP route but `/health` needs `Authorization: Bearer <token>`.
     pub api_token: Option<String>,
     pub max_body_bytes: usize,
+    pub max_edits: usize,
     pub git_identity: GitIdentity,
 }
 
@@ -85,6 +89,7 @@ impl Config {
             policy: PolicyMode::AllowAll,
             api_token: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_edits: DEFAULT_MAX_EDITS,
             git_identity: GitIdentity::default(),
         }
     }
@@ -109,6 +114,18 @@ impl Config {
                         name: "MIRAI_MAX_BODY_BYTES",
                         value: raw,
                         expected: "a positive number of bytes",
+                    })
+                }
+            };
+        }
+        if let Some(raw) = non_empty("MIRAI_EDIT_MAX_EDITS") {
+            self.max_edits = match raw.trim().parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(ConfigError::Value {
+                        name: "MIRAI_EDIT_MAX_EDITS",
+                        value: raw,
+                        expected: "a positive number of edits",
                     })
                 }
             };

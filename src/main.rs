@@ -123,7 +123,7 @@ fn index(action: IndexAction) -> Result<(), Failure> {
         )));
     }
     let notes = Notes::open(&config.notes_root).map_err(|e| Failure::config(e.message))?;
-    let ctx = Context::new(notes, config.policy, config.git_identity.clone());
+    let ctx = Context::new(notes, &config);
     let started = Instant::now();
     let answer =
         ops::dispatch(&ctx, op, Input::Json(serde_json::json!({}))).map_err(|e| Failure {
@@ -196,11 +196,7 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
         }
     );
 
-    let ctx = Arc::new(Context::new(
-        notes,
-        config.policy,
-        config.git_identity.clone(),
-    ));
+    let ctx = Arc::new(Context::new(notes, &config));
     let state = AppState {
         ctx: ctx.clone(),
         config,

@@ -75,11 +75,7 @@ impl TestServer {
             .expect("prepare notes root");
         let token = config.api_token.clone();
         let notes = Notes::open(&root).expect("open notes");
-        let ctx = Arc::new(Context::new(
-            notes,
-            config.policy,
-            config.git_identity.clone(),
-        ));
+        let ctx = Arc::new(Context::new(notes, &config));
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = mpsc::channel();

@@ -65,6 +65,9 @@ pub static ENDPOINTS: &[Endpoint] = &[
     post("/mcp/notes/read_batch", || web::route().to(notes_read_batch)),
     post("/mcp/patch/propose", || web::route().to(patch_propose)),
     post("/mcp/patch/apply", || web::route().to(patch_apply)),
+    post("/mcp/patch/make", || web::route().to(patch_make)),
+    post("/mcp/notes/write", || web::route().to(notes_write)),
+    post("/mcp/notes/edit", || web::route().to(notes_edit)),
     post("/mcp/index/rebuild", || web::route().to(index_rebuild)),
     get("/mcp/index/status", || web::route().to(index_status)),
     get("/mcp/index/query", || web::route().to(index_query)),
@@ -121,6 +124,18 @@ async fn patch_propose(state: web::Data<AppState>, payload: web::Payload) -> Htt
 
 async fn patch_apply(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
     body_operation(&state, "patch.apply", payload).await
+}
+
+async fn patch_make(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
+    body_operation(&state, "patch.make", payload).await
+}
+
+async fn notes_write(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
+    body_operation(&state, "notes.write", payload).await
+}
+
+async fn notes_edit(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
+    body_operation(&state, "notes.edit", payload).await
 }
 
 async fn index_rebuild(state: web::Data<AppState>) -> HttpResponse {

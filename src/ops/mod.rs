@@ -7,10 +7,12 @@
 mod index;
 mod notes;
 mod patch;
+mod write;
 
 pub use index::*;
 pub use notes::*;
 pub use patch::*;
+pub use write::*;
 
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,7 +21,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{GitIdentity, PolicyMode};
+use crate::config::{Config, GitIdentity, PolicyMode};
 use crate::error::{Error, ErrorCode, Result};
 use crate::index::live::LiveIndex;
 use crate::notes::Notes;
@@ -39,17 +41,23 @@ pub struct Context {
     pub notes: Notes,
     pub policy: PolicyMode,
     pub index: Arc<LiveIndex>,
+    /// Largest note content a write may produce (the request body limit).
+    pub max_content_bytes: usize,
+    /// Most edits one `notes.edit` may carry.
+    pub max_edits: usize,
     identity: GitIdentity,
     writer: Mutex<Option<Repo>>,
 }
 
 impl Context {
-    pub fn new(notes: Notes, policy: PolicyMode, identity: GitIdentity) -> Context {
+    pub fn new(notes: Notes, config: &Config) -> Context {
         Context {
             index: Arc::new(LiveIndex::new(notes.clone())),
             notes,
-            policy,
-            identity,
+            policy: config.policy,
+            max_content_bytes: config.max_body_bytes,
+            max_edits: config.max_edits,
+            identity: config.git_identity.clone(),
             writer: Mutex::new(None),
         }
     }
@@ -139,6 +147,9 @@ pub static TABLE: &[OpEntry] = &[
     entry::<NotesReadBatch>(),
     entry::<PatchPropose>(),
     entry::<PatchApply>(),
+    entry::<PatchMake>(),
+    entry::<NotesWrite>(),
+    entry::<NotesEdit>(),
     entry::<IndexRebuild>(),
     entry::<IndexStatus>(),
     entry::<IndexQuery>(),

@@ -9,7 +9,7 @@ use super::{Class, Context, Operation};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
 use crate::patch::{self, Target};
-use crate::repo;
+use crate::repo::{self, Repo};
 
 /// The request of both patch operations.
 #[derive(Debug, Deserialize)]
@@ -72,41 +72,65 @@ impl Operation for PatchApply {
         // Writes are serialized: the plan is made against the note as the previous
         // write left it, and commits never race for HEAD.
         let repo = ctx.writer()?;
-        let plan = plan(ctx, &request.patch)?;
-        if let Some(base) = request
-            .base_commit
-            .as_deref()
-            .map(str::trim)
-            .filter(|b| !b.is_empty())
-        {
-            if repo.changed_since(base, &plan.note.rel)? {
-                let head = repo.head()?.unwrap_or_default();
-                return Err(Error::conflict(format!(
-                    "{} changed between base_commit {} and HEAD {}; read the note again and rebuild the patch against HEAD",
-                    plan.note.rel,
-                    short(base),
-                    short(&head)
-                )));
-            }
-        }
-        let message = format!("mcp.patch_apply: {}\n", plan.note.rel);
-        let commit = repo::write_and_commit(
-            &repo,
-            &plan.note.rel,
-            plan.content.as_deref(),
-            &message,
-            &ctx.author(),
-        )?;
-        ctx.index
-            .note_changed(&plan.note.rel, plan.content.as_deref(), &commit);
-        let summary = plan.summary();
-        Ok(PatchApplied {
-            path: summary.path,
-            hunk_count: summary.hunk_count,
-            net_line_delta: summary.net_line_delta,
-            commit,
-        })
+        apply_text(ctx, &repo, &request.patch, request.base_commit.as_deref())
     }
+}
+
+/// The one write path: every write operation ends here, holding the writer.
+pub(super) fn apply_text(
+    ctx: &Context,
+    repo: &Repo,
+    text: &str,
+    base_commit: Option<&str>,
+) -> Result<PatchApplied> {
+    let plan = plan(ctx, text)?;
+    if let Some(content) = &plan.content {
+        check_size(ctx, &plan.note, content)?;
+    }
+    if let Some(base) = base_commit.map(str::trim).filter(|b| !b.is_empty()) {
+        if repo.changed_since(base, &plan.note.rel)? {
+            let head = repo.head()?.unwrap_or_default();
+            return Err(Error::conflict(format!(
+                "{} changed between base_commit {} and HEAD {}; read the note again and rebuild the change against HEAD",
+                plan.note.rel,
+                short(base),
+                short(&head)
+            )));
+        }
+    }
+    let message = format!("mcp.patch_apply: {}\n", plan.note.rel);
+    let commit = repo::write_and_commit(
+        repo,
+        &plan.note.rel,
+        plan.content.as_deref(),
+        &message,
+        &ctx.author(),
+    )?;
+    ctx.index
+        .note_changed(&plan.note.rel, plan.content.as_deref(), &commit);
+    let summary = plan.summary();
+    Ok(PatchApplied {
+        path: summary.path,
+        hunk_count: summary.hunk_count,
+        net_line_delta: summary.net_line_delta,
+        commit,
+    })
+}
+
+/// A note may not grow past the request body limit, whichever way it is written.
+pub(super) fn check_size(ctx: &Context, note: &NotePath, content: &str) -> Result<()> {
+    if content.len() > ctx.max_content_bytes {
+        return Err(Error::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "{} would be {} bytes; notes may hold at most {} bytes (MIRAI_MAX_BODY_BYTES)",
+                note.rel,
+                content.len(),
+                ctx.max_content_bytes
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn short(sha: &str) -> &str {
@@ -149,7 +173,7 @@ fn plan(ctx: &Context, text: &str) -> Result<Plan> {
 }
 
 /// The note's text now, or `None` when there is no note at that path yet.
-fn current_text(note: &NotePath) -> Result<Option<String>> {
+pub(super) fn current_text(note: &NotePath) -> Result<Option<String>> {
     match std::fs::read(&note.abs) {
         Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
             Error::conflict(format!(

@@ -9,12 +9,16 @@
 
 mod apply;
 mod conflict;
+mod edit;
+mod make;
 mod parse;
 
 #[cfg(test)]
 mod corpus_tests;
 
 pub use apply::{apply, Applied};
+pub use edit::{apply_edits, Edit};
+pub use make::make;
 pub use parse::parse;
 
 /// What the patch does to its note, decided by its `/dev/null` sides.

@@ -1,0 +1,295 @@
+//! Black-box tests of the model-friendly writes over HTTP on real repositories:
+//! `patch.make` (its patches apply back byte for byte), `notes.write` and
+//! `notes.edit` (through the same path as `patch.apply`).
+
+mod common;
+
+use common::{git, TestServer};
+use mirai::config::PolicyMode;
+use serde_json::{json, Value};
+
+const NOTE: &str = "# Groceries\n\n- apples\n- bread\n- milk\n- eggs\n- tea\n";
+
+fn server_with(rel: &str, content: &str) -> TestServer {
+    let server = TestServer::start();
+    server.write(rel, content);
+    server.commit_all();
+    server
+}
+
+fn head(server: &TestServer) -> String {
+    git(&server.root, &["rev-parse", "HEAD"]).trim().to_string()
+}
+
+fn on_disk(server: &TestServer, rel: &str) -> Option<String> {
+    std::fs::read_to_string(server.root.join(rel)).ok()
+}
+
+#[test]
+fn made_patches_apply_back_byte_for_byte_over_the_corpus() {
+    let cases = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/patch-cases");
+    let mut checked = 0;
+    for dir in std::fs::read_dir(&cases)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+    {
+        let meta: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("case.json")).unwrap()).unwrap();
+        let path = meta["path"].as_str().unwrap();
+        let before = std::fs::read_to_string(dir.join("before.md")).ok();
+        let after = std::fs::read_to_string(dir.join("after.md")).ok();
+        if dir.join("expect.json").exists() || before == after {
+            continue;
+        }
+        let server = TestServer::start();
+        if let Some(text) = &before {
+            server.write(path, text);
+            server.commit_all();
+        }
+        let made = server.post_json("/mcp/patch/make", &json!({"path": path, "content": after}));
+        assert_eq!(made.status, 200, "{}: {made:?}", dir.display());
+        let applied = server.post_json("/mcp/patch/apply", &json!({"patch": made.body["patch"]}));
+        assert_eq!(applied.status, 200, "{}: {applied:?}", dir.display());
+        assert_eq!(on_disk(&server, path), after, "{}", dir.display());
+        assert_eq!(applied.body["hunk_count"], made.body["hunk_count"]);
+        assert_eq!(applied.body["net_line_delta"], made.body["net_line_delta"]);
+        checked += 1;
+    }
+    assert!(checked >= 40, "{checked} cases");
+}
+
+#[test]
+fn patch_make_writes_nothing_and_is_allowed_in_read_only_mode() {
+    let server = TestServer::start_with(|c| c.policy = PolicyMode::ReadOnly);
+    server.write("a.md", "one\n");
+    let made = server.post_json(
+        "/mcp/patch/make",
+        &json!({"path": "a.md", "content": "two\n"}),
+    );
+    assert_eq!(made.status, 200, "{made:?}");
+    assert_eq!(
+        made.body["patch"],
+        "--- a/a.md\n+++ b/a.md\n@@ -1 +1 @@\n-one\n+two\n"
+    );
+    assert_eq!(made.body["hunk_count"], 1);
+    assert_eq!(on_disk(&server, "a.md").as_deref(), Some("one\n"));
+    let deletion = server.post_json("/mcp/patch/make", &json!({"path": "a.md", "content": null}));
+    assert_eq!(
+        deletion.body["patch"],
+        "--- a/a.md\n+++ /dev/null\n@@ -1 +0,0 @@\n-one\n"
+    );
+    let creation = server.post_json(
+        "/mcp/patch/make",
+        &json!({"path": "new/b.md", "content": "hi\n"}),
+    );
+    assert_eq!(
+        creation.body["patch"],
+        "--- /dev/null\n+++ b/new/b.md\n@@ -0,0 +1 @@\n+hi\n"
+    );
+    let same = server.post_json(
+        "/mcp/patch/make",
+        &json!({"path": "a.md", "content": "one\n"}),
+    );
+    assert_eq!(
+        same.body,
+        json!({"path": "a.md", "patch": "", "hunk_count": 0, "net_line_delta": 0})
+    );
+    server
+        .post_json(
+            "/mcp/patch/make",
+            &json!({"path": "missing.md", "content": null}),
+        )
+        .assert_error(404, "not_found");
+    server
+        .post_json("/mcp/patch/make", &json!({"path": "x.txt", "content": "x"}))
+        .assert_error(400, "invalid_extension");
+    server
+        .post_json("/mcp/patch/make", &json!({"path": "a.md"}))
+        .assert_error(400, "invalid_request");
+}
+
+#[test]
+fn notes_write_creates_replaces_and_commits_like_apply() {
+    let server = server_with("list.md", NOTE);
+    let created = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "ideas/new.md", "content": "# New\n"}),
+    );
+    assert_eq!(created.status, 200, "{created:?}");
+    assert_eq!(created.body["commit"], head(&server));
+    assert_eq!(
+        created.body["patch"],
+        "--- /dev/null\n+++ b/ideas/new.md\n@@ -0,0 +1 @@\n+# New\n"
+    );
+    assert_eq!(on_disk(&server, "ideas/new.md").as_deref(), Some("# New\n"));
+    assert_eq!(
+        git(&server.root, &["log", "-1", "--format=%B"]),
+        "mcp.patch_apply: ideas/new.md\n\n"
+    );
+
+    let replaced = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "list.md", "content": NOTE.replace("milk", "oat milk")}),
+    );
+    assert_eq!(replaced.status, 200);
+    assert_eq!(replaced.body["hunk_count"], 1);
+    assert_eq!(
+        on_disk(&server, "list.md"),
+        Some(NOTE.replace("milk", "oat milk"))
+    );
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn notes_write_of_the_same_text_makes_no_commit() {
+    let server = server_with("list.md", NOTE);
+    let before = head(&server);
+    let answer = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "list.md", "content": NOTE}),
+    );
+    assert_eq!(answer.status, 200);
+    assert_eq!(
+        answer.body,
+        json!({"path": "list.md", "hunk_count": 0, "net_line_delta": 0, "commit": null, "patch": ""})
+    );
+    assert_eq!(head(&server), before);
+}
+
+#[test]
+fn notes_write_honours_base_commit_policy_and_size() {
+    let server = server_with("list.md", NOTE);
+    let base = head(&server);
+    assert_eq!(
+        server
+            .post_json(
+                "/mcp/notes/write",
+                &json!({"path": "list.md", "content": "v2\n"})
+            )
+            .status,
+        200
+    );
+    let stale = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "list.md", "content": "v3\n", "base_commit": base}),
+    );
+    stale.assert_error(409, "conflict");
+    assert_eq!(on_disk(&server, "list.md").as_deref(), Some("v2\n"));
+
+    // A body over the limit, and a small request that would grow a note past it.
+    let small = TestServer::start_with(|c| c.max_body_bytes = 300);
+    let answer = small.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "a.md", "content": "x".repeat(350)}),
+    );
+    answer.assert_error(413, "payload_too_large");
+    small.write("big.md", format!("{}\n", "z".repeat(280)));
+    let grow = json!({"path": "big.md", "edits": [{"old": "zz\n", "new": "zz, and then some more text\n"}]});
+    small
+        .post_json("/mcp/notes/edit", &grow)
+        .assert_error(413, "payload_too_large");
+    let patch = format!(
+        "--- a/big.md\n+++ b/big.md\n@@ -1 +1,2 @@\n {}\n+{}\n",
+        "z".repeat(280),
+        "y".repeat(10)
+    );
+    let grow_by_patch = small.post_json("/mcp/patch/apply", &json!({"patch": patch}));
+    assert_eq!(grow_by_patch.status, 413, "{grow_by_patch:?}");
+
+    let read_only = TestServer::start_with(|c| c.policy = PolicyMode::ReadOnly);
+    for route in ["/mcp/notes/write", "/mcp/notes/edit"] {
+        read_only
+            .post_raw(route, "not json")
+            .assert_error(403, "policy_denied");
+    }
+}
+
+#[test]
+fn notes_edit_replaces_exact_text_as_one_commit() {
+    let server = server_with("list.md", NOTE);
+    let before = git(&server.root, &["rev-list", "--count", "HEAD"]);
+    let answer = server.post_json(
+        "/mcp/notes/edit",
+        &json!({"path": "list.md", "edits": [{"old": "- milk", "new": "- oat milk"}, {"old": "- tea\n", "new": "- tea\n- honey\n"}]}),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["net_line_delta"], 1);
+    assert_eq!(
+        on_disk(&server, "list.md"),
+        Some(NOTE.replace("- milk", "- oat milk") + "- honey\n")
+    );
+    let after: usize = git(&server.root, &["rev-list", "--count", "HEAD"])
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        after,
+        before.trim().parse::<usize>().unwrap() + 1,
+        "one commit for all edits"
+    );
+}
+
+#[test]
+fn notes_edit_conflicts_say_where_to_look_and_change_nothing() {
+    let server = server_with("list.md", NOTE);
+    let before = head(&server);
+    let missing = server.post_json(
+        "/mcp/notes/edit",
+        &json!({"path": "list.md", "edits": [{"old": "- apples", "new": "- pears"}, {"old": "-  bread", "new": "- rye"}]}),
+    );
+    missing.assert_error(409, "conflict");
+    let message = missing.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("edit 2 of 2"), "{message}");
+    assert!(message.contains("differs only in whitespace"), "{message}");
+    assert!(message.contains("     4 | - bread"), "{message}");
+
+    let twice = server.post_json(
+        "/mcp/notes/edit",
+        &json!({"path": "list.md", "edits": [{"old": "- ", "new": "* "}]}),
+    );
+    twice.assert_error(409, "conflict");
+    let message = twice.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("5 times") && message.contains("lines 3, 4, 5, 6, 7"),
+        "{message}"
+    );
+
+    assert_eq!(on_disk(&server, "list.md").as_deref(), Some(NOTE));
+    assert_eq!(head(&server), before);
+}
+
+#[test]
+fn notes_edit_validates_its_request() {
+    let server = TestServer::start_with(|c| c.max_edits = 2);
+    server.write("a.md", "a b c\n");
+    let three =
+        json!([{"old": "a", "new": "1"}, {"old": "b", "new": "2"}, {"old": "c", "new": "3"}]);
+    server
+        .post_json("/mcp/notes/edit", &json!({"path": "a.md", "edits": three}))
+        .assert_error(400, "invalid_request");
+    server
+        .post_json("/mcp/notes/edit", &json!({"path": "a.md", "edits": []}))
+        .assert_error(400, "invalid_request");
+    server
+        .post_json(
+            "/mcp/notes/edit",
+            &json!({"path": "a.md", "edits": [{"old": "", "new": "x"}]}),
+        )
+        .assert_error(400, "invalid_request");
+    server
+        .post_json("/mcp/notes/edit", &json!({"path": "a.md", "edits": "a->b"}))
+        .assert_error(400, "invalid_request");
+    server
+        .post_json(
+            "/mcp/notes/edit",
+            &json!({"path": "none.md", "edits": [{"old": "a", "new": "b"}]}),
+        )
+        .assert_error(404, "not_found");
+    let same = server.post_json(
+        "/mcp/notes/edit",
+        &json!({"path": "a.md", "edits": [{"old": "b", "new": "b"}]}),
+    );
+    assert_eq!(same.status, 200);
+    assert_eq!(same.body["commit"], Value::Null);
+}

@@ -1,0 +1,224 @@
+//! Model-friendly writes: `patch.make` turns whole texts into a diff;
+//! `notes.write` and `notes.edit` make that diff and send it down the very
+//! same path as `patch.apply` (see [`super::patch::apply_text`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::patch::{apply_text, check_size, current_text};
+use super::{Class, Context, Operation};
+use crate::error::{Error, ErrorCode, Result};
+use crate::notes::{Existence, NotePath};
+use crate::patch::{self, Edit};
+
+/// `patch.make`: the diff that would turn the note into `content`.
+pub struct PatchMake;
+
+#[derive(Debug, Deserialize)]
+pub struct MakeRequest {
+    pub path: String,
+    /// The note's new text; `null` for a deletion diff. Absent is an error, so a
+    /// forgotten field never turns into a deletion.
+    #[serde(default, deserialize_with = "present")]
+    pub content: Option<Option<String>>,
+}
+
+/// Tells a field that is `null` (`Some(None)`) from one that is absent (`None`).
+fn present<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(deserializer).map(Some)
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct MadePatch {
+    pub path: String,
+    /// Empty when `content` is what the note already holds.
+    pub patch: String,
+    pub hunk_count: usize,
+    pub net_line_delta: i64,
+}
+
+impl Operation for PatchMake {
+    const NAME: &'static str = "patch.make";
+    const CLASS: Class = Class::Read;
+    const SUMMARY: &'static str =
+        "Make the unified diff (3 lines of context) that turns a note into the given content; null content makes a deletion diff. Writes nothing.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    type Request = MakeRequest;
+    type Response = MadePatch;
+
+    fn run(ctx: &Context, request: MakeRequest) -> Result<MadePatch> {
+        let content = request.content.ok_or_else(|| {
+            Error::new(
+                ErrorCode::InvalidRequest,
+                "content is required: the note's new text, or null for a deletion diff",
+            )
+        })?;
+        let (note, current) = note_and_text(ctx, &request.path, content.as_deref())?;
+        made(&note, current.as_deref(), content.as_deref())
+    }
+}
+
+/// `notes.write`: replace (or create) a note's whole text, as one commit.
+pub struct NotesWrite;
+
+#[derive(Debug, Deserialize)]
+pub struct WriteRequest {
+    pub path: String,
+    pub content: String,
+    #[serde(default)]
+    pub base_commit: Option<String>,
+}
+
+/// What `notes.write` and `notes.edit` answer: apply's fields and the patch,
+/// with `commit: null` when the note already held that text.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Written {
+    pub path: String,
+    pub hunk_count: usize,
+    pub net_line_delta: i64,
+    pub commit: Option<String>,
+    pub patch: String,
+}
+
+impl Operation for NotesWrite {
+    const NAME: &'static str = "notes.write";
+    const CLASS: Class = Class::Write;
+    const SUMMARY: &'static str =
+        "Create a note or replace its whole text; committed like patch.apply. Same text as now: no commit.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    type Request = WriteRequest;
+    type Response = Written;
+
+    fn run(ctx: &Context, request: WriteRequest) -> Result<Written> {
+        let repo = ctx.writer()?;
+        let (note, current) = note_and_text(ctx, &request.path, Some(&request.content))?;
+        write_through_patch(
+            ctx,
+            &repo,
+            &note,
+            current.as_deref(),
+            &request.content,
+            request.base_commit.as_deref(),
+        )
+    }
+}
+
+/// `notes.edit`: exact search-and-replace edits, all or none, as one commit.
+pub struct NotesEdit;
+
+#[derive(Debug, Deserialize)]
+pub struct EditRequest {
+    pub path: String,
+    pub edits: Vec<Edit>,
+    #[serde(default)]
+    pub base_commit: Option<String>,
+}
+
+impl Operation for NotesEdit {
+    const NAME: &'static str = "notes.edit";
+    const CLASS: Class = Class::Write;
+    const SUMMARY: &'static str =
+        "Replace text inside a note: each edit's `old` must occur exactly once (after the edits before it); all edits or none, one commit.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    type Request = EditRequest;
+    type Response = Written;
+
+    fn run(ctx: &Context, request: EditRequest) -> Result<Written> {
+        if request.edits.is_empty() {
+            return Err(Error::new(
+                ErrorCode::InvalidRequest,
+                "edits is empty: give at least one {\"old\", \"new\"}",
+            ));
+        }
+        if request.edits.len() > ctx.max_edits {
+            return Err(Error::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "{} edits in one call; at most {} are allowed (MIRAI_EDIT_MAX_EDITS): split them",
+                    request.edits.len(),
+                    ctx.max_edits
+                ),
+            ));
+        }
+        let repo = ctx.writer()?;
+        let note = ctx.notes.resolve(&request.path, Existence::MustExist)?;
+        let current = current_text(&note)?
+            .ok_or_else(|| Error::not_found(format!("note not found: {:?}", note.rel)))?;
+        let edited = patch::apply_edits(&note.rel, &current, &request.edits)?;
+        check_size(ctx, &note, &edited)?;
+        write_through_patch(
+            ctx,
+            &repo,
+            &note,
+            Some(&current),
+            &edited,
+            request.base_commit.as_deref(),
+        )
+    }
+}
+
+/// Resolves the path for a write of `content` and reads what is there now.
+fn note_and_text(
+    ctx: &Context,
+    raw_path: &str,
+    content: Option<&str>,
+) -> Result<(NotePath, Option<String>)> {
+    let existence = if content.is_some() {
+        Existence::MayBeMissing
+    } else {
+        Existence::MustExist
+    };
+    let note = ctx.notes.resolve(raw_path, existence)?;
+    if let Some(content) = content {
+        check_size(ctx, &note, content)?;
+    }
+    let current = current_text(&note)?;
+    Ok((note, current))
+}
+
+fn made(note: &NotePath, current: Option<&str>, content: Option<&str>) -> Result<MadePatch> {
+    let Some(text) = patch::make(&note.rel, current, content) else {
+        return Ok(MadePatch {
+            path: note.rel.clone(),
+            patch: String::new(),
+            hunk_count: 0,
+            net_line_delta: 0,
+        });
+    };
+    let parsed = patch::parse(&text)?;
+    Ok(MadePatch {
+        path: note.rel.clone(),
+        hunk_count: parsed.hunks.len(),
+        net_line_delta: parsed.net_line_delta(),
+        patch: text,
+    })
+}
+
+fn write_through_patch(
+    ctx: &Context,
+    repo: &crate::repo::Repo,
+    note: &NotePath,
+    current: Option<&str>,
+    content: &str,
+    base_commit: Option<&str>,
+) -> Result<Written> {
+    let made = made(note, current, Some(content))?;
+    if made.patch.is_empty() {
+        return Ok(Written {
+            path: made.path,
+            hunk_count: 0,
+            net_line_delta: 0,
+            commit: None,
+            patch: made.patch,
+        });
+    }
+    let applied = apply_text(ctx, repo, &made.patch, base_commit)?;
+    Ok(Written {
+        path: applied.path,
+        hunk_count: applied.hunk_count,
+        net_line_delta: applied.net_line_delta,
+        commit: Some(applied.commit),
+        patch: made.patch,
+    })
+}
