@@ -194,6 +194,8 @@ fn listing_and_reading_agree() {
     server.write("plain.md", "p\n");
     server.write("nested/deeper/n.md", "n\n");
     server.write("back\\slash.md", "b\n");
+    server.write(" spaced.md", "s\n");
+    server.write("trailing.md ", "t\n");
     server.write(".hidden/h.md", "h\n");
     server.write("nested/.h.md", "h\n");
     symlink(server.root.join("plain.md"), server.root.join("alias.md")).unwrap();
@@ -224,6 +226,8 @@ fn listing_and_reading_agree() {
     // Every markdown file reachable on disk, hidden or not, that listing left out cannot be read.
     let candidates = [
         "back\\slash.md",
+        " spaced.md",
+        "trailing.md ",
         ".hidden/h.md",
         "nested/.h.md",
         "away/o.md",

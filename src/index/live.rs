@@ -159,8 +159,11 @@ impl LiveIndex {
         }
         let mut guard = self.write_lock();
         self.refresh(&mut guard, stamp)?;
-        let loaded = guard.as_ref().expect("refresh leaves an index loaded");
-        Ok(loaded.index.query(q, limit, path_prefix))
+        // refresh leaves an index loaded whenever it succeeds
+        Ok(guard
+            .as_ref()
+            .map(|loaded| loaded.index.query(q, limit, path_prefix))
+            .unwrap_or_default())
     }
 
     /// Whether `loaded` may answer, given the artifact's stamp now.

@@ -37,19 +37,30 @@ impl Notes {
 
     /// Every note, as normalized relative paths sorted by their bytes.
     ///
-    /// A file is listed exactly when [`Notes::resolve`] accepts its path, so
-    /// listing and reading always agree (symlinks leading out, hidden folders,
-    /// names with backslashes or that are not UTF-8 are all left out).
+    /// A file is listed exactly when [`Notes::resolve`] accepts its path and
+    /// answers that same path, so listing and reading always agree (symlinks
+    /// leading out, hidden folders, names with backslashes, surrounding spaces or
+    /// that are not UTF-8 are all left out). Files reached without a symlink
+    /// take a cheaper check with the same verdict: the walk cannot leave the root.
     pub fn list(&self) -> Result<Vec<String>> {
         let walker = WalkDir::new(&self.root)
             .follow_links(true)
             .min_depth(1)
             .into_iter()
             .filter_entry(|entry| !entry.file_name().to_string_lossy().starts_with('.'));
+        let mut linked_dirs: Vec<PathBuf> = Vec::new();
         let mut notes = Vec::new();
         for entry in walker {
             // Unreadable folders and symlink loops are skipped: they hold nothing we could serve.
             let Ok(entry) = entry else { continue };
+            let via_link =
+                entry.path_is_symlink() || linked_dirs.iter().any(|d| entry.path().starts_with(d));
+            if entry.file_type().is_dir() {
+                if via_link {
+                    linked_dirs.push(entry.path().to_path_buf());
+                }
+                continue;
+            }
             if !entry.file_type().is_file() {
                 continue;
             }
@@ -57,11 +68,17 @@ impl Notes {
                 continue;
             };
             let Some(rel) = rel.to_str() else { continue };
-            if !path::has_note_extension(rel) {
-                continue;
-            }
-            if let Ok(note) = self.resolve(rel, Existence::MustExist) {
-                notes.push(note.rel);
+            let plain = rel == rel.trim() && !rel.contains('\\') && path::has_note_extension(rel);
+            let listed = if via_link {
+                plain
+                    && self
+                        .resolve(rel, Existence::MustExist)
+                        .is_ok_and(|note| note.rel == rel)
+            } else {
+                plain
+            };
+            if listed {
+                notes.push(rel.to_string());
             }
         }
         notes.sort_unstable();
