@@ -18,7 +18,7 @@ use std::time::SystemTime;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{Fingerprint, Index};
+use super::{parallelism, Fingerprint, Index, Params, Source};
 use crate::error::{Error, ErrorCode, Result};
 
 pub const VERSION: u64 = 1;
@@ -278,7 +278,7 @@ pub fn read(path: &Path) -> Result<Option<(Index, ArtifactMeta)>> {
         }
     }
 
-    let mut idx = Index::default();
+    let mut sources: Vec<(String, Source)> = Vec::new();
     match doc.notes {
         Some(notes) => {
             if notes
@@ -300,16 +300,11 @@ pub fn read(path: &Path) -> Result<Option<(Index, ArtifactMeta)>> {
                     }
                     _ => Vec::new(),
                 };
-                let content = chunks.concat();
-                idx.insert_chunks(
-                    &note.path,
-                    &content,
-                    chunks,
-                    Fingerprint {
-                        bytes: note.bytes,
-                        hash,
-                    },
-                );
+                let fingerprint = Fingerprint {
+                    bytes: note.bytes,
+                    hash,
+                };
+                sources.push((note.path, Source::Chunks(chunks, Some(fingerprint))));
             }
             if let Some((p, _)) = groups.next() {
                 return Err(invalid(
@@ -319,13 +314,14 @@ pub fn read(path: &Path) -> Result<Option<(Index, ArtifactMeta)>> {
             }
         }
         None => {
-            for (note_path, chunks) in groups {
-                let content = chunks.concat();
-                let fp = Fingerprint::of(&content);
-                idx.insert_chunks(&note_path, &content, chunks, fp);
-            }
+            sources.extend(
+                groups
+                    .into_iter()
+                    .map(|(note_path, chunks)| (note_path, Source::Chunks(chunks, None))),
+            );
         }
     }
+    let idx = Index::from_sources(sources, Params::default(), parallelism());
     if doc.notes_indexed != idx.notes_indexed() as u64 {
         return Err(invalid(
             path,
@@ -468,6 +464,44 @@ mod tests {
         assert!(first.starts_with(r#"{"version":1,"generated_at":"2023-11-14T22:13:20Z","notes_indexed":4,"chunks_indexed":"#));
         let leftovers: Vec<_> = fs::read_dir(&dir.0).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "temporary file left behind");
+    }
+
+    /// Building on several threads changes slots and term ids only: the
+    /// artifact is the same, byte for byte, and so is every answer.
+    #[test]
+    fn a_parallel_build_equals_a_sequential_one() {
+        let dir = TempDir::new("par");
+        let mut many = notes();
+        for i in 0..40 {
+            many.push((
+                format!("d{}/n{i}.md", i % 3),
+                format!("# N{i}\nbeta alpha {i}\n\n## More\nline {}\n", i * 7),
+            ));
+        }
+        let sources = || {
+            many.iter()
+                .map(|(p, c)| (p.clone(), Source::Text(c.clone())))
+                .collect::<Vec<_>>()
+        };
+        let sequential = Index::from_sources(sources(), Params::default(), 1);
+        write(&dir.0, &sequential, at(1_700_000_000), Some("abc")).unwrap();
+        let want = fs::read(path_in(&dir.0)).unwrap();
+        for parts in [2, 3, 7] {
+            let parallel = Index::from_sources(sources(), Params::default(), parts);
+            write(&dir.0, &parallel, at(1_700_000_000), Some("abc")).unwrap();
+            assert!(fs::read(path_in(&dir.0)).unwrap() == want, "{parts} parts");
+            for q in ["beta", "alpha line", "more 14", "検索", "n3"] {
+                assert_eq!(
+                    parallel.query(q, 50, None),
+                    sequential.query(q, 50, None),
+                    "{parts} parts: {q}"
+                );
+            }
+        }
+        let (loaded, _) = read(&path_in(&dir.0)).unwrap().unwrap();
+        for q in ["beta", "alpha line", "d1"] {
+            assert_eq!(loaded.query(q, 50, None), sequential.query(q, 50, None));
+        }
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! one [`tokenizer`], kept in memory as postings and ranked with BM25F (chunk
 //! text plus the note's title as a weighted field). It is built whole, loaded
 //! from the artifact ([`artifact`]), or updated one note at a time after a write;
-//! the three give the same answers for the same notes.
+//! the three give the same answers for the same notes. Building and loading
+//! cut the notes into slices, index them on one thread per core and merge.
 //!
 //! Ranking: every returned chunk contains at least one query term in its own
 //! text; the title field and feedback only reorder. Ties are broken by path bytes,
@@ -24,6 +25,8 @@ pub use request::{
     MAX_LIMIT,
 };
 pub use tokenizer::{Token, Tokenizer, TokenizerOptions};
+
+use tokenizer::WordIds;
 
 /// Everything that shapes indexing and ranking. The default is the measured
 /// choice (`benches/ir-eval/README.md`); other values exist for that evaluation.
@@ -120,6 +123,28 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     h
 }
 
+/// A note to index: its text, or (loading an artifact) its chunks as cut
+/// then, with the fingerprint the artifact recorded if it has one.
+enum Source {
+    Text(String),
+    Chunks(Vec<String>, Option<Fingerprint>),
+}
+
+impl Source {
+    /// Size in bytes: how building work is shared between threads.
+    fn len(&self) -> usize {
+        match self {
+            Source::Text(text) => text.len(),
+            Source::Chunks(chunks, _) => chunks.iter().map(String::len).sum(),
+        }
+    }
+}
+
+/// Threads to build or load with: one per core.
+fn parallelism() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
 /// The in-memory index, ready to query. Slots of removed notes and chunks are
 /// reused, so it does not grow under a stream of edits.
 #[derive(Debug, Clone)]
@@ -132,6 +157,8 @@ pub struct Index {
     chunks: Vec<Option<Chunk>>,
     free_chunks: Vec<u32>,
     terms: Terms,
+    /// The indexer's word -> term id cache, kept so updates start warm.
+    words: WordIds,
     live_chunks: u64,
     /// Notes with at least one chunk: the note-level collection size.
     live_notes: u64,
@@ -159,6 +186,7 @@ impl Index {
             chunks: Vec::new(),
             free_chunks: Vec::new(),
             terms: Terms::default(),
+            words: WordIds::default(),
             live_chunks: 0,
             live_notes: 0,
             total_len: 0,
@@ -174,15 +202,150 @@ impl Index {
     }
 
     pub fn build_with(notes: Vec<(String, String)>, params: Params) -> Index {
-        let mut idx = Index::empty(params);
-        for (path, content) in notes {
-            idx.upsert_note(&path, &content);
+        let notes = notes
+            .into_iter()
+            .map(|(path, content)| (path, Source::Text(content)))
+            .collect();
+        Index::from_sources(notes, params, parallelism())
+    }
+
+    /// Indexes `notes` on `parts` threads: each indexes a slice of about
+    /// equal size into an index of its own, and the parts are appended to the
+    /// first in order. Slots and term ids differ from a one-thread build, but
+    /// nothing observable depends on them: scores are computed per slot, ties
+    /// break by path, and the artifact is written in path order.
+    fn from_sources(mut notes: Vec<(String, Source)>, params: Params, parts: usize) -> Index {
+        // A path given twice keeps its last content; after this, no part
+        // replaces a note, and no two parts hold the same path. The stable sort
+        // keeps duplicates in input order, and each later one is swapped into
+        // the place of the earlier one that `dedup_by` keeps.
+        notes.sort_by(|a, b| a.0.cmp(&b.0));
+        notes.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                std::mem::swap(later, kept);
+            }
+            same
+        });
+        let total: usize = notes.iter().map(|(_, src)| src.len()).sum();
+        let parts = parts.clamp(1, notes.len().max(1));
+        let mut slices: Vec<Vec<(String, Source)>> = Vec::with_capacity(parts);
+        let mut rest = notes.into_iter().peekable();
+        let mut done = 0usize;
+        for part in 1..=parts {
+            let target = total * part / parts;
+            let mut slice = Vec::new();
+            while let Some((_, src)) = rest.peek() {
+                if done >= target && part < parts {
+                    break;
+                }
+                done += src.len();
+                slice.extend(rest.next());
+            }
+            slices.push(slice);
+        }
+        let mut slices = slices.into_iter();
+        let first = slices.next().unwrap_or_default();
+        let (mut idx, rest) = std::thread::scope(|scope| {
+            let workers: Vec<_> = slices
+                .map(|slice| scope.spawn(move || Index::from_slice(slice, params)))
+                .collect();
+            // The calling thread builds the first part: its allocations come
+            // from the heap the notes are freed to, which a spawned thread's
+            // (another malloc arena) would leave unused, growing the process.
+            let first = Index::from_slice(first, params);
+            let rest: Vec<Index> = workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect();
+            (first, rest)
+        });
+        for part in rest {
+            idx.append(part);
         }
         idx
     }
 
-    pub fn params(&self) -> Params {
-        self.params
+    /// One part of a build: `notes`, of distinct paths, in a fresh index.
+    fn from_slice(notes: Vec<(String, Source)>, params: Params) -> Index {
+        let mut idx = Index::empty(params);
+        for (path, src) in notes {
+            idx.insert_source(&path, src);
+        }
+        idx
+    }
+
+    /// Appends `other`, a fresh index of other paths, after this index's
+    /// notes: `other`'s slots are shifted past ours and its term ids mapped
+    /// to ours. Shifted slots are all higher than ours, so postings stay sorted.
+    fn append(&mut self, other: Index) {
+        debug_assert!(other.free_notes.is_empty() && other.free_chunks.is_empty());
+        let note_base = self.notes.len() as u32;
+        let chunk_base = self.chunks.len() as u32;
+        let mut ids = vec![0u32; other.terms.body.len()];
+        for (term, id) in other.terms.ids {
+            ids[id as usize] = self.terms.intern_owned(term);
+        }
+        let fields = other
+            .terms
+            .body
+            .into_iter()
+            .zip(other.terms.title)
+            .zip(other.terms.whole);
+        for (id, ((body, title), whole)) in fields.enumerate() {
+            let to = ids[id] as usize;
+            self.terms.body[to].append_shifted(&body, chunk_base);
+            self.terms.title[to].append_shifted(&title, note_base);
+            self.terms.whole[to].append_shifted(&whole, note_base);
+        }
+        self.notes.extend(other.notes.into_iter().map(|note| {
+            note.map(|mut n| {
+                n.chunks.iter_mut().for_each(|c| *c += chunk_base);
+                n.title_terms
+                    .iter_mut()
+                    .for_each(|t| t.0 = ids[t.0 as usize]);
+                n
+            })
+        }));
+        self.chunks.extend(other.chunks.into_iter().map(|chunk| {
+            chunk.map(|mut c| {
+                c.note += note_base;
+                c
+            })
+        }));
+        self.by_path.extend(
+            other
+                .by_path
+                .into_iter()
+                .map(|(path, slot)| (path, slot + note_base)),
+        );
+        self.live_chunks += other.live_chunks;
+        self.live_notes += other.live_notes;
+        self.total_len += other.total_len;
+        self.total_title_len += other.total_title_len;
+        self.content_bytes += other.content_bytes;
+    }
+
+    fn insert_source(&mut self, path: &str, src: Source) {
+        match src {
+            Source::Text(content) => {
+                let title = title_field(path, &content);
+                let fingerprint = Fingerprint::of(&content);
+                let ranges = chunker::chunk_ranges(&content, self.params.chunks);
+                // A note of one chunk (most of them) becomes it without a copy.
+                let chunks = if ranges.len() == 1 {
+                    vec![content]
+                } else {
+                    cut(&content, &ranges)
+                };
+                self.insert_chunks(path, &title, chunks, fingerprint);
+            }
+            Source::Chunks(chunks, fingerprint) => {
+                let content = chunks.concat();
+                let fingerprint = fingerprint.unwrap_or_else(|| Fingerprint::of(&content));
+                self.insert_chunks(path, &title_field(path, &content), chunks, fingerprint);
+            }
+        }
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {
@@ -192,26 +355,28 @@ impl Index {
     /// Adds or replaces one note, e.g. right after a write was committed.
     pub fn upsert_note(&mut self, path: &str, content: &str) {
         let ranges = chunker::chunk_ranges(content, self.params.chunks);
-        let chunks = ranges.into_iter().map(|(s, e)| content[s..e].to_string());
-        self.insert_chunks(path, content, chunks.collect(), Fingerprint::of(content));
+        let title = title_field(path, content);
+        self.insert_chunks(
+            path,
+            &title,
+            cut(content, &ranges),
+            Fingerprint::of(content),
+        );
     }
 
-    /// Inserts a note whose chunks are already cut (loading an artifact): the
-    /// artifact's chunks are served as they are, whatever chunker wrote them.
+    /// Inserts a note whose chunks are already cut (an artifact's chunks are
+    /// served as they are, whatever chunker wrote them), with the text of its
+    /// title field.
     fn insert_chunks(
         &mut self,
         path: &str,
-        content: &str,
+        title: &str,
         chunks: Vec<String>,
         fingerprint: Fingerprint,
     ) {
         self.remove_note(path);
         let mut title_counts: Vec<u32> = Vec::new();
-        let title_text = title_field(path, content);
-        let terms = &mut self.terms;
-        self.tokenizer.for_each_token(&title_text, |term, _, _| {
-            title_counts.push(terms.intern(term));
-        });
+        self.term_ids(title, &mut title_counts);
         let title_terms = count_ids(&mut title_counts);
         let title_len = title_counts.len() as u32;
 
@@ -223,7 +388,7 @@ impl Index {
             }
         };
         for &(term, tf) in &title_terms {
-            insert_sorted(&mut self.terms.title[term as usize], note_slot, tf);
+            self.terms.title[term as usize].insert(note_slot, tf);
         }
 
         let mut slots = Vec::with_capacity(chunks.len());
@@ -231,10 +396,7 @@ impl Index {
         let mut note_ids: Vec<u32> = Vec::new();
         for (chunk_index, text) in chunks.into_iter().enumerate() {
             ids.clear();
-            let terms = &mut self.terms;
-            self.tokenizer.for_each_token(&text, |term, _, _| {
-                ids.push(terms.intern(term));
-            });
+            self.term_ids(&text, &mut ids);
             note_ids.extend_from_slice(&ids);
             let len = ids.len() as u32;
             let slot = match self.free_chunks.pop() {
@@ -245,7 +407,7 @@ impl Index {
                 }
             };
             for (term, tf) in count_ids(&mut ids) {
-                insert_sorted(&mut self.terms.body[term as usize], slot, tf);
+                self.terms.body[term as usize].insert(slot, tf);
             }
             self.live_chunks += 1;
             self.total_len += u64::from(len);
@@ -261,7 +423,7 @@ impl Index {
         }
         let note_len = note_ids.len() as u64;
         for (term, tf) in count_ids(&mut note_ids) {
-            insert_sorted(&mut self.terms.whole[term as usize], note_slot, tf);
+            self.terms.whole[term as usize].insert(note_slot, tf);
         }
         if !slots.is_empty() {
             self.live_notes += 1;
@@ -278,6 +440,17 @@ impl Index {
         self.by_path.insert(path.to_string(), note_slot);
     }
 
+    /// Appends the term ids of `text`'s tokens to `out`, adding new terms.
+    fn term_ids(&mut self, text: &str, out: &mut Vec<u32>) {
+        let terms = &mut self.terms;
+        self.tokenizer.for_each_term_id(
+            text,
+            &mut self.words,
+            |term| terms.intern(term),
+            |id| out.push(id),
+        );
+    }
+
     /// Drops one note (deleted, or about to be replaced). Unknown paths are a no-op.
     pub fn remove_note(&mut self, path: &str) {
         let Some(note_slot) = self.by_path.remove(path) else {
@@ -288,7 +461,7 @@ impl Index {
         };
         self.free_notes.push(note_slot);
         for &(term, _) in &note.title_terms {
-            remove_sorted(&mut self.terms.title[term as usize], note_slot);
+            self.terms.title[term as usize].remove(note_slot);
         }
         if !note.chunks.is_empty() {
             self.live_notes -= 1;
@@ -300,27 +473,27 @@ impl Index {
                 continue;
             };
             ids.clear();
-            self.tokenizer.for_each_token(&chunk.content, |term, _, _| {
-                if let Some(&id) = self.terms.ids.get(term) {
-                    ids.push(id);
-                }
-            });
+            // Every term of an indexed chunk is known: this adds none.
+            self.term_ids(&chunk.content, &mut ids);
             ids.sort_unstable();
             ids.dedup();
             for &term in &ids {
-                remove_sorted(&mut self.terms.body[term as usize], slot);
+                self.terms.body[term as usize].remove(slot);
             }
             note_ids.extend_from_slice(&ids);
             self.live_chunks -= 1;
             self.total_len -= u64::from(chunk.len);
             self.total_title_len -= u64::from(note.title_len);
             self.content_bytes -= chunk.content.len() as u64;
-            self.free_chunks.push(slot);
         }
+        // Pushed last-first, the slots are popped in chunk order: a note
+        // written again gets its old slots back chunk by chunk, and its
+        // unchanged terms land on their own tombstones (see `Postings`).
+        self.free_chunks.extend(note.chunks.iter().rev());
         note_ids.sort_unstable();
         note_ids.dedup();
         for &term in &note_ids {
-            remove_sorted(&mut self.terms.whole[term as usize], note_slot);
+            self.terms.whole[term as usize].remove(note_slot);
         }
     }
 
@@ -393,7 +566,7 @@ impl Index {
         let mut is_candidate = vec![false; self.chunks.len()];
         let mut candidates: Vec<u32> = Vec::new();
         for qt in &query {
-            for &(slot, _) in &self.terms.body[qt.id as usize] {
+            for (slot, _) in self.terms.body[qt.id as usize].iter() {
                 if is_candidate[slot as usize] {
                     continue;
                 }
@@ -434,7 +607,7 @@ impl Index {
             let postings = &self.terms.body[qt.id as usize];
             let df = postings.len() as f64;
             let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
-            for &(slot, tf) in postings {
+            for (slot, tf) in postings.iter() {
                 if is_candidate[slot as usize] {
                     if let Some(chunk) = self.chunks[slot as usize].as_ref() {
                         let norm = 1.0 - b + b * f64::from(chunk.len) / avg_len;
@@ -442,12 +615,9 @@ impl Index {
                     }
                 }
             }
-            let titles = if wt > 0.0 {
-                &self.terms.title[qt.id as usize][..]
-            } else {
-                &[]
-            };
-            for &(note_slot, tf) in titles {
+            let title_postings = &self.terms.title[qt.id as usize];
+            let titles = || title_postings.iter().filter(|_| wt > 0.0);
+            for (note_slot, tf) in titles() {
                 if let Some(note) = self.notes[note_slot as usize].as_ref() {
                     let norm = 1.0 - b + b * f64::from(note.title_len) / avg_title;
                     title_tf[note_slot as usize] = wt * f64::from(tf) / norm;
@@ -459,14 +629,14 @@ impl Index {
                     scores[slot as usize] += qt.weight * idf * t / (k1 + t);
                 }
             }
-            for &(note_slot, _) in titles {
+            for (note_slot, _) in titles() {
                 title_tf[note_slot as usize] = 0.0;
             }
             if nw > 0.0 {
                 let postings = &self.terms.whole[qt.id as usize];
                 let df = postings.len() as f64;
                 let idf = (1.0 + (n_notes - df + 0.5) / (df + 0.5)).ln();
-                for &(note_slot, tf) in postings {
+                for (note_slot, tf) in postings.iter() {
                     if let Some(note) = self.notes[note_slot as usize].as_ref() {
                         let t = f64::from(tf) / (1.0 - b + b * note.len as f64 / avg_note_len);
                         note_score[note_slot as usize] += nw * qt.weight * idf * t / (k1 + t);
@@ -581,45 +751,137 @@ struct QueryTerm {
 struct Terms {
     ids: HashMap<Box<str>, u32, FxBuildHasher>,
     /// (chunk slot, term frequency in the chunk text).
-    body: Vec<Vec<(u32, u32)>>,
+    body: Vec<Postings>,
     /// (note slot, term frequency in the note's title field).
-    title: Vec<Vec<(u32, u32)>>,
+    title: Vec<Postings>,
     /// (note slot, term frequency in the whole note).
-    whole: Vec<Vec<(u32, u32)>>,
+    whole: Vec<Postings>,
 }
 
 impl Terms {
     /// The id of `term`, adding it when new.
     fn intern(&mut self, term: &str) -> u32 {
-        if let Some(&id) = self.ids.get(term) {
-            return id;
+        match self.ids.get(term) {
+            Some(&id) => id,
+            None => self.intern_owned(term.into()),
         }
-        let id = self.ids.len() as u32;
-        self.body.push(Vec::new());
-        self.title.push(Vec::new());
-        self.whole.push(Vec::new());
-        self.ids.insert(term.into(), id);
+    }
+
+    fn intern_owned(&mut self, term: Box<str>) -> u32 {
+        let next = self.ids.len() as u32;
+        let id = *self.ids.entry(term).or_insert(next);
+        if id == next {
+            self.body.push(Postings::default());
+            self.title.push(Postings::default());
+            self.whole.push(Postings::default());
+        }
         id
     }
 }
 
-/// Postings stay sorted by slot: appends are the common case (fresh slots are
-/// the highest), a reused slot is inserted in place, and removal is a binary
-/// search instead of a scan of a list that can hold every chunk.
-fn insert_sorted(postings: &mut Vec<(u32, u32)>, slot: u32, tf: u32) {
-    match postings.last() {
-        Some(&(last, _)) if last > slot => {
-            let pos = postings.partition_point(|&(s, _)| s < slot);
-            postings.insert(pos, (slot, tf));
+/// One term's postings in one field: (slot, term frequency) pairs, in no
+/// order that ranking depends on. Lists of common terms hold most slots, so
+/// an update must not shift them: `entries[..sorted]` is sorted by slot and a
+/// removal there leaves a tombstone (frequency 0) found by binary search,
+/// which the same slot, reused, fills again; a reused slot with no tombstone
+/// goes to the unsorted tail. Both are folded back once they outgrow a small
+/// share of the list, so the cost is amortized and queries skip little.
+#[derive(Debug, Clone, Default)]
+struct Postings {
+    entries: Vec<(u32, u32)>,
+    sorted: u32,
+    tombstones: u32,
+}
+
+impl Postings {
+    /// Live entries: the term's document frequency in this field.
+    fn len(&self) -> usize {
+        self.entries.len() - self.tombstones as usize
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.entries.iter().copied().filter(|&(_, tf)| tf > 0)
+    }
+
+    /// Adds `slot`, which must not be live in the list.
+    fn insert(&mut self, slot: u32, tf: u32) {
+        let sorted = self.sorted as usize;
+        // Fresh slots are the highest: the common case, and all of a build.
+        if sorted == self.entries.len() && self.entries.last().is_none_or(|e| e.0 < slot) {
+            self.entries.push((slot, tf));
+            self.sorted += 1;
+            return;
         }
-        _ => postings.push((slot, tf)),
+        match self.entries[..sorted].binary_search_by_key(&slot, |e| e.0) {
+            Ok(pos) => {
+                debug_assert_eq!(self.entries[pos].1, 0, "slot {slot} inserted twice");
+                self.entries[pos].1 = tf;
+                self.tombstones -= 1;
+            }
+            Err(_) => {
+                self.entries.push((slot, tf));
+                if self.entries.len() - sorted > slack(sorted) {
+                    self.compact();
+                }
+            }
+        }
+    }
+
+    /// Drops `slot`; a slot not in the list is a no-op.
+    fn remove(&mut self, slot: u32) {
+        let sorted = self.sorted as usize;
+        match self.entries[..sorted].binary_search_by_key(&slot, |e| e.0) {
+            Ok(pos) if self.entries[pos].1 > 0 => {
+                self.entries[pos].1 = 0;
+                self.tombstones += 1;
+                if self.tombstones as usize > slack(sorted) {
+                    self.compact();
+                }
+            }
+            Ok(_) => {}
+            Err(_) => {
+                if let Some(pos) = self.entries[sorted..].iter().position(|e| e.0 == slot) {
+                    // The tail is unsorted, and its last entry is in the tail too.
+                    self.entries.swap_remove(sorted + pos);
+                }
+            }
+        }
+    }
+
+    /// Drops the tombstones and sorts the tail in.
+    fn compact(&mut self) {
+        self.entries.retain(|&(_, tf)| tf > 0);
+        // Stable sort: it finds the sorted run and only sorts the short tail.
+        self.entries.sort_by_key(|e| e.0);
+        self.sorted = self.entries.len() as u32;
+        self.tombstones = 0;
+    }
+
+    /// Appends `other`'s entries with slots shifted by `base`, which is above
+    /// every slot here (merging parallel build parts).
+    fn append_shifted(&mut self, other: &Postings, base: u32) {
+        debug_assert!(self.sorted as usize == self.entries.len() && other.tombstones == 0);
+        // Exact: merged lists are final, and doubling slack on every list of
+        // a large vault adds up.
+        self.entries.reserve_exact(other.entries.len());
+        self.entries
+            .extend(other.entries.iter().map(|&(slot, tf)| (slot + base, tf)));
+        self.sorted = self.entries.len() as u32;
     }
 }
 
-fn remove_sorted(postings: &mut Vec<(u32, u32)>, slot: u32) {
-    if let Ok(pos) = postings.binary_search_by_key(&slot, |&(s, _)| s) {
-        postings.remove(pos);
-    }
+/// How many tombstones or unsorted entries a list of `sorted` entries holds
+/// before it is compacted.
+fn slack(sorted: usize) -> usize {
+    16 + sorted / 32
+}
+
+/// The slices of `content` at `ranges`, as strings.
+fn cut(content: &str, ranges: &[(usize, usize)]) -> Vec<String> {
+    ranges
+        .iter()
+        .map(|&(s, e)| content[s..e].to_string())
+        .collect()
 }
 
 /// (term, count) pairs of a list of term ids; sorts `ids` in place.
@@ -712,6 +974,12 @@ mod tests {
         hits.iter()
             .map(|h| (h.path.clone(), h.chunk_index, format!("{:.9}", h.score)))
             .collect()
+    }
+
+    #[test]
+    fn index_can_be_shared_between_server_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<Index>();
     }
 
     #[test]
@@ -822,6 +1090,111 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A stream of edits, removals and re-additions over notes sharing most
+    /// words, long enough that postings go through tombstones, unsorted
+    /// tails and compactions, still ranks exactly as a rebuild.
+    #[test]
+    fn a_long_stream_of_updates_equals_a_rebuild() {
+        let words = [
+            "fox", "dog", "night", "bark", "alpha", "river", "stone", "light",
+        ];
+        let mut state: u64 = 7;
+        let mut next = |n: usize| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as usize % n
+        };
+        let mut current: BTreeMap<String, String> = BTreeMap::new();
+        let mut idx = Index::build(Vec::new());
+        for round in 0..600 {
+            let path = format!("n{}.md", next(40));
+            if next(4) == 0 {
+                idx.remove_note(&path);
+                current.remove(&path);
+                continue;
+            }
+            let mut text = format!("# Note {round}\n");
+            for section in 0..1 + next(3) {
+                text.push_str(&format!("\n## Part {section}\n"));
+                for _ in 0..next(30) {
+                    text.push_str(words[next(words.len())]);
+                    text.push(' ');
+                }
+            }
+            idx.upsert_note(&path, &text);
+            current.insert(path, text);
+        }
+        let fresh = Index::build(current.into_iter().collect());
+        assert_eq!(idx.notes_indexed(), fresh.notes_indexed());
+        assert_eq!(idx.chunks_indexed(), fresh.chunks_indexed());
+        for q in [
+            "fox",
+            "dog night",
+            "river stone light",
+            "part",
+            "note 599",
+            "bark",
+        ] {
+            assert_eq!(
+                summary(&idx.query(q, 50, None)),
+                summary(&fresh.query(q, 50, None)),
+                "{q}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_path_given_twice_keeps_its_last_content() {
+        for parts in [1, 2] {
+            let notes = vec![
+                ("a.md".to_string(), Source::Text("first fox".into())),
+                ("b.md".to_string(), Source::Text("other".into())),
+                ("a.md".to_string(), Source::Text("second dog".into())),
+                ("a.md".to_string(), Source::Text("third cat".into())),
+            ];
+            let idx = Index::from_sources(notes, Params::default(), parts);
+            assert_eq!(idx.notes_indexed(), 2);
+            assert!(idx.query("fox", 5, None).is_empty());
+            assert!(idx.query("dog", 5, None).is_empty());
+            assert_eq!(idx.query("cat", 5, None)[0].path, "a.md");
+        }
+    }
+
+    #[test]
+    fn postings_match_a_plain_set_under_any_updates() {
+        let mut postings = Postings::default();
+        let mut plain: BTreeMap<u32, u32> = BTreeMap::new();
+        let mut state: u64 = 1;
+        for step in 0..20_000u32 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Mostly reuse of low slots, sometimes a fresh high one.
+            let slot = if step % 7 == 0 {
+                step
+            } else {
+                (state >> 40) as u32 % 300
+            };
+            if plain.remove(&slot).is_some() {
+                postings.remove(slot);
+            } else {
+                let tf = 1 + (state >> 20) as u32 % 5;
+                postings.insert(slot, tf);
+                plain.insert(slot, tf);
+            }
+            if step % 997 == 0 || step == 19_999 {
+                let mut got: Vec<(u32, u32)> = postings.iter().collect();
+                got.sort_unstable();
+                let want: Vec<(u32, u32)> = plain.iter().map(|(&s, &t)| (s, t)).collect();
+                assert_eq!(got, want, "step {step}");
+                assert_eq!(postings.len(), plain.len());
+            }
+        }
+        postings.remove(1_000_000);
+        assert_eq!(postings.len(), plain.len());
     }
 
     #[test]

@@ -24,7 +24,7 @@ use unicode_segmentation::UnicodeSegmentation;
 /// nobody types them, and they would bloat the dictionary.
 const MAX_TERM_CHARS: usize = 64;
 
-/// Bound on the stem cache (about 40 MB at worst).
+/// Bound on the stem cache (about 40 MB at worst) and on an index's word ids.
 const MAX_CACHED_STEMS: usize = 500_000;
 
 /// Which normalizations the analyzer applies. The default is the measured choice
@@ -94,10 +94,6 @@ impl Tokenizer {
         }
     }
 
-    pub fn options(&self) -> TokenizerOptions {
-        self.options
-    }
-
     /// All tokens of `text`, in order of their start offset.
     pub fn tokenize(&self, text: &str) -> Vec<Token> {
         let mut out = Vec::new();
@@ -112,15 +108,43 @@ impl Tokenizer {
     }
 
     /// Calls `emit(term, start_char, end_char)` for every token of `text`, in
-    /// order. The indexer uses this form to avoid a `String` per token.
-    pub fn for_each_token(&self, text: &str, mut emit: impl FnMut(&str, usize, usize)) {
-        let mut scratch = Scratch::default();
+    /// order: the form queries and snippets use, without a `String` per token.
+    pub fn for_each_token(&self, text: &str, emit: impl FnMut(&str, usize, usize)) {
         // Another thread tokenizing at the same moment just stems uncached.
-        let mut cache = self.stems.try_lock().ok();
-        let mut ctx = Ctx {
-            scratch: &mut scratch,
-            stems: cache.as_deref_mut(),
+        let mut stems = self.stems.try_lock().ok();
+        let mut sink = TermSink {
+            stems: stems.as_deref_mut(),
+            bufs: NormBufs::default(),
+            emit,
         };
+        self.scan(text, &mut sink);
+    }
+
+    /// Calls `emit(id)` for every token of `text`, in order, where the id is
+    /// `intern(term)`: the indexer's form. `words` remembers each word as
+    /// written with its id, so a repeated word costs one lookup instead of
+    /// lowercasing, a stem-cache lookup and an intern lookup. `words` must only
+    /// ever be used with this tokenizer and the same `intern`.
+    pub(super) fn for_each_term_id(
+        &self,
+        text: &str,
+        words: &mut WordIds,
+        intern: impl FnMut(&str) -> u32,
+        emit: impl FnMut(u32),
+    ) {
+        let mut stems = self.stems.try_lock().ok();
+        let mut sink = IdSink {
+            words,
+            stems: stems.as_deref_mut(),
+            bufs: NormBufs::default(),
+            intern,
+            emit,
+        };
+        self.scan(text, &mut sink);
+    }
+
+    fn scan(&self, text: &str, sink: &mut impl Sink) {
+        let mut scratch = Scratch::default();
         // Words never span ASCII whitespace, so text is taken one
         // whitespace-free field at a time: all-ASCII fields (most of a typical
         // note) take a byte scanner that cuts exactly where UAX #29 plus the
@@ -140,9 +164,9 @@ impl Tokenizer {
             }
             let field = &text[start..i];
             char_pos = if field.is_ascii() {
-                self.ascii_field(field, char_pos, &mut ctx, &mut emit)
+                self.ascii_field(field, char_pos, sink)
             } else {
-                self.unicode_field(field, char_pos, &mut ctx, &mut emit)
+                self.unicode_field(field, char_pos, &mut scratch, sink)
             };
         }
     }
@@ -150,13 +174,7 @@ impl Tokenizer {
     /// Tokens of an all-ASCII field starting at char `base`; returns the char
     /// position after it. An apostrophe stays inside a piece only between two
     /// letters or two digits, as UAX #29 keeps it.
-    fn ascii_field(
-        &self,
-        field: &str,
-        base: usize,
-        ctx: &mut Ctx,
-        emit: &mut impl FnMut(&str, usize, usize),
-    ) -> usize {
+    fn ascii_field(&self, field: &str, base: usize, sink: &mut impl Sink) -> usize {
         let b = field.as_bytes();
         let mut i = 0usize;
         while i < b.len() {
@@ -178,7 +196,7 @@ impl Tokenizer {
                     break;
                 }
             }
-            self.emit_piece(&field[start..i], base + start, base + i, ctx, emit);
+            self.piece(&field[start..i], base + start, base + i, sink);
         }
         base + b.len()
     }
@@ -189,14 +207,14 @@ impl Tokenizer {
         &self,
         field: &str,
         base: usize,
-        ctx: &mut Ctx,
-        emit: &mut impl FnMut(&str, usize, usize),
+        scratch: &mut Scratch,
+        sink: &mut impl Sink,
     ) -> usize {
         // Char offsets are derived incrementally: counting from the start for
         // every word would be quadratic on long lines.
         let mut byte_cursor = 0usize;
         let mut char_cursor = base;
-        let mut piece = std::mem::take(&mut ctx.scratch.piece);
+        let mut piece = std::mem::take(&mut scratch.piece);
         for (byte_pos, word) in field.unicode_word_indices() {
             char_cursor += field[byte_cursor..byte_pos].chars().count();
             byte_cursor = byte_pos + word.len();
@@ -206,68 +224,63 @@ impl Tokenizer {
             for c in word.chars() {
                 if is_cjk(c) {
                     if let Some(start) = piece_start.take() {
-                        self.emit_piece(&piece, start, char_pos, ctx, emit);
+                        self.piece(&piece, start, char_pos, sink);
                         piece.clear();
                     }
-                    push_cjk(self.options, c, char_pos, ctx.scratch, emit);
+                    push_cjk(self.options, c, char_pos, scratch, sink);
                 } else if c.is_alphanumeric() || is_apostrophe(c) || is_combining_mark(c) {
                     piece_start.get_or_insert(char_pos);
                     piece.push(c);
                 } else if let Some(start) = piece_start.take() {
-                    self.emit_piece(&piece, start, char_pos, ctx, emit);
+                    self.piece(&piece, start, char_pos, sink);
                     piece.clear();
                 }
                 char_pos += 1;
             }
             if let Some(start) = piece_start {
-                self.emit_piece(&piece, start, char_pos, ctx, emit);
+                self.piece(&piece, start, char_pos, sink);
             }
             char_cursor = char_pos;
         }
-        ctx.scratch.piece = piece;
+        scratch.piece = piece;
         char_cursor + field[byte_cursor..].chars().count()
     }
 
-    fn emit_piece(
-        &self,
-        piece: &str,
-        start: usize,
-        end: usize,
-        ctx: &mut Ctx,
-        emit: &mut impl FnMut(&str, usize, usize),
-    ) {
-        let scratch = &mut *ctx.scratch;
+    /// Hands the word inside `piece` (chars `start..end`) to the sink, if any.
+    fn piece(&self, piece: &str, start: usize, end: usize, sink: &mut impl Sink) {
         // Apostrophes are kept inside words (`don't`, `user's`) for the stop list
-        // and the stemmer, but never lead or trail a term.
-        let lead = piece.chars().take_while(|&c| is_apostrophe(c)).count();
-        let trail = piece
-            .chars()
-            .rev()
-            .take_while(|&c| is_apostrophe(c))
-            .count();
-        let total = end - start;
-        if lead + trail >= total {
+        // and the stemmer, but never lead or trail a term. Trimming looks at
+        // the ends only: most pieces have no apostrophe to trim.
+        let core = piece.trim_start_matches(is_apostrophe);
+        let lead = piece[..piece.len() - core.len()].chars().count();
+        let trimmed = core.trim_end_matches(is_apostrophe);
+        let trail = core[trimmed.len()..].chars().count();
+        let core = trimmed;
+        if core.is_empty() {
             return;
         }
         let core_start = start + lead;
         let core_end = end - trail;
-        let core: &str = {
-            let b0 = piece.char_indices().nth(lead).map_or(0, |(i, _)| i);
-            let b1 = piece
-                .char_indices()
-                .nth(total - trail)
-                .map_or(piece.len(), |(i, _)| i);
-            &piece[b0..b1]
-        };
         if core_end - core_start > MAX_TERM_CHARS {
             return;
         }
-        let norm = &mut scratch.norm;
+        sink.word(self, core, core_start, core_end);
+    }
+
+    /// Calls `found(term)` with `word`'s term, unless it is a stop word.
+    fn with_term(
+        &self,
+        word: &str,
+        bufs: &mut NormBufs,
+        stems: Option<&mut StemCache>,
+        found: impl FnOnce(&str),
+    ) {
+        let norm = &mut bufs.norm;
         norm.clear();
-        if core.is_ascii() {
-            norm.extend(core.chars().map(|c| c.to_ascii_lowercase()));
+        if word.is_ascii() {
+            norm.extend(word.chars().map(|c| c.to_ascii_lowercase()));
         } else {
-            for c in core.chars() {
+            for c in word.chars() {
                 if is_apostrophe(c) {
                     norm.push('\'');
                 } else {
@@ -275,7 +288,7 @@ impl Tokenizer {
                 }
             }
             if self.options.fold_diacritics {
-                let folded = &mut scratch.folded;
+                let folded = &mut bufs.folded;
                 folded.clear();
                 for c in norm.nfd() {
                     if is_combining_mark(c) {
@@ -292,28 +305,35 @@ impl Tokenizer {
         // Normalizing a word to its term (stop list, stemmer) is the costliest
         // step and a vault repeats its words, so the outcome is remembered, up
         // to a bound against floods of unique words. `None` marks a stop word.
-        if let Some(cache) = ctx.stems.as_deref_mut() {
-            if let Some(known) = cache.get(norm.as_str()) {
-                if let Some(term) = known {
-                    emit(term, core_start, core_end);
-                }
-                return;
+        let Some(cache) = stems else {
+            if let Some(term) = self.term_of(norm) {
+                found(&term);
             }
+            return;
+        };
+        if let Some(known) = cache.get(norm.as_str()) {
+            if let Some(term) = known {
+                found(term);
+            }
+            return;
         }
-        let term: Option<Box<str>> = if self.options.stop_words && is_stop_word(norm) {
+        let term = self.term_of(norm);
+        if let Some(term) = &term {
+            found(term);
+        }
+        if cache.len() < MAX_CACHED_STEMS {
+            cache.insert(norm.as_str().into(), term);
+        }
+    }
+
+    /// The term of a normalized word: stemmed, or `None` for a stop word.
+    fn term_of(&self, norm: &str) -> Option<Box<str>> {
+        if self.options.stop_words && is_stop_word(norm) {
             None
         } else if self.options.stem {
             Some(self.stemmer.stem(norm).into())
         } else {
-            Some(norm.as_str().into())
-        };
-        if let Some(term) = &term {
-            emit(term, core_start, core_end);
-        }
-        if let Some(cache) = ctx.stems.as_deref_mut() {
-            if cache.len() < MAX_CACHED_STEMS {
-                cache.insert(norm.as_str().into(), term);
-            }
+            Some(norm.into())
         }
     }
 }
@@ -323,7 +343,7 @@ fn push_cjk(
     c: char,
     pos: usize,
     scratch: &mut Scratch,
-    emit: &mut impl FnMut(&str, usize, usize),
+    sink: &mut impl Sink,
 ) {
     // UAX #29 makes each ideograph its own word, so a run is recognised by
     // position: the previous CJK character ended right where this one starts.
@@ -333,29 +353,97 @@ fn push_cjk(
             let a = prev.encode_utf8(&mut pair).len();
             let b = c.encode_utf8(&mut pair[a..]).len();
             let pair = std::str::from_utf8(&pair[..a + b]).unwrap_or_default();
-            emit(pair, prev_pos, pos + 1);
+            sink.term(pair, prev_pos, pos + 1);
         }
     }
     let mut buf = [0u8; 4];
-    emit(c.encode_utf8(&mut buf), pos, pos + 1);
+    sink.term(c.encode_utf8(&mut buf), pos, pos + 1);
     scratch.cjk_prev = Some((c, pos));
 }
 
 /// Normalized word -> its term, or `None` for a stop word.
 type StemCache = HashMap<Box<str>, Option<Box<str>>, FxBuildHasher>;
 
-/// Per-call state: reusable buffers and, when free, the shared stem cache.
-struct Ctx<'a> {
-    scratch: &'a mut Scratch,
-    stems: Option<&'a mut StemCache>,
+/// A word as written -> its term's id, or `None` for a stop word: see
+/// [`Tokenizer::for_each_term_id`]. Bounded like the stem cache.
+#[derive(Debug, Clone, Default)]
+pub(super) struct WordIds(HashMap<Box<str>, Option<u32>, FxBuildHasher>);
+
+/// Where the scanner's output goes: words (apostrophes trimmed, length
+/// checked) still to be normalized, and CJK terms, which are final.
+trait Sink {
+    fn word(&mut self, tokenizer: &Tokenizer, word: &str, start: usize, end: usize);
+    fn term(&mut self, term: &str, start: usize, end: usize);
 }
 
+/// Emits terms as strings with their offsets.
+struct TermSink<'a, F> {
+    stems: Option<&'a mut StemCache>,
+    bufs: NormBufs,
+    emit: F,
+}
+
+impl<F: FnMut(&str, usize, usize)> Sink for TermSink<'_, F> {
+    fn word(&mut self, tokenizer: &Tokenizer, word: &str, start: usize, end: usize) {
+        let emit = &mut self.emit;
+        tokenizer.with_term(word, &mut self.bufs, self.stems.as_deref_mut(), |term| {
+            emit(term, start, end)
+        });
+    }
+
+    fn term(&mut self, term: &str, start: usize, end: usize) {
+        (self.emit)(term, start, end);
+    }
+}
+
+/// Emits term ids, resolving each word through [`WordIds`] first.
+struct IdSink<'a, I, E> {
+    words: &'a mut WordIds,
+    stems: Option<&'a mut StemCache>,
+    bufs: NormBufs,
+    intern: I,
+    emit: E,
+}
+
+impl<I: FnMut(&str) -> u32, E: FnMut(u32)> Sink for IdSink<'_, I, E> {
+    fn word(&mut self, tokenizer: &Tokenizer, word: &str, _: usize, _: usize) {
+        if let Some(&known) = self.words.0.get(word) {
+            if let Some(id) = known {
+                (self.emit)(id);
+            }
+            return;
+        }
+        let mut id = None;
+        let intern = &mut self.intern;
+        tokenizer.with_term(word, &mut self.bufs, self.stems.as_deref_mut(), |term| {
+            id = Some(intern(term))
+        });
+        if let Some(id) = id {
+            (self.emit)(id);
+        }
+        if self.words.0.len() < MAX_CACHED_STEMS {
+            self.words.0.insert(word.into(), id);
+        }
+    }
+
+    fn term(&mut self, term: &str, _: usize, _: usize) {
+        let id = (self.intern)(term);
+        (self.emit)(id);
+    }
+}
+
+/// The scanner's reusable buffers and CJK run state.
 #[derive(Default)]
 struct Scratch {
     piece: String,
+    cjk_prev: Option<(char, usize)>,
+}
+
+/// Normalization's reusable buffers.
+#[derive(Default)]
+struct NormBufs {
     norm: String,
     folded: String,
-    cjk_prev: Option<(char, usize)>,
 }
 
 fn is_apostrophe(c: char) -> bool {
@@ -654,6 +742,34 @@ mod tests {
                 ("引", 8, 9),
             ]
         );
+    }
+
+    #[test]
+    fn term_ids_follow_the_same_tokens() {
+        let text = "The Running café's CAFÉ don't 'quoted' dendron.topic 全文検索 \
+                    ünïcödé Łódź the the running";
+        let tok = Tokenizer::default();
+        let want: Vec<String> = tok.tokenize(text).into_iter().map(|t| t.term).collect();
+        let mut names: Vec<String> = Vec::new();
+        let mut words = WordIds::default();
+        // Twice: the second pass answers every word from `words`.
+        for _ in 0..2 {
+            let mut got: Vec<usize> = Vec::new();
+            tok.for_each_term_id(
+                text,
+                &mut words,
+                |term| match names.iter().position(|n| n == term) {
+                    Some(i) => i as u32,
+                    None => {
+                        names.push(term.to_string());
+                        (names.len() - 1) as u32
+                    }
+                },
+                |id| got.push(id as usize),
+            );
+            let got: Vec<String> = got.iter().map(|&i| names[i].clone()).collect();
+            assert_eq!(got, want);
+        }
     }
 
     #[test]
