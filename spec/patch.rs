@@ -13,18 +13,6 @@ use serde_json::json;
 
 const NOTE: &str = "# Groceries\n\n- apples\n- bread\n- milk\n- eggs\n- tea\n";
 
-/// A server whose repository has `rel` committed with `content`.
-fn server_with(rel: &str, content: &str) -> TestServer {
-    let server = TestServer::start();
-    server.write(rel, content);
-    server.commit_all();
-    server
-}
-
-fn head(server: &TestServer) -> String {
-    git(&server.root, &["rev-parse", "HEAD"]).trim().to_string()
-}
-
 fn commit_count(server: &TestServer) -> usize {
     git(&server.root, &["rev-list", "--count", "HEAD"])
         .trim()
@@ -44,8 +32,8 @@ const MILK_TO_OAT: &str = "--- a/list.md\n+++ b/list.md\n@@ -3,4 +3,4 @@\n - app
 
 #[test]
 fn propose_answers_exactly_what_apply_would_and_writes_nothing() {
-    let server = server_with("list.md", NOTE);
-    let before = head(&server);
+    let server = TestServer::with_note("list.md", NOTE);
+    let before = server.head();
     let answer = propose(&server, MILK_TO_OAT);
     assert_eq!(answer.status, 200, "{answer:?}");
     assert_eq!(
@@ -56,16 +44,16 @@ fn propose_answers_exactly_what_apply_would_and_writes_nothing() {
         std::fs::read_to_string(server.root.join("list.md")).unwrap(),
         NOTE
     );
-    assert_eq!(head(&server), before);
+    assert_eq!(server.head(), before);
 }
 
 #[test]
 fn apply_writes_the_note_and_commits_only_that_path() {
-    let server = server_with("list.md", NOTE);
+    let server = TestServer::with_note("list.md", NOTE);
     server.write("other.md", "untracked\n");
     server.write("staged.md", "staged\n");
     git(&server.root, &["add", "staged.md"]);
-    let before = head(&server);
+    let before = server.head();
 
     let answer = apply(&server, MILK_TO_OAT);
     assert_eq!(answer.status, 200, "{answer:?}");
@@ -78,7 +66,7 @@ fn apply_writes_the_note_and_commits_only_that_path() {
         std::fs::read_to_string(server.root.join("list.md")).unwrap(),
         NOTE.replace("- milk", "- oat milk")
     );
-    assert_eq!(head(&server), commit);
+    assert_eq!(server.head(), commit);
     assert_eq!(git(&server.root, &["rev-parse", "HEAD~1"]).trim(), before);
     assert_eq!(
         git(&server.root, &["log", "-1", "--format=%B"]),
@@ -132,7 +120,7 @@ fn dev_null_creates_a_note_with_its_folders_and_refuses_an_existing_one() {
 
 #[test]
 fn dev_null_deletes_a_note_only_when_the_hunk_is_its_whole_content() {
-    let server = server_with("gone.md", "one\ntwo\n");
+    let server = TestServer::with_note("gone.md", "one\ntwo\n");
     let partial = "--- a/gone.md\n+++ /dev/null\n@@ -1,1 +0,0 @@\n-one\n";
     assert_ne!(apply(&server, partial).status, 200);
     assert!(server.root.join("gone.md").exists());
@@ -149,8 +137,8 @@ fn dev_null_deletes_a_note_only_when_the_hunk_is_its_whole_content() {
 
 #[test]
 fn a_patch_that_does_not_apply_is_a_conflict_a_model_can_act_on() {
-    let server = server_with("list.md", NOTE);
-    let before = head(&server);
+    let server = TestServer::with_note("list.md", NOTE);
+    let before = server.head();
     let patch =
         "--- a/list.md\n+++ b/list.md\n@@ -3,3 +3,3 @@\n - apples\n-- butter\n+- ghee\n - milk\n";
     let answer = apply(&server, patch);
@@ -167,13 +155,13 @@ fn a_patch_that_does_not_apply_is_a_conflict_a_model_can_act_on() {
         std::fs::read_to_string(server.root.join("list.md")).unwrap(),
         NOTE
     );
-    assert_eq!(head(&server), before);
+    assert_eq!(server.head(), before);
     propose(&server, patch).assert_error(409, "conflict");
 }
 
 #[test]
 fn a_patch_that_changes_nothing_is_refused_without_a_commit() {
-    let server = server_with("list.md", NOTE);
+    let server = TestServer::with_note("list.md", NOTE);
     let before = commit_count(&server);
     let patch = "--- a/list.md\n+++ b/list.md\n@@ -3,2 +3,2 @@\n - apples\n - bread\n";
     propose(&server, patch).assert_error(400, "invalid_patch");
@@ -183,7 +171,7 @@ fn a_patch_that_changes_nothing_is_refused_without_a_commit() {
 
 #[test]
 fn malformed_bodies_and_patches_are_invalid_patch() {
-    let server = server_with("list.md", NOTE);
+    let server = TestServer::with_note("list.md", NOTE);
     for body in [
         json!({}),
         json!({"patch": null}),
@@ -234,7 +222,7 @@ fn malformed_bodies_and_patches_are_invalid_patch() {
 
 #[test]
 fn patch_paths_follow_the_read_rules() {
-    let server = server_with("list.md", NOTE);
+    let server = TestServer::with_note("list.md", NOTE);
     let cases = [
         ("../escape.md", "invalid_path"),
         (".git/config.md", "invalid_path"),
@@ -270,8 +258,8 @@ fn read_only_denies_propose_and_apply_before_reading_the_body() {
 
 #[test]
 fn a_failed_commit_restores_the_note_byte_for_byte() {
-    let server = server_with("list.md", NOTE);
-    let before = head(&server);
+    let server = TestServer::with_note("list.md", NOTE);
+    let before = server.head();
     let lock = server.root.join(".git/index.lock");
     std::fs::write(&lock, "").unwrap();
     apply(&server, MILK_TO_OAT).assert_error(500, "git_error");
@@ -280,7 +268,7 @@ fn a_failed_commit_restores_the_note_byte_for_byte() {
         std::fs::read_to_string(server.root.join("list.md")).unwrap(),
         NOTE
     );
-    assert_eq!(head(&server), before);
+    assert_eq!(server.head(), before);
     assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
     // And the same patch applies once the lock is gone.
     assert_eq!(apply(&server, MILK_TO_OAT).status, 200);
@@ -288,8 +276,8 @@ fn a_failed_commit_restores_the_note_byte_for_byte() {
 
 #[test]
 fn base_commit_guards_against_changes_since() {
-    let server = server_with("list.md", NOTE);
-    let base = head(&server);
+    let server = TestServer::with_note("list.md", NOTE);
+    let base = server.head();
     // Another note changes: the base is old, but this note did not change since.
     let other = apply(
         &server,
@@ -311,7 +299,7 @@ fn base_commit_guards_against_changes_since() {
     answer.assert_error(409, "conflict");
     let message = answer.body["error"]["message"].as_str().unwrap();
     assert!(message.contains(&base[..7]), "{message}");
-    assert!(message.contains(&head(&server)[..7]), "{message}");
+    assert!(message.contains(&server.head()[..7]), "{message}");
 }
 
 /// Ninety numbered lines: patches that each replace one even line (odd lines are
@@ -332,7 +320,7 @@ fn replace_line(line: usize, with: &str) -> String {
 
 #[test]
 fn fifty_parallel_applies_each_commit_or_conflict() {
-    let server = Arc::new(server_with("n.md", &numbered()));
+    let server = Arc::new(TestServer::with_note("n.md", &numbered()));
     let start = commit_count(&server);
     let mut patches: Vec<String> = (1..=40)
         .map(|i| replace_line(2 * i, &format!("even {i}")))
@@ -395,7 +383,7 @@ fn fifty_parallel_applies_each_commit_or_conflict() {
 
 #[test]
 fn reads_see_old_or_new_never_a_torn_note() {
-    let server = Arc::new(server_with("n.md", &numbered()));
+    let server = Arc::new(TestServer::with_note("n.md", &numbered()));
     let reader = {
         let server = server.clone();
         std::thread::spawn(move || {
@@ -445,7 +433,7 @@ fn every_corpus_case_applies_over_http_as_recorded() {
             server.write(path, bytes);
             server.commit_all();
         }
-        let head_before = head(&server);
+        let head_before = server.head();
         let answer = apply(&server, &patch);
         let on_disk = read(server.root.join(path));
         let problem = match read(dir.join("expect.json")) {
@@ -454,7 +442,7 @@ fn every_corpus_case_applies_over_http_as_recorded() {
                 let code = expect["error"].as_str().unwrap();
                 if answer.status == 200 || answer.error_code() != code {
                     Some(format!("expected {code}, got {answer:?}"))
-                } else if on_disk != before || head(&server) != head_before {
+                } else if on_disk != before || server.head() != head_before {
                     Some("a refused patch changed the note or HEAD".to_string())
                 } else {
                     None

@@ -10,17 +10,6 @@ use serde_json::{json, Value};
 
 const NOTE: &str = "# Groceries\n\n- apples\n- bread\n- milk\n- eggs\n- tea\n";
 
-fn server_with(rel: &str, content: &str) -> TestServer {
-    let server = TestServer::start();
-    server.write(rel, content);
-    server.commit_all();
-    server
-}
-
-fn head(server: &TestServer) -> String {
-    git(&server.root, &["rev-parse", "HEAD"]).trim().to_string()
-}
-
 fn on_disk(server: &TestServer, rel: &str) -> Option<String> {
     std::fs::read_to_string(server.root.join(rel)).ok()
 }
@@ -111,13 +100,13 @@ fn patch_make_writes_nothing_and_is_allowed_in_read_only_mode() {
 
 #[test]
 fn notes_write_creates_replaces_and_commits_like_apply() {
-    let server = server_with("list.md", NOTE);
+    let server = TestServer::with_note("list.md", NOTE);
     let created = server.post_json(
         "/mcp/notes/write",
         &json!({"path": "ideas/new.md", "content": "# New\n"}),
     );
     assert_eq!(created.status, 200, "{created:?}");
-    assert_eq!(created.body["commit"], head(&server));
+    assert_eq!(created.body["commit"], server.head());
     assert_eq!(
         created.body["patch"],
         "--- /dev/null\n+++ b/ideas/new.md\n@@ -0,0 +1 @@\n+# New\n"
@@ -143,8 +132,8 @@ fn notes_write_creates_replaces_and_commits_like_apply() {
 
 #[test]
 fn notes_write_of_the_same_text_makes_no_commit() {
-    let server = server_with("list.md", NOTE);
-    let before = head(&server);
+    let server = TestServer::with_note("list.md", NOTE);
+    let before = server.head();
     let answer = server.post_json(
         "/mcp/notes/write",
         &json!({"path": "list.md", "content": NOTE}),
@@ -154,13 +143,13 @@ fn notes_write_of_the_same_text_makes_no_commit() {
         answer.body,
         json!({"path": "list.md", "hunk_count": 0, "net_line_delta": 0, "commit": null, "patch": ""})
     );
-    assert_eq!(head(&server), before);
+    assert_eq!(server.head(), before);
 }
 
 #[test]
 fn notes_write_honours_base_commit_policy_and_size() {
-    let server = server_with("list.md", NOTE);
-    let base = head(&server);
+    let server = TestServer::with_note("list.md", NOTE);
+    let base = server.head();
     assert_eq!(
         server
             .post_json(
@@ -207,7 +196,7 @@ fn notes_write_honours_base_commit_policy_and_size() {
 
 #[test]
 fn notes_edit_replaces_exact_text_as_one_commit() {
-    let server = server_with("list.md", NOTE);
+    let server = TestServer::with_note("list.md", NOTE);
     let before = git(&server.root, &["rev-list", "--count", "HEAD"]);
     let answer = server.post_json(
         "/mcp/notes/edit",
@@ -232,8 +221,8 @@ fn notes_edit_replaces_exact_text_as_one_commit() {
 
 #[test]
 fn notes_edit_conflicts_say_where_to_look_and_change_nothing() {
-    let server = server_with("list.md", NOTE);
-    let before = head(&server);
+    let server = TestServer::with_note("list.md", NOTE);
+    let before = server.head();
     let missing = server.post_json(
         "/mcp/notes/edit",
         &json!({"path": "list.md", "edits": [{"old": "- apples", "new": "- pears"}, {"old": "-  bread", "new": "- rye"}]}),
@@ -256,7 +245,7 @@ fn notes_edit_conflicts_say_where_to_look_and_change_nothing() {
     );
 
     assert_eq!(on_disk(&server, "list.md").as_deref(), Some(NOTE));
-    assert_eq!(head(&server), before);
+    assert_eq!(server.head(), before);
 }
 
 #[test]

@@ -132,6 +132,19 @@ impl TestServer {
         send(self.authorized(request))
     }
 
+    /// A server whose repository has `rel` committed with `content`.
+    pub fn with_note(rel: &str, content: &str) -> TestServer {
+        let server = TestServer::start();
+        server.write(rel, content);
+        server.commit_all();
+        server
+    }
+
+    /// The commit HEAD points at.
+    pub fn head(&self) -> String {
+        git(&self.root, &["rev-parse", "HEAD"]).trim().to_string()
+    }
+
     /// Commits everything in the notes root, as a user seeding the repository would.
     pub fn commit_all(&self) {
         git(&self.root, &["add", "-A"]);
