@@ -92,6 +92,14 @@ struct Failure {
 }
 
 impl Failure {
+    /// An operation refused or failed: exit 1 with its code and message.
+    fn operation(err: mirai::error::Error) -> Failure {
+        Failure {
+            code: 1,
+            message: format!("{}: {}", err.code, err.message),
+        }
+    }
+
     fn config(message: impl ToString) -> Failure {
         Failure {
             code: EXIT_CONFIG,
@@ -126,20 +134,16 @@ fn index(action: IndexAction) -> Result<(), Failure> {
     let ctx = Context::new(notes, &config);
     let started = Instant::now();
     let answer =
-        ops::dispatch(&ctx, op, Input::Json(serde_json::json!({}))).map_err(|e| Failure {
-            code: 1,
-            message: format!("{}: {}", e.code, e.message),
-        })?;
+        ops::dispatch(&ctx, op, Input::Json(serde_json::json!({}))).map_err(Failure::operation)?;
     match action {
         IndexAction::Rebuild(_) => {
-            let bytes = std::fs::metadata(ctx.notes.root().join(".mirai/index.json"))
-                .map(|m| m.len())
-                .unwrap_or(0);
+            let elapsed = started.elapsed().as_millis();
+            // The artifact's size comes from index.status, like everything the CLI reports.
+            let status = ops::dispatch(&ctx, "index.status", Input::Json(serde_json::json!({})))
+                .map_err(Failure::operation)?;
             println!(
-                "indexed {} notes, {} chunks, {bytes} bytes in {} ms",
-                answer["notes_indexed"],
-                answer["chunks_indexed"],
-                started.elapsed().as_millis()
+                "indexed {} notes, {} chunks, {} bytes in {elapsed} ms",
+                answer["notes_indexed"], answer["chunks_indexed"], status["artifact_byte_size"]
             );
         }
         IndexAction::Status(_) => {
