@@ -141,6 +141,6 @@ fn main() {
         "server RSS: {rss_before:.0} MiB at start, {rss_loaded:.0} MiB after rebuilds and queries"
     );
     println!(
-        "restarted server: first query (loads the artifact) {first_query_ms:.0} ms; RSS {rss_fresh:.0} MiB before, {rss_fresh_loaded:.0} MiB after"
+        "restarted server: first query right after start (waits for the artifact load) {first_query_ms:.0} ms; RSS {rss_fresh:.0} MiB before, {rss_fresh_loaded:.0} MiB after"
     );
 }

@@ -201,6 +201,7 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     );
 
     let ctx = Arc::new(Context::new(notes, &config));
+    ctx.index.warm_up();
     let state = AppState {
         ctx: ctx.clone(),
         config,

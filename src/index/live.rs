@@ -145,6 +145,21 @@ impl LiveIndex {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Loads the artifact, if there is one, on a background thread, so the first
+    /// query after start-up does not wait for it.
+    pub fn warm_up(self: &Arc<Self>) {
+        let live = Arc::clone(self);
+        std::thread::spawn(move || {
+            let stamp = FileStamp::of(&live.artifact_path());
+            if stamp.is_some() {
+                let mut guard = live.write_lock();
+                if let Err(e) = live.refresh(&mut guard, stamp) {
+                    log::warn!("the index artifact could not be loaded: {e}");
+                }
+            }
+        });
+    }
+
     /// Ranks chunks for `q`. Loads or reloads the artifact when needed, or
     /// indexes on demand when there is none.
     pub fn query(&self, q: &str, limit: usize, path_prefix: Option<&str>) -> Result<Vec<Hit>> {
