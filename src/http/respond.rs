@@ -42,12 +42,9 @@ pub async fn run_operation(
     input: OwnedInput,
 ) -> HttpResponse {
     let ctx = state.ctx.clone();
-    let outcome = web::block(move || {
-        let input = match &input {
-            OwnedInput::Json(value) => Input::Json(value.clone()),
-            OwnedInput::Body(bytes) => Input::Body(bytes),
-        };
-        ops::dispatch(&ctx, name, input)
+    let outcome = web::block(move || match input {
+        OwnedInput::Json(value) => ops::dispatch(&ctx, name, Input::Json(value)),
+        OwnedInput::Body(bytes) => ops::dispatch(&ctx, name, Input::Body(&bytes)),
     })
     .await;
     match outcome {
