@@ -67,3 +67,111 @@ fn every_case_matches_its_oracle() {
         failures.join("\n")
     );
 }
+
+/// A small deterministic generator (xorshift64*), so the mutations are the same on every run.
+struct Mutator(u64);
+
+impl Mutator {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    /// One edit of the kind a careless writer (or a model) makes to a diff.
+    fn mutate(&mut self, text: &str) -> String {
+        const PIECES: [&str; 12] = [
+            " ",
+            "+",
+            "-",
+            "@",
+            "\\",
+            "\n",
+            "\r\n",
+            "0",
+            "9",
+            ",",
+            "@@ -1 +1 @@\n",
+            "é",
+        ];
+        let mut lines: Vec<String> = text.split_inclusive('\n').map(str::to_string).collect();
+        if lines.is_empty() {
+            return PIECES[self.below(PIECES.len())].to_string();
+        }
+        let at = self.below(lines.len());
+        match self.below(6) {
+            0 => {
+                lines.remove(at);
+            }
+            1 => {
+                let copy = lines[at].clone();
+                lines.insert(at, copy);
+            }
+            2 => {
+                let other = self.below(lines.len());
+                lines.swap(at, other);
+            }
+            3 => {
+                let line = &mut lines[at];
+                let chars: Vec<char> = line.chars().collect();
+                if !chars.is_empty() {
+                    let cut = self.below(chars.len());
+                    *line = chars
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| *i != cut)
+                        .map(|(_, c)| c)
+                        .collect();
+                }
+            }
+            4 => {
+                let piece = PIECES[self.below(PIECES.len())];
+                let line = &mut lines[at];
+                let chars: Vec<char> = line.chars().collect();
+                let cut = self.below(chars.len() + 1);
+                *line = chars[..cut].iter().collect::<String>()
+                    + piece
+                    + &chars[cut..].iter().collect::<String>();
+            }
+            _ => lines.truncate(at),
+        }
+        lines.concat()
+    }
+}
+
+/// Nothing a caller sends can panic: thousands of damaged corpus patches, each
+/// parsed and applied to its note, end in a result or an error.
+#[test]
+fn damaged_patches_never_panic() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/patch-cases");
+    let mut dirs: Vec<_> = fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    let mut mutator = Mutator(0x9e37_79b9_7f4a_7c15);
+    let mut outcomes = [0usize; 2];
+    for dir in &dirs {
+        let before = read_opt(&dir.join("before.md"));
+        let text = read_opt(&dir.join("patch.diff")).unwrap();
+        for _ in 0..40 {
+            let mut damaged = text.clone();
+            for _ in 0..=mutator.below(3) {
+                damaged = mutator.mutate(&damaged);
+            }
+            let outcome = parse(&damaged).and_then(|patch| apply(&patch, before.as_deref()));
+            outcomes[usize::from(outcome.is_ok())] += 1;
+        }
+    }
+    // Both kinds of outcome occur, so the mutations exercise more than the parser's first check.
+    assert!(
+        outcomes[0] > 100 && outcomes[1] > 100,
+        "errors/applied: {outcomes:?}"
+    );
+}
