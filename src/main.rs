@@ -47,16 +47,15 @@ enum IndexAction {
 
 #[derive(Debug, Args)]
 struct NotesArgs {
-    /// The notes folder (a git repository).
+    /// The notes folder: a git repository (`serve` creates and initializes it when missing).
     #[arg(long, env = "NOTES_ROOT", default_value = "./notes")]
     notes_root: PathBuf,
 }
 
 #[derive(Debug, Args)]
 struct ServeArgs {
-    /// The notes folder: a git repository (created and initialized when missing).
-    #[arg(long, env = "NOTES_ROOT", default_value = "./notes")]
-    notes_root: PathBuf,
+    #[command(flatten)]
+    notes: NotesArgs,
     /// Address to listen on.
     #[arg(long, env = "HOST", default_value = "127.0.0.1")]
     host: String,
@@ -108,6 +107,13 @@ impl Failure {
     }
 }
 
+/// The operator chose NOTES_ROOT; in a container it is often owned by another
+/// uid, which libgit2 would otherwise refuse (the "dubious ownership" check).
+fn trust_notes_root_owner() -> Result<(), Failure> {
+    // SAFETY: called once, at start-up, before any other thread touches libgit2.
+    unsafe { git2::opts::set_verify_owner_validation(false) }.map_err(Failure::config)
+}
+
 /// `mirai index rebuild|status`: the same operations as the HTTP routes, with
 /// the same policy (a read_only deployment's cron job sets allow_all itself).
 fn index(action: IndexAction) -> Result<(), Failure> {
@@ -118,10 +124,7 @@ fn index(action: IndexAction) -> Result<(), Failure> {
     let config = Config::new(&args.notes_root)
         .with_environment(&config::process_env)
         .map_err(Failure::config)?;
-    // SAFETY: called once, before any other thread touches libgit2.
-    unsafe {
-        git2::opts::set_verify_owner_validation(false).map_err(Failure::config)?;
-    }
+    trust_notes_root_owner()?;
     let meta = std::fs::metadata(&config.notes_root)
         .map_err(|e| Failure::config(format!("notes root {}: {e}", config.notes_root.display())))?;
     if !meta.is_dir() {
@@ -158,19 +161,13 @@ fn index(action: IndexAction) -> Result<(), Failure> {
 }
 
 fn serve(args: ServeArgs) -> Result<(), Failure> {
-    let mut config = Config::new(args.notes_root);
+    let mut config = Config::new(args.notes.notes_root);
     config.host = args.host;
     config.port = args.port;
     let config = config
         .with_environment(&config::process_env)
         .map_err(Failure::config)?;
-
-    // The operator chose NOTES_ROOT; in a container it is often owned by another uid,
-    // which libgit2 would otherwise refuse (the "dubious ownership" check).
-    // SAFETY: called once, before any other thread touches libgit2.
-    unsafe {
-        git2::opts::set_verify_owner_validation(false).map_err(Failure::config)?;
-    }
+    trust_notes_root_owner()?;
     match bootstrap::prepare_notes_root(&config.notes_root, config.policy, &config.git_identity)
         .map_err(Failure::config)?
     {
