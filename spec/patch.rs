@@ -13,13 +13,6 @@ use serde_json::json;
 
 const NOTE: &str = "# Groceries\n\n- apples\n- bread\n- milk\n- eggs\n- tea\n";
 
-fn commit_count(server: &TestServer) -> usize {
-    git(&server.root, &["rev-list", "--count", "HEAD"])
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 fn apply(server: &TestServer, patch: &str) -> common::Answer {
     server.post_json("/mcp/patch/apply", &json!({ "patch": patch }))
 }
@@ -162,11 +155,11 @@ fn a_patch_that_does_not_apply_is_a_conflict_a_model_can_act_on() {
 #[test]
 fn a_patch_that_changes_nothing_is_refused_without_a_commit() {
     let server = TestServer::with_note("list.md", NOTE);
-    let before = commit_count(&server);
+    let before = server.commit_count();
     let patch = "--- a/list.md\n+++ b/list.md\n@@ -3,2 +3,2 @@\n - apples\n - bread\n";
     propose(&server, patch).assert_error(400, "invalid_patch");
     apply(&server, patch).assert_error(400, "invalid_patch");
-    assert_eq!(commit_count(&server), before);
+    assert_eq!(server.commit_count(), before);
 }
 
 #[test]
@@ -321,7 +314,7 @@ fn replace_line(line: usize, with: &str) -> String {
 #[test]
 fn fifty_parallel_applies_each_commit_or_conflict() {
     let server = Arc::new(TestServer::with_note("n.md", &numbered()));
-    let start = commit_count(&server);
+    let start = server.commit_count();
     let mut patches: Vec<String> = (1..=40)
         .map(|i| replace_line(2 * i, &format!("even {i}")))
         .collect();
@@ -350,7 +343,7 @@ fn fifty_parallel_applies_each_commit_or_conflict() {
         ok, 41,
         "all forty disjoint edits and exactly one contested edit land"
     );
-    assert_eq!(commit_count(&server), start + ok);
+    assert_eq!(server.commit_count(), start + ok);
     git(&server.root, &["fsck", "--strict"]);
     assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
 
@@ -364,16 +357,7 @@ fn fifty_parallel_applies_each_commit_or_conflict() {
     for commit in order.lines() {
         let patch_path = replay.path().join("p.diff");
         std::fs::write(&patch_path, &by_commit[commit]).unwrap();
-        let out = std::process::Command::new("git")
-            .current_dir(replay.path())
-            .args(["apply", "p.diff"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        git(replay.path(), &["apply", "p.diff"]);
     }
     assert_eq!(
         std::fs::read(replay.path().join("n.md")).unwrap(),

@@ -197,7 +197,7 @@ fn notes_write_honours_base_commit_policy_and_size() {
 #[test]
 fn notes_edit_replaces_exact_text_as_one_commit() {
     let server = TestServer::with_note("list.md", NOTE);
-    let before = git(&server.root, &["rev-list", "--count", "HEAD"]);
+    let before = server.commit_count();
     let answer = server.post_json(
         "/mcp/notes/edit",
         &json!({"path": "list.md", "edits": [{"old": "- milk", "new": "- oat milk"}, {"old": "- tea\n", "new": "- tea\n- honey\n"}]}),
@@ -208,13 +208,9 @@ fn notes_edit_replaces_exact_text_as_one_commit() {
         on_disk(&server, "list.md"),
         Some(NOTE.replace("- milk", "- oat milk") + "- honey\n")
     );
-    let after: usize = git(&server.root, &["rev-list", "--count", "HEAD"])
-        .trim()
-        .parse()
-        .unwrap();
     assert_eq!(
-        after,
-        before.trim().parse::<usize>().unwrap() + 1,
+        server.commit_count(),
+        before + 1,
         "one commit for all edits"
     );
 }

@@ -145,6 +145,14 @@ impl TestServer {
         git(&self.root, &["rev-parse", "HEAD"]).trim().to_string()
     }
 
+    /// How many commits HEAD has.
+    pub fn commit_count(&self) -> usize {
+        git(&self.root, &["rev-list", "--count", "HEAD"])
+            .trim()
+            .parse()
+            .expect("a count")
+    }
+
     /// Commits everything in the notes root, as a user seeding the repository would.
     pub fn commit_all(&self) {
         git(&self.root, &["add", "-A"]);

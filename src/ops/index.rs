@@ -5,13 +5,9 @@ use chrono::{SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Class, Context, Operation};
+use super::{Class, Context, Empty, Operation};
 use crate::error::{Error, ErrorCode, Result};
 use crate::{bootstrap, index};
-
-/// A request without fields.
-#[derive(Debug, Default, Deserialize)]
-pub struct Empty {}
 
 /// `index.rebuild`: index every note and write `.mirai/index.json`.
 pub struct IndexRebuild;

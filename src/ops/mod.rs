@@ -97,6 +97,10 @@ impl Deref for Writer<'_> {
     }
 }
 
+/// The request of an operation that takes no fields.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Empty {}
+
 /// One row of the table, in typed form.
 pub trait Operation {
     const NAME: &'static str;

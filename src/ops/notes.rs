@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Class, Context, Operation};
+use super::{Class, Context, Empty, Operation};
 use crate::error::{Error, ErrorCode, Result};
 
 /// Most paths one `notes.read_batch` may ask for.
@@ -10,9 +10,6 @@ pub const MAX_BATCH_PATHS: usize = 20;
 
 /// `notes.list`: every note, sorted.
 pub struct NotesList;
-
-#[derive(Debug, Default, Deserialize)]
-pub struct NotesListRequest {}
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct NotesListResponse {
@@ -25,10 +22,10 @@ impl Operation for NotesList {
     const SUMMARY: &'static str =
         "List every markdown note, as paths relative to the notes root, sorted.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
-    type Request = NotesListRequest;
+    type Request = Empty;
     type Response = NotesListResponse;
 
-    fn run(ctx: &Context, _request: NotesListRequest) -> Result<NotesListResponse> {
+    fn run(ctx: &Context, _request: Empty) -> Result<NotesListResponse> {
         Ok(NotesListResponse {
             notes: ctx.notes.list()?,
         })
