@@ -11,6 +11,34 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Default cap on the edits of one `notes.edit` (`MIRAI_EDIT_MAX_EDITS`).
 pub const DEFAULT_MAX_EDITS: usize = 50;
 
+/// The sandbox's bounds on one eval (`MIRAI_SANDBOX_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// The guest's linear memory cap (`MIRAI_SANDBOX_MEMORY_MB`, default 64).
+    pub memory_bytes: usize,
+    /// Wall-clock deadline, host calls included (`MIRAI_SANDBOX_TIMEOUT_MS`, default 2000).
+    pub timeout_ms: u64,
+    /// CPU bound in wasm fuel, host calls excluded (`MIRAI_SANDBOX_FUEL`).
+    pub fuel: u64,
+    /// Host calls (`mirai.*`) per eval (`MIRAI_SANDBOX_MAX_CALLS`, default 200).
+    pub max_calls: usize,
+    /// Console output plus the result, in bytes (`MIRAI_SANDBOX_MAX_OUTPUT_BYTES`, default 64 KiB).
+    pub max_output_bytes: usize,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        SandboxLimits {
+            memory_bytes: 64 * 1024 * 1024,
+            timeout_ms: 2_000,
+            // About one second of tight JavaScript on this project's reference machine.
+            fuel: 10_000_000_000,
+            max_calls: 200,
+            max_output_bytes: 64 * 1024,
+        }
+    }
+}
+
 /// Which classes of operation a deployment allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyMode {
@@ -77,13 +105,20 @@ pub struct Config {
     pub max_body_bytes: usize,
     pub max_edits: usize,
     pub git_identity: GitIdentity,
+    pub sandbox: SandboxLimits,
+    /// Where the compiled guest module is cached (`MIRAI_CACHE_DIR`); by
+    /// default `.mirai/cache` inside the notes root.
+    pub cache_dir: PathBuf,
 }
 
 impl Config {
     /// A configuration with every default, serving `notes_root`.
     pub fn new(notes_root: impl Into<PathBuf>) -> Config {
+        let notes_root = notes_root.into();
         Config {
-            notes_root: notes_root.into(),
+            cache_dir: notes_root.join(".mirai").join("cache"),
+            sandbox: SandboxLimits::default(),
+            notes_root,
             host: "127.0.0.1".to_string(),
             port: 4567,
             policy: PolicyMode::AllowAll,
@@ -106,29 +141,57 @@ impl Config {
             self.policy = PolicyMode::parse(&mode)?;
         }
         self.api_token = non_empty("MIRAI_API_TOKEN").map(|t| t.trim().to_string());
-        if let Some(raw) = non_empty("MIRAI_MAX_BODY_BYTES") {
-            self.max_body_bytes = match raw.trim().parse::<usize>() {
-                Ok(n) if n > 0 => n,
-                _ => {
-                    return Err(ConfigError::Value {
-                        name: "MIRAI_MAX_BODY_BYTES",
+        let positive =
+            |name: &'static str, expected: &'static str| -> Result<Option<u64>, ConfigError> {
+                let Some(raw) = non_empty(name) else {
+                    return Ok(None);
+                };
+                match raw.trim().parse::<u64>() {
+                    Ok(n) if n > 0 => Ok(Some(n)),
+                    _ => Err(ConfigError::Value {
+                        name,
                         value: raw,
-                        expected: "a positive number of bytes",
-                    })
+                        expected,
+                    }),
                 }
             };
+        let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        if let Some(n) = positive("MIRAI_MAX_BODY_BYTES", "a positive number of bytes")? {
+            self.max_body_bytes = as_usize(n);
         }
-        if let Some(raw) = non_empty("MIRAI_EDIT_MAX_EDITS") {
-            self.max_edits = match raw.trim().parse::<usize>() {
-                Ok(n) if n > 0 => n,
-                _ => {
-                    return Err(ConfigError::Value {
-                        name: "MIRAI_EDIT_MAX_EDITS",
-                        value: raw,
-                        expected: "a positive number of edits",
-                    })
-                }
-            };
+        if let Some(n) = positive("MIRAI_EDIT_MAX_EDITS", "a positive number of edits")? {
+            self.max_edits = as_usize(n);
+        }
+        if let Some(n) = positive("MIRAI_SANDBOX_MEMORY_MB", "a number of MiB from 16 to 4095")? {
+            if !(16..4096).contains(&n) {
+                return Err(ConfigError::Value {
+                    name: "MIRAI_SANDBOX_MEMORY_MB",
+                    value: n.to_string(),
+                    expected: "a number of MiB from 16 to 4095",
+                });
+            }
+            self.sandbox.memory_bytes = as_usize(n * 1024 * 1024);
+        }
+        if let Some(n) = positive(
+            "MIRAI_SANDBOX_TIMEOUT_MS",
+            "a positive number of milliseconds",
+        )? {
+            self.sandbox.timeout_ms = n;
+        }
+        if let Some(n) = positive("MIRAI_SANDBOX_FUEL", "a positive amount of wasm fuel")? {
+            self.sandbox.fuel = n;
+        }
+        if let Some(n) = positive("MIRAI_SANDBOX_MAX_CALLS", "a positive number of calls")? {
+            self.sandbox.max_calls = as_usize(n);
+        }
+        if let Some(n) = positive(
+            "MIRAI_SANDBOX_MAX_OUTPUT_BYTES",
+            "a positive number of bytes",
+        )? {
+            self.sandbox.max_output_bytes = as_usize(n);
+        }
+        if let Some(dir) = non_empty("MIRAI_CACHE_DIR") {
+            self.cache_dir = PathBuf::from(dir.trim());
         }
         if let Some(name) = non_empty("MIRAI_GIT_AUTHOR_NAME") {
             self.git_identity.name = name.trim().to_string();

@@ -26,6 +26,16 @@ pub enum ErrorCode {
     InvalidIndexArtifact,
     LlmUnavailable,
     Internal,
+    /// A sandboxed program passed its wall-clock deadline or its CPU bound.
+    SandboxTimeout,
+    /// A sandboxed program ran out of memory.
+    SandboxMemory,
+    /// A sandboxed program made more host calls than allowed.
+    SandboxCallLimit,
+    /// A sandboxed program's console output and result passed the output cap.
+    SandboxOutputLimit,
+    /// A sandboxed program threw, trapped, or returned what is not JSON.
+    SandboxError,
 }
 
 impl ErrorCode {
@@ -48,7 +58,44 @@ impl ErrorCode {
             ErrorCode::InvalidIndexArtifact => "invalid_index_artifact",
             ErrorCode::LlmUnavailable => "llm_unavailable",
             ErrorCode::Internal => "internal",
+            ErrorCode::SandboxTimeout => "sandbox_timeout",
+            ErrorCode::SandboxMemory => "sandbox_memory",
+            ErrorCode::SandboxCallLimit => "sandbox_call_limit",
+            ErrorCode::SandboxOutputLimit => "sandbox_output_limit",
+            ErrorCode::SandboxError => "sandbox_error",
         }
+    }
+
+    /// Every code, for lookups by wire name.
+    pub const ALL: [ErrorCode; 21] = [
+        ErrorCode::InvalidPath,
+        ErrorCode::InvalidExtension,
+        ErrorCode::InvalidPatch,
+        ErrorCode::InvalidQuery,
+        ErrorCode::InvalidLimit,
+        ErrorCode::InvalidRequest,
+        ErrorCode::Unauthorized,
+        ErrorCode::PolicyDenied,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::Conflict,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::GitError,
+        ErrorCode::InvalidIndexArtifact,
+        ErrorCode::LlmUnavailable,
+        ErrorCode::Internal,
+        ErrorCode::SandboxTimeout,
+        ErrorCode::SandboxMemory,
+        ErrorCode::SandboxCallLimit,
+        ErrorCode::SandboxOutputLimit,
+        ErrorCode::SandboxError,
+    ];
+
+    /// The code with wire name `name`.
+    pub fn from_wire(name: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL
+            .into_iter()
+            .find(|code| code.as_str() == name)
     }
 
     /// The HTTP status this code is answered with.
@@ -68,6 +115,11 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::GitError | ErrorCode::InvalidIndexArtifact | ErrorCode::Internal => 500,
             ErrorCode::LlmUnavailable => 503,
+            // A program's failure is reported inside a 200 answer (DESIGN 7.10);
+            // these statuses apply only where an adapter must pick one.
+            ErrorCode::SandboxTimeout => 408,
+            ErrorCode::SandboxOutputLimit => 413,
+            ErrorCode::SandboxMemory | ErrorCode::SandboxCallLimit | ErrorCode::SandboxError => 422,
         }
     }
 }
@@ -125,3 +177,17 @@ impl Error {
 
 /// Shorthand used across the domain.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_round_trips_through_its_wire_name() {
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::from_wire(code.as_str()), Some(code));
+            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+        }
+        assert_eq!(ErrorCode::from_wire("nope"), None);
+    }
+}

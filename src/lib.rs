@@ -2,7 +2,7 @@
 //! read and change safely.
 //!
 //! The domain (`notes`, `ops`, `bootstrap`) knows nothing of HTTP; adapters
-//! (`http`, the CLI in `main.rs`) parse input, call [`ops::dispatch`] and
+//! (`http`, `sandbox`, the CLI in `main.rs`) parse input, call [`ops::dispatch`] and
 //! render the answer. See ARCHITECTURE.md for the codemap.
 
 pub mod bootstrap;
@@ -14,3 +14,4 @@ pub mod notes;
 pub mod ops;
 pub mod patch;
 pub mod repo;
+pub mod sandbox;

@@ -15,6 +15,7 @@ use mirai::config::{self, Config};
 use mirai::http::{self, AppState};
 use mirai::notes::Notes;
 use mirai::ops::{self, Context, Input};
+use mirai::sandbox::{EvalRequest, Sandbox};
 
 /// A git-backed notes service that people and untrusted AI models can read and change safely.
 #[derive(Debug, Parser)]
@@ -35,6 +36,20 @@ enum Command {
         #[command(subcommand)]
         action: IndexAction,
     },
+    /// Run a JavaScript file in the sandbox, as POST /agent/eval would, and
+    /// print the evaluation as JSON (exit 1 when the program failed).
+    Eval(EvalArgs),
+}
+
+#[derive(Debug, Args)]
+struct EvalArgs {
+    /// The program: JavaScript that may `await mirai.*` and `return` a value; `-` reads stdin.
+    file: PathBuf,
+    /// Writes land in memory, not on disk or in git; the answer lists the diffs.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    notes: NotesArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -73,6 +88,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Serve(args)) => serve(args),
         Some(Command::Index { action }) => index(action),
+        Some(Command::Eval(args)) => eval(args),
         None => serve(cli.serve),
     };
     match result {
@@ -121,19 +137,7 @@ fn index(action: IndexAction) -> Result<(), Failure> {
         IndexAction::Rebuild(args) => (args, "index.rebuild"),
         IndexAction::Status(args) => (args, "index.status"),
     };
-    let config = Config::new(&args.notes_root)
-        .with_environment(&config::process_env)
-        .map_err(Failure::config)?;
-    trust_notes_root_owner()?;
-    let meta = std::fs::metadata(&config.notes_root)
-        .map_err(|e| Failure::config(format!("notes root {}: {e}", config.notes_root.display())))?;
-    if !meta.is_dir() {
-        return Err(Failure::config(format!(
-            "notes root {} is not a directory",
-            config.notes_root.display()
-        )));
-    }
-    let notes = Notes::open(&config.notes_root).map_err(|e| Failure::config(e.message))?;
+    let (config, notes) = open_notes(args)?;
     let ctx = Context::new(notes, &config);
     let started = Instant::now();
     let answer =
@@ -160,6 +164,77 @@ fn index(action: IndexAction) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The configuration and an existing notes root, for the commands that do not serve.
+fn open_notes(args: &NotesArgs) -> Result<(Config, Notes), Failure> {
+    let config = Config::new(&args.notes_root)
+        .with_environment(&config::process_env)
+        .map_err(Failure::config)?;
+    trust_notes_root_owner()?;
+    let meta = std::fs::metadata(&config.notes_root)
+        .map_err(|e| Failure::config(format!("notes root {}: {e}", config.notes_root.display())))?;
+    if !meta.is_dir() {
+        return Err(Failure::config(format!(
+            "notes root {} is not a directory",
+            config.notes_root.display()
+        )));
+    }
+    let notes = Notes::open(&config.notes_root).map_err(|e| Failure::config(e.message))?;
+    Ok((config, notes))
+}
+
+/// `mirai eval FILE.js`: the sandbox without HTTP, with the environment's policy.
+fn eval(args: EvalArgs) -> Result<(), Failure> {
+    let code = if args.file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| Failure::config(format!("cannot read the program from stdin: {e}")))?
+    } else {
+        std::fs::read_to_string(&args.file)
+            .map_err(|e| Failure::config(format!("cannot read {}: {e}", args.file.display())))?
+    };
+    let (config, notes) = open_notes(&args.notes)?;
+    let ctx = Context::new(notes, &config);
+    let sandbox = start_sandbox(&config)?;
+    let request = EvalRequest {
+        code,
+        dry_run: args.dry_run,
+    };
+    let evaluation = sandbox.eval(&ctx, &request).map_err(Failure::operation)?;
+    // Writes made by the program reach the artifact before the process ends.
+    if let Err(e) = ctx.index.flush() {
+        log::warn!("could not write the index artifact: {e}");
+    }
+    let text = serde_json::to_string_pretty(&evaluation).map_err(|e| Failure {
+        code: 1,
+        message: e.to_string(),
+    })?;
+    println!("{text}");
+    match evaluation.error {
+        None => Ok(()),
+        Some(err) => Err(Failure::operation(err)),
+    }
+}
+
+/// Compiles (or loads from the cache) the guest module once for this process.
+fn start_sandbox(config: &Config) -> Result<Sandbox, Failure> {
+    let (sandbox, startup) =
+        Sandbox::new(config.sandbox, &config.cache_dir).map_err(|e| Failure::config(e.message))?;
+    if startup.module_from_cache {
+        log::info!(
+            "sandbox ready: guest module loaded from cache in {:.1} ms",
+            startup.module_ms
+        );
+    } else {
+        log::info!(
+            "sandbox ready: guest module compiled in {:.0} ms",
+            startup.module_ms
+        );
+    }
+    if let Some(problem) = startup.cache_problem {
+        log::warn!("the compiled guest module could not be cached ({problem}); the next start compiles it again (MIRAI_CACHE_DIR)");
+    }
+    Ok(sandbox)
+}
+
 fn serve(args: ServeArgs) -> Result<(), Failure> {
     let mut config = Config::new(args.notes.notes_root);
     config.host = args.host;
@@ -179,6 +254,7 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
         Prepared::Existing => {}
     }
     let notes = Notes::open(&config.notes_root).map_err(|e| Failure::config(e.message))?;
+    let sandbox = Arc::new(start_sandbox(&config)?);
     let listener = TcpListener::bind((config.host.as_str(), config.port)).map_err(|e| {
         Failure::config(format!(
             "cannot listen on {}:{}: {e}",
@@ -201,6 +277,7 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     ctx.index.warm_up();
     let state = AppState {
         ctx: ctx.clone(),
+        sandbox,
         config,
     };
     let served =

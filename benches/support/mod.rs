@@ -19,6 +19,11 @@ pub struct Server {
 
 impl Server {
     pub fn start(root: &Path) -> Server {
+        Server::start_with_env(root, &[])
+    }
+
+    /// Starts the server with extra environment variables set.
+    pub fn start_with_env(root: &Path, env: &[(&str, &Path)]) -> Server {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -33,6 +38,7 @@ impl Server {
             .env("RUST_LOG", "warn")
             .env_remove("MIRAI_POLICY_MODE")
             .env_remove("MIRAI_API_TOKEN")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .spawn()
             .expect("start mirai");

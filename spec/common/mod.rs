@@ -14,6 +14,7 @@ use mirai::config::Config;
 use mirai::http::{self, AppState};
 use mirai::notes::Notes;
 use mirai::ops::Context;
+use mirai::sandbox::Sandbox;
 use reqwest::blocking::{Client, RequestBuilder};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -70,18 +71,29 @@ impl TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().join("notes");
         let mut config = Config::new(&root);
+        config.cache_dir = guest_cache();
         adjust(&mut config);
         bootstrap::prepare_notes_root(&root, config.policy, &config.git_identity)
             .expect("prepare notes root");
         let token = config.api_token.clone();
         let notes = Notes::open(&root).expect("open notes");
         let ctx = Arc::new(Context::new(notes, &config));
+        let (sandbox, _) = Sandbox::new(config.sandbox, &config.cache_dir).expect("sandbox");
+        let sandbox = Arc::new(sandbox);
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             actix_web::rt::System::new().block_on(async move {
-                let server = http::serve(AppState { ctx, config }, listener).expect("serve");
+                let server = http::serve(
+                    AppState {
+                        ctx,
+                        sandbox,
+                        config,
+                    },
+                    listener,
+                )
+                .expect("serve");
                 tx.send(server.handle()).expect("send handle");
                 server.await.expect("server runs");
             })
@@ -225,6 +237,11 @@ pub fn git(repo: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// One compiled guest module for every server and CLI run of every spec binary.
+pub fn guest_cache() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("guest-cache")
+}
+
 /// The built `mirai` binary, with none of the settings a developer's shell may carry.
 pub fn mirai_cli() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_mirai"));
@@ -238,5 +255,6 @@ pub fn mirai_cli() -> Command {
     ] {
         command.env_remove(var);
     }
+    command.env("MIRAI_CACHE_DIR", guest_cache());
     command
 }

@@ -19,10 +19,12 @@ use actix_web::{web, App, HttpServer};
 
 use crate::config::Config;
 use crate::ops::Context;
+use crate::sandbox::Sandbox;
 
 /// Shared by every worker.
 pub struct AppState {
     pub ctx: Arc<Context>,
+    pub sandbox: Arc<Sandbox>,
     pub config: Config,
 }
 

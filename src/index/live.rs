@@ -163,22 +163,49 @@ impl LiveIndex {
     /// Ranks chunks for `q`. Loads or reloads the artifact when needed, or
     /// indexes on demand when there is none.
     pub fn query(&self, q: &str, limit: usize, path_prefix: Option<&str>) -> Result<Vec<Hit>> {
+        self.with_index(|index| index.query(q, limit, path_prefix))
+    }
+
+    /// Ranks chunks for `q` as if the notes in `written` held that text
+    /// (`None`: deleted): a dry run's view. Costs a copy of the index.
+    pub fn query_as_if(
+        &self,
+        q: &str,
+        limit: usize,
+        path_prefix: Option<&str>,
+        written: &[(String, Option<String>)],
+    ) -> Result<Vec<Hit>> {
+        if written.is_empty() {
+            return self.query(q, limit, path_prefix);
+        }
+        let mut index = self.with_index(Index::clone)?;
+        for (path, content) in written {
+            match content {
+                Some(content) => index.upsert_note(path, content),
+                None => index.remove_note(path),
+            }
+        }
+        Ok(index.query(q, limit, path_prefix))
+    }
+
+    /// Runs `f` on an index that matches the artifact (or the notes when there is none).
+    fn with_index<R>(&self, f: impl FnOnce(&Index) -> R) -> Result<R> {
         let stamp = FileStamp::of(&self.artifact_path());
         {
             let guard = self.read_lock();
             if let Some(loaded) = guard.as_ref() {
                 if self.is_current(loaded, stamp)? {
-                    return Ok(loaded.index.query(q, limit, path_prefix));
+                    return Ok(f(&loaded.index));
                 }
             }
         }
         let mut guard = self.write_lock();
         self.refresh(&mut guard, stamp)?;
         // refresh leaves an index loaded whenever it succeeds
-        Ok(guard
-            .as_ref()
-            .map(|loaded| loaded.index.query(q, limit, path_prefix))
-            .unwrap_or_default())
+        Ok(match guard.as_ref() {
+            Some(loaded) => f(&loaded.index),
+            None => f(&Index::default()),
+        })
     }
 
     /// Whether `loaded` may answer, given the artifact's stamp now.

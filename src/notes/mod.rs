@@ -1,6 +1,7 @@
 //! The notes folder: listing and reading markdown notes under one root,
 //! through the path rules in [`path`].
 
+pub mod overlay;
 pub mod path;
 
 use std::path::{Path, PathBuf};

@@ -28,6 +28,7 @@ impl Operation for IndexRebuild {
     type Response = RebuildResponse;
 
     fn run(ctx: &Context, _request: Empty) -> Result<RebuildResponse> {
+        refuse_in_dry_run(ctx, Self::NAME)?;
         // Holding the writer keeps applies out while the notes are read.
         let repo = ctx.writer()?;
         let head = repo.head()?;
@@ -175,7 +176,13 @@ impl Operation for IndexQuery {
             }
         };
         let prefix = index::validate_path_prefix(request.path_prefix.as_deref())?;
-        let hits = ctx.index.query(&query, limit, prefix.as_deref())?;
+        let hits = match ctx.overlay() {
+            None => ctx.index.query(&query, limit, prefix.as_deref())?,
+            Some(overlay) => {
+                ctx.index
+                    .query_as_if(&query, limit, prefix.as_deref(), &overlay.written())?
+            }
+        };
         let chunks = hits
             .into_iter()
             .map(|hit| QueryChunk {
@@ -220,8 +227,21 @@ impl Operation for IndexInvalidate {
     type Response = InvalidateResponse;
 
     fn run(ctx: &Context, _request: Empty) -> Result<InvalidateResponse> {
+        refuse_in_dry_run(ctx, Self::NAME)?;
         Ok(InvalidateResponse {
             invalidated: ctx.index.invalidate()?,
         })
     }
+}
+
+/// The artifact lives on disk: a dry run, which writes nothing, cannot rebuild
+/// or delete it.
+fn refuse_in_dry_run(ctx: &Context, name: &str) -> Result<()> {
+    if ctx.overlay().is_some() {
+        return Err(Error::new(
+            ErrorCode::PolicyDenied,
+            format!("action {name} is denied in a dry run: it writes the index artifact, and a dry run writes nothing"),
+        ));
+    }
+    Ok(())
 }

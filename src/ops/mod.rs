@@ -24,7 +24,8 @@ use serde_json::Value;
 use crate::config::{Config, GitIdentity, PolicyMode};
 use crate::error::{Error, ErrorCode, Result};
 use crate::index::live::LiveIndex;
-use crate::notes::Notes;
+use crate::notes::overlay::Overlay;
+use crate::notes::{Existence, NotePath, Notes};
 use crate::repo::{Author, Repo};
 
 /// What an operation does to the notes: `read_only` mode denies every `Write`.
@@ -37,6 +38,10 @@ pub enum Class {
 
 /// What operations run against: the notes, the policy, the live index, and
 /// the repository, which one writer at a time may hold.
+///
+/// Cloning is cheap and shares everything; [`Context::dry_run`] makes a
+/// context whose writes land in an [`Overlay`] instead.
+#[derive(Clone)]
 pub struct Context {
     pub notes: Notes,
     pub policy: PolicyMode,
@@ -46,7 +51,9 @@ pub struct Context {
     /// Most edits one `notes.edit` may carry.
     pub max_edits: usize,
     identity: GitIdentity,
-    writer: Mutex<Option<Repo>>,
+    writer: Arc<Mutex<Option<Repo>>>,
+    /// Set in a dry run: writes land here and reads see them.
+    overlay: Option<Arc<Overlay>>,
 }
 
 impl Context {
@@ -58,8 +65,68 @@ impl Context {
             max_content_bytes: config.max_body_bytes,
             max_edits: config.max_edits,
             identity: config.git_identity.clone(),
-            writer: Mutex::new(None),
+            writer: Arc::new(Mutex::new(None)),
+            overlay: None,
         }
+    }
+
+    /// This context, with writes going to `overlay` instead of disk and git.
+    pub fn dry_run(&self, overlay: Arc<Overlay>) -> Context {
+        Context {
+            overlay: Some(overlay),
+            ..self.clone()
+        }
+    }
+
+    /// The dry run's overlay, when this context has one.
+    pub fn overlay(&self) -> Option<&Overlay> {
+        self.overlay.as_deref()
+    }
+
+    /// Checks an untrusted path; a note that exists only in the overlay exists.
+    pub fn resolve(&self, raw: &str, existence: Existence) -> Result<NotePath> {
+        let Some(overlay) = self.overlay() else {
+            return self.notes.resolve(raw, existence);
+        };
+        let note = self.notes.resolve(raw, Existence::MayBeMissing)?;
+        match (existence, overlay.get(&note.rel)) {
+            (Existence::MayBeMissing, _) | (Existence::MustExist, Some(Some(_))) => Ok(note),
+            (Existence::MustExist, Some(None)) => {
+                Err(Error::not_found(format!("note not found: {:?}", note.rel)))
+            }
+            (Existence::MustExist, None) => self.notes.resolve(raw, existence),
+        }
+    }
+
+    /// A note's text, as a dry run sees it.
+    pub fn read_note(&self, raw: &str) -> Result<(NotePath, String)> {
+        match self.overlay() {
+            None => self.notes.read(raw),
+            Some(overlay) => {
+                let note = self.resolve(raw, Existence::MustExist)?;
+                match overlay.get(&note.rel) {
+                    Some(Some(content)) => Ok((note, content)),
+                    _ => self.notes.read(raw),
+                }
+            }
+        }
+    }
+
+    /// A note's text now (`None`: no note there yet), as a dry run sees it.
+    pub fn current_text(&self, note: &NotePath) -> Result<Option<String>> {
+        match self.overlay().and_then(|overlay| overlay.get(&note.rel)) {
+            Some(current) => Ok(current),
+            None => patch::text_on_disk(note),
+        }
+    }
+
+    /// Every note, as a dry run sees them.
+    pub fn list_notes(&self) -> Result<Vec<String>> {
+        let committed = self.notes.list()?;
+        Ok(match self.overlay() {
+            None => committed,
+            Some(overlay) => overlay.list(committed),
+        })
     }
 
     /// Takes the repository for one write. Writes are serialized; reads never wait for this.

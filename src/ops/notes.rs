@@ -27,7 +27,7 @@ impl Operation for NotesList {
 
     fn run(ctx: &Context, _request: Empty) -> Result<NotesListResponse> {
         Ok(NotesListResponse {
-            notes: ctx.notes.list()?,
+            notes: ctx.list_notes()?,
         })
     }
 }
@@ -55,7 +55,7 @@ impl Operation for NotesRead {
     type Response = NoteContent;
 
     fn run(ctx: &Context, request: NotesReadRequest) -> Result<NoteContent> {
-        let (note, content) = ctx.notes.read(&request.path)?;
+        let (note, content) = ctx.read_note(&request.path)?;
         Ok(NoteContent {
             path: note.rel,
             content,
@@ -101,7 +101,7 @@ impl Operation for NotesReadBatch {
             .paths
             .iter()
             .map(|raw| {
-                let (note, content) = ctx.notes.read(raw)?;
+                let (note, content) = ctx.read_note(raw)?;
                 Ok(NoteContent {
                     path: note.rel,
                     content,

@@ -35,7 +35,8 @@ pub struct PatchApplied {
     pub path: String,
     pub hunk_count: usize,
     pub net_line_delta: i64,
-    pub commit: String,
+    /// `null` only in a dry run, where nothing is committed.
+    pub commit: Option<String>,
 }
 
 /// `patch.propose`: would this patch apply, and what would it do?
@@ -98,6 +99,20 @@ pub(super) fn apply_text(
             )));
         }
     }
+    let summary = plan.summary();
+    if let Some(overlay) = ctx.overlay() {
+        overlay.write(
+            &plan.note.rel,
+            plan.before.as_deref(),
+            plan.content.as_deref(),
+        );
+        return Ok(PatchApplied {
+            path: summary.path,
+            hunk_count: summary.hunk_count,
+            net_line_delta: summary.net_line_delta,
+            commit: None,
+        });
+    }
     let message = format!("mcp.patch_apply: {}\n", plan.note.rel);
     let commit = repo::write_and_commit(
         repo,
@@ -108,12 +123,11 @@ pub(super) fn apply_text(
     )?;
     ctx.index
         .note_changed(&plan.note.rel, plan.content.as_deref(), &commit);
-    let summary = plan.summary();
     Ok(PatchApplied {
         path: summary.path,
         hunk_count: summary.hunk_count,
         net_line_delta: summary.net_line_delta,
-        commit,
+        commit: Some(commit),
     })
 }
 
@@ -140,6 +154,9 @@ fn short(sha: &str) -> &str {
 /// A patch that parsed, whose path passed the rules, and that applies to the note as it is.
 struct Plan {
     note: NotePath,
+    /// The note's text before the patch (`None`: it does not exist yet).
+    before: Option<String>,
+    /// The note's text after it (`None`: the patch deletes it).
     content: Option<String>,
     hunk_count: usize,
     net_line_delta: i64,
@@ -161,19 +178,20 @@ fn plan(ctx: &Context, text: &str) -> Result<Plan> {
         Target::Create => Existence::MayBeMissing,
         Target::Modify | Target::Delete => Existence::MustExist,
     };
-    let note = ctx.notes.resolve(&parsed.path, existence)?;
-    let current = current_text(&note)?;
-    let applied = patch::apply(&parsed, current.as_deref())?;
+    let note = ctx.resolve(&parsed.path, existence)?;
+    let before = ctx.current_text(&note)?;
+    let applied = patch::apply(&parsed, before.as_deref())?;
     Ok(Plan {
         note,
+        before,
         content: applied.content,
         hunk_count: applied.hunk_count,
         net_line_delta: applied.net_line_delta,
     })
 }
 
-/// The note's text now, or `None` when there is no note at that path yet.
-pub(super) fn current_text(note: &NotePath) -> Result<Option<String>> {
+/// The note's text on disk, or `None` when there is no note at that path yet.
+pub(super) fn text_on_disk(note: &NotePath) -> Result<Option<String>> {
     match std::fs::read(&note.abs) {
         Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
             Error::conflict(format!(

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::patch::{apply_text, check_size, current_text};
+use super::patch::{apply_text, check_size};
 use super::{Class, Context, Operation};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
@@ -142,8 +142,9 @@ impl Operation for NotesEdit {
             ));
         }
         let repo = ctx.writer()?;
-        let note = ctx.notes.resolve(&request.path, Existence::MustExist)?;
-        let current = current_text(&note)?
+        let note = ctx.resolve(&request.path, Existence::MustExist)?;
+        let current = ctx
+            .current_text(&note)?
             .ok_or_else(|| Error::not_found(format!("note not found: {:?}", note.rel)))?;
         let edited = patch::apply_edits(&note.rel, &current, &request.edits)?;
         check_size(ctx, &note, &edited)?;
@@ -169,11 +170,11 @@ fn note_and_text(
     } else {
         Existence::MustExist
     };
-    let note = ctx.notes.resolve(raw_path, existence)?;
+    let note = ctx.resolve(raw_path, existence)?;
     if let Some(content) = content {
         check_size(ctx, &note, content)?;
     }
-    let current = current_text(&note)?;
+    let current = ctx.current_text(&note)?;
     Ok((note, current))
 }
 
@@ -218,7 +219,7 @@ fn write_through_patch(
         path: applied.path,
         hunk_count: applied.hunk_count,
         net_line_delta: applied.net_line_delta,
-        commit: Some(applied.commit),
+        commit: applied.commit,
         patch: made.patch,
     })
 }
