@@ -6,6 +6,9 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY spec ./spec
 COPY benches ./benches
+# The sandbox's JavaScript engine, prebuilt and committed (guest/build.sh):
+# the image needs no WebAssembly toolchain.
+COPY guest ./guest
 RUN cargo build --release --locked --bin mirai
 
 FROM debian:bookworm-slim
