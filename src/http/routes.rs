@@ -175,16 +175,17 @@ async fn agent_eval(state: web::Data<AppState>, payload: web::Payload) -> HttpRe
         Ok(body) => body,
         Err(err) => return error_response(&err),
     };
-    let request: EvalRequest =
-        match serde_json::from_slice(&body) {
-            Ok(request) => request,
-            Err(e) => return error_response(&Error::new(
+    let request: EvalRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => {
+            return error_response(&Error::new(
                 ErrorCode::InvalidRequest,
                 format!(
                     "request body must be {{\"code\": \"<JavaScript>\", \"dry_run\"?: bool}}: {e}"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     let ctx = state.ctx.clone();
     let sandbox = state.sandbox.clone();
     match web::block(move || sandbox.eval(&ctx, &request)).await {
