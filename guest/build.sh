@@ -43,8 +43,8 @@ clean_env=(env -u RUSTFLAGS -u CARGO_ENCODED_RUSTFLAGS -u RUSTC_WRAPPER -u RUSTC
   RQUICKJS_SYS_NO_WASI_SDK=1 \
   CC_wasm32_wasip1=clang \
   AR_wasm32_wasip1=llvm-ar \
-  CFLAGS_wasm32_wasip1="--sysroot=$work/sysroot -ffile-prefix-map=$cargo_home=/cargo -ffile-prefix-map=$root=/mirai" \
-  CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="--remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$root=/mirai" \
+  CFLAGS_wasm32_wasip1="--sysroot=$work/sysroot -ffile-prefix-map=$work=/build -ffile-prefix-map=$cargo_home=/cargo -ffile-prefix-map=$root=/mirai" \
+  CARGO_TARGET_WASM32_WASIP1_RUSTFLAGS="--remap-path-prefix=$work=/build --remap-path-prefix=$cargo_home=/cargo --remap-path-prefix=$root=/mirai" \
   cargo build --quiet --locked --release --target wasm32-wasip1 \
     --manifest-path guest/Cargo.toml --target-dir "$work/cargo"
 
