@@ -39,6 +39,71 @@ impl Default for SandboxLimits {
     }
 }
 
+/// Where the agent's model is: an OpenAI-compatible chat API (`MIRAI_LLM_*`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct LlmConfig {
+    pub base_url: String,
+    pub model: String,
+    /// `MIRAI_LLM_API_KEY`, else `OPENAI_API_KEY`. Never logged, never shown.
+    pub api_key: Option<String>,
+    pub timeout_ms: u64,
+    pub max_retries: u32,
+}
+
+pub const DEFAULT_LLM_BASE_URL: &str = "https://api.openai.com/v1";
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        LlmConfig {
+            base_url: DEFAULT_LLM_BASE_URL.to_string(),
+            model: "gpt-4o-mini".to_string(),
+            api_key: None,
+            timeout_ms: 120_000,
+            max_retries: 3,
+        }
+    }
+}
+
+impl LlmConfig {
+    /// A key, or a base URL of the operator's own (a local server needs no key).
+    pub fn is_configured(&self) -> bool {
+        self.api_key.is_some() || self.base_url != DEFAULT_LLM_BASE_URL
+    }
+}
+
+impl std::fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
+            .field("timeout_ms", &self.timeout_ms)
+            .field("max_retries", &self.max_retries)
+            .finish()
+    }
+}
+
+/// Bounds on one agent run (`MIRAI_AGENT_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentLimits {
+    /// Steps when a run does not say (`MIRAI_AGENT_MAX_STEPS`, default 8).
+    pub default_steps: usize,
+    /// Wall time per run (`MIRAI_AGENT_DEADLINE_MS`, default 120000).
+    pub deadline_ms: u64,
+}
+
+/// No run may take more steps than this, whatever it asks for.
+pub const MAX_AGENT_STEPS: usize = 32;
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        AgentLimits {
+            default_steps: 8,
+            deadline_ms: 120_000,
+        }
+    }
+}
+
 /// Which classes of operation a deployment allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyMode {
@@ -106,6 +171,8 @@ pub struct Config {
     pub max_edits: usize,
     pub git_identity: GitIdentity,
     pub sandbox: SandboxLimits,
+    pub llm: LlmConfig,
+    pub agent: AgentLimits,
     /// Where the compiled guest module is cached (`MIRAI_CACHE_DIR`); by
     /// default `.mirai/cache` inside the notes root.
     pub cache_dir: PathBuf,
@@ -118,6 +185,8 @@ impl Config {
         Config {
             cache_dir: notes_root.join(".mirai").join("cache"),
             sandbox: SandboxLimits::default(),
+            llm: LlmConfig::default(),
+            agent: AgentLimits::default(),
             notes_root,
             host: "127.0.0.1".to_string(),
             port: 4567,
@@ -190,6 +259,46 @@ impl Config {
         )? {
             self.sandbox.max_output_bytes = as_usize(n);
         }
+        if let Some(url) = non_empty("MIRAI_LLM_BASE_URL") {
+            self.llm.base_url = url.trim().trim_end_matches('/').to_string();
+        }
+        if let Some(model) = non_empty("MIRAI_LLM_MODEL") {
+            self.llm.model = model.trim().to_string();
+        }
+        self.llm.api_key = non_empty("MIRAI_LLM_API_KEY")
+            .or_else(|| non_empty("OPENAI_API_KEY"))
+            .map(|key| key.trim().to_string());
+        if let Some(n) = positive("MIRAI_LLM_TIMEOUT_MS", "a positive number of milliseconds")? {
+            self.llm.timeout_ms = n;
+        }
+        if let Some(raw) = non_empty("MIRAI_LLM_MAX_RETRIES") {
+            self.llm.max_retries = match raw.trim().parse::<u32>() {
+                Ok(n) if n <= 10 => n,
+                _ => {
+                    return Err(ConfigError::Value {
+                        name: "MIRAI_LLM_MAX_RETRIES",
+                        value: raw,
+                        expected: "a number of retries from 0 to 10",
+                    })
+                }
+            };
+        }
+        if let Some(n) = positive("MIRAI_AGENT_MAX_STEPS", "a number of steps from 1 to 32")? {
+            if n > MAX_AGENT_STEPS as u64 {
+                return Err(ConfigError::Value {
+                    name: "MIRAI_AGENT_MAX_STEPS",
+                    value: n.to_string(),
+                    expected: "a number of steps from 1 to 32",
+                });
+            }
+            self.agent.default_steps = as_usize(n);
+        }
+        if let Some(n) = positive(
+            "MIRAI_AGENT_DEADLINE_MS",
+            "a positive number of milliseconds",
+        )? {
+            self.agent.deadline_ms = n;
+        }
         if let Some(dir) = non_empty("MIRAI_CACHE_DIR") {
             self.cache_dir = PathBuf::from(dir.trim());
         }
@@ -261,6 +370,45 @@ mod tests {
             .with_environment(&env_of(&[("MIRAI_MAX_BODY_BYTES", "2048")]))
             .unwrap();
         assert_eq!(c.max_body_bytes, 2048);
+    }
+
+    #[test]
+    fn the_llm_key_comes_from_either_variable_and_is_never_printed() {
+        let c = Config::new("n")
+            .with_environment(&env_of(&[("OPENAI_API_KEY", "sk-secret")]))
+            .unwrap();
+        assert_eq!(c.llm.api_key.as_deref(), Some("sk-secret"));
+        assert!(c.llm.is_configured());
+        assert!(!format!("{c:?}").contains("sk-secret"));
+        let c = Config::new("n")
+            .with_environment(&env_of(&[
+                ("MIRAI_LLM_API_KEY", "mine"),
+                ("OPENAI_API_KEY", "theirs"),
+            ]))
+            .unwrap();
+        assert_eq!(c.llm.api_key.as_deref(), Some("mine"));
+        let c = Config::new("n").with_environment(&env_of(&[])).unwrap();
+        assert!(!c.llm.is_configured());
+        let c = Config::new("n")
+            .with_environment(&env_of(&[(
+                "MIRAI_LLM_BASE_URL",
+                "http://127.0.0.1:11434/v1/",
+            )]))
+            .unwrap();
+        assert_eq!(c.llm.base_url, "http://127.0.0.1:11434/v1");
+        assert!(c.llm.is_configured(), "a local server needs no key");
+    }
+
+    #[test]
+    fn agent_steps_are_bounded() {
+        for bad in ["0", "33", "many"] {
+            let pairs: &'static [(&str, &str)] =
+                Box::leak(Box::new([("MIRAI_AGENT_MAX_STEPS", bad)]));
+            assert!(
+                Config::new("n").with_environment(&env_of(pairs)).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

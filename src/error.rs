@@ -26,6 +26,8 @@ pub enum ErrorCode {
     InvalidIndexArtifact,
     LlmUnavailable,
     Internal,
+    /// The model's answer followed neither `<code>` nor `<reply>`.
+    ProtocolError,
     /// A sandboxed program passed its wall-clock deadline or its CPU bound.
     SandboxTimeout,
     /// A sandboxed program ran out of memory.
@@ -58,6 +60,7 @@ impl ErrorCode {
             ErrorCode::InvalidIndexArtifact => "invalid_index_artifact",
             ErrorCode::LlmUnavailable => "llm_unavailable",
             ErrorCode::Internal => "internal",
+            ErrorCode::ProtocolError => "protocol_error",
             ErrorCode::SandboxTimeout => "sandbox_timeout",
             ErrorCode::SandboxMemory => "sandbox_memory",
             ErrorCode::SandboxCallLimit => "sandbox_call_limit",
@@ -67,7 +70,7 @@ impl ErrorCode {
     }
 
     /// Every code, for lookups by wire name.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::InvalidPath,
         ErrorCode::InvalidExtension,
         ErrorCode::InvalidPatch,
@@ -84,6 +87,7 @@ impl ErrorCode {
         ErrorCode::InvalidIndexArtifact,
         ErrorCode::LlmUnavailable,
         ErrorCode::Internal,
+        ErrorCode::ProtocolError,
         ErrorCode::SandboxTimeout,
         ErrorCode::SandboxMemory,
         ErrorCode::SandboxCallLimit,
@@ -115,11 +119,14 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::GitError | ErrorCode::InvalidIndexArtifact | ErrorCode::Internal => 500,
             ErrorCode::LlmUnavailable => 503,
-            // A program's failure is reported inside a 200 answer (DESIGN 7.10);
-            // these statuses apply only where an adapter must pick one.
+            // A program's or a model's failure is reported inside a 200 answer
+            // (DESIGN 7.10, 7.11); these statuses apply only where an adapter must pick one.
             ErrorCode::SandboxTimeout => 408,
             ErrorCode::SandboxOutputLimit => 413,
-            ErrorCode::SandboxMemory | ErrorCode::SandboxCallLimit | ErrorCode::SandboxError => 422,
+            ErrorCode::ProtocolError
+            | ErrorCode::SandboxMemory
+            | ErrorCode::SandboxCallLimit
+            | ErrorCode::SandboxError => 422,
         }
     }
 }

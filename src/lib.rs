@@ -5,6 +5,7 @@
 //! (`http`, `sandbox`, the CLI in `main.rs`) parse input, call [`ops::dispatch`] and
 //! render the answer. See ARCHITECTURE.md for the codemap.
 
+pub mod agent;
 pub mod bootstrap;
 pub mod config;
 pub mod error;

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 
+use mirai::agent::Agent;
 use mirai::bootstrap::{self, Prepared};
 use mirai::config::{self, Config};
 use mirai::http::{self, AppState};
@@ -275,9 +276,20 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
 
     let ctx = Arc::new(Context::new(notes, &config));
     ctx.index.warm_up();
+    let agent = Arc::new(Agent::new(&config, sandbox.clone()));
+    if config.llm.is_configured() {
+        log::info!(
+            "agent: model {} at {}",
+            config.llm.model,
+            config.llm.base_url
+        );
+    } else {
+        log::info!("agent: no model configured (set MIRAI_LLM_API_KEY or MIRAI_LLM_BASE_URL to enable POST /agent/run)");
+    }
     let state = AppState {
         ctx: ctx.clone(),
         sandbox,
+        agent,
         config,
     };
     let served =

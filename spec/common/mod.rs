@@ -3,12 +3,15 @@
 
 #![allow(dead_code)] // each spec binary uses a different part of the harness
 
+pub mod fake_llm;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::mpsc;
 use std::sync::Arc;
 
+use mirai::agent::Agent;
 use mirai::bootstrap;
 use mirai::config::Config;
 use mirai::http::{self, AppState};
@@ -80,6 +83,7 @@ impl TestServer {
         let ctx = Arc::new(Context::new(notes, &config));
         let (sandbox, _) = Sandbox::new(config.sandbox, &config.cache_dir).expect("sandbox");
         let sandbox = Arc::new(sandbox);
+        let agent = Arc::new(Agent::new(&config, sandbox.clone()));
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = mpsc::channel();
@@ -89,6 +93,7 @@ impl TestServer {
                     AppState {
                         ctx,
                         sandbox,
+                        agent,
                         config,
                     },
                     listener,

@@ -5,6 +5,7 @@
 //! before routing, DESIGN 7.4), one log line per request, body limits, and
 //! turning a panic into a plain 500.
 
+mod agent;
 mod middleware;
 mod respond;
 mod routes;
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use actix_web::dev::Server;
 use actix_web::{web, App, HttpServer};
 
+use crate::agent::Agent;
 use crate::config::Config;
 use crate::ops::Context;
 use crate::sandbox::Sandbox;
@@ -25,6 +27,7 @@ use crate::sandbox::Sandbox;
 pub struct AppState {
     pub ctx: Arc<Context>,
     pub sandbox: Arc<Sandbox>,
+    pub agent: Arc<Agent>,
     pub config: Config,
 }
 

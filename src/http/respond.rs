@@ -97,9 +97,12 @@ pub async fn unknown_route(req: HttpRequest) -> HttpResponse {
 
 /// A known path asked with a method it does not serve; `Allow` names the ones it does.
 pub async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
+    let pattern = req
+        .match_pattern()
+        .unwrap_or_else(|| req.path().to_string());
     let allowed: Vec<&str> = ENDPOINTS
         .iter()
-        .filter(|e| e.path == req.path())
+        .filter(|e| e.path == pattern)
         .map(|e| e.method.as_str())
         .collect();
     let allowed = allowed.join(", ");

@@ -5,11 +5,10 @@ use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse, Route};
 use serde_json::{json, Map, Value};
 
-use super::middleware::internal_error;
+use super::agent;
 use super::respond::{error_response, method_not_allowed, read_body, run_operation, OwnedInput};
 use super::AppState;
 use crate::error::{Error, ErrorCode};
-use crate::sandbox::EvalRequest;
 
 /// One served route.
 pub struct Endpoint {
@@ -74,7 +73,10 @@ pub static ENDPOINTS: &[Endpoint] = &[
     get("/mcp/index/status", || web::route().to(index_status)),
     get("/mcp/index/query", || web::route().to(index_query)),
     post("/mcp/index/invalidate", || web::route().to(index_invalidate)),
-    post("/agent/eval", || web::route().to(agent_eval)),
+    post("/agent/eval", || web::route().to(agent::eval)),
+    post("/agent/run", || web::route().to(agent::run)),
+    get("/agent/runs", || web::route().to(agent::runs)),
+    get("/agent/runs/{run_id}", || web::route().to(agent::transcript)),
 ];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -109,8 +111,13 @@ async fn config(state: web::Data<AppState>) -> HttpResponse {
             "max_calls": config.sandbox.max_calls,
             "max_output_bytes": config.sandbox.max_output_bytes,
         },
-        "llm_configured": false,
-        "llm_model": null,
+        "llm_configured": config.llm.is_configured(),
+        "llm_model": config.llm.model,
+        "llm_base_url": config.llm.base_url,
+        "agent": {
+            "max_steps": config.agent.default_steps,
+            "deadline_ms": config.agent.deadline_ms,
+        },
         "version": env!("CARGO_PKG_VERSION"),
     }))
 }
@@ -167,35 +174,6 @@ async fn index_query(state: web::Data<AppState>, req: HttpRequest) -> HttpRespon
 
 async fn index_invalidate(state: web::Data<AppState>) -> HttpResponse {
     run_operation(&state, "index.invalidate", OwnedInput::Json(json!({}))).await
-}
-
-/// Code mode: one program in the sandbox. Its failure is a 200 with `error` set.
-async fn agent_eval(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
-    let body = match read_body(&state, payload).await {
-        Ok(body) => body,
-        Err(err) => return error_response(&err),
-    };
-    let request: EvalRequest = match serde_json::from_slice(&body) {
-        Ok(request) => request,
-        Err(e) => {
-            return error_response(&Error::new(
-                ErrorCode::InvalidRequest,
-                format!(
-                    "request body must be {{\"code\": \"<JavaScript>\", \"dry_run\"?: bool}}: {e}"
-                ),
-            ))
-        }
-    };
-    let ctx = state.ctx.clone();
-    let sandbox = state.sandbox.clone();
-    match web::block(move || sandbox.eval(&ctx, &request)).await {
-        Ok(Ok(evaluation)) => HttpResponse::Ok().json(evaluation),
-        Ok(Err(err)) => error_response(&err),
-        Err(_) => {
-            log::error!("/agent/eval panicked; answered 500");
-            error_response(&internal_error())
-        }
-    }
 }
 
 /// An operation whose request is the JSON body. Policy is checked before the body is parsed.

@@ -2,6 +2,7 @@
 //! `index.invalidate`, over the server's [`crate::index::live::LiveIndex`].
 
 use chrono::{SecondsFormat, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -12,7 +13,7 @@ use crate::{bootstrap, index};
 /// `index.rebuild`: index every note and write `.mirai/index.json`.
 pub struct IndexRebuild;
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct RebuildResponse {
     pub notes_indexed: usize,
     pub chunks_indexed: usize,
@@ -20,6 +21,7 @@ pub struct RebuildResponse {
 
 impl Operation for IndexRebuild {
     const NAME: &'static str = "index.rebuild";
+    const EXAMPLE: &'static str = r##"await mirai.index.rebuild()"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
         "Rebuild the search index from every note and write the artifact .mirai/index.json.";
@@ -49,7 +51,7 @@ impl Operation for IndexRebuild {
 /// `index.status`: what the artifact holds and whether the notes moved on since.
 pub struct IndexStatus;
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct StatusResponse {
     pub present: bool,
     pub generated_at: Option<String>,
@@ -65,6 +67,7 @@ pub struct StatusResponse {
 
 impl Operation for IndexStatus {
     const NAME: &'static str = "index.status";
+    const EXAMPLE: &'static str = r##"await mirai.index.status()"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
         "Describe the index artifact: when it was built, from which commit, its size, and whether notes changed since.";
@@ -107,25 +110,29 @@ impl Operation for IndexStatus {
 /// `index.query`: rank note chunks for a query.
 pub struct IndexQuery;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct QueryRequest {
+    /// The words to search for.
     #[serde(default)]
+    #[schemars(required, with = "String")]
     pub q: Option<String>,
-    /// A decimal string (from a URL) or a number (from JSON callers).
+    /// How many chunks to answer, 1 to 50 (default 10). A number, or a decimal string.
     #[serde(default)]
+    #[schemars(with = "Option<u32>")]
     pub limit: Option<Value>,
+    /// Only notes under this folder, e.g. "projects/".
     #[serde(default)]
     pub path_prefix: Option<String>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct QueryResponse {
     pub query: String,
     pub limit: usize,
     pub chunks: Vec<QueryChunk>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct QueryChunk {
     pub content: String,
     pub score: f64,
@@ -133,7 +140,7 @@ pub struct QueryChunk {
     pub explanation: Explanation,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ChunkMetadata {
     pub path: String,
     pub chunk_index: usize,
@@ -141,13 +148,13 @@ pub struct ChunkMetadata {
 }
 
 /// Characters (Unicode scalar values) from the start of the chunk, end exclusive.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct SnippetOffset {
     pub start: usize,
     pub end: usize,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Explanation {
     pub matched_terms: Vec<String>,
     pub matched_term_count: usize,
@@ -155,6 +162,7 @@ pub struct Explanation {
 
 impl Operation for IndexQuery {
     const NAME: &'static str = "index.query";
+    const EXAMPLE: &'static str = r##"await mirai.index.query({q: "garden tomatoes", limit: 5})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
         "Search the notes: the best-matching chunks for a query, with scores, matched terms and snippet offsets.";
@@ -212,13 +220,14 @@ impl Operation for IndexQuery {
 /// `index.invalidate`: delete the artifact; queries then index on demand.
 pub struct IndexInvalidate;
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct InvalidateResponse {
     pub invalidated: bool,
 }
 
 impl Operation for IndexInvalidate {
     const NAME: &'static str = "index.invalidate";
+    const EXAMPLE: &'static str = r##"await mirai.index.invalidate()"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
         "Delete the index artifact; later queries index on demand until the next rebuild.";

@@ -17,6 +17,7 @@ pub use write::*;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use schemars::{schema_for, JsonSchema, Schema};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -54,6 +55,8 @@ pub struct Context {
     writer: Arc<Mutex<Option<Repo>>>,
     /// Set in a dry run: writes land here and reads see them.
     overlay: Option<Arc<Overlay>>,
+    /// Set in an agent run: its commits carry `Mirai-Run: <id>`.
+    run_id: Option<Arc<str>>,
 }
 
 impl Context {
@@ -67,6 +70,23 @@ impl Context {
             identity: config.git_identity.clone(),
             writer: Arc::new(Mutex::new(None)),
             overlay: None,
+            run_id: None,
+        }
+    }
+
+    /// This context, for agent run `run_id`: its commits carry the run's trailer.
+    pub fn for_run(&self, run_id: &str) -> Context {
+        Context {
+            run_id: Some(Arc::from(run_id)),
+            ..self.clone()
+        }
+    }
+
+    /// The commit message of a write to `rel` (DESIGN 7.8).
+    pub fn commit_message(&self, rel: &str) -> String {
+        match &self.run_id {
+            Some(run) => format!("mcp.patch_apply: {rel}\n\nMirai-Run: {run}\n"),
+            None => format!("mcp.patch_apply: {rel}\n"),
         }
     }
 
@@ -165,7 +185,7 @@ impl Deref for Writer<'_> {
 }
 
 /// The request of an operation that takes no fields.
-#[derive(Debug, Default, serde::Deserialize)]
+#[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
 pub struct Empty {}
 
 /// One row of the table, in typed form.
@@ -173,10 +193,12 @@ pub trait Operation {
     const NAME: &'static str;
     const CLASS: Class;
     const SUMMARY: &'static str;
+    /// One call from JavaScript, as the sandbox's `mirai.*` takes it.
+    const EXAMPLE: &'static str;
     /// The code a malformed request gets: each endpoint keeps its own (DESIGN 7.2).
     const MALFORMED: ErrorCode;
-    type Request: DeserializeOwned;
-    type Response: Serialize;
+    type Request: DeserializeOwned + JsonSchema;
+    type Response: Serialize + JsonSchema;
     fn run(ctx: &Context, request: Self::Request) -> Result<Self::Response>;
 }
 
@@ -185,7 +207,11 @@ pub struct OpEntry {
     pub name: &'static str,
     pub class: Class,
     pub summary: &'static str,
+    pub example: &'static str,
     pub malformed: ErrorCode,
+    /// JSON Schemas of the request and the response, generated from their types.
+    pub request_schema: fn() -> Schema,
+    pub response_schema: fn() -> Schema,
     call: fn(&Context, Value) -> Result<Value>,
 }
 
@@ -194,7 +220,10 @@ const fn entry<O: Operation>() -> OpEntry {
         name: O::NAME,
         class: O::CLASS,
         summary: O::SUMMARY,
+        example: O::EXAMPLE,
         malformed: O::MALFORMED,
+        request_schema: || schema_for!(O::Request),
+        response_schema: || schema_for!(O::Response),
         call: call_typed::<O>,
     }
 }
@@ -289,7 +318,10 @@ mod tests {
             name: "x.write",
             class: Class::Write,
             summary: "",
+            example: "",
             malformed: ErrorCode::InvalidRequest,
+            request_schema: || schema_for!(Empty),
+            response_schema: || schema_for!(Empty),
             call: |_, v| Ok(v),
         };
         let err = check_policy(PolicyMode::ReadOnly, &write).unwrap_err();

@@ -1,5 +1,6 @@
 //! Note reading operations: `notes.list`, `notes.read`, `notes.read_batch`.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Class, Context, Empty, Operation};
@@ -11,13 +12,14 @@ pub const MAX_BATCH_PATHS: usize = 20;
 /// `notes.list`: every note, sorted.
 pub struct NotesList;
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct NotesListResponse {
     pub notes: Vec<String>,
 }
 
 impl Operation for NotesList {
     const NAME: &'static str = "notes.list";
+    const EXAMPLE: &'static str = r##"await mirai.notes.list()"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
         "List every markdown note, as paths relative to the notes root, sorted.";
@@ -35,12 +37,13 @@ impl Operation for NotesList {
 /// `notes.read`: one note's content.
 pub struct NotesRead;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct NotesReadRequest {
+    /// The note's path relative to the notes root, e.g. "inbox/todo.md".
     pub path: String,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct NoteContent {
     pub path: String,
     pub content: String,
@@ -48,6 +51,7 @@ pub struct NoteContent {
 
 impl Operation for NotesRead {
     const NAME: &'static str = "notes.read";
+    const EXAMPLE: &'static str = r##"await mirai.notes.read({path: "inbox.md"})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str = "Read one note's full text.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidPath;
@@ -66,18 +70,21 @@ impl Operation for NotesRead {
 /// `notes.read_batch`: up to [`MAX_BATCH_PATHS`] notes in request order.
 pub struct NotesReadBatch;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct NotesReadBatchRequest {
+    /// 1 to 20 note paths.
     pub paths: Vec<String>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct NotesReadBatchResponse {
     pub notes: Vec<NoteContent>,
 }
 
 impl Operation for NotesReadBatch {
     const NAME: &'static str = "notes.read_batch";
+    const EXAMPLE: &'static str =
+        r##"await mirai.notes.read_batch({paths: ["inbox.md", "todo.md"]})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
         "Read up to 20 notes at once, in request order; fails on the first bad path.";

@@ -3,6 +3,7 @@
 //!
 //! Both go through [`plan`], so they accept and refuse exactly the same patches.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Class, Context, Operation};
@@ -12,7 +13,7 @@ use crate::patch::{self, Target};
 use crate::repo::{self, Repo};
 
 /// The request of both patch operations.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct PatchRequest {
     /// A single-file unified diff.
     pub patch: String,
@@ -22,7 +23,7 @@ pub struct PatchRequest {
 }
 
 /// What a patch does.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct PatchSummary {
     pub path: String,
     pub hunk_count: usize,
@@ -30,7 +31,7 @@ pub struct PatchSummary {
 }
 
 /// `patch.apply`'s answer: the summary and the commit it made.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct PatchApplied {
     pub path: String,
     pub hunk_count: usize,
@@ -44,6 +45,7 @@ pub struct PatchPropose;
 
 impl Operation for PatchPropose {
     const NAME: &'static str = "patch.propose";
+    const EXAMPLE: &'static str = r##"await mirai.patch.propose({patch: "--- a/todo.md\n+++ b/todo.md\n@@ -1 +1,2 @@\n # Todo\n+- water the plants\n"})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
         "Check a single-file unified diff against the note as it is now, exactly as patch.apply would, without writing.";
@@ -62,6 +64,7 @@ pub struct PatchApply;
 
 impl Operation for PatchApply {
     const NAME: &'static str = "patch.apply";
+    const EXAMPLE: &'static str = r##"await mirai.patch.apply({patch: "--- a/todo.md\n+++ b/todo.md\n@@ -1 +1,2 @@\n # Todo\n+- water the plants\n"})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
         "Apply a single-file unified diff to a note and commit it; answers the new commit.";
@@ -113,7 +116,7 @@ pub(super) fn apply_text(
             commit: None,
         });
     }
-    let message = format!("mcp.patch_apply: {}\n", plan.note.rel);
+    let message = ctx.commit_message(&plan.note.rel);
     let commit = repo::write_and_commit(
         repo,
         &plan.note.rel,

@@ -2,6 +2,7 @@
 //! `notes.write` and `notes.edit` make that diff and send it down the very
 //! same path as `patch.apply` (see [`super::patch::apply_text`]).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::patch::{apply_text, check_size};
@@ -13,12 +14,14 @@ use crate::patch::{self, Edit};
 /// `patch.make`: the diff that would turn the note into `content`.
 pub struct PatchMake;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct MakeRequest {
+    /// The note's path relative to the notes root.
     pub path: String,
     /// The note's new text; `null` for a deletion diff. Absent is an error, so a
     /// forgotten field never turns into a deletion.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(required, with = "Option<String>")]
     pub content: Option<Option<String>>,
 }
 
@@ -29,7 +32,7 @@ fn present<'de, D: serde::Deserializer<'de>>(
     Option::<String>::deserialize(deserializer).map(Some)
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct MadePatch {
     pub path: String,
     /// Empty when `content` is what the note already holds.
@@ -40,6 +43,8 @@ pub struct MadePatch {
 
 impl Operation for PatchMake {
     const NAME: &'static str = "patch.make";
+    const EXAMPLE: &'static str =
+        r##"await mirai.patch.make({path: "todo.md", content: "# Todo\n- water the plants\n"})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
         "Make the unified diff (3 lines of context) that turns a note into the given content; null content makes a deletion diff. Writes nothing.";
@@ -62,17 +67,20 @@ impl Operation for PatchMake {
 /// `notes.write`: replace (or create) a note's whole text, as one commit.
 pub struct NotesWrite;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct WriteRequest {
+    /// The note's path relative to the notes root; created when missing.
     pub path: String,
+    /// The note's whole new text.
     pub content: String,
+    /// Refuse (conflict) when the note changed between this commit and HEAD.
     #[serde(default)]
     pub base_commit: Option<String>,
 }
 
 /// What `notes.write` and `notes.edit` answer: apply's fields and the patch,
 /// with `commit: null` when the note already held that text.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Written {
     pub path: String,
     pub hunk_count: usize,
@@ -83,6 +91,8 @@ pub struct Written {
 
 impl Operation for NotesWrite {
     const NAME: &'static str = "notes.write";
+    const EXAMPLE: &'static str =
+        r##"await mirai.notes.write({path: "ideas/tea.md", content: "# Tea\n\nTry oolong.\n"})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
         "Create a note or replace its whole text; committed like patch.apply. Same text as now: no commit.";
@@ -107,16 +117,20 @@ impl Operation for NotesWrite {
 /// `notes.edit`: exact search-and-replace edits, all or none, as one commit.
 pub struct NotesEdit;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct EditRequest {
+    /// The note's path relative to the notes root.
     pub path: String,
+    /// Replacements applied in order; each `old` must occur exactly once.
     pub edits: Vec<Edit>,
+    /// Refuse (conflict) when the note changed between this commit and HEAD.
     #[serde(default)]
     pub base_commit: Option<String>,
 }
 
 impl Operation for NotesEdit {
     const NAME: &'static str = "notes.edit";
+    const EXAMPLE: &'static str = r##"await mirai.notes.edit({path: "todo.md", edits: [{old: "- buy milk", new: "- buy oat milk"}]})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
         "Replace text inside a note: each edit's `old` must occur exactly once (after the edits before it); all edits or none, one commit.";

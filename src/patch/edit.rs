@@ -6,9 +6,11 @@
 use crate::error::{Error, Result};
 
 /// One replacement.
-#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
 pub struct Edit {
+    /// Exact text now in the note (include enough context to be unique).
     pub old: String,
+    /// What replaces it.
     pub new: String,
 }
 

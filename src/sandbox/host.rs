@@ -50,6 +50,8 @@ pub struct RunState {
     pub memory: MemoryLimit,
     pub max_calls: usize,
     pub calls: Vec<CallRecord>,
+    /// Commits made by the run's writes.
+    pub commits: Vec<String>,
     pub max_output: usize,
     /// Console bytes written so far: one JSON string per line.
     pub console: Vec<u8>,
@@ -157,7 +159,16 @@ fn host_call(
         Ok(value) => json!({ "ok": value }),
         Err(err) => json!({ "error": { "code": err.code, "message": err.message } }),
     };
-    caller.data_mut().calls.push(CallRecord {
+    let state = caller.data_mut();
+    if let Some(commit) = outcome
+        .as_ref()
+        .ok()
+        .and_then(|value| value.get("commit"))
+        .and_then(|commit| commit.as_str())
+    {
+        state.commits.push(commit.to_string());
+    }
+    state.calls.push(CallRecord {
         op: name,
         ok: outcome.is_ok(),
         ms: (ms * 1000.0).round() / 1000.0,

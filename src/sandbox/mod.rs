@@ -51,6 +51,9 @@ pub struct Evaluation {
     /// A dry run's combined diff per note; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changes: Option<Vec<NoteChange>>,
+    /// Commits the program's writes made, in order (for the agent's report).
+    #[serde(skip)]
+    pub commits: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -129,11 +132,18 @@ impl Sandbox {
             Some(overlay) => ctx.dry_run(Arc::clone(overlay)),
             None => ctx.clone(),
         };
+        let mut evaluation = self.run(&run_ctx, &request.code);
+        evaluation.changes = overlay.map(|overlay| overlay.changes());
+        Ok(evaluation)
+    }
+
+    /// Runs `code` against `ctx` as it is (its policy, overlay and run id).
+    pub fn run(&self, ctx: &Context, code: &str) -> Evaluation {
         let started = Instant::now();
         let mut store = Store::new(
             &self.engine,
             RunState {
-                ctx: run_ctx,
+                ctx: ctx.clone(),
                 memory: MemoryLimit {
                     cap: self.limits.memory_bytes,
                     peak: 0,
@@ -141,21 +151,21 @@ impl Sandbox {
                 },
                 max_calls: self.limits.max_calls,
                 calls: Vec::new(),
+                commits: Vec::new(),
                 max_output: self.limits.max_output_bytes,
                 console: Vec::new(),
                 started,
             },
         );
         store.limiter(|state| &mut state.memory);
-        store
-            .set_fuel(self.limits.fuel)
-            .map_err(|e| Error::internal(format!("cannot fuel the sandbox: {e}")))?;
+        // Fuel is switched on in `new`, so setting it cannot fail.
+        let _ = store.set_fuel(self.limits.fuel);
         store.set_epoch_deadline(self.limits.timeout_ms.div_ceil(TICK.as_millis() as u64) + 1);
         store.epoch_deadline_trap();
 
         let outcome = {
             let _ticking = self.ticker.run();
-            self.run_guest(&mut store, &request.code)
+            self.run_guest(&mut store, code)
         };
 
         let fuel = self.limits.fuel - store.get_fuel().unwrap_or(0);
@@ -165,7 +175,7 @@ impl Sandbox {
             Ok(envelope) => self.settle(&envelope, state),
             Err(trap) => (Value::Null, Some(self.explain(&trap, state))),
         };
-        Ok(Evaluation {
+        Evaluation {
             result,
             error,
             console,
@@ -175,8 +185,9 @@ impl Sandbox {
                 fuel,
                 memory_peak_bytes: state.memory.peak,
             },
-            changes: overlay.map(|overlay| overlay.changes()),
-        })
+            changes: None,
+            commits: state.commits.clone(),
+        }
     }
 
     /// Instantiates the guest in `store`, hands it the program, and answers the

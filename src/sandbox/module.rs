@@ -74,3 +74,38 @@ fn store(module: &Module, path: &Path) -> Result<(), String> {
 fn elapsed_ms(started: Instant) -> f64 {
     started.elapsed().as_secs_f64() * 1000.0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wall: the guest reaches the host through `mirai.call` and these
+    /// nine WASI functions, all implemented in `host.rs` with nothing granted.
+    #[test]
+    fn the_guest_imports_one_host_call_and_minimal_wasi_only() {
+        let engine = Engine::default();
+        let module = Module::new(&engine, GUEST_WASM).expect("the committed guest compiles");
+        let mut imports: Vec<String> = module
+            .imports()
+            .map(|import| format!("{}.{}", import.module(), import.name()))
+            .collect();
+        imports.sort();
+        let wasi = |name: &str| format!("wasi_snapshot_preview1.{name}");
+        let mut expected = vec!["mirai.call".to_string()];
+        expected.extend(
+            [
+                "clock_time_get",
+                "environ_get",
+                "environ_sizes_get",
+                "fd_close",
+                "fd_fdstat_get",
+                "fd_seek",
+                "fd_write",
+                "proc_exit",
+                "random_get",
+            ]
+            .map(wasi),
+        );
+        assert_eq!(imports, expected);
+    }
+}

@@ -1,0 +1,391 @@
+//! The agent through `POST /agent/run`, against a fake LLM that is a real
+//! HTTP server replaying scripted conversations (fixtures/agent/*.json):
+//! commits and their trailers, dry runs, malformed answers, every way a run
+//! stops, transcripts and the server-sent event stream.
+
+mod common;
+
+use common::fake_llm::FakeLlm;
+use common::{git, Answer, TestServer};
+use mirai::config::PolicyMode;
+use serde_json::{json, Value};
+
+const TODO: &str = "# Todo\n\n- buy milk\n- water the plants\n";
+
+/// A server whose model is `llm`, with todo.md committed.
+fn server_for(llm: &FakeLlm, adjust: impl FnOnce(&mut mirai::config::Config)) -> TestServer {
+    let base_url = llm.base_url.clone();
+    let server = TestServer::start_with(|config| {
+        config.llm.base_url = base_url;
+        config.llm.model = "fake-model".into();
+        config.llm.max_retries = 2;
+        adjust(config);
+    });
+    server.write("todo.md", TODO);
+    // A read_only server does not initialize a repository; the note is enough there.
+    if server.root.join(".git").exists() {
+        server.commit_all();
+    }
+    server
+}
+
+fn run(server: &TestServer, body: Value) -> Answer {
+    server.post_json("/agent/run", &body)
+}
+
+fn ok_run(server: &TestServer, body: Value) -> Value {
+    let answer = run(server, body);
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.body
+}
+
+#[test]
+fn a_task_that_reads_edits_and_replies_leaves_one_commit_with_the_run_trailer() {
+    let llm = FakeLlm::fixture("read-edit-reply");
+    let server = server_for(&llm, |_| {});
+    let before = server.commit_count();
+    let report = ok_run(&server, json!({"task": "Make the milk oat milk."}));
+
+    assert_eq!(report["stopped"], "reply", "{report}");
+    assert_eq!(
+        report["reply"],
+        "Changed \"buy milk\" to \"buy oat milk\" in todo.md."
+    );
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 3);
+    assert_eq!(steps[0]["think"], "I should read the todo note first.");
+    assert_eq!(steps[0]["result"], TODO);
+    assert_eq!(steps[1]["calls"][0]["op"], "notes.edit");
+    assert_eq!(steps[1]["calls"][0]["ok"], true);
+    assert!(steps[1]["llm_ms"].as_f64().unwrap() >= 0.0);
+
+    assert_eq!(server.commit_count(), before + 1);
+    assert_eq!(report["commits"], json!([server.head()]));
+    assert_eq!(steps[1]["result"], json!(server.head()));
+    let run_id = report["run_id"].as_str().unwrap();
+    assert_eq!(
+        git(&server.root, &["log", "-1", "--format=%B"]),
+        format!("mcp.patch_apply: todo.md\n\nMirai-Run: {run_id}\n\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("todo.md")).unwrap(),
+        TODO.replace("buy milk", "buy oat milk")
+    );
+    assert_eq!(
+        report["usage"],
+        json!({"prompt_tokens": 300, "completion_tokens": 60})
+    );
+
+    // What mirai sent: the generated prompt, the task first, stop sequences,
+    // and each observation as the next user message.
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 3);
+    let first = &requests[0];
+    assert_eq!(first["model"], "fake-model");
+    assert!(first["stop"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("</reply>")));
+    let system = first["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("mirai.notes.edit({"), "{system}");
+    assert_eq!(
+        first["messages"][1],
+        json!({"role": "user", "content": "Make the milk oat milk."})
+    );
+    let observation = requests[1]["messages"][3]["content"].as_str().unwrap();
+    assert!(observation.starts_with("<observation>"), "{observation}");
+    let inner: Value = serde_json::from_str(
+        observation
+            .trim_start_matches("<observation>")
+            .trim_end_matches("</observation>"),
+    )
+    .unwrap();
+    assert_eq!(inner["result"], TODO);
+    assert_eq!(inner["calls"], json!([{"op": "notes.read", "ok": true}]));
+}
+
+#[test]
+fn a_dry_run_leaves_the_repository_untouched_and_answers_the_diff() {
+    let llm = FakeLlm::fixture("read-edit-reply");
+    let server = server_for(&llm, |_| {});
+    let head = server.head();
+    let report = ok_run(
+        &server,
+        json!({"task": "Make the milk oat milk.", "dry_run": true}),
+    );
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(report["commits"], json!([]));
+    assert_eq!(
+        report["steps"][1]["result"],
+        Value::Null,
+        "a dry write has no commit"
+    );
+    assert_eq!(server.head(), head);
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("todo.md")).unwrap(),
+        TODO
+    );
+    let changes = report["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1);
+    assert_eq!(changes[0]["path"], "todo.md");
+    let applied = server.post_json("/mcp/patch/apply", &json!({"patch": changes[0]["patch"]}));
+    assert_eq!(applied.status, 200, "{applied:?}");
+    assert!(std::fs::read_to_string(server.root.join("todo.md"))
+        .unwrap()
+        .contains("buy oat milk"));
+}
+
+#[test]
+fn a_malformed_answer_gets_one_correction_and_counts_as_a_step() {
+    let llm = FakeLlm::fixture("malformed-then-reply");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "Tidy up."}));
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(report["reply"], "Nothing needed changing.");
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    assert_eq!(steps[0]["error"]["code"], "protocol_error");
+    let requests = llm.requests();
+    let correction = requests[1]["messages"][3]["content"].as_str().unwrap();
+    assert!(correction.contains("<reply>"), "{correction}");
+    assert_eq!(
+        requests[1]["messages"][2]["content"],
+        "Sure! I have updated your note."
+    );
+}
+
+#[test]
+fn two_malformed_answers_in_a_row_stop_the_run() {
+    let llm = FakeLlm::fixture("malformed-twice");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "Tidy up."}));
+    assert_eq!(report["stopped"], "protocol_error");
+    assert_eq!(report["reply"], Value::Null);
+    assert_eq!(report["steps"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn code_and_reply_in_one_answer_run_the_code_then_finish() {
+    let llm = FakeLlm::fixture("code-and-reply");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "Create made.md."}));
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(report["reply"], "Created made.md.");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("made.md")).unwrap(),
+        "made\n"
+    );
+    assert_eq!(report["commits"].as_array().unwrap().len(), 1);
+    assert_eq!(llm.requests().len(), 1);
+}
+
+#[test]
+fn a_model_that_never_replies_stops_at_max_steps() {
+    let llm = FakeLlm::fixture("never-replies");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "Look around.", "max_steps": 3}));
+    assert_eq!(report["stopped"], "max_steps");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 3);
+    assert_eq!(llm.requests().len(), 3);
+    assert!(report["stop_detail"].as_str().unwrap().contains("3 steps"));
+}
+
+#[test]
+fn a_slow_model_stops_at_the_deadline() {
+    let llm = FakeLlm::fixture("slow-second-answer");
+    let server = server_for(&llm, |config| config.agent.deadline_ms = 800);
+    let started = std::time::Instant::now();
+    let report = ok_run(&server, json!({"task": "Hurry."}));
+    assert_eq!(report["stopped"], "deadline", "{report}");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 1);
+    assert!(started.elapsed() < std::time::Duration::from_millis(2_500));
+}
+
+#[test]
+fn a_429_is_retried_and_the_run_goes_on() {
+    let llm = FakeLlm::fixture("rate-limited-then-ok");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "Check."}));
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(report["reply"], "All good.");
+    assert_eq!(llm.requests().len(), 2);
+}
+
+#[test]
+fn a_provider_failing_from_the_start_is_503_and_later_is_llm_error() {
+    let llm = FakeLlm::fixture("server-error-forever");
+    let server = server_for(&llm, |_| {});
+    run(&server, json!({"task": "Anything."})).assert_error(503, "llm_unavailable");
+    assert_eq!(llm.requests().len(), 3, "one try and two retries");
+
+    let llm = FakeLlm::fixture("error-after-first-step");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "Anything."}));
+    assert_eq!(report["stopped"], "llm_error");
+    assert!(
+        report["stop_detail"].as_str().unwrap().contains("500"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_program_that_throws_is_observed_and_the_model_goes_on() {
+    let llm = FakeLlm::fixture("program-throws");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "Try."}));
+    assert_eq!(report["stopped"], "reply");
+    let error = &report["steps"][0]["error"];
+    assert_eq!(error["code"], "sandbox_error");
+    assert!(
+        error["message"].as_str().unwrap().contains("line 2"),
+        "{error}"
+    );
+    let observation = llm.requests()[1]["messages"][3]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(observation.contains("boom"), "{observation}");
+    assert!(observation.contains("Nothing was changed"), "{observation}");
+}
+
+#[test]
+fn read_only_runs_are_allowed_and_their_writes_denied() {
+    let llm = FakeLlm::fixture("write-denied");
+    let server = server_for(&llm, |config| config.policy = PolicyMode::ReadOnly);
+    let report = ok_run(&server, json!({"task": "Write new.md."}));
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(report["commits"], json!([]));
+    assert_eq!(report["steps"][0]["error"]["code"], "policy_denied");
+    assert!(!server.root.join("new.md").exists());
+    let requests = llm.requests();
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        !system.contains("mirai.notes.write("),
+        "read_only prompts list reads only"
+    );
+    let observation = requests[1]["messages"][3]["content"].as_str().unwrap();
+    assert!(observation.contains("Nothing was changed"), "{observation}");
+}
+
+#[test]
+fn bad_requests_and_a_missing_model_are_refused_before_any_call() {
+    let llm = FakeLlm::fixture("rate-limited-then-ok");
+    let server = server_for(&llm, |_| {});
+    for body in [
+        json!({}),
+        json!({"task": "  "}),
+        json!({"task": "x", "max_steps": 0}),
+        json!({"task": "x", "max_steps": 33}),
+    ] {
+        run(&server, body).assert_error(400, "invalid_request");
+    }
+    assert!(llm.requests().is_empty());
+
+    let server = TestServer::start();
+    let answer = run(&server, json!({"task": "x"}));
+    answer.assert_error(503, "llm_unavailable");
+    assert!(answer.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("MIRAI_LLM_API_KEY"));
+    let config = server.get("/config").body;
+    assert_eq!(config["llm_configured"], false);
+}
+
+#[test]
+fn the_key_never_appears_in_config() {
+    let server =
+        TestServer::start_with(|config| config.llm.api_key = Some("sk-very-secret".into()));
+    let config = server.get("/config");
+    assert_eq!(config.body["llm_configured"], true);
+    assert_eq!(config.body["llm_model"], "gpt-4o-mini");
+    assert!(!config.body.to_string().contains("sk-very-secret"));
+}
+
+/// The kinds of events a transcript holds, in order.
+fn kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_transcript_and_the_event_stream_carry_every_event() {
+    let llm = FakeLlm::fixture("read-edit-reply");
+    let server = server_for(&llm, |_| {});
+    let response = reqwest::blocking::Client::new()
+        .post(format!("{}/agent/run", server.url))
+        .header("accept", "text/event-stream")
+        .json(&json!({"task": "Make the milk oat milk."}))
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let text = response.text().unwrap();
+    let mut streamed = Vec::new();
+    for frame in text.split("\n\n").filter(|f| !f.trim().is_empty()) {
+        let kind = frame
+            .lines()
+            .find_map(|l| l.strip_prefix("event: "))
+            .unwrap();
+        let data: Value = serde_json::from_str(
+            frame
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap(),
+        )
+        .unwrap();
+        streamed.push((kind.to_string(), data));
+    }
+    let (last_kind, report) = streamed.pop().unwrap();
+    assert_eq!(last_kind, "report");
+    assert_eq!(report["stopped"], "reply");
+    let run_id = report["run_id"].as_str().unwrap();
+    let streamed: Vec<Value> = streamed.into_iter().map(|(_, data)| data).collect();
+    assert_eq!(
+        kinds(&streamed),
+        [
+            "run_start",
+            "llm_request",
+            "llm_response",
+            "code_start",
+            "host_call",
+            "code_end",
+            "llm_request",
+            "llm_response",
+            "code_start",
+            "host_call",
+            "code_end",
+            "llm_request",
+            "llm_response",
+            "run_end",
+        ]
+    );
+    for event in &streamed {
+        assert!(event["at"].as_str().unwrap().ends_with('Z'), "{event}");
+    }
+
+    let transcript = server.get(&format!("/agent/runs/{run_id}"));
+    assert_eq!(transcript.status, 200);
+    assert_eq!(transcript.body["events"], json!(streamed));
+    let on_disk =
+        std::fs::read_to_string(server.root.join(format!(".mirai/runs/{run_id}.jsonl"))).unwrap();
+    assert_eq!(on_disk.lines().count(), streamed.len());
+
+    let runs = server.get("/agent/runs");
+    assert_eq!(runs.status, 200);
+    assert_eq!(runs.body[0]["run_id"], run_id);
+    assert_eq!(runs.body[0]["task"], "Make the milk oat milk.");
+    assert_eq!(runs.body[0]["stopped"], "reply");
+
+    server
+        .get("/agent/runs/00000000-0000-7000-8000-000000000000")
+        .assert_error(404, "not_found");
+    server
+        .get("/agent/runs/..%2F..%2Fetc")
+        .assert_error(404, "not_found");
+}

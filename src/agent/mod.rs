@@ -1,0 +1,50 @@
+//! The agent: think -> code -> observe against an OpenAI-compatible model.
+//!
+//! The model writes JavaScript; the sandbox runs it; the outcome goes back as
+//! the next message, until the model replies or a bound stops the run. The
+//! agent never calls an operation for the model: the model's code, in the
+//! sandbox, is the only actor (DESIGN 2).
+
+pub mod llm;
+pub mod prompt;
+pub mod protocol;
+mod run;
+pub mod transcript;
+
+pub use run::{RunReport, RunRequest, Step, Stopped, Usage};
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::config::{AgentLimits, Config, PolicyMode};
+use crate::sandbox::Sandbox;
+use llm::Llm;
+
+/// Most bytes of a result, of console output and of an error message that
+/// one observation shows the model; longer ones are cut, keeping JSON valid.
+pub const OBSERVATION_CAP: usize = 4096;
+
+/// Everything a run needs besides the notes' context.
+pub struct Agent {
+    llm: Llm,
+    sandbox: Arc<Sandbox>,
+    limits: AgentLimits,
+    policy: PolicyMode,
+    runs_dir: PathBuf,
+}
+
+impl Agent {
+    pub fn new(config: &Config, sandbox: Arc<Sandbox>) -> Agent {
+        Agent {
+            llm: Llm::new(config.llm.clone()),
+            sandbox,
+            limits: config.agent,
+            policy: config.policy,
+            runs_dir: transcript::runs_dir(&config.notes_root),
+        }
+    }
+
+    pub fn runs_dir(&self) -> &std::path::Path {
+        &self.runs_dir
+    }
+}

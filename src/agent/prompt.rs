@@ -1,0 +1,296 @@
+//! The system prompt, generated from the operation table: every `mirai.*`
+//! function with its request and response shapes (from the types' JSON
+//! Schemas), its summary and example; the errors; the limits; the protocol.
+//! Nothing about the API is written here by hand.
+
+use std::fmt::Write;
+
+use serde_json::Value;
+
+use crate::config::SandboxLimits;
+use crate::error::ErrorCode;
+use crate::ops::{Class, TABLE};
+
+/// How to write, with one worked example (left out when writes are denied).
+const WRITING: &str = "\n# Writing\n\
+- To change text inside a note, use mirai.notes.edit: copy `old` exactly from the note as you last \
+read it, with enough surrounding text to occur only once.\n\
+- To create a note or replace all of it, use mirai.notes.write with the whole new text.\n\
+- mirai.patch.apply is for when you already hold a unified diff.\n\
+- Read a note before changing it. Example:\n\
+<think>The todo note needs milk swapped for oat milk.</think>\n\
+<code>\nconst note = await mirai.notes.read({path: \"todo.md\"});\n\
+if (!note.content.includes(\"- buy milk\")) return note.content;\n\
+return await mirai.notes.edit({path: \"todo.md\", edits: [{old: \"- buy milk\", new: \"- buy oat milk\"}]});\n</code>\n";
+
+/// What the prompt states about the run it opens.
+pub struct PromptFacts {
+    pub max_steps: usize,
+    pub deadline_ms: u64,
+    pub sandbox: SandboxLimits,
+    pub observation_cap: usize,
+    pub dry_run: bool,
+    pub read_only: bool,
+}
+
+pub fn system_prompt(facts: &PromptFacts) -> String {
+    let mut out = String::new();
+    out.push_str(
+        "You are mirai's agent. mirai keeps a git repository of markdown notes; you read and change \
+         the notes by writing JavaScript that runs in a sandbox, where the only way out is the async \
+         `mirai.*` API below. Every successful write is one git commit.\n\n",
+    );
+    out.push_str("# How to answer\n");
+    out.push_str(
+        "Each answer is <think>your short reasoning</think> followed by either\n\
+         - <code>JavaScript</code>: it runs as the body of an async function, so use `await` and \
+         `return` a JSON value; `console.log` output is shown to you too; or\n\
+         - <reply>your final answer to the user</reply> when the task is done (or cannot be done).\n\
+         Write one <code> block per answer and then stop: its outcome comes back to you as \
+         <observation>{\"result\", \"error\", \"console\", \"calls\"}</observation>. Never write an \
+         observation yourself. Only claim a change in <reply> when a write call succeeded.\n\n",
+    );
+    out.push_str("# The mirai API\n");
+    for op in TABLE {
+        if facts.read_only && op.class == Class::Write {
+            continue;
+        }
+        let request = shape(&(op.request_schema)().to_value());
+        let response = shape(&(op.response_schema)().to_value());
+        let argument = if request == "{}" {
+            String::new()
+        } else {
+            request
+        };
+        let _ = writeln!(out, "mirai.{}({argument}) -> {response}", op.name);
+        let _ = writeln!(out, "  {}", op.summary);
+        for (field, description) in field_descriptions(&(op.request_schema)().to_value()) {
+            let _ = writeln!(out, "  {field}: {description}");
+        }
+        let _ = writeln!(out, "  e.g. {}", op.example);
+    }
+    if !facts.read_only {
+        out.push_str(WRITING);
+    }
+    out.push_str("\n# Errors\n");
+
+    out.push_str(
+        "A failed call throws an Error whose `.code` says why (a failed write changes nothing); \
+         catch it to recover, e.g. read the note again after a `conflict`. Codes: ",
+    );
+    let codes: Vec<&str> = ErrorCode::ALL
+        .iter()
+        .filter(|code| is_operation_code(**code))
+        .map(|code| code.as_str())
+        .collect();
+    out.push_str(&codes.join(", "));
+    out.push_str(".\n\n# Limits\n");
+    let sandbox = &facts.sandbox;
+    let _ = writeln!(
+        out,
+        "- At most {} answers in this run, and {} seconds in all.",
+        facts.max_steps,
+        facts.deadline_ms / 1000
+    );
+    let _ = writeln!(
+        out,
+        "- Each <code> block: {} MiB of memory, {} ms, {} mirai calls, {} bytes of console output and result. \
+         There is no fetch, filesystem, timers or import.",
+        sandbox.memory_bytes / (1024 * 1024),
+        sandbox.timeout_ms,
+        sandbox.max_calls,
+        sandbox.max_output_bytes
+    );
+    let _ = writeln!(
+        out,
+        "- Observations show at most {} bytes of each of result and console; return only what you need.",
+        facts.observation_cap
+    );
+    if facts.read_only {
+        out.push_str("- This deployment is read-only: you can read and search, not write.\n");
+    }
+    if facts.dry_run {
+        out.push_str(
+            "- This is a dry run: writes are kept aside for a person to review (their `commit` is null) \
+             and later reads see them. Work as you would for real.\n",
+        );
+    }
+    out
+}
+
+/// Codes an operation can throw (not the HTTP adapter's, the sandbox's or the agent's own).
+fn is_operation_code(code: ErrorCode) -> bool {
+    !matches!(
+        code,
+        ErrorCode::Unauthorized
+            | ErrorCode::MethodNotAllowed
+            | ErrorCode::LlmUnavailable
+            | ErrorCode::ProtocolError
+            | ErrorCode::SandboxTimeout
+            | ErrorCode::SandboxMemory
+            | ErrorCode::SandboxCallLimit
+            | ErrorCode::SandboxOutputLimit
+            | ErrorCode::SandboxError
+    )
+}
+
+/// A compact TypeScript-like rendering of a JSON Schema: `{path: string, base_commit?: string | null}`.
+pub fn shape(schema: &Value) -> String {
+    render(schema, schema, 0)
+}
+
+fn render(node: &Value, root: &Value, depth: usize) -> String {
+    if depth > 6 {
+        return "any".into();
+    }
+    if let Some(reference) = node.get("$ref").and_then(Value::as_str) {
+        let name = reference.rsplit('/').next().unwrap_or_default();
+        return match root.get("$defs").and_then(|defs| defs.get(name)) {
+            Some(def) => render(def, root, depth + 1),
+            None => "any".into(),
+        };
+    }
+    for combinator in ["anyOf", "oneOf"] {
+        if let Some(options) = node.get(combinator).and_then(Value::as_array) {
+            return join_union(options.iter().map(|o| render(o, root, depth + 1)));
+        }
+    }
+    match node.get("type") {
+        Some(Value::Array(types)) => join_union(types.iter().map(|t| {
+            let mut single = node.clone();
+            single["type"] = t.clone();
+            render(&single, root, depth + 1)
+        })),
+        Some(Value::String(kind)) => match kind.as_str() {
+            "object" => object(node, root, depth),
+            "array" => {
+                let item = node
+                    .get("items")
+                    .map_or("any".to_string(), |items| render(items, root, depth + 1));
+                if item.contains(" | ") {
+                    format!("({item})[]")
+                } else {
+                    format!("{item}[]")
+                }
+            }
+            "integer" => "integer".into(),
+            other => other.to_string(),
+        },
+        _ => "any".into(),
+    }
+}
+
+fn object(node: &Value, root: &Value, depth: usize) -> String {
+    let Some(properties) = node.get("properties").and_then(Value::as_object) else {
+        return "{}".into();
+    };
+    let required: Vec<&str> = node
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let fields: Vec<String> = properties
+        .iter()
+        .map(|(name, schema)| {
+            let optional = if required.contains(&name.as_str()) {
+                ""
+            } else {
+                "?"
+            };
+            format!("{name}{optional}: {}", render(schema, root, depth + 1))
+        })
+        .collect();
+    format!("{{{}}}", fields.join(", "))
+}
+
+fn join_union(parts: impl Iterator<Item = String>) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    for part in parts {
+        if !seen.contains(&part) {
+            seen.push(part);
+        }
+    }
+    seen.join(" | ")
+}
+
+/// The request's documented top-level fields, for a line each under the signature.
+fn field_descriptions(schema: &Value) -> Vec<(String, String)> {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| {
+            properties
+                .iter()
+                .filter_map(|(name, field)| {
+                    let description = field.get("description").and_then(Value::as_str)?;
+                    Some((name.clone(), description.replace('\n', " ")))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn facts() -> PromptFacts {
+        PromptFacts {
+            max_steps: 8,
+            deadline_ms: 120_000,
+            sandbox: SandboxLimits::default(),
+            observation_cap: 4096,
+            dry_run: false,
+            read_only: false,
+        }
+    }
+
+    #[test]
+    fn shapes_read_like_typescript() {
+        let schema = json!({
+            "type": "object",
+            "required": ["path", "edits"],
+            "properties": {
+                "path": {"type": "string"},
+                "edits": {"type": "array", "items": {"$ref": "#/$defs/Edit"}},
+                "base_commit": {"type": ["string", "null"]}
+            },
+            "$defs": {"Edit": {"type": "object", "required": ["old", "new"],
+                "properties": {"old": {"type": "string"}, "new": {"type": "string"}}}}
+        });
+        assert_eq!(
+            shape(&schema),
+            "{base_commit?: string | null, edits: {new: string, old: string}[], path: string}"
+        );
+    }
+
+    #[test]
+    fn every_operation_appears_with_its_shapes_and_example() {
+        let prompt = system_prompt(&facts());
+        for op in TABLE {
+            assert!(
+                prompt.contains(&format!("mirai.{}(", op.name)),
+                "{}",
+                op.name
+            );
+            assert!(prompt.contains(op.example), "{}", op.name);
+        }
+        assert!(
+            prompt.contains("mirai.notes.read({path: string}) -> {content: string, path: string}")
+        );
+        assert!(prompt.contains("200 mirai calls"));
+        assert!(!prompt.contains("sandbox_timeout"));
+    }
+
+    #[test]
+    fn read_only_prompts_leave_writes_out() {
+        let prompt = system_prompt(&PromptFacts {
+            read_only: true,
+            ..facts()
+        });
+        assert!(!prompt.contains("mirai.notes.write("));
+        assert!(prompt.contains("mirai.notes.read("));
+        assert!(prompt.contains("read-only"));
+    }
+}

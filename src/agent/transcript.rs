@@ -1,0 +1,150 @@
+//! Run transcripts: every event of a run as one JSON line in
+//! `NOTES_ROOT/.mirai/runs/<run_id>.jsonl`, and the same events handed to a
+//! live listener (the server-sent event stream of `POST /agent/run`).
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use chrono::{SecondsFormat, Utc};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// One event: its kind, when it happened, and its fields.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub at: String,
+    #[serde(flatten)]
+    pub data: Map<String, Value>,
+}
+
+impl Event {
+    pub fn new(kind: &'static str, data: Value) -> Event {
+        let data = match data {
+            Value::Object(map) => map,
+            other => Map::from_iter([("value".to_string(), other)]),
+        };
+        Event {
+            kind,
+            at: Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true),
+            data,
+        }
+    }
+}
+
+/// Writes a run's events as they happen.
+pub struct Transcript<'a> {
+    file: Option<File>,
+    listener: &'a mut dyn FnMut(&Event),
+    /// Why the file could not be written, once (the run goes on without it).
+    pub problem: Option<String>,
+}
+
+impl<'a> Transcript<'a> {
+    pub fn create(
+        runs_dir: &Path,
+        run_id: &str,
+        listener: &'a mut dyn FnMut(&Event),
+    ) -> Transcript<'a> {
+        let path = runs_dir.join(format!("{run_id}.jsonl"));
+        let opened = std::fs::create_dir_all(runs_dir)
+            .and_then(|()| OpenOptions::new().create_new(true).append(true).open(&path));
+        let (file, problem) = match opened {
+            Ok(file) => (Some(file), None),
+            Err(e) => (None, Some(format!("{}: {e}", path.display()))),
+        };
+        Transcript {
+            file,
+            listener,
+            problem,
+        }
+    }
+
+    pub fn record(&mut self, kind: &'static str, data: Value) {
+        let event = Event::new(kind, data);
+        if let Some(file) = &mut self.file {
+            let mut line = serde_json::to_vec(&event).unwrap_or_default();
+            line.push(b'\n');
+            if let Err(e) = file.write_all(&line) {
+                self.problem = Some(e.to_string());
+                self.file = None;
+            }
+        }
+        (self.listener)(&event);
+    }
+}
+
+/// Where a deployment keeps its transcripts.
+pub fn runs_dir(notes_root: &Path) -> PathBuf {
+    notes_root.join(".mirai").join("runs")
+}
+
+/// Run ids are UUIDs; anything else never names a file.
+fn transcript_path(runs_dir: &Path, run_id: &str) -> Result<PathBuf> {
+    uuid::Uuid::parse_str(run_id).map_err(|_| {
+        Error::not_found(format!(
+            "no run {run_id:?}: run ids are UUIDs, as POST /agent/run answers them"
+        ))
+    })?;
+    Ok(runs_dir.join(format!("{}.jsonl", run_id.to_ascii_lowercase())))
+}
+
+/// Every event of one run, in order.
+pub fn read(runs_dir: &Path, run_id: &str) -> Result<Vec<Value>> {
+    let path = transcript_path(runs_dir, run_id)?;
+    let file = File::open(&path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::not_found(format!("no run {run_id}")),
+        _ => Error::internal(format!("cannot read the transcript of {run_id}: {e}")),
+    })?;
+    Ok(BufReader::new(file)
+        .lines()
+        .map_while(std::io::Result::ok)
+        .filter_map(|line| serde_json::from_str(&line).ok())
+        .collect())
+}
+
+/// A line per recent run, newest first (v7 run ids sort by time).
+#[derive(Debug, Serialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub started_at: Option<String>,
+    pub task: Option<String>,
+    /// `null` while the run is still going (or if it was cut off).
+    pub stopped: Option<String>,
+}
+
+pub fn list(runs_dir: &Path, limit: usize) -> Result<Vec<RunSummary>> {
+    let entries = match std::fs::read_dir(runs_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::internal(format!("cannot list runs: {e}"))),
+    };
+    let mut ids: Vec<String> = entries
+        .filter_map(|entry| entry.ok())
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let id = name.strip_suffix(".jsonl")?;
+            uuid::Uuid::parse_str(id).ok().map(|_| id.to_string())
+        })
+        .collect();
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    ids.truncate(limit);
+    Ok(ids
+        .into_iter()
+        .map(|run_id| {
+            let events = read(runs_dir, &run_id).unwrap_or_default();
+            let first = events.first();
+            let end = events.iter().rev().find(|e| e["type"] == "run_end");
+            RunSummary {
+                started_at: first.and_then(|e| e["at"].as_str()).map(str::to_string),
+                task: first.and_then(|e| e["task"].as_str()).map(str::to_string),
+                stopped: end.and_then(|e| e["stopped"].as_str()).map(str::to_string),
+                run_id,
+            }
+        })
+        .collect())
+}

@@ -1,0 +1,154 @@
+//! The sandbox and the agent over HTTP: `POST /agent/eval`, `POST /agent/run`
+//! (JSON, or server-sent events with `Accept: text/event-stream`), and the
+//! run transcripts under `GET /agent/runs`.
+
+use actix_web::http::header;
+use actix_web::web::Bytes;
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::middleware::internal_error;
+use super::respond::{error_response, read_body};
+use super::AppState;
+use crate::agent::transcript::{self, Event};
+use crate::agent::RunRequest;
+use crate::error::{Error, ErrorCode};
+use crate::sandbox::EvalRequest;
+
+/// How many runs `GET /agent/runs` lists.
+const RECENT_RUNS: usize = 50;
+
+/// Code mode: one program in the sandbox. Its failure is a 200 with `error` set.
+pub async fn eval(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
+    let request: EvalRequest = match body(
+        &state,
+        payload,
+        r#"{"code": "<JavaScript>", "dry_run"?: bool}"#,
+    )
+    .await
+    {
+        Ok(request) => request,
+        Err(err) => return error_response(&err),
+    };
+    let ctx = state.ctx.clone();
+    let sandbox = state.sandbox.clone();
+    answer(
+        web::block(move || sandbox.eval(&ctx, &request)).await,
+        "/agent/eval",
+    )
+}
+
+/// One agent run, answered as a report, or streamed as it happens.
+pub async fn run(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> HttpResponse {
+    let request: RunRequest = match body(
+        &state,
+        payload,
+        r#"{"task": "<what to do>", "max_steps"?: 1-32, "dry_run"?: bool}"#,
+    )
+    .await
+    {
+        Ok(request) => request,
+        Err(err) => return error_response(&err),
+    };
+    if let Err(err) = state.agent.check(&request) {
+        return error_response(&err);
+    }
+    let ctx = state.ctx.clone();
+    let agent = state.agent.clone();
+    let streaming = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|accept| accept.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/event-stream"));
+    if !streaming {
+        let ran = web::block(move || agent.run(&ctx, &request, &mut |_| {})).await;
+        return answer(ran, "/agent/run");
+    }
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+    actix_web::rt::task::spawn_blocking(move || {
+        let mut forward = |event: &Event| {
+            let data = serde_json::to_string(event).unwrap_or_default();
+            let _ = tx.send(frame(event.kind, &data));
+        };
+        let last = match agent.run(&ctx, &request, &mut forward) {
+            Ok(report) => frame(
+                "report",
+                &serde_json::to_string(&report).unwrap_or_default(),
+            ),
+            Err(err) => frame(
+                "error",
+                &json!({"error": {"code": err.code, "message": err.message}}).to_string(),
+            ),
+        };
+        let _ = tx.send(last);
+    });
+    let events = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|bytes| (Ok::<_, actix_web::Error>(bytes), rx))
+    });
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .streaming(events)
+}
+
+/// Recent runs, newest first.
+pub async fn runs(state: web::Data<AppState>) -> HttpResponse {
+    let dir = state.agent.runs_dir().to_path_buf();
+    answer(
+        web::block(move || transcript::list(&dir, RECENT_RUNS)).await,
+        "/agent/runs",
+    )
+}
+
+/// Every event of one run.
+pub async fn transcript(state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
+    let dir = state.agent.runs_dir().to_path_buf();
+    let run_id = path.into_inner();
+    let read = web::block(move || {
+        transcript::read(&dir, &run_id).map(|events| json!({"run_id": run_id, "events": events}))
+    })
+    .await;
+    answer(read, "/agent/runs/{run_id}")
+}
+
+/// Reads and parses a JSON body; a malformed one is `invalid_request` naming the shape.
+async fn body<T: DeserializeOwned>(
+    state: &web::Data<AppState>,
+    payload: web::Payload,
+    shape: &str,
+) -> Result<T, Error> {
+    let bytes = read_body(state, payload).await?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Error::new(
+            ErrorCode::InvalidRequest,
+            format!("request body must be {shape}: {e}"),
+        )
+    })
+}
+
+/// Renders the outcome of blocking work: the value, its error, or a 500 for a panic.
+fn answer<T: serde::Serialize>(
+    outcome: Result<Result<T, Error>, actix_web::error::BlockingError>,
+    route: &str,
+) -> HttpResponse {
+    match outcome {
+        Ok(Ok(value)) => HttpResponse::Ok().json(value),
+        Ok(Err(err)) => error_response(&err),
+        Err(_) => {
+            log::error!("{route} panicked; answered 500");
+            error_response(&internal_error())
+        }
+    }
+}
+
+/// One server-sent event.
+fn frame(kind: &str, data: &str) -> Bytes {
+    Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))
+}
