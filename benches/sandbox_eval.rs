@@ -31,7 +31,7 @@ fn main() {
 
     // Start-up: spawn to the first /health answer, the module compiled (cold
     // cache) or loaded (warm). The first start also creates the notes repository.
-    let env = [("MIRAI_CACHE_DIR", cache.as_path())];
+    let env = [("MIRAI_CACHE_DIR", cache.to_str().unwrap())];
     drop(Server::start_with_env(&root, &env));
     std::fs::remove_dir_all(&cache).unwrap();
     let mut cold = Vec::new();

@@ -23,7 +23,7 @@ impl Server {
     }
 
     /// Starts the server with extra environment variables set.
-    pub fn start_with_env(root: &Path, env: &[(&str, &Path)]) -> Server {
+    pub fn start_with_env(root: &Path, env: &[(&str, &str)]) -> Server {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

@@ -153,7 +153,11 @@ impl Agent {
             let completion = match self.llm.complete(&messages, deadline) {
                 Ok(completion) => completion,
                 Err(e) if run.steps.is_empty() => {
-                    let message = format!("the model cannot be reached: {e}");
+                    let message = format!(
+                        "the model cannot be reached: {e}; check MIRAI_LLM_BASE_URL ({}), MIRAI_LLM_MODEL ({}) and the key (MIRAI_LLM_API_KEY or OPENAI_API_KEY)",
+                        self.llm.config().base_url,
+                        self.llm.config().model
+                    );
                     transcript.record(
                         "run_end",
                         json!({"stopped": "llm_unavailable", "error": message}),
