@@ -73,6 +73,12 @@ impl TestServer {
     pub fn start_with(adjust: impl FnOnce(&mut Config)) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().join("notes");
+        TestServer::start_in(dir, root, adjust)
+    }
+
+    /// Serves `root` (inside `dir`, which the server keeps alive), as it is
+    /// or created when missing.
+    pub fn start_in(dir: TempDir, root: PathBuf, adjust: impl FnOnce(&mut Config)) -> TestServer {
         let mut config = Config::new(&root);
         config.cache_dir = guest_cache();
         adjust(&mut config);

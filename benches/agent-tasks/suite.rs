@@ -1,0 +1,252 @@
+//! The agent task suite: tasks on a fixture vault (`vault/`), each with a
+//! scripted conversation for the fake model and a checker on the resulting
+//! repository (bytes, commits, their messages and trailers) and on the reply.
+//!
+//! Shared by `spec/agent_tasks.rs` (every task, fake model, in `cargo test`)
+//! and `benches/agent-tasks/run.rs` (any OpenAI-compatible model).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Task {
+    pub name: String,
+    pub task: String,
+    #[serde(default)]
+    pub read_only: bool,
+    #[serde(default)]
+    pub setup: Option<Setup>,
+    pub expect: Expect,
+    /// The fake model's answers, in order.
+    pub script: Vec<String>,
+}
+
+/// What happens to the vault after it is committed and before the run.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Setup {
+    /// Another writer's commit, so a `base_commit` from before it is stale.
+    pub external_change: Option<FileChange>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct FileChange {
+    pub path: String,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Expect {
+    pub stopped: String,
+    /// Commits the run makes; each must carry its `Mirai-Run` trailer.
+    pub commits: usize,
+    #[serde(default)]
+    pub files: std::collections::BTreeMap<String, FileCheck>,
+    /// Every string must appear in the reply (case ignored).
+    #[serde(default)]
+    pub reply_contains: Vec<String>,
+    /// HEAD does not move and the working tree stays clean.
+    #[serde(default)]
+    pub unchanged: bool,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct FileCheck {
+    pub equals: Option<String>,
+    #[serde(default)]
+    pub contains: Vec<String>,
+    #[serde(default)]
+    pub lacks: Vec<String>,
+    #[serde(default)]
+    pub deleted: bool,
+}
+
+/// A vault ready for one task.
+pub struct Prepared {
+    pub root: PathBuf,
+    /// HEAD when the run starts.
+    pub base: String,
+    /// The task and the script with `{base_commit}` filled in.
+    pub task: String,
+    pub script: Vec<String>,
+}
+
+fn suite_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/agent-tasks")
+}
+
+/// Every task, by name.
+pub fn load_all() -> Vec<Task> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(suite_dir().join("tasks"))
+        .expect("benches/agent-tasks/tasks")
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).unwrap();
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .collect()
+}
+
+/// Copies the vault into `dir/notes`, commits it, and applies the task's setup.
+pub fn prepare(task: &Task, dir: &Path) -> Prepared {
+    let root = dir.join("notes");
+    copy_dir(&suite_dir().join("vault"), &root);
+    git(&root, &["init", "-q"]);
+    mirai::bootstrap::exclude_mirai_folder(&root.join(".git")).unwrap();
+    commit_all(&root, "vault");
+    let seeded = head(&root);
+    if let Some(change) = task.setup.as_ref().and_then(|s| s.external_change.as_ref()) {
+        std::fs::write(root.join(&change.path), &change.content).unwrap();
+        commit_all(&root, "someone else's change");
+    }
+    let fill = |text: &str| text.replace("{base_commit}", &seeded);
+    Prepared {
+        base: head(&root),
+        task: fill(&task.task),
+        script: task.script.iter().map(|answer| fill(answer)).collect(),
+        root,
+    }
+}
+
+/// Everything wrong with the outcome of `task`; empty when it passed.
+pub fn check(task: &Task, prepared: &Prepared, report: &Value) -> Vec<String> {
+    let expect = &task.expect;
+    let root = &prepared.root;
+    let mut failures = Vec::new();
+    if report["stopped"] != expect.stopped.as_str() {
+        failures.push(format!(
+            "stopped {} (expected {})",
+            report["stopped"], expect.stopped
+        ));
+    }
+    let made: Vec<String> = git(
+        root,
+        &["rev-list", "--reverse", &format!("{}..HEAD", prepared.base)],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect();
+    if made.len() != expect.commits {
+        failures.push(format!(
+            "{} commits (expected {})",
+            made.len(),
+            expect.commits
+        ));
+    }
+    let reported: Vec<String> = report["commits"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    if reported != made {
+        failures.push(format!(
+            "the report lists commits {reported:?}, git has {made:?}"
+        ));
+    }
+    let trailer = format!("Mirai-Run: {}", report["run_id"].as_str().unwrap_or("?"));
+    for sha in &made {
+        let message = git(root, &["log", "-1", "--format=%B", sha]);
+        let mut lines = message.lines();
+        let subject_ok = lines
+            .next()
+            .is_some_and(|s| s.starts_with("mcp.patch_apply: "));
+        if !subject_ok || !message.contains(&format!("\n\n{trailer}\n")) {
+            failures.push(format!("commit {sha} has message {message:?}"));
+        }
+    }
+    for (path, want) in &expect.files {
+        match std::fs::read_to_string(root.join(path)) {
+            Err(_) if want.deleted => {}
+            Err(_) => failures.push(format!("{path} is missing")),
+            Ok(_) if want.deleted => failures.push(format!("{path} still exists")),
+            Ok(text) => {
+                if want.equals.as_ref().is_some_and(|equals| *equals != text) {
+                    failures.push(format!("{path} is {text:?}"));
+                }
+                for needle in &want.contains {
+                    if !text.contains(needle.as_str()) {
+                        failures.push(format!("{path} lacks {needle:?}: {text:?}"));
+                    }
+                }
+                for needle in &want.lacks {
+                    if text.contains(needle.as_str()) {
+                        failures.push(format!("{path} still has {needle:?}"));
+                    }
+                }
+            }
+        }
+    }
+    if expect.unchanged {
+        if head(root) != prepared.base {
+            failures.push("HEAD moved".into());
+        }
+        let status = git(root, &["status", "--porcelain"]);
+        if !status.trim().is_empty() {
+            failures.push(format!("the working tree changed: {status}"));
+        }
+    }
+    let reply = report["reply"].as_str().unwrap_or_default().to_lowercase();
+    for needle in &expect.reply_contains {
+        if !reply.contains(&needle.to_lowercase()) {
+            failures.push(format!("the reply lacks {needle:?}: {reply:?}"));
+        }
+    }
+    failures
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in walkdir::WalkDir::new(from) {
+        let entry = entry.unwrap();
+        let target = to.join(entry.path().strip_prefix(from).unwrap());
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+fn commit_all(root: &Path, message: &str) {
+    git(root, &["add", "-A"]);
+    git(
+        root,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            message,
+        ],
+    );
+}
+
+fn head(root: &Path) -> String {
+    git(root, &["rev-parse", "HEAD"]).trim().to_string()
+}
+
+fn git(root: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}

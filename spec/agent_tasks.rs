@@ -1,0 +1,92 @@
+//! The agent task suite (benches/agent-tasks) with the scripted fake model:
+//! every task must pass its checker on the real repository it leaves.
+
+mod common;
+
+#[path = "../benches/agent-tasks/suite.rs"]
+mod suite;
+
+use common::fake_llm::{FakeLlm, Script, Scripted};
+use common::TestServer;
+use mirai::config::PolicyMode;
+use serde_json::json;
+
+#[test]
+fn every_task_passes_with_its_scripted_model() {
+    let tasks = suite::load_all();
+    assert!(tasks.len() >= 15, "the suite has {} tasks", tasks.len());
+    let mut failed = Vec::new();
+    for task in &tasks {
+        let dir = tempfile::tempdir().unwrap();
+        let prepared = suite::prepare(task, dir.path());
+        let llm = FakeLlm::start(Script {
+            answers: prepared
+                .script
+                .iter()
+                .map(|content| Scripted {
+                    content: Some(content.clone()),
+                    status: 200,
+                    retry_after: None,
+                    delay_ms: 0,
+                })
+                .collect(),
+            repeat_last: false,
+        });
+        let base_url = llm.base_url.clone();
+        let read_only = task.read_only;
+        let server = TestServer::start_in(dir, prepared.root.clone(), |config| {
+            config.llm.base_url = base_url;
+            if read_only {
+                config.policy = PolicyMode::ReadOnly;
+            }
+        });
+        let answer = server.post_json("/agent/run", &json!({"task": prepared.task}));
+        assert_eq!(answer.status, 200, "{}: {answer:?}", task.name);
+        let failures = suite::check(task, &prepared, &answer.body);
+        if !failures.is_empty() {
+            failed.push(format!("{}: {failures:?}\n{}", task.name, answer.body));
+        }
+        assert_eq!(
+            llm.requests().len(),
+            prepared.script.len(),
+            "{}: every scripted answer is used",
+            task.name
+        );
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+#[test]
+fn a_model_that_does_nothing_fails_the_checkers() {
+    let task = suite::load_all()
+        .into_iter()
+        .find(|task| task.name == "fix-typo")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let prepared = suite::prepare(&task, dir.path());
+    let llm = FakeLlm::start(Script {
+        answers: vec![Scripted {
+            content: Some("<think>Easy.</think><reply>Fixed the typo.</reply>".into()),
+            status: 200,
+            retry_after: None,
+            delay_ms: 0,
+        }],
+        repeat_last: false,
+    });
+    let base_url = llm.base_url.clone();
+    let server = TestServer::start_in(dir, prepared.root.clone(), |config| {
+        config.llm.base_url = base_url;
+    });
+    let answer = server.post_json("/agent/run", &json!({"task": prepared.task}));
+    let failures = suite::check(&task, &prepared, &answer.body);
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.contains("0 commits (expected 1)")),
+        "{failures:?}"
+    );
+    assert!(
+        failures.iter().any(|f| f.contains("recieve")),
+        "{failures:?}"
+    );
+}
