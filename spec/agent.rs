@@ -180,6 +180,73 @@ fn code_and_reply_in_one_answer_run_the_code_then_finish() {
 }
 
 #[test]
+fn a_model_that_writes_the_next_turn_itself_is_cut_at_its_own_turn() {
+    let llm = FakeLlm::fixture("invents-next-turn");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "What is in todo.md?"}));
+    // The invented "User:" turn and the reply after it are dropped: the code
+    // ran, and the run went on to the model's real reply.
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(report["reply"], "todo.md has two items.");
+    assert_eq!(report["steps"][0]["result"], TODO);
+    let requests = llm.requests();
+    let kept = requests[1]["messages"][2]["content"].as_str().unwrap();
+    assert!(!kept.contains("User:"), "{kept}");
+    assert!(kept.ends_with("</code>"), "{kept}");
+}
+
+#[test]
+fn an_object_instead_of_a_diff_is_an_error_the_model_recovers_from() {
+    let llm = FakeLlm::fixture("object-instead-of-diff");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "Remove the milk item."}));
+    assert_eq!(report["stopped"], "reply");
+    let first = &report["steps"][0];
+    assert_eq!(first["error"]["code"], "invalid_patch");
+    assert!(
+        first["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("patch"),
+        "{first}"
+    );
+    assert_eq!(report["commits"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("todo.md")).unwrap(),
+        "# Todo\n\n- water the plants\n"
+    );
+}
+
+#[test]
+fn a_reply_claiming_a_change_that_failed_shows_no_commits_and_the_failed_call() {
+    let llm = FakeLlm::fixture("false-claim");
+    let server = server_for(&llm, |_| {});
+    let head = server.head();
+    let report = ok_run(&server, json!({"task": "Make the bread rye bread."}));
+    // The reply is the model's; the report shows what really happened.
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(report["reply"], "I changed bread to rye bread in todo.md.");
+    assert_eq!(report["commits"], json!([]));
+    assert_eq!(
+        report["steps"][0]["calls"],
+        json!([{"op": "notes.edit", "ok": false, "ms": report["steps"][0]["calls"][0]["ms"]}])
+    );
+    assert_eq!(server.head(), head);
+    let observation = llm.requests()[1]["messages"][3]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        observation.contains("\"code\":\"conflict\""),
+        "{observation}"
+    );
+    assert!(
+        observation.contains("Nothing was changed in this step: no write succeeded."),
+        "{observation}"
+    );
+}
+
+#[test]
 fn a_model_that_never_replies_stops_at_max_steps() {
     let llm = FakeLlm::fixture("never-replies");
     let server = server_for(&llm, |_| {});

@@ -57,8 +57,9 @@ pub fn parse(text: &str) -> Result<Answer, Broken> {
     Ok(Answer { think, code, reply })
 }
 
-/// The answer up to where, after its code, the model starts imitating the next turn.
-fn own_turn(text: &str) -> &str {
+/// The answer up to where, after its code, the model starts imitating the
+/// next turn: what is kept as the model's message in the conversation.
+pub fn own_turn(text: &str) -> &str {
     let Some(code_end) = text.find("</code>") else {
         return text;
     };

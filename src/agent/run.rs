@@ -181,7 +181,8 @@ impl Agent {
                        "prompt_tokens": completion.prompt_tokens,
                        "completion_tokens": completion.completion_tokens}),
             );
-            messages.push(Message::assistant(completion.content.clone()));
+            // An invented next turn is not kept: the model should not read it back as history.
+            messages.push(Message::assistant(protocol::own_turn(&completion.content)));
             let llm_ms = round(completion.ms);
 
             let answer = match protocol::parse(&completion.content) {
