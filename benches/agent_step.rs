@@ -12,7 +12,7 @@
 mod fake_llm;
 mod support;
 
-use fake_llm::{FakeLlm, Script, Scripted};
+use fake_llm::{FakeLlm, Script};
 use serde_json::{json, Value};
 use support::{median_p95, report, time_ms, Server};
 
@@ -20,20 +20,14 @@ const RUNS: usize = 40;
 const STEPS: usize = 8;
 
 fn main() {
-    let llm = FakeLlm::start(Script {
-        answers: vec![Scripted {
-            content: Some(
-                "<think>Look again.</think>\n<code>const {notes} = await mirai.notes.list();\n\
-                 const first = await mirai.notes.read({path: notes[0]});\n\
-                 return {count: notes.length, bytes: first.content.length};</code>"
-                    .into(),
-            ),
-            status: 200,
-            retry_after: None,
-            delay_ms: 0,
-        }],
-        repeat_last: true,
-    });
+    let mut script = Script::answering(&[
+        "<think>Look again.</think>\n<code>const {notes} = await mirai.notes.list();\n\
+         const first = await mirai.notes.read({path: notes[0]});\n\
+         return {count: notes.length, bytes: first.content.length};</code>"
+            .into(),
+    ]);
+    script.repeat_last = true;
+    let llm = FakeLlm::start(script);
     let work = tempfile::tempdir().unwrap();
     let root = work.path().join("notes");
     let cache = work.path().join("cache");

@@ -6,7 +6,7 @@ mod common;
 #[path = "../benches/agent-tasks/suite.rs"]
 mod suite;
 
-use common::fake_llm::{FakeLlm, Script, Scripted};
+use common::fake_llm::{FakeLlm, Script};
 use common::TestServer;
 use mirai::config::PolicyMode;
 use serde_json::json;
@@ -19,19 +19,7 @@ fn every_task_passes_with_its_scripted_model() {
     for task in &tasks {
         let dir = tempfile::tempdir().unwrap();
         let prepared = suite::prepare(task, dir.path());
-        let llm = FakeLlm::start(Script {
-            answers: prepared
-                .script
-                .iter()
-                .map(|content| Scripted {
-                    content: Some(content.clone()),
-                    status: 200,
-                    retry_after: None,
-                    delay_ms: 0,
-                })
-                .collect(),
-            repeat_last: false,
-        });
+        let llm = FakeLlm::start(Script::answering(&prepared.script));
         let base_url = llm.base_url.clone();
         let read_only = task.read_only;
         let server = TestServer::start_in(dir, prepared.root.clone(), |config| {
@@ -64,15 +52,9 @@ fn a_model_that_does_nothing_fails_the_checkers() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let prepared = suite::prepare(&task, dir.path());
-    let llm = FakeLlm::start(Script {
-        answers: vec![Scripted {
-            content: Some("<think>Easy.</think><reply>Fixed the typo.</reply>".into()),
-            status: 200,
-            retry_after: None,
-            delay_ms: 0,
-        }],
-        repeat_last: false,
-    });
+    let llm = FakeLlm::start(Script::answering(&[
+        "<think>Easy.</think><reply>Fixed the typo.</reply>".into(),
+    ]));
     let base_url = llm.base_url.clone();
     let server = TestServer::start_in(dir, prepared.root.clone(), |config| {
         config.llm.base_url = base_url;

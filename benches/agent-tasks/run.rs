@@ -17,7 +17,7 @@ mod support;
 
 use std::time::Duration;
 
-use fake_llm::{FakeLlm, Script, Scripted};
+use fake_llm::{FakeLlm, Script};
 use serde_json::{json, Value};
 use support::{time_ms, Server};
 
@@ -79,21 +79,10 @@ fn main() {
         let dir = tempfile::tempdir().unwrap();
         let prepared = suite::prepare(task, dir.path());
         // The fake model lives as long as the task; a real one is just a URL.
-        let fake = options.base_url.is_none().then(|| {
-            FakeLlm::start(Script {
-                answers: prepared
-                    .script
-                    .iter()
-                    .map(|content| Scripted {
-                        content: Some(content.clone()),
-                        status: 200,
-                        retry_after: None,
-                        delay_ms: 0,
-                    })
-                    .collect(),
-                repeat_last: false,
-            })
-        });
+        let fake = options
+            .base_url
+            .is_none()
+            .then(|| FakeLlm::start(Script::answering(&prepared.script)));
         let base_url = options
             .base_url
             .clone()

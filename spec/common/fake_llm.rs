@@ -39,6 +39,22 @@ pub struct Script {
 }
 
 impl Script {
+    /// Answers `contents` in order, each at once with status 200.
+    pub fn answering(contents: &[String]) -> Script {
+        Script {
+            answers: contents
+                .iter()
+                .map(|content| Scripted {
+                    content: Some(content.clone()),
+                    status: 200,
+                    retry_after: None,
+                    delay_ms: 0,
+                })
+                .collect(),
+            repeat_last: false,
+        }
+    }
+
     pub fn fixture(name: &str) -> Script {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("fixtures/agent")
