@@ -241,7 +241,11 @@ fn a_reply_claiming_a_change_that_failed_shows_no_commits_and_the_failed_call() 
         "{observation}"
     );
     assert!(
-        observation.contains("Nothing was changed in this step: no write succeeded."),
+        observation.contains("Nothing was changed by the failed notes.edit call"),
+        "{observation}"
+    );
+    assert!(
+        observation.contains("\"commits_so_far\":0"),
         "{observation}"
     );
 }
@@ -312,7 +316,15 @@ fn a_program_that_throws_is_observed_and_the_model_goes_on() {
         .unwrap()
         .to_string();
     assert!(observation.contains("boom"), "{observation}");
-    assert!(observation.contains("Nothing was changed"), "{observation}");
+    // No write was attempted, so there is no "nothing was changed" note to parrot.
+    assert!(
+        !observation.contains("Nothing was changed"),
+        "{observation}"
+    );
+    assert!(
+        observation.contains("\"commits_so_far\":0"),
+        "{observation}"
+    );
 }
 
 #[test]
@@ -331,7 +343,10 @@ fn read_only_runs_are_allowed_and_their_writes_denied() {
         "read_only prompts list reads only"
     );
     let observation = requests[1]["messages"][3]["content"].as_str().unwrap();
-    assert!(observation.contains("Nothing was changed"), "{observation}");
+    assert!(
+        observation.contains("Nothing was changed by the failed notes.write call"),
+        "{observation}"
+    );
 }
 
 #[test]

@@ -135,6 +135,9 @@ fn main() {
         for failure in &failures {
             println!("    {failure}");
         }
+        if !failures.is_empty() {
+            print_steps(&report);
+        }
         passed += usize::from(failures.is_empty());
         steps += n;
         prompt += p;
@@ -150,4 +153,31 @@ fn main() {
         completion,
         wall
     );
+}
+
+/// What the model did, step by step, so a failure can be read without the transcript.
+fn print_steps(report: &Value) {
+    let shorten = |text: &str| {
+        let one_line = text.replace('\n', "\\n");
+        match one_line.char_indices().nth(200) {
+            Some((cut, _)) => format!("{}…", &one_line[..cut]),
+            None => one_line,
+        }
+    };
+    for (i, step) in report["steps"].as_array().into_iter().flatten().enumerate() {
+        if let Some(code) = step["code"].as_str() {
+            println!("      {}. code: {}", i + 1, shorten(code));
+        }
+        if !step["error"].is_null() {
+            println!("         error: {}", shorten(&step["error"].to_string()));
+        } else if !step["result"].is_null() {
+            println!("         result: {}", shorten(&step["result"].to_string()));
+        }
+    }
+    if let Some(reply) = report["reply"].as_str() {
+        println!("      reply: {}", shorten(reply));
+    }
+    if let Some(detail) = report["stop_detail"].as_str() {
+        println!("      stopped: {}", shorten(detail));
+    }
 }

@@ -13,15 +13,22 @@ use crate::ops::{Class, TABLE};
 
 /// How to write, with one worked example (left out when writes are denied).
 const WRITING: &str = "\n# Writing\n\
-- To change text inside a note, use mirai.notes.edit: copy `old` exactly from the note as you last \
-read it, with enough surrounding text to occur only once.\n\
+- To change text inside a note, use mirai.notes.edit: `old` is text copied exactly from the note \
+(never empty, long enough to occur only once), `new` replaces it.\n\
 - To create a note or replace all of it, use mirai.notes.write with the whole new text.\n\
+- To delete a note, apply the diff mirai.patch.make({path, content: null}) makes.\n\
 - mirai.patch.apply is for when you already hold a unified diff.\n\
-- Read a note before changing it. Example:\n\
-<think>The todo note needs milk swapped for oat milk.</think>\n\
-<code>\nconst note = await mirai.notes.read({path: \"todo.md\"});\n\
-if (!note.content.includes(\"- buy milk\")) return note.content;\n\
-return await mirai.notes.edit({path: \"todo.md\", edits: [{old: \"- buy milk\", new: \"- buy oat milk\"}]});\n</code>\n";
+- A write succeeded only when its answer has a `commit` and the observation shows no error. \
+If a call failed, nothing changed: read the note again, fix the request, and retry before replying.\n\
+Example, over two answers:\n\
+<think>I need the exact text of todo.md first.</think>\n\
+<code>return (await mirai.notes.read({path: \"todo.md\"})).content;</code>\n\
+(the observation shows the note, with the line \"- buy milk\")\n\
+<think>Replace that line.</think>\n\
+<code>return await mirai.notes.edit({path: \"todo.md\", edits: [{old: \"- buy milk\", new: \"- buy oat milk\"}]});</code>\n\
+(the observation shows a commit)\n\
+<think>The edit is committed.</think>\n\
+<reply>Changed \"buy milk\" to \"buy oat milk\" in todo.md.</reply>\n";
 
 /// What the prompt states about the run it opens.
 pub struct PromptFacts {
@@ -107,7 +114,10 @@ pub fn system_prompt(facts: &PromptFacts) -> String {
         facts.observation_cap
     );
     if facts.read_only {
-        out.push_str("- This deployment is read-only: you can read and search, not write.\n");
+        out.push_str(
+            "- This deployment is read-only: you can read and search, not write. If the task needs a \
+             change, do not attempt it: reply that the deployment is read-only and nothing was changed.\n",
+        );
     }
     if facts.dry_run {
         out.push_str(

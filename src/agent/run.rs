@@ -235,7 +235,7 @@ impl Agent {
                        "console": evaluation.console, "stats": evaluation.stats}),
             );
             run.commits.extend(evaluation.commits.iter().cloned());
-            let observation = observe(&evaluation, request.dry_run);
+            let observation = observe(&evaluation, run.commits.len(), request.dry_run);
             run.steps.push(Step {
                 think: answer.think,
                 code: Some(code),
@@ -294,9 +294,9 @@ fn round(ms: f64) -> f64 {
 }
 
 /// The message the model gets after its code ran: the outcome as JSON, each
-/// part capped at [`OBSERVATION_CAP`] bytes with the cut stated, and a plain
-/// sentence when writes failed.
-pub(super) fn observe(evaluation: &Evaluation, dry_run: bool) -> String {
+/// part capped at [`OBSERVATION_CAP`] bytes with the cut stated, how many
+/// commits the run has made so far, and a plain sentence when writes failed.
+pub(super) fn observe(evaluation: &Evaluation, commits_so_far: usize, dry_run: bool) -> String {
     let result_text = evaluation.result.to_string();
     let result = if result_text.len() > OBSERVATION_CAP {
         json!({
@@ -337,16 +337,16 @@ pub(super) fn observe(evaluation: &Evaluation, dry_run: bool) -> String {
         .map(|call| call.op.as_str())
         .collect();
     let mut body = json!({"result": result, "error": error, "console": console, "calls": calls});
-    if !failed_writes.is_empty() || (evaluation.error.is_some() && evaluation.commits.is_empty()) {
-        let note = if evaluation.commits.is_empty() && !dry_run {
-            "Nothing was changed in this step: no write succeeded.".to_string()
-        } else {
-            format!(
-                "These calls failed and changed nothing: {}.",
-                failed_writes.join(", ")
-            )
-        };
-        body["note"] = Value::String(note);
+    // Small models take "I read it" for "I changed it"; the count says what happened.
+    if !dry_run {
+        body["commits_so_far"] = json!(commits_so_far);
+    }
+    if !failed_writes.is_empty() {
+        body["note"] = Value::String(format!(
+            "Nothing was changed by the failed {} call{}: fix the request and try again.",
+            failed_writes.join(", "),
+            if failed_writes.len() == 1 { "" } else { "s" }
+        ));
     }
     format!("<observation>\n{body}\n</observation>")
 }
