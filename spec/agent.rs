@@ -251,6 +251,27 @@ fn a_reply_claiming_a_change_that_failed_shows_no_commits_and_the_failed_call() 
 }
 
 #[test]
+fn a_reply_written_before_failing_code_is_held_back_and_the_run_goes_on() {
+    let llm = FakeLlm::fixture("premature-reply");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "Make the bread rye bread."}));
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(
+        report["reply"],
+        "todo.md has no bread item, so nothing was changed."
+    );
+    assert_eq!(report["steps"].as_array().unwrap().len(), 2);
+    let observation = llm.requests()[1]["messages"][3]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        observation.contains("Your <reply> was not given to the user"),
+        "{observation}"
+    );
+}
+
+#[test]
 fn a_model_that_never_replies_stops_at_max_steps() {
     let llm = FakeLlm::fixture("never-replies");
     let server = server_for(&llm, |_| {});

@@ -235,7 +235,8 @@ impl Agent {
                        "console": evaluation.console, "stats": evaluation.stats}),
             );
             run.commits.extend(evaluation.commits.iter().cloned());
-            let observation = observe(&evaluation, run.commits.len(), request.dry_run);
+            let failed = evaluation.error.is_some();
+            let mut observation = observe(&evaluation, run.commits.len(), request.dry_run);
             run.steps.push(Step {
                 think: answer.think,
                 code: Some(code),
@@ -246,8 +247,15 @@ impl Agent {
                 llm_ms,
             });
             if answer.reply.is_some() {
-                run.reply = answer.reply;
-                break Stopped::Reply;
+                if !failed {
+                    run.reply = answer.reply;
+                    break Stopped::Reply;
+                }
+                // A reply written before its code ran cannot know the code failed.
+                observation.push_str(
+                    "\nYour <reply> was not given to the user: it was written before the code ran, and the code failed. \
+                     Fix the code, or reply again once you know the outcome.",
+                );
             }
             messages.push(Message::user(observation));
         };
