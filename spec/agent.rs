@@ -272,6 +272,29 @@ fn a_reply_written_before_failing_code_is_held_back_and_the_run_goes_on() {
 }
 
 #[test]
+fn resending_the_same_failing_code_is_pointed_out() {
+    let llm = FakeLlm::fixture("repeats-failing-code");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "Edit todo.md."}));
+    assert_eq!(report["stopped"], "reply");
+    let requests = llm.requests();
+    let message = |request: usize, index: usize| {
+        requests[request]["messages"][index]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let first = message(1, 3);
+    assert!(first.contains("use notes.write"), "{first}");
+    assert!(!first.contains("same code"), "{first}");
+    let second = message(2, 5);
+    assert!(
+        second.contains("same code as your previous answer"),
+        "{second}"
+    );
+}
+
+#[test]
 fn a_model_that_never_replies_stops_at_max_steps() {
     let llm = FakeLlm::fixture("never-replies");
     let server = server_for(&llm, |_| {});

@@ -237,6 +237,15 @@ impl Agent {
             run.commits.extend(evaluation.commits.iter().cloned());
             let failed = evaluation.error.is_some();
             let mut observation = observe(&evaluation, run.commits.len(), request.dry_run);
+            let repeated = run.steps.last().is_some_and(|last| {
+                last.code.as_deref() == Some(code.as_str()) && last.error.is_some()
+            });
+            if failed && repeated {
+                // Small models resend a failing call unchanged until the steps run out.
+                observation.push_str(
+                    "\nThis is the same code as your previous answer, and it failed again: change the approach.",
+                );
+            }
             run.steps.push(Step {
                 think: answer.think,
                 code: Some(code),

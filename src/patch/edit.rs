@@ -23,7 +23,7 @@ pub fn apply_edits(path: &str, text: &str, edits: &[Edit]) -> Result<String> {
         if edit.old.is_empty() {
             return Err(Error::new(
                 crate::error::ErrorCode::InvalidRequest,
-                format!("{which}: `old` is empty; give the exact text to replace"),
+                format!("{which}: `old` is empty; give the exact text to replace (to replace the whole note, use notes.write)"),
             ));
         }
         let found = occurrences(&current, &edit.old);
