@@ -173,6 +173,10 @@ pub struct Config {
     pub sandbox: SandboxLimits,
     pub llm: LlmConfig,
     pub agent: AgentLimits,
+    /// Browser origins allowed to use `/mcp` besides loopback ones (`MIRAI_MCP_ALLOWED_ORIGINS`, comma-separated).
+    pub mcp_allowed_origins: Vec<String>,
+    /// Largest MCP tool result text (`MIRAI_MCP_MAX_RESULT_BYTES`, default 64 KiB).
+    pub mcp_max_result_bytes: usize,
     /// Where the compiled guest module is cached (`MIRAI_CACHE_DIR`); by
     /// default `.mirai/cache` inside the notes root.
     pub cache_dir: PathBuf,
@@ -187,6 +191,8 @@ impl Config {
             sandbox: SandboxLimits::default(),
             llm: LlmConfig::default(),
             agent: AgentLimits::default(),
+            mcp_allowed_origins: Vec::new(),
+            mcp_max_result_bytes: 64 * 1024,
             notes_root,
             host: "127.0.0.1".to_string(),
             port: 4567,
@@ -298,6 +304,16 @@ impl Config {
             "a positive number of milliseconds",
         )? {
             self.agent.deadline_ms = n;
+        }
+        if let Some(n) = positive("MIRAI_MCP_MAX_RESULT_BYTES", "a positive number of bytes")? {
+            self.mcp_max_result_bytes = as_usize(n);
+        }
+        if let Some(origins) = non_empty("MIRAI_MCP_ALLOWED_ORIGINS") {
+            self.mcp_allowed_origins = origins
+                .split(',')
+                .map(|o| o.trim().trim_end_matches('/').to_string())
+                .filter(|o| !o.is_empty())
+                .collect();
         }
         if let Some(dir) = non_empty("MIRAI_CACHE_DIR") {
             self.cache_dir = PathBuf::from(dir.trim());

@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod http;
 pub mod index;
+pub mod mcp;
 pub mod notes;
 pub mod ops;
 pub mod patch;

@@ -14,6 +14,7 @@ use mirai::agent::Agent;
 use mirai::bootstrap::{self, Prepared};
 use mirai::config::{self, Config};
 use mirai::http::{self, AppState};
+use mirai::mcp::Mcp;
 use mirai::notes::Notes;
 use mirai::ops::{self, Context, Input};
 use mirai::sandbox::{EvalRequest, Sandbox};
@@ -40,6 +41,9 @@ enum Command {
     /// Run a JavaScript file in the sandbox, as POST /agent/eval would, and
     /// print the evaluation as JSON (exit 1 when the program failed).
     Eval(EvalArgs),
+    /// Speak MCP on stdin/stdout (for desktop clients that start mirai
+    /// themselves); logs go to stderr.
+    Mcp(NotesArgs),
 }
 
 #[derive(Debug, Args)]
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => serve(args),
         Some(Command::Index { action }) => index(action),
         Some(Command::Eval(args)) => eval(args),
+        Some(Command::Mcp(args)) => mcp_stdio(args),
         None => serve(cli.serve),
     };
     match result {
@@ -215,6 +220,39 @@ fn eval(args: EvalArgs) -> Result<(), Failure> {
     }
 }
 
+/// `mirai mcp`: one JSON-RPC message per line in, one per line out, with the
+/// operator's permissions (no token, DESIGN 7.4) and the environment's policy.
+fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
+    use std::io::{BufRead, Write};
+    let (config, notes) = open_notes(&args)?;
+    let ctx = Arc::new(Context::new(notes, &config));
+    let sandbox = Arc::new(start_sandbox(&config)?);
+    let mcp = Mcp::new(ctx.clone(), sandbox, config.mcp_max_result_bytes);
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let line = line.map_err(|e| Failure::config(format!("cannot read stdin: {e}")))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let response = match serde_json::from_str::<serde_json::Value>(&line) {
+            Ok(message) => mcp.handle(&message),
+            Err(e) => Some(serde_json::json!({"jsonrpc": "2.0", "id": null,
+                "error": {"code": mirai::mcp::code::PARSE_ERROR, "message": format!("not JSON: {e}")}})),
+        };
+        if let Some(response) = response {
+            let written = writeln!(stdout, "{response}").and_then(|()| stdout.flush());
+            if written.is_err() {
+                break; // the client went away
+            }
+        }
+    }
+    if let Err(e) = ctx.index.flush() {
+        log::warn!("could not write the index artifact: {e}");
+    }
+    Ok(())
+}
+
 /// Compiles (or loads from the cache) the guest module once for this process.
 fn start_sandbox(config: &Config) -> Result<Sandbox, Failure> {
     let (sandbox, startup) =
@@ -286,10 +324,17 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     } else {
         log::info!("agent: no model configured (set MIRAI_LLM_API_KEY or MIRAI_LLM_BASE_URL to enable POST /agent/run)");
     }
+    let mcp = Arc::new(Mcp::new(
+        ctx.clone(),
+        sandbox.clone(),
+        config.mcp_max_result_bytes,
+    ));
     let state = AppState {
         ctx: ctx.clone(),
         sandbox,
         agent,
+        mcp,
+        mcp_sessions: Default::default(),
         config,
     };
     let served =

@@ -15,6 +15,7 @@ use mirai::agent::Agent;
 use mirai::bootstrap;
 use mirai::config::Config;
 use mirai::http::{self, AppState};
+use mirai::mcp::Mcp;
 use mirai::notes::Notes;
 use mirai::ops::Context;
 use mirai::sandbox::Sandbox;
@@ -90,6 +91,11 @@ impl TestServer {
         let (sandbox, _) = Sandbox::new(config.sandbox, &config.cache_dir).expect("sandbox");
         let sandbox = Arc::new(sandbox);
         let agent = Arc::new(Agent::new(&config, sandbox.clone()));
+        let mcp = Arc::new(Mcp::new(
+            ctx.clone(),
+            sandbox.clone(),
+            config.mcp_max_result_bytes,
+        ));
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = mpsc::channel();
@@ -100,6 +106,8 @@ impl TestServer {
                         ctx,
                         sandbox,
                         agent,
+                        mcp,
+                        mcp_sessions: Default::default(),
                         config,
                     },
                     listener,

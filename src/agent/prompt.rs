@@ -58,24 +58,7 @@ pub fn system_prompt(facts: &PromptFacts) -> String {
          observation yourself. Only claim a change in <reply> when a write call succeeded.\n\n",
     );
     out.push_str("# The mirai API\n");
-    for op in TABLE {
-        if facts.read_only && op.class == Class::Write {
-            continue;
-        }
-        let request = shape(&(op.request_schema)().to_value());
-        let response = shape(&(op.response_schema)().to_value());
-        let argument = if request == "{}" {
-            String::new()
-        } else {
-            request
-        };
-        let _ = writeln!(out, "mirai.{}({argument}) -> {response}", op.name);
-        let _ = writeln!(out, "  {}", op.summary);
-        for (field, description) in field_descriptions(&(op.request_schema)().to_value()) {
-            let _ = writeln!(out, "  {field}: {description}");
-        }
-        let _ = writeln!(out, "  e.g. {}", op.example);
-    }
+    out.push_str(&api_reference(facts.read_only));
     if !facts.read_only {
         out.push_str(WRITING);
     }
@@ -124,6 +107,32 @@ pub fn system_prompt(facts: &PromptFacts) -> String {
             "- This is a dry run: writes are kept aside for a person to review (their `commit` is null) \
              and later reads see them. Work as you would for real.\n",
         );
+    }
+    out
+}
+
+/// Every `mirai.*` function with its shapes, summary, documented request
+/// fields and example; write functions are left out when `read_only`. The
+/// agent's prompt and MCP's code-mode tool both describe the API with this.
+pub fn api_reference(read_only: bool) -> String {
+    let mut out = String::new();
+    for op in TABLE {
+        if read_only && op.class == Class::Write {
+            continue;
+        }
+        let request = shape(&(op.request_schema)().to_value());
+        let response = shape(&(op.response_schema)().to_value());
+        let argument = if request == "{}" {
+            String::new()
+        } else {
+            request
+        };
+        let _ = writeln!(out, "mirai.{}({argument}) -> {response}", op.name);
+        let _ = writeln!(out, "  {}", op.summary);
+        for (field, description) in field_descriptions(&(op.request_schema)().to_value()) {
+            let _ = writeln!(out, "  {field}: {description}");
+        }
+        let _ = writeln!(out, "  e.g. {}", op.example);
     }
     out
 }

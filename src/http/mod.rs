@@ -6,6 +6,7 @@
 //! turning a panic into a plain 500.
 
 mod agent;
+mod mcp;
 mod middleware;
 mod respond;
 mod routes;
@@ -20,6 +21,7 @@ use actix_web::{web, App, HttpServer};
 
 use crate::agent::Agent;
 use crate::config::Config;
+use crate::mcp::Mcp;
 use crate::ops::Context;
 use crate::sandbox::Sandbox;
 
@@ -28,6 +30,8 @@ pub struct AppState {
     pub ctx: Arc<Context>,
     pub sandbox: Arc<Sandbox>,
     pub agent: Arc<Agent>,
+    pub mcp: Arc<Mcp>,
+    pub mcp_sessions: mcp::Sessions,
     pub config: Config,
 }
 

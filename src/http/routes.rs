@@ -5,9 +5,9 @@ use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse, Route};
 use serde_json::{json, Map, Value};
 
-use super::agent;
 use super::respond::{error_response, method_not_allowed, read_body, run_operation, OwnedInput};
 use super::AppState;
+use super::{agent, mcp};
 use crate::error::{Error, ErrorCode};
 
 /// One served route.
@@ -22,6 +22,7 @@ pub struct Endpoint {
 pub enum Verb {
     Get,
     Post,
+    Delete,
 }
 
 impl Verb {
@@ -29,6 +30,7 @@ impl Verb {
         match self {
             Verb::Get => "GET",
             Verb::Post => "POST",
+            Verb::Delete => "DELETE",
         }
     }
 
@@ -36,6 +38,7 @@ impl Verb {
         match self {
             Verb::Get => Method::GET,
             Verb::Post => Method::POST,
+            Verb::Delete => Method::DELETE,
         }
     }
 }
@@ -43,6 +46,14 @@ impl Verb {
 const fn get(path: &'static str, route: fn() -> Route) -> Endpoint {
     Endpoint {
         method: Verb::Get,
+        path,
+        route,
+    }
+}
+
+const fn delete(path: &'static str, route: fn() -> Route) -> Endpoint {
+    Endpoint {
+        method: Verb::Delete,
         path,
         route,
     }
@@ -77,6 +88,9 @@ pub static ENDPOINTS: &[Endpoint] = &[
     post("/agent/run", || web::route().to(agent::run)),
     get("/agent/runs", || web::route().to(agent::runs)),
     get("/agent/runs/{run_id}", || web::route().to(agent::transcript)),
+    post("/mcp", || web::route().to(mcp::post)),
+    get("/mcp", || web::route().to(mcp::get)),
+    delete("/mcp", || web::route().to(mcp::delete)),
 ];
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -104,6 +118,10 @@ async fn config(state: web::Data<AppState>) -> HttpResponse {
         "policy_mode": config.policy.as_str(),
         "auth_required": config.api_token.is_some(),
         "max_body_bytes": config.max_body_bytes,
+        "mcp": {
+            "protocol_versions": crate::mcp::PROTOCOL_VERSIONS,
+            "max_result_bytes": config.mcp_max_result_bytes,
+        },
         "sandbox": {
             "memory_mb": config.sandbox.memory_bytes / (1024 * 1024),
             "timeout_ms": config.sandbox.timeout_ms,

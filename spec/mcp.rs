@@ -1,0 +1,429 @@
+//! MCP through a real client, the official Rust SDK (rmcp), over Streamable
+//! HTTP and over `mirai mcp`'s stdio; plus the transport's rules checked by
+//! hand (sessions, Origin, GET, DELETE, notifications, result caps).
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{guest_cache, mirai_cli, TestServer};
+use mirai::config::PolicyMode;
+use mirai::ops::TABLE;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation,
+    ReadResourceRequestParams, ResourceContents,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Value};
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn client_config() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("mirai-spec", "0.1.0"),
+    )
+}
+
+async fn connect(server: &TestServer, token: Option<&str>) -> Result<Client, String> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", server.url));
+    if let Some(token) = token {
+        config = config.auth_header(token.to_string());
+    }
+    client_config()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn arguments(value: Value) -> serde_json::Map<String, Value> {
+    value.as_object().cloned().unwrap()
+}
+
+async fn call(client: &Client, tool: &str, args: Value) -> rmcp::model::CallToolResult {
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(arguments(args)))
+        .await
+        .unwrap()
+}
+
+fn text_of(result: &rmcp::model::CallToolResult) -> String {
+    serde_json::to_value(&result.content).unwrap()[0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_client_over_http_lists_calls_writes_fails_and_reads() {
+    let server = TestServer::with_note("projects/my plan.md", "# Plan\n\nship it\n");
+    // The harness's blocking HTTP client cannot run inside the async client's runtime.
+    let over_http = server.read("projects/my plan.md").body;
+    runtime().block_on(async {
+        let client = connect(&server, None).await.unwrap();
+        let info = client.peer_info().unwrap();
+        assert_eq!(info.protocol_version.as_str(), "2025-11-25");
+        assert_eq!(info.server_info.as_ref().unwrap().name, "mirai");
+
+        // Every row is a tool and every tool a row; agent_eval is the one exception.
+        let tools = client.list_all_tools().await.unwrap();
+        let names: BTreeSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        let mut expected: BTreeSet<String> =
+            TABLE.iter().map(|op| op.name.replace('.', "_")).collect();
+        expected.insert("agent_eval".into());
+        assert_eq!(names, expected);
+        let read = tools.iter().find(|t| t.name == "notes_read").unwrap();
+        let annotations = read.annotations.as_ref().unwrap();
+        assert_eq!(annotations.read_only_hint, Some(true));
+        assert!(read.output_schema.is_some());
+        let write = tools.iter().find(|t| t.name == "notes_write").unwrap();
+        assert_eq!(
+            write.annotations.as_ref().unwrap().destructive_hint,
+            Some(true)
+        );
+        let eval_tool = tools.iter().find(|t| t.name == "agent_eval").unwrap();
+        assert!(eval_tool
+            .description
+            .as_deref()
+            .unwrap()
+            .contains("mirai.notes.edit({"));
+
+        // A read answers what HTTP answers.
+        let result = call(
+            &client,
+            "notes_read",
+            json!({"path": "projects/my plan.md"}),
+        )
+        .await;
+        assert_eq!(result.is_error, Some(false));
+        assert_eq!(result.structured_content, Some(over_http));
+
+        // A write commits.
+        let before = server.commit_count();
+        let result = call(
+            &client,
+            "notes_write",
+            json!({"path": "new.md", "content": "fresh\n"}),
+        )
+        .await;
+        assert_eq!(result.is_error, Some(false), "{result:?}");
+        assert_eq!(server.commit_count(), before + 1);
+        assert_eq!(
+            result.structured_content.unwrap()["commit"],
+            json!(server.head())
+        );
+
+        // A failing write is a tool error with mirai's code and words; nothing changes.
+        let head = server.head();
+        let result = call(
+            &client,
+            "notes_edit",
+            json!({"path": "new.md", "edits": [{"old": "stale", "new": "x"}]}),
+        )
+        .await;
+        assert_eq!(result.is_error, Some(true));
+        assert!(
+            text_of(&result).starts_with("conflict: edit 1 of 1"),
+            "{result:?}"
+        );
+        assert_eq!(server.head(), head);
+        assert_eq!(
+            std::fs::read_to_string(server.root.join("new.md")).unwrap(),
+            "fresh\n"
+        );
+
+        // Code mode.
+        let result = call(
+            &client,
+            "agent_eval",
+            json!({"code": "return (await mirai.notes.list()).notes.length"}),
+        )
+        .await;
+        assert_eq!(result.is_error, Some(false), "{result:?}");
+        let evaluation: Value = serde_json::from_str(&text_of(&result)).unwrap();
+        assert_eq!(evaluation["result"], 3);
+        let result = call(
+            &client,
+            "agent_eval",
+            json!({"code": "throw new Error('no')"}),
+        )
+        .await;
+        assert_eq!(result.is_error, Some(true));
+
+        // Unknown tools are protocol errors.
+        assert!(client
+            .call_tool(CallToolRequestParams::new("nope"))
+            .await
+            .is_err());
+
+        // Notes as resources, each segment percent-encoded.
+        let resources = client.list_all_resources().await.unwrap();
+        let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(
+            uris,
+            [
+                "mirai://notes/new.md",
+                "mirai://notes/projects/my%20plan.md",
+                "mirai://notes/welcome.md"
+            ]
+        );
+        let read = client
+            .read_resource(ReadResourceRequestParams::new(
+                "mirai://notes/projects/my%20plan.md",
+            ))
+            .await
+            .unwrap();
+        match &read.contents[0] {
+            ResourceContents::TextResourceContents { text, .. } => {
+                assert_eq!(text, "# Plan\n\nship it\n")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(client
+            .read_resource(ReadResourceRequestParams::new(
+                "mirai://notes/..%2F..%2Fetc%2Fpasswd"
+            ))
+            .await
+            .is_err());
+        let templates = client.list_all_resource_templates().await.unwrap();
+        assert_eq!(templates[0].uri_template, "mirai://notes/{path}");
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn read_only_mode_lists_no_write_tools_and_refuses_them() {
+    let server = TestServer::start_with(|config| config.policy = PolicyMode::ReadOnly);
+    server.write("a.md", "a\n");
+    runtime().block_on(async {
+        let client = connect(&server, None).await.unwrap();
+        let tools = client.list_all_tools().await.unwrap();
+        assert!(tools
+            .iter()
+            .all(|t| t.name != "notes_write" && t.name != "patch_apply"));
+        assert!(tools.iter().any(|t| t.name == "notes_read"));
+        let result = call(
+            &client,
+            "notes_write",
+            json!({"path": "b.md", "content": "b\n"}),
+        )
+        .await;
+        assert_eq!(result.is_error, Some(true));
+        assert_eq!(
+            text_of(&result),
+            "policy_denied: action notes.write is denied in read_only mode"
+        );
+        assert!(!server.root.join("b.md").exists());
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn the_token_guards_mcp_like_every_other_route() {
+    let server = TestServer::start_with(|config| config.api_token = Some("s3cret".into()));
+    runtime().block_on(async {
+        assert!(connect(&server, None).await.is_err());
+        let client = connect(&server, Some("s3cret")).await.unwrap();
+        let result = call(&client, "notes_list", json!({})).await;
+        assert_eq!(result.is_error, Some(false));
+        client.cancel().await.unwrap();
+    });
+}
+
+#[test]
+fn mirai_mcp_speaks_mcp_on_stdio() {
+    let server = TestServer::with_note("a.md", "over stdio\n");
+    let root = server.root.clone();
+    runtime().block_on(async {
+        let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mirai")).configure(|cmd| {
+            cmd.arg("mcp")
+                .arg("--notes-root")
+                .arg(&root)
+                .env("MIRAI_CACHE_DIR", guest_cache())
+                .env("RUST_LOG", "warn");
+        });
+        let client = client_config()
+            .serve(TokioChildProcess::new(command).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            client.peer_info().unwrap().protocol_version.as_str(),
+            "2025-11-25"
+        );
+        let result = call(&client, "notes_read", json!({"path": "a.md"})).await;
+        assert_eq!(
+            result.structured_content.unwrap()["content"],
+            "over stdio\n"
+        );
+        let result = call(
+            &client,
+            "notes_write",
+            json!({"path": "b.md", "content": "b\n"}),
+        )
+        .await;
+        assert_eq!(result.is_error, Some(false));
+        client.cancel().await.unwrap();
+    });
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("b.md")).unwrap(),
+        "b\n"
+    );
+    // stdout carries protocol only: a bad line is answered with a parse error, not a log.
+    let out = mirai_cli()
+        .arg("mcp")
+        .arg("--notes-root")
+        .arg(&server.root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(b"not json\n")?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["error"]["code"], -32700);
+}
+
+/// One raw POST to /mcp.
+fn post(server: &TestServer, headers: &[(&str, &str)], body: Value) -> reqwest::blocking::Response {
+    let mut request = server
+        .raw()
+        .post(format!("{}/mcp", server.url))
+        .header("accept", "application/json, text/event-stream")
+        .json(&body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().unwrap()
+}
+
+fn initialize(server: &TestServer, version: &str) -> (String, Value) {
+    let response = post(
+        server,
+        &[],
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
+    );
+    assert_eq!(response.status().as_u16(), 200);
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    (session, response.json().unwrap())
+}
+
+#[test]
+fn the_http_transport_keeps_its_rules() {
+    let server = TestServer::start_with(|config| config.mcp_max_result_bytes = 300);
+    server.write("big.md", "x".repeat(2_000));
+
+    let (session, init) = initialize(&server, "2025-06-18");
+    assert_eq!(
+        init["result"]["protocolVersion"], "2025-06-18",
+        "an older revision is echoed"
+    );
+    let (_, init) = initialize(&server, "2099-01-01");
+    assert_eq!(
+        init["result"]["protocolVersion"], "2025-11-25",
+        "an unknown one gets the newest"
+    );
+
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    assert_eq!(
+        post(&server, &[], list.clone()).status().as_u16(),
+        400,
+        "no session"
+    );
+    assert_eq!(
+        post(&server, &[("mcp-session-id", "nope")], list.clone())
+            .status()
+            .as_u16(),
+        404
+    );
+    let with_session = [
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-06-18"),
+    ];
+    assert_eq!(
+        post(&server, &with_session, list.clone()).status().as_u16(),
+        200
+    );
+    let wrong_version = [
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2024-01-01"),
+    ];
+    assert_eq!(
+        post(&server, &wrong_version, list.clone())
+            .status()
+            .as_u16(),
+        400
+    );
+
+    let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        post(&server, &with_session, notification).status().as_u16(),
+        202
+    );
+
+    let evil = [
+        ("mcp-session-id", session.as_str()),
+        ("origin", "https://evil.example"),
+    ];
+    assert_eq!(post(&server, &evil, list.clone()).status().as_u16(), 403);
+    let local = [
+        ("mcp-session-id", session.as_str()),
+        ("origin", "http://localhost:3000"),
+    ];
+    assert_eq!(post(&server, &local, list.clone()).status().as_u16(), 200);
+
+    // A result larger than the cap is replaced by valid JSON that states the cap.
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "notes_read", "arguments": {"path": "big.md"}}});
+    let answer: Value = post(&server, &with_session, call).json().unwrap();
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+    let notice: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(notice["truncated"], true);
+    assert_eq!(notice["max_result_bytes"], 300);
+    assert!(answer["result"].get("structuredContent").is_none());
+
+    let unknown = json!({"jsonrpc": "2.0", "id": 4, "method": "sampling/createMessage"});
+    let answer: Value = post(&server, &with_session, unknown).json().unwrap();
+    assert_eq!(answer["error"]["code"], -32601);
+
+    assert_eq!(
+        server
+            .raw()
+            .get(format!("{}/mcp", server.url))
+            .send()
+            .unwrap()
+            .status()
+            .as_u16(),
+        405
+    );
+    let delete = |id: &str| {
+        server
+            .raw()
+            .delete(format!("{}/mcp", server.url))
+            .header("mcp-session-id", id)
+            .send()
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(delete(&session), 204);
+    assert_eq!(delete(&session), 404);
+    assert_eq!(post(&server, &with_session, list).status().as_u16(), 404);
+}

@@ -1,0 +1,201 @@
+//! MCP over Streamable HTTP at `/mcp`: moves JSON-RPC messages between the
+//! client and [`crate::mcp::Mcp`], and keeps the transport's rules: `Origin`
+//! checked, a session id issued by `initialize` and required afterwards, the
+//! negotiated `MCP-Protocol-Version`, 202 for notifications, 405 for `GET`
+//! (mirai offers no server-to-client stream). The bearer token is checked
+//! before routing, as for every route.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::{json, Value};
+
+use super::respond::read_body;
+use super::AppState;
+use crate::mcp::{code, Mcp, PROTOCOL_VERSIONS};
+
+const SESSION_HEADER: &str = "Mcp-Session-Id";
+const VERSION_HEADER: &str = "MCP-Protocol-Version";
+/// Sessions kept at once; the oldest is forgotten first (its client re-initializes on 404).
+const MAX_SESSIONS: usize = 10_000;
+
+/// Live sessions: id -> the protocol revision negotiated for it, in creation order.
+#[derive(Default)]
+pub struct Sessions {
+    live: Mutex<(
+        HashMap<String, &'static str>,
+        std::collections::VecDeque<String>,
+    )>,
+}
+
+impl Sessions {
+    fn open(&self, version: &'static str) -> String {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let (by_id, order) = &mut *live;
+        if by_id.len() >= MAX_SESSIONS {
+            if let Some(oldest) = order.pop_front() {
+                by_id.remove(&oldest);
+            }
+        }
+        by_id.insert(id.clone(), version);
+        order.push_back(id.clone());
+        id
+    }
+
+    fn version(&self, id: &str) -> Option<&'static str> {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.0.get(id).copied()
+    }
+
+    fn close(&self, id: &str) -> bool {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        let (by_id, order) = &mut *live;
+        order.retain(|other| other != id);
+        by_id.remove(id).is_some()
+    }
+}
+
+/// `POST /mcp`: one JSON-RPC message.
+pub async fn post(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> HttpResponse {
+    if let Some(refused) = check_origin(&state, &req) {
+        return refused;
+    }
+    let body = match read_body(&state, payload).await {
+        Ok(body) => body,
+        Err(err) => {
+            return rpc_error(
+                StatusCode::from_u16(err.code.http_status()).unwrap_or(StatusCode::BAD_REQUEST),
+                code::INVALID_REQUEST,
+                &err.message,
+            )
+        }
+    };
+    let message: Value = match serde_json::from_slice(&body) {
+        Ok(message) => message,
+        Err(e) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                code::PARSE_ERROR,
+                &format!("the body is not JSON: {e}"),
+            )
+        }
+    };
+    let initializing = message.get("method").and_then(Value::as_str) == Some("initialize");
+    if !initializing {
+        let Some(id) = header_value(&req, SESSION_HEADER) else {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                code::INVALID_REQUEST,
+                "missing Mcp-Session-Id: send initialize first and then the session id it answered",
+            );
+        };
+        let Some(negotiated) = state.mcp_sessions.version(&id) else {
+            return rpc_error(
+                StatusCode::NOT_FOUND,
+                code::INVALID_REQUEST,
+                "unknown or ended session: initialize again",
+            );
+        };
+        if let Some(sent) = header_value(&req, VERSION_HEADER) {
+            if !PROTOCOL_VERSIONS.contains(&sent.as_str()) || sent != negotiated {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    code::INVALID_REQUEST,
+                    &format!("MCP-Protocol-Version {sent} is not this session's ({negotiated})"),
+                );
+            }
+        }
+    }
+    let mcp = state.mcp.clone();
+    let answered = web::block(move || {
+        let response = mcp.handle(&message);
+        (message, response)
+    })
+    .await;
+    let Ok((message, response)) = answered else {
+        log::error!("/mcp panicked; answered 500");
+        return rpc_error(StatusCode::INTERNAL_SERVER_ERROR, -32603, "internal error");
+    };
+    let Some(response) = response else {
+        return HttpResponse::Accepted().finish();
+    };
+    let mut answer = HttpResponse::Ok();
+    if initializing && response.get("result").is_some() {
+        let version = Mcp::negotiate(message["params"]["protocolVersion"].as_str());
+        answer.insert_header((SESSION_HEADER, state.mcp_sessions.open(version)));
+    }
+    answer.json(response)
+}
+
+/// `GET /mcp`: mirai sends nothing unasked, so there is no stream to open.
+pub async fn get() -> HttpResponse {
+    HttpResponse::MethodNotAllowed()
+        .insert_header((header::ALLOW, "POST, DELETE"))
+        .json(json!({"jsonrpc": "2.0", "id": null, "error": {"code": code::INVALID_REQUEST, "message": "mirai offers no server-to-client stream; POST messages to /mcp"}}))
+}
+
+/// `DELETE /mcp`: the client ends its session.
+pub async fn delete(state: web::Data<AppState>, req: HttpRequest) -> HttpResponse {
+    match header_value(&req, SESSION_HEADER) {
+        Some(id) if state.mcp_sessions.close(&id) => HttpResponse::NoContent().finish(),
+        Some(_) => rpc_error(
+            StatusCode::NOT_FOUND,
+            code::INVALID_REQUEST,
+            "unknown or ended session",
+        ),
+        None => rpc_error(
+            StatusCode::BAD_REQUEST,
+            code::INVALID_REQUEST,
+            "missing Mcp-Session-Id",
+        ),
+    }
+}
+
+/// Browsers may only reach `/mcp` from the allowed origins (DNS rebinding);
+/// clients that send no `Origin` are not browsers and pass.
+fn check_origin(state: &AppState, req: &HttpRequest) -> Option<HttpResponse> {
+    let origin = header_value(req, "Origin")?;
+    let allowed = &state.config.mcp_allowed_origins;
+    if allowed.iter().any(|a| a == &origin) || is_loopback_origin(&origin) {
+        return None;
+    }
+    Some(rpc_error(
+        StatusCode::FORBIDDEN,
+        code::INVALID_REQUEST,
+        &format!("origin {origin} may not use /mcp; add it to MIRAI_MCP_ALLOWED_ORIGINS"),
+    ))
+}
+
+fn is_loopback_origin(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = match rest.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => rest.split(':').next().unwrap_or_default(),
+    };
+    matches!(host, "localhost" | "127.0.0.1" | "::1")
+}
+
+fn header_value(req: &HttpRequest, name: &str) -> Option<String> {
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+fn rpc_error(status: StatusCode, code: i64, message: &str) -> HttpResponse {
+    HttpResponse::build(status)
+        .json(json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}}))
+}

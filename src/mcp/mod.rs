@@ -1,0 +1,154 @@
+//! MCP (Model Context Protocol): the operation table served to MCP clients,
+//! one more thin adapter over [`crate::ops`]. This module is the protocol
+//! (JSON-RPC messages in, JSON-RPC messages out), the same for every
+//! transport; `http/mcp.rs` (Streamable HTTP at `/mcp`) and `mirai mcp`
+//! (stdio) only move messages.
+//!
+//! Served revisions: 2025-11-25 and the ones before it that still negotiate
+//! in `initialize` (2025-06-18, 2025-03-26). A client asking `initialize` for
+//! a newer revision is answered with 2025-11-25, as the specification says.
+
+mod resources;
+mod tools;
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::ops::Context;
+use crate::sandbox::Sandbox;
+
+/// Revisions served, newest first.
+pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// JSON-RPC error codes.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const RESOURCE_NOT_FOUND: i64 = -32002;
+}
+
+/// A protocol fault, answered as a JSON-RPC error (operation failures are
+/// tool results with `isError`, not these).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+/// The protocol over the table, shared by both transports.
+pub struct Mcp {
+    ctx: Arc<Context>,
+    sandbox: Arc<Sandbox>,
+    /// Largest tool result text, in bytes (`MIRAI_MCP_MAX_RESULT_BYTES`).
+    max_result_bytes: usize,
+}
+
+impl Mcp {
+    pub fn new(ctx: Arc<Context>, sandbox: Arc<Sandbox>, max_result_bytes: usize) -> Mcp {
+        Mcp {
+            ctx,
+            sandbox,
+            max_result_bytes,
+        }
+    }
+
+    /// Answers one JSON-RPC message: a response for a request, `None` for a
+    /// notification or a client's response.
+    pub fn handle(&self, message: &Value) -> Option<Value> {
+        let Some(object) = message.as_object() else {
+            return Some(error_response(
+                Value::Null,
+                &RpcError::new(
+                    code::INVALID_REQUEST,
+                    "a message must be one JSON-RPC 2.0 object (batches are not served)",
+                ),
+            ));
+        };
+        let id = object.get("id").cloned();
+        let Some(method) = object.get("method").and_then(Value::as_str) else {
+            if id.is_some() && (object.contains_key("result") || object.contains_key("error")) {
+                return None; // a response to a request mirai never sends
+            }
+            return Some(error_response(
+                id.unwrap_or(Value::Null),
+                &RpcError::new(code::INVALID_REQUEST, "the message has no method"),
+            ));
+        };
+        let Some(id) = id else {
+            return None; // notifications (initialized, cancelled) need nothing from mirai
+        };
+        if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Some(error_response(
+                id,
+                &RpcError::new(code::INVALID_REQUEST, "jsonrpc must be \"2.0\""),
+            ));
+        }
+        let params = object.get("params").cloned().unwrap_or(json!({}));
+        let outcome = match method {
+            "initialize" => Ok(self.initialize(&params)),
+            "ping" => Ok(json!({})),
+            "tools/list" => Ok(tools::list(self.read_only())),
+            "tools/call" => tools::call(self, &params),
+            "resources/list" => resources::list(self, &params),
+            "resources/templates/list" => Ok(resources::templates()),
+            "resources/read" => resources::read(self, &params),
+            other => Err(RpcError::new(
+                code::METHOD_NOT_FOUND,
+                format!("method not found: {other}"),
+            )),
+        };
+        Some(match outcome {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(error) => error_response(id, &error),
+        })
+    }
+
+    /// The revision answered to a client that asked for `requested`.
+    pub fn negotiate(requested: Option<&str>) -> &'static str {
+        requested
+            .and_then(|asked| PROTOCOL_VERSIONS.iter().find(|v| **v == asked))
+            .copied()
+            .unwrap_or(PROTOCOL_VERSIONS[0])
+    }
+
+    fn initialize(&self, params: &Value) -> Value {
+        let version = Mcp::negotiate(params.get("protocolVersion").and_then(Value::as_str));
+        json!({
+            "protocolVersion": version,
+            "capabilities": {
+                "tools": {"listChanged": false},
+                "resources": {"listChanged": false, "subscribe": false},
+            },
+            "serverInfo": {"name": "mirai", "title": "mirai notes", "version": env!("CARGO_PKG_VERSION")},
+            "instructions": "mirai keeps a git repository of markdown notes. Read and search with the read tools; \
+                every successful write tool call is one git commit. agent_eval runs JavaScript that can call \
+                many operations at once. Notes are also resources at mirai://notes/<path>.",
+        })
+    }
+
+    fn read_only(&self) -> bool {
+        self.ctx.policy == crate::config::PolicyMode::ReadOnly
+    }
+}
+
+fn error_response(id: Value, error: &RpcError) -> Value {
+    let mut body = json!({"code": error.code, "message": error.message});
+    if let Some(data) = &error.data {
+        body["data"] = data.clone();
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": body})
+}
