@@ -10,13 +10,13 @@ use common::{guest_cache, mirai_cli, TestServer};
 use mirai::config::PolicyMode;
 use mirai::ops::TABLE;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
     ReadResourceRequestParams, ResourceContents,
 };
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{json, Value};
 
 type Client = RunningService<RoleClient, ClientConfig>;
@@ -426,4 +426,149 @@ fn the_http_transport_keeps_its_rules() {
     assert_eq!(delete(&session), 204);
     assert_eq!(delete(&session), 404);
     assert_eq!(post(&server, &with_session, list).status().as_u16(), 404);
+}
+
+#[test]
+fn the_current_revision_needs_no_handshake_over_http_or_stdio() {
+    let server = TestServer::with_note("a.md", "modern\n");
+    let root = server.root.clone();
+    runtime().block_on(async {
+        let modern = vec![ProtocolVersion::V_2026_07_28];
+        let client = client_config()
+            .with_protocol_version(ProtocolVersion::V_2026_07_28)
+            .serve_with_lifecycle(
+                StreamableHttpClientTransport::from_uri(format!("{}/mcp", server.url)),
+                ClientLifecycleMode::Discover {
+                    preferred_versions: modern.clone(),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            client.peer_info().unwrap().protocol_version.as_str(),
+            "2026-07-28"
+        );
+        let tools = client.list_all_tools().await.unwrap();
+        assert_eq!(tools.len(), TABLE.len() + 1);
+        let result = call(&client, "notes_read", json!({"path": "a.md"})).await;
+        assert_eq!(result.structured_content.unwrap()["content"], "modern\n");
+        let read = client
+            .read_resource(ReadResourceRequestParams::new("mirai://notes/a.md"))
+            .await
+            .unwrap();
+        assert_eq!(read.contents.len(), 1);
+        assert!(client
+            .read_resource(ReadResourceRequestParams::new("mirai://notes/missing.md"))
+            .await
+            .is_err());
+        client.cancel().await.unwrap();
+
+        let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mirai")).configure(|cmd| {
+            cmd.arg("mcp")
+                .arg("--notes-root")
+                .arg(&root)
+                .env("MIRAI_CACHE_DIR", guest_cache())
+                .env("RUST_LOG", "warn");
+        });
+        let client = client_config()
+            .with_protocol_version(ProtocolVersion::V_2026_07_28)
+            .serve_with_lifecycle(
+                TokioChildProcess::new(command).unwrap(),
+                ClientLifecycleMode::Auto {
+                    preferred_versions: modern,
+                    legacy_version: Some(ProtocolVersion::V_2025_11_25),
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            client.peer_info().unwrap().protocol_version.as_str(),
+            "2026-07-28"
+        );
+        let result = call(&client, "notes_list", json!({})).await;
+        assert_eq!(result.is_error, Some(false));
+        client.cancel().await.unwrap();
+    });
+}
+
+/// A 2026-07-28 request: `_meta` in the body and the routing headers.
+fn modern(method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
+}
+
+#[test]
+fn current_revision_requests_must_carry_matching_routing_headers() {
+    let server = TestServer::with_note("a.md", "a\n");
+    let headers = |method: &'static str| {
+        vec![
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", method),
+        ]
+    };
+
+    let discover = post(
+        &server,
+        &headers("server/discover"),
+        modern("server/discover", json!({})),
+    );
+    assert_eq!(discover.status().as_u16(), 200);
+    assert!(
+        discover.headers().get("mcp-session-id").is_none(),
+        "no sessions in 2026-07-28"
+    );
+    let body: Value = discover.json().unwrap();
+    assert_eq!(body["result"]["resultType"], "complete");
+    assert_eq!(body["result"]["supportedVersions"][0], "2026-07-28");
+    assert_eq!(
+        body["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mirai"
+    );
+
+    let call_body = modern(
+        "tools/call",
+        json!({"name": "notes_read", "arguments": {"path": "a.md"}}),
+    );
+    let missing = post(&server, &headers("tools/call"), call_body.clone());
+    assert_eq!(missing.status().as_u16(), 400);
+    assert_eq!(missing.json::<Value>().unwrap()["error"]["code"], -32020);
+    let mut wrong = headers("tools/call");
+    wrong.push(("mcp-name", "notes_list"));
+    assert_eq!(
+        post(&server, &wrong, call_body.clone()).status().as_u16(),
+        400
+    );
+    let mut right = headers("tools/call");
+    // =?base64?...?= is how a client sends a value a header cannot hold as it is.
+    right.push(("mcp-name", "=?base64?bm90ZXNfcmVhZA==?="));
+    let answer: Value = post(&server, &right, call_body).json().unwrap();
+    assert_eq!(answer["result"]["structuredContent"]["content"], "a\n");
+    assert_eq!(answer["result"]["resultType"], "complete");
+
+    let mut old = modern("tools/list", json!({}));
+    old["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("1999-01-01");
+    let refused = post(
+        &server,
+        &[
+            ("mcp-protocol-version", "1999-01-01"),
+            ("mcp-method", "tools/list"),
+        ],
+        old,
+    );
+    assert_eq!(refused.status().as_u16(), 400);
+    let body: Value = refused.json().unwrap();
+    assert_eq!(body["error"]["code"], -32022);
+    assert_eq!(body["error"]["data"]["requested"], "1999-01-01");
+
+    let unknown = post(
+        &server,
+        &headers("sampling/createMessage"),
+        modern("sampling/createMessage", json!({})),
+    );
+    assert_eq!(unknown.status().as_u16(), 404);
+    assert_eq!(unknown.json::<Value>().unwrap()["error"]["code"], -32601);
 }

@@ -1,9 +1,10 @@
 //! MCP over Streamable HTTP at `/mcp`: moves JSON-RPC messages between the
 //! client and [`crate::mcp::Mcp`], and keeps the transport's rules: `Origin`
-//! checked, a session id issued by `initialize` and required afterwards, the
-//! negotiated `MCP-Protocol-Version`, 202 for notifications, 405 for `GET`
-//! (mirai offers no server-to-client stream). The bearer token is checked
-//! before routing, as for every route.
+//! checked; for 2025-11-25 and before, a session id issued by `initialize` and
+//! required afterwards with the negotiated `MCP-Protocol-Version`; for
+//! 2026-07-28, no session and routing headers that must match the body; 202
+//! for notifications, 405 for `GET` (mirai offers no server-to-client stream).
+//! The bearer token is checked before routing, as for every route.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,7 +15,7 @@ use serde_json::{json, Value};
 
 use super::respond::read_body;
 use super::AppState;
-use crate::mcp::{code, Mcp, PROTOCOL_VERSIONS};
+use crate::mcp::{code, requested_version, Mcp, PROTOCOL_VERSIONS};
 
 const SESSION_HEADER: &str = "Mcp-Session-Id";
 const VERSION_HEADER: &str = "MCP-Protocol-Version";
@@ -87,8 +88,18 @@ pub async fn post(
             )
         }
     };
-    let initializing = message.get("method").and_then(Value::as_str) == Some("initialize");
-    if !initializing {
+    let method = message
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let initializing = method == "initialize";
+    let stateless = !initializing && requested_version(&message["params"]).is_some();
+    if stateless {
+        if let Err(mismatch) = check_routing_headers(&req, &method, &message) {
+            return rpc_error(StatusCode::BAD_REQUEST, code::HEADER_MISMATCH, &mismatch);
+        }
+    } else if !initializing {
         let Some(id) = header_value(&req, SESSION_HEADER) else {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
@@ -126,12 +137,67 @@ pub async fn post(
     let Some(response) = response else {
         return HttpResponse::Accepted().finish();
     };
-    let mut answer = HttpResponse::Ok();
+    // 2026-07-28 answers an unsupported revision with 400 and an unknown method with 404,
+    // each with its JSON-RPC error, so clients can tell mirai from a legacy server.
+    let status = match response["error"]["code"].as_i64() {
+        Some(code::UNSUPPORTED_VERSION) if stateless => StatusCode::BAD_REQUEST,
+        Some(code::METHOD_NOT_FOUND) if stateless => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    };
+    let mut answer = HttpResponse::build(status);
     if initializing && response.get("result").is_some() {
         let version = Mcp::negotiate(message["params"]["protocolVersion"].as_str());
         answer.insert_header((SESSION_HEADER, state.mcp_sessions.open(version)));
     }
     answer.json(response)
+}
+
+/// 2026-07-28's routing headers must agree with the body: `MCP-Protocol-Version`
+/// with `_meta`, `Mcp-Method` with the method, `Mcp-Name` with the tool or URI.
+fn check_routing_headers(req: &HttpRequest, method: &str, message: &Value) -> Result<(), String> {
+    let params = &message["params"];
+    let expect = |name: &str, body: &str| -> Result<(), String> {
+        match header_value(req, name).map(|v| decode_header(&v)) {
+            Some(Some(sent)) if sent == body => Ok(()),
+            Some(Some(sent)) => Err(format!(
+                "header mismatch: {name} is {sent:?} but the body says {body:?}"
+            )),
+            Some(None) => Err(format!(
+                "header {name} is not valid (=?base64?...?= must hold base64 UTF-8)"
+            )),
+            None => Err(format!("missing header {name} (it must be {body:?})")),
+        }
+    };
+    expect(
+        VERSION_HEADER,
+        requested_version(params).unwrap_or_default(),
+    )?;
+    expect("Mcp-Method", method)?;
+    let name = match method {
+        "tools/call" | "prompts/get" => params["name"].as_str(),
+        "resources/read" => params["uri"].as_str(),
+        _ => None,
+    };
+    if let Some(name) = name {
+        expect("Mcp-Name", name)?;
+    }
+    Ok(())
+}
+
+/// A header value as sent: plain, or `=?base64?<UTF-8 as base64>?=` for
+/// values a header cannot carry as they are.
+fn decode_header(value: &str) -> Option<String> {
+    use base64::Engine as _;
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+        None => Some(value.to_string()),
+    }
 }
 
 /// `GET /mcp`: mirai sends nothing unasked, so there is no stream to open.

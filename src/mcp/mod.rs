@@ -4,9 +4,12 @@
 //! transport; `http/mcp.rs` (Streamable HTTP at `/mcp`) and `mirai mcp`
 //! (stdio) only move messages.
 //!
-//! Served revisions: 2025-11-25 and the ones before it that still negotiate
-//! in `initialize` (2025-06-18, 2025-03-26). A client asking `initialize` for
-//! a newer revision is answered with 2025-11-25, as the specification says.
+//! Served revisions: the current one, 2026-07-28, where every request carries
+//! its protocol version and client capabilities in `params._meta` and
+//! `server/discover` replaces the handshake; and 2025-11-25 and the ones before
+//! it that negotiate in `initialize` (2025-06-18, 2025-03-26). A client asking
+//! `initialize` for 2026-07-28 or newer is answered with 2025-11-25, the newest
+//! revision that has a handshake, as the specification says.
 
 mod resources;
 mod tools;
@@ -18,8 +21,14 @@ use serde_json::{json, Value};
 use crate::ops::Context;
 use crate::sandbox::Sandbox;
 
-/// Revisions served, newest first.
+/// Revisions negotiated in `initialize`, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// Revisions that carry their version in every request's `_meta` (no handshake).
+pub const STATELESS_VERSIONS: [&str; 1] = ["2026-07-28"];
+
+/// Where a 2026-07-28 request names its revision.
+pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 
 /// JSON-RPC error codes.
 pub mod code {
@@ -28,6 +37,10 @@ pub mod code {
     pub const METHOD_NOT_FOUND: i64 = -32601;
     pub const INVALID_PARAMS: i64 = -32602;
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
+    /// 2026-07-28: an HTTP header does not match the body, or is missing.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// 2026-07-28: the requested revision is not served.
+    pub const UNSUPPORTED_VERSION: i64 = -32022;
 }
 
 /// A protocol fault, answered as a JSON-RPC error (operation failures are
@@ -98,22 +111,64 @@ impl Mcp {
             ));
         }
         let params = object.get("params").cloned().unwrap_or(json!({}));
-        let outcome = match method {
-            "initialize" => Ok(self.initialize(&params)),
-            "ping" => Ok(json!({})),
-            "tools/list" => Ok(tools::list(self.read_only())),
-            "tools/call" => tools::call(self, &params),
-            "resources/list" => resources::list(self, &params),
-            "resources/templates/list" => Ok(resources::templates()),
-            "resources/read" => resources::read(self, &params),
-            other => Err(RpcError::new(
-                code::METHOD_NOT_FOUND,
-                format!("method not found: {other}"),
-            )),
+        let stateless = method != "initialize" && requested_version(&params).is_some();
+        let outcome = if stateless {
+            self.stateless(method, &params)
+        } else {
+            self.answer(method, &params, Era::Handshake)
         };
         Some(match outcome {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err(error) => error_response(id, &error),
+        })
+    }
+
+    fn answer(&self, method: &str, params: &Value, era: Era) -> Result<Value, RpcError> {
+        match method {
+            "initialize" => Ok(self.initialize(params)),
+            "server/discover" if era == Era::Stateless => Ok(self.discover()),
+            "ping" => Ok(json!({})),
+            "tools/list" => Ok(tools::list(self.read_only())),
+            "tools/call" => tools::call(self, params),
+            "resources/list" => resources::list(self, params),
+            "resources/templates/list" => Ok(resources::templates()),
+            "resources/read" => resources::read(self, params, era),
+            other => Err(RpcError::new(
+                code::METHOD_NOT_FOUND,
+                format!("method not found: {other}"),
+            )),
+        }
+    }
+
+    /// A 2026-07-28 request: its revision checked, its result marked complete,
+    /// cacheable results given their cache fields, and mirai's identity in `_meta`.
+    fn stateless(&self, method: &str, params: &Value) -> Result<Value, RpcError> {
+        let requested = requested_version(params).unwrap_or_default();
+        if !STATELESS_VERSIONS.contains(&requested) {
+            return Err(RpcError {
+                code: code::UNSUPPORTED_VERSION,
+                message: format!("unsupported protocol version {requested}"),
+                data: Some(json!({"supported": supported_versions(), "requested": requested})),
+            });
+        }
+        let mut result = self.answer(method, params, Era::Stateless)?;
+        if let Some(object) = result.as_object_mut() {
+            object.insert("resultType".into(), json!("complete"));
+            if method != "tools/call" {
+                object.entry("ttlMs").or_insert(json!(0));
+                object.entry("cacheScope").or_insert(json!("private"));
+            }
+            let meta = object.entry("_meta").or_insert(json!({}));
+            meta["io.modelcontextprotocol/serverInfo"] = server_info();
+        }
+        Ok(result)
+    }
+
+    fn discover(&self) -> Value {
+        json!({
+            "supportedVersions": supported_versions(),
+            "capabilities": capabilities(),
+            "instructions": INSTRUCTIONS,
         })
     }
 
@@ -129,20 +184,53 @@ impl Mcp {
         let version = Mcp::negotiate(params.get("protocolVersion").and_then(Value::as_str));
         json!({
             "protocolVersion": version,
-            "capabilities": {
-                "tools": {"listChanged": false},
-                "resources": {"listChanged": false, "subscribe": false},
-            },
-            "serverInfo": {"name": "mirai", "title": "mirai notes", "version": env!("CARGO_PKG_VERSION")},
-            "instructions": "mirai keeps a git repository of markdown notes. Read and search with the read tools; \
-                every successful write tool call is one git commit. agent_eval runs JavaScript that can call \
-                many operations at once. Notes are also resources at mirai://notes/<path>.",
+            "capabilities": capabilities(),
+            "serverInfo": server_info(),
+            "instructions": INSTRUCTIONS,
         })
     }
 
     fn read_only(&self) -> bool {
         self.ctx.policy == crate::config::PolicyMode::ReadOnly
     }
+}
+
+/// Which lifecycle a request belongs to: a session opened by `initialize`
+/// (2025-11-25 and before) or a self-describing request (2026-07-28).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    Handshake,
+    Stateless,
+}
+
+const INSTRUCTIONS: &str =
+    "mirai keeps a git repository of markdown notes. Read and search with the read tools; \
+    every successful write tool call is one git commit. agent_eval runs JavaScript that can call \
+    many operations at once. Notes are also resources at mirai://notes/<path>.";
+
+fn capabilities() -> Value {
+    json!({
+        "tools": {"listChanged": false},
+        "resources": {"listChanged": false, "subscribe": false},
+    })
+}
+
+fn server_info() -> Value {
+    json!({"name": "mirai", "title": "mirai notes", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// Every revision served, newest first.
+pub fn supported_versions() -> Vec<&'static str> {
+    STATELESS_VERSIONS
+        .iter()
+        .chain(PROTOCOL_VERSIONS.iter())
+        .copied()
+        .collect()
+}
+
+/// The revision a 2026-07-28-style request names in `params._meta`.
+pub fn requested_version(params: &Value) -> Option<&str> {
+    params.get("_meta")?.get(META_VERSION)?.as_str()
 }
 
 fn error_response(id: Value, error: &RpcError) -> Value {

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::{code, Mcp, RpcError};
+use super::{code, Era, Mcp, RpcError};
 use crate::error::ErrorCode;
 use crate::ops::{self, Input};
 
@@ -54,7 +54,7 @@ pub fn templates() -> Value {
     }]})
 }
 
-pub fn read(mcp: &Mcp, params: &Value) -> Result<Value, RpcError> {
+pub fn read(mcp: &Mcp, params: &Value, era: Era) -> Result<Value, RpcError> {
     let uri = params
         .get("uri")
         .and_then(Value::as_str)
@@ -73,7 +73,8 @@ pub fn read(mcp: &Mcp, params: &Value) -> Result<Value, RpcError> {
             "text": note["content"],
         }]})),
         Err(err) => Err(RpcError {
-            code: if err.code == ErrorCode::NotFound {
+            // 2026-07-28 retired -32002 for a missing resource in favour of invalid params.
+            code: if err.code == ErrorCode::NotFound && era == Era::Handshake {
                 code::RESOURCE_NOT_FOUND
             } else {
                 code::INVALID_PARAMS
