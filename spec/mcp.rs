@@ -572,3 +572,35 @@ fn current_revision_requests_must_carry_matching_routing_headers() {
     assert_eq!(unknown.status().as_u16(), 404);
     assert_eq!(unknown.json::<Value>().unwrap()["error"]["code"], -32601);
 }
+
+#[test]
+fn resources_are_listed_in_pages() {
+    let server = TestServer::start();
+    for i in 0..149 {
+        server.write(&format!("n/{i:03}.md"), "x\n");
+    }
+    let (session, _) = initialize(&server, "2025-11-25");
+    let headers = [("mcp-session-id", session.as_str())];
+    let page = |cursor: Value| -> Value {
+        let params = if cursor.is_null() {
+            json!({})
+        } else {
+            json!({"cursor": cursor})
+        };
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": "resources/list", "params": params});
+        post(&server, &headers, body).json::<Value>().unwrap()["result"].clone()
+    };
+    let first = page(Value::Null);
+    assert_eq!(first["resources"].as_array().unwrap().len(), 100);
+    let second = page(first["nextCursor"].clone());
+    let rest = second["resources"].as_array().unwrap();
+    assert_eq!(rest.len(), 50, "149 notes and the welcome note");
+    assert!(second.get("nextCursor").is_none());
+    assert_eq!(rest.last().unwrap()["uri"], "mirai://notes/welcome.md");
+    let bad = post(
+        &server,
+        &headers,
+        json!({"jsonrpc": "2.0", "id": 9, "method": "resources/list", "params": {"cursor": "x"}}),
+    );
+    assert_eq!(bad.json::<Value>().unwrap()["error"]["code"], -32602);
+}
