@@ -62,13 +62,7 @@ fn main() {
         if i >= 3 {
             per_step.push((wall - waited) / STEPS as f64);
             llm_ms.extend(steps.iter().map(|s| s["llm_ms"].as_f64().unwrap()));
-            health.push(time_ms(|| {
-                server
-                    .client
-                    .get(format!("{}/health", server.url))
-                    .send()
-                    .unwrap();
-            }));
+            health.push(server.health_ms());
         }
     }
     println!("{RUNS} runs of {STEPS} steps; each step runs a program with 2 host calls");

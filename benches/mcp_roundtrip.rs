@@ -63,13 +63,7 @@ fn main() {
     let (mut health, mut route, mut session_calls, mut stateless_calls) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..SAMPLES {
-        health.push(time_ms(|| {
-            server
-                .client
-                .get(format!("{}/health", server.url))
-                .send()
-                .unwrap();
-        }));
+        health.push(server.health_ms());
         route.push(time_ms(|| {
             server
                 .client

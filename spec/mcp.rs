@@ -46,6 +46,17 @@ async fn connect(server: &TestServer, token: Option<&str>) -> Result<Client, Str
         .map_err(|e| e.to_string())
 }
 
+/// `mirai mcp` over `root`, for rmcp's child-process transport.
+fn mirai_mcp(root: &std::path::Path) -> tokio::process::Command {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_mirai")).configure(|cmd| {
+        cmd.arg("mcp")
+            .arg("--notes-root")
+            .arg(root)
+            .env("MIRAI_CACHE_DIR", guest_cache())
+            .env("RUST_LOG", "warn");
+    })
+}
+
 fn arguments(value: Value) -> serde_json::Map<String, Value> {
     value.as_object().cloned().unwrap()
 }
@@ -245,13 +256,7 @@ fn mirai_mcp_speaks_mcp_on_stdio() {
     let server = TestServer::with_note("a.md", "over stdio\n");
     let root = server.root.clone();
     runtime().block_on(async {
-        let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mirai")).configure(|cmd| {
-            cmd.arg("mcp")
-                .arg("--notes-root")
-                .arg(&root)
-                .env("MIRAI_CACHE_DIR", guest_cache())
-                .env("RUST_LOG", "warn");
-        });
+        let command = mirai_mcp(&root);
         let client = client_config()
             .serve(TokioChildProcess::new(command).unwrap())
             .await
@@ -463,13 +468,7 @@ fn the_current_revision_needs_no_handshake_over_http_or_stdio() {
             .is_err());
         client.cancel().await.unwrap();
 
-        let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mirai")).configure(|cmd| {
-            cmd.arg("mcp")
-                .arg("--notes-root")
-                .arg(&root)
-                .env("MIRAI_CACHE_DIR", guest_cache())
-                .env("RUST_LOG", "warn");
-        });
+        let command = mirai_mcp(&root);
         let client = client_config()
             .with_protocol_version(ProtocolVersion::V_2026_07_28)
             .serve_with_lifecycle(

@@ -58,6 +58,18 @@ impl Server {
         Server { url, child, client }
     }
 
+    /// One `GET /health` round trip, in milliseconds: the baseline benches compare against.
+    pub fn health_ms(&self) -> f64 {
+        time_ms(|| {
+            let response = self
+                .client
+                .get(format!("{}/health", self.url))
+                .send()
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+        })
+    }
+
     /// Resident memory of the server process, in MiB.
     pub fn rss_mib(&self) -> f64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
