@@ -131,7 +131,6 @@ async fn config(state: web::Data<AppState>) -> HttpResponse {
         },
         "llm_configured": config.llm.is_configured(),
         "llm_model": config.llm.model,
-        "llm_base_url": config.llm.base_url,
         "agent": {
             "max_steps": config.agent.default_steps,
             "deadline_ms": config.agent.deadline_ms,
