@@ -8,8 +8,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::middleware::internal_error;
-use super::respond::{error_response, read_body};
+use super::respond::{error_response, read_body, render};
 use super::AppState;
 use crate::agent::transcript::{self, Event};
 use crate::agent::RunRequest;
@@ -33,7 +32,7 @@ pub async fn eval(state: web::Data<AppState>, payload: web::Payload) -> HttpResp
     };
     let ctx = state.ctx.clone();
     let sandbox = state.sandbox.clone();
-    answer(
+    render(
         web::block(move || sandbox.eval(&ctx, &request)).await,
         "/agent/eval",
     )
@@ -67,7 +66,7 @@ pub async fn run(
         .is_some_and(|accept| accept.contains("text/event-stream"));
     if !streaming {
         let ran = web::block(move || agent.run(&ctx, &request, &mut |_| {})).await;
-        return answer(ran, "/agent/run");
+        return render(ran, "/agent/run");
     }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
     actix_web::rt::task::spawn_blocking(move || {
@@ -101,7 +100,7 @@ pub async fn run(
 /// Recent runs, newest first.
 pub async fn runs(state: web::Data<AppState>) -> HttpResponse {
     let dir = state.agent.runs_dir().to_path_buf();
-    answer(
+    render(
         web::block(move || transcript::list(&dir, RECENT_RUNS)).await,
         "/agent/runs",
     )
@@ -115,7 +114,7 @@ pub async fn transcript(state: web::Data<AppState>, path: web::Path<String>) -> 
         transcript::read(&dir, &run_id).map(|events| json!({"run_id": run_id, "events": events}))
     })
     .await;
-    answer(read, "/agent/runs/{run_id}")
+    render(read, "/agent/runs/{run_id}")
 }
 
 /// Reads and parses a JSON body; a malformed one is `invalid_request` naming the shape.
@@ -131,21 +130,6 @@ async fn body<T: DeserializeOwned>(
             format!("request body must be {shape}: {e}"),
         )
     })
-}
-
-/// Renders the outcome of blocking work: the value, its error, or a 500 for a panic.
-fn answer<T: serde::Serialize>(
-    outcome: Result<Result<T, Error>, actix_web::error::BlockingError>,
-    route: &str,
-) -> HttpResponse {
-    match outcome {
-        Ok(Ok(value)) => HttpResponse::Ok().json(value),
-        Ok(Err(err)) => error_response(&err),
-        Err(_) => {
-            log::error!("{route} panicked; answered 500");
-            error_response(&internal_error())
-        }
-    }
 }
 
 /// One server-sent event.

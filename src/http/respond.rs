@@ -47,16 +47,25 @@ pub async fn run_operation(
         OwnedInput::Body(bytes) => ops::dispatch(&ctx, name, Input::Body(&bytes)),
     })
     .await;
+    render(outcome, name)
+}
+
+/// Renders blocking work's outcome: the value as JSON, its error in the one
+/// error shape (5xx logged), or a plain 500 when it panicked.
+pub fn render<T: serde::Serialize>(
+    outcome: Result<Result<T, Error>, actix_web::error::BlockingError>,
+    what: &str,
+) -> HttpResponse {
     match outcome {
         Ok(Ok(value)) => HttpResponse::Ok().json(value),
         Ok(Err(err)) => {
             if err.code.http_status() >= 500 {
-                log::error!("{name} failed: {err}");
+                log::error!("{what} failed: {err}");
             }
             error_response(&err)
         }
         Err(_) => {
-            log::error!("{name} panicked; answered 500");
+            log::error!("{what} panicked; answered 500");
             error_response(&internal_error())
         }
     }
