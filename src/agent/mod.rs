@@ -16,7 +16,7 @@ pub use run::{RunReport, RunRequest, Step, Stopped, Usage};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::{AgentLimits, Config, PolicyMode};
+use crate::config::{AgentLimits, Config};
 use crate::sandbox::Sandbox;
 use llm::Llm;
 
@@ -29,7 +29,6 @@ pub struct Agent {
     llm: Llm,
     sandbox: Arc<Sandbox>,
     limits: AgentLimits,
-    policy: PolicyMode,
     runs_dir: PathBuf,
 }
 
@@ -39,7 +38,6 @@ impl Agent {
             llm: Llm::new(config.llm.clone()),
             sandbox,
             limits: config.agent,
-            policy: config.policy,
             runs_dir: transcript::runs_dir(&config.notes_root),
         }
     }

@@ -122,7 +122,8 @@ impl Agent {
             sandbox: self.sandbox.limits(),
             observation_cap: OBSERVATION_CAP,
             dry_run: request.dry_run,
-            read_only: self.policy == PolicyMode::ReadOnly,
+            // The prompt describes the policy the run's calls will meet: the context's.
+            read_only: ctx.policy == PolicyMode::ReadOnly,
         };
         let mut messages = vec![Message::system(system_prompt(&facts)), Message::user(task)];
         let mut transcript = Transcript::create(&self.runs_dir, &run_id, listener);
@@ -135,13 +136,13 @@ impl Agent {
         let mut run = Progress::default();
         let stopped = loop {
             if run.steps.len() >= max_steps {
-                run.error = Some(format!(
+                run.stop_detail = Some(format!(
                     "the model did not reply within {max_steps} steps (max_steps)"
                 ));
                 break Stopped::MaxSteps;
             }
             if Instant::now() >= deadline {
-                run.error = Some(deadline_passed(self.limits.deadline_ms));
+                run.stop_detail = Some(deadline_passed(self.limits.deadline_ms));
                 break Stopped::Deadline;
             }
             let step = run.steps.len() + 1;
@@ -165,7 +166,7 @@ impl Agent {
                     return Err(Error::new(ErrorCode::LlmUnavailable, message));
                 }
                 Err(e) => {
-                    run.error = Some(e.to_string());
+                    run.stop_detail = Some(e.to_string());
                     break if Instant::now() >= deadline {
                         Stopped::Deadline
                     } else {
@@ -199,7 +200,7 @@ impl Agent {
                     });
                     run.broken_in_a_row += 1;
                     if run.broken_in_a_row >= 2 {
-                        run.error =
+                        run.stop_detail =
                             Some("the model broke the answer protocol twice in a row".to_string());
                         break Stopped::ProtocolError;
                     }
@@ -273,7 +274,7 @@ impl Agent {
             run_id,
             reply: run.reply,
             stopped,
-            stop_detail: run.error,
+            stop_detail: run.stop_detail,
             steps: run.steps,
             commits: run.commits,
             changes: overlay.map(|overlay| overlay.changes()),
@@ -298,7 +299,7 @@ struct Progress {
     commits: Vec<String>,
     usage: Usage,
     reply: Option<String>,
-    error: Option<String>,
+    stop_detail: Option<String>,
     broken_in_a_row: usize,
 }
 
