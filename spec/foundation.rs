@@ -206,16 +206,13 @@ fn listing_and_reading_agree() {
 
     let listed: Vec<String> =
         serde_json::from_value(server.get("/mcp/notes").body["notes"].clone()).unwrap();
+    // Each real folder is listed once, under its real path: `linked` is a
+    // symlink to `nested`, so its notes are not listed twice (DESIGN 8.1).
     assert_eq!(
         listed,
-        [
-            "alias.md",
-            "linked/deeper/n.md",
-            "nested/deeper/n.md",
-            "plain.md",
-            "welcome.md"
-        ]
+        ["alias.md", "nested/deeper/n.md", "plain.md", "welcome.md"]
     );
+    assert_eq!(server.read("linked/deeper/n.md").body["content"], "n\n");
     for rel in &listed {
         assert_eq!(
             server.read(rel).status,

@@ -140,6 +140,8 @@ pub enum ConfigError {
         value: String,
         expected: &'static str,
     },
+    #[error("MIRAI_CACHE_DIR {0} is inside the notes root: compiled code must never live where notes (and anyone who can push to them) can put files; choose a folder outside NOTES_ROOT")]
+    CacheInsideNotes(String),
 }
 
 /// Who commits: `MIRAI_GIT_AUTHOR_NAME` / `MIRAI_GIT_AUTHOR_EMAIL`.
@@ -154,6 +156,26 @@ impl Default for GitIdentity {
         GitIdentity {
             name: "mirai".to_string(),
             email: "mirai@localhost".to_string(),
+        }
+    }
+}
+
+/// `path` with its longest existing part canonicalized (symlinks resolved)
+/// and the rest appended as it is.
+fn real_path_of(path: &std::path::Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            return rest.iter().rev().fold(real, |acc, part| acc.join(part));
+        }
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return absolute,
         }
     }
 }
@@ -177,9 +199,14 @@ pub struct Config {
     pub mcp_allowed_origins: Vec<String>,
     /// Largest MCP tool result text (`MIRAI_MCP_MAX_RESULT_BYTES`, default 64 KiB).
     pub mcp_max_result_bytes: usize,
-    /// Where the compiled guest module is cached (`MIRAI_CACHE_DIR`); by
-    /// default `.mirai/cache` inside the notes root.
-    pub cache_dir: PathBuf,
+    /// Where the compiled guest module is cached: `MIRAI_CACHE_DIR`, else the
+    /// user's cache folder (`$XDG_CACHE_HOME/mirai`, `$HOME/.cache/mirai`);
+    /// never inside the notes root (see [`Config::usable_cache_dir`]).
+    /// `None`: no cache, the guest is compiled at every start.
+    pub cache_dir: Option<PathBuf>,
+    /// Whether `cache_dir` was set by `MIRAI_CACHE_DIR` (then a cache inside
+    /// the notes root stops start-up rather than being skipped).
+    pub cache_dir_explicit: bool,
 }
 
 impl Config {
@@ -187,7 +214,8 @@ impl Config {
     pub fn new(notes_root: impl Into<PathBuf>) -> Config {
         let notes_root = notes_root.into();
         Config {
-            cache_dir: notes_root.join(".mirai").join("cache"),
+            cache_dir: None,
+            cache_dir_explicit: false,
             sandbox: SandboxLimits::default(),
             llm: LlmConfig::default(),
             agent: AgentLimits::default(),
@@ -316,7 +344,12 @@ impl Config {
                 .collect();
         }
         if let Some(dir) = non_empty("MIRAI_CACHE_DIR") {
-            self.cache_dir = PathBuf::from(dir.trim());
+            self.cache_dir = Some(PathBuf::from(dir.trim()));
+            self.cache_dir_explicit = true;
+        } else if let Some(base) = non_empty("XDG_CACHE_HOME") {
+            self.cache_dir = Some(PathBuf::from(base.trim()).join("mirai"));
+        } else if let Some(home) = non_empty("HOME") {
+            self.cache_dir = Some(PathBuf::from(home.trim()).join(".cache").join("mirai"));
         }
         if let Some(name) = non_empty("MIRAI_GIT_AUTHOR_NAME") {
             self.git_identity.name = name.trim().to_string();
@@ -325,6 +358,26 @@ impl Config {
             self.git_identity.email = email.trim().to_string();
         }
         Ok(self)
+    }
+
+    /// The module cache to use, kept out of the notes root (DESIGN 8.2) once
+    /// the root exists: a `MIRAI_CACHE_DIR` inside it is an error; a default one
+    /// inside it (`NOTES_ROOT=$HOME`, say) is not used (`None`).
+    pub fn usable_cache_dir(&self) -> Result<Option<PathBuf>, ConfigError> {
+        let Some(cache) = &self.cache_dir else {
+            return Ok(None);
+        };
+        let root = self
+            .notes_root
+            .canonicalize()
+            .unwrap_or_else(|_| real_path_of(&self.notes_root));
+        if !real_path_of(cache).starts_with(&root) {
+            return Ok(Some(cache.clone()));
+        }
+        if self.cache_dir_explicit {
+            return Err(ConfigError::CacheInsideNotes(cache.display().to_string()));
+        }
+        Ok(None)
     }
 }
 

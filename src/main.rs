@@ -255,8 +255,12 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
 
 /// Compiles (or loads from the cache) the guest module once for this process.
 fn start_sandbox(config: &Config) -> Result<Sandbox, Failure> {
-    let (sandbox, startup) =
-        Sandbox::new(config.sandbox, &config.cache_dir).map_err(|e| Failure::config(e.message))?;
+    let cache_dir = config.usable_cache_dir().map_err(Failure::config)?;
+    if cache_dir.is_none() && config.cache_dir.is_some() {
+        log::warn!("the default module cache folder is inside the notes root, so it is not used; set MIRAI_CACHE_DIR to a folder outside NOTES_ROOT to keep start-up fast");
+    }
+    let (sandbox, startup) = Sandbox::new(config.sandbox, cache_dir.as_deref())
+        .map_err(|e| Failure::config(e.message))?;
     if startup.module_from_cache {
         log::info!(
             "sandbox ready: guest module loaded from cache in {:.1} ms",
@@ -269,7 +273,7 @@ fn start_sandbox(config: &Config) -> Result<Sandbox, Failure> {
         );
     }
     if let Some(problem) = startup.cache_problem {
-        log::warn!("the compiled guest module could not be cached ({problem}); the next start compiles it again (MIRAI_CACHE_DIR)");
+        log::warn!("the module cache was not used ({problem}); the guest was compiled instead (MIRAI_CACHE_DIR)");
     }
     Ok(sandbox)
 }

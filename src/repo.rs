@@ -7,16 +7,20 @@
 //! entry is rewritten so `git status` is clean for it, and HEAD moves by
 //! compare-and-swap. The index is written before HEAD moves, so when another git
 //! process holds `index.lock` the commit fails with nothing visible changed.
+//!
+//! libgit2 touches only `.git` (DESIGN 8.7): the note's bytes are written and
+//! read by mirai through the root handle ([`crate::notes::root`]); the blob is
+//! made from those bytes and the index entry from the written file's `fstat`,
+//! so git never reads a working-tree file by name.
 
-use std::fs;
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 
 use git2::build::TreeUpdateBuilder;
-use git2::{FileMode, IndexEntry, Oid, Repository, Signature};
+use git2::{FileMode, IndexEntry, IndexTime, Oid, Repository, Signature};
 
 use crate::error::{Error, Result};
+use crate::notes::{refused, Notes};
 
 /// Who a commit is by (author and committer alike).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +32,8 @@ pub struct Author {
 /// The notes repository, opened at exactly the notes root.
 pub struct Repo {
     git: Repository,
-    root: PathBuf,
+    /// The root handle every working-tree file is written through.
+    notes: Notes,
 }
 
 fn git_error(context: &str, e: git2::Error) -> Error {
@@ -39,27 +44,16 @@ impl Repo {
     /// Opens the repository whose work tree is `root` itself; a parent repository
     /// is never used (libgit2's plain open does not search upwards).
     pub fn open(root: &Path) -> Result<Repo> {
-        let git = Repository::open(root).map_err(|e| {
-            git_error(
-                &format!("cannot open the notes repository at {}", root.display()),
-                e,
-            )
-        })?;
+        // Messages name NOTES_ROOT, never the server's absolute path (DESIGN 8.5).
+        let git = Repository::open(root)
+            .map_err(|e| git_error("cannot open the notes repository (NOTES_ROOT)", e))?;
         if git.workdir().is_none() {
-            return Err(Error::git(format!(
-                "{} is a bare repository; the notes root needs a work tree",
-                root.display()
-            )));
+            return Err(Error::git(
+                "the notes root (NOTES_ROOT) is a bare repository; it needs a work tree",
+            ));
         }
-        Ok(Repo {
-            git,
-            root: root.to_path_buf(),
-        })
-    }
-
-    /// The notes root this repository was opened at.
-    pub fn root(&self) -> &Path {
-        &self.root
+        let notes = Notes::open(root)?;
+        Ok(Repo { git, notes })
     }
 
     /// The commit HEAD points at, or `None` on an unborn branch.
@@ -84,10 +78,17 @@ impl Repo {
         }
     }
 
-    /// Commits the working-tree state of `rel_path` (added, modified or deleted) on
-    /// top of HEAD and returns the new commit's id. Only that path changes, in the
-    /// commit and in the index.
-    pub fn commit_path(&self, rel_path: &str, message: &str, author: &Author) -> Result<String> {
+    /// Commits `rel_path` as `written` says (the bytes mirai wrote and the
+    /// file's metadata after writing them; `None`: deleted) on top of HEAD and
+    /// returns the new commit's id. Only that path changes, in the commit and
+    /// in the index.
+    pub fn commit_path(
+        &self,
+        rel_path: &str,
+        written: Option<(&[u8], &std::fs::Metadata)>,
+        message: &str,
+        author: &Author,
+    ) -> Result<String> {
         let git = &self.git;
         let path = Path::new(rel_path);
         let (reference, parent_id) = self.head_target()?;
@@ -114,16 +115,16 @@ impl Repo {
         let previous = index.get_path(path, 0);
 
         let mut update = TreeUpdateBuilder::new();
-        let staged = if self.root.join(path).is_file() {
+        let staged = if let Some((bytes, meta)) = written {
+            let id = git
+                .blob(bytes)
+                .map_err(|e| git_error(&format!("cannot store {rel_path}"), e))?;
+            let entry = index_entry(rel_path, id, meta);
+            let mode = file_mode(entry.mode);
             index
-                .add_path(path)
+                .add(&entry)
                 .map_err(|e| git_error(&format!("cannot stage {rel_path}"), e))?;
-            let entry = index.get_path(path, 0).ok_or_else(|| {
-                Error::git(format!(
-                    "{rel_path} is missing from the index after staging it"
-                ))
-            })?;
-            update.upsert(rel_path, entry.id, file_mode(entry.mode));
+            update.upsert(rel_path, id, mode);
             true
         } else {
             index
@@ -231,12 +232,72 @@ impl Repo {
     }
 }
 
+/// The index entry git would write after `git add` of a file with this
+/// metadata and content id (stat fields truncated to 32 bits, as git does).
+fn index_entry(rel_path: &str, id: Oid, meta: &std::fs::Metadata) -> IndexEntry {
+    let executable = meta.mode() & 0o100 != 0;
+    IndexEntry {
+        ctime: IndexTime::new(meta.ctime() as i32, meta.ctime_nsec() as u32),
+        mtime: IndexTime::new(meta.mtime() as i32, meta.mtime_nsec() as u32),
+        dev: meta.dev() as u32,
+        ino: meta.ino() as u32,
+        mode: if executable { 0o100755 } else { 0o100644 },
+        uid: meta.uid(),
+        gid: meta.gid(),
+        file_size: meta.size() as u32,
+        id,
+        flags: rel_path.len().min(0xfff) as u16,
+        flags_extended: 0,
+        path: rel_path.as_bytes().to_vec(),
+    }
+}
+
 fn file_mode(mode: u32) -> FileMode {
     match mode {
         0o100755 => FileMode::BlobExecutable,
         0o120000 => FileMode::Link,
         _ => FileMode::Blob,
     }
+}
+
+/// The paths under `prefix` (like `.mirai/`) that git tracks in the notes
+/// repository at `root`: its index or HEAD's tree. Empty when there is no
+/// repository (yet).
+pub fn tracked_under(root: &Path, prefix: &str) -> Vec<String> {
+    let Ok(git) = Repository::open(root) else {
+        return Vec::new();
+    };
+    let mut tracked: Vec<String> = Vec::new();
+    if let Ok(index) = git.index() {
+        tracked.extend(
+            index
+                .iter()
+                .filter_map(|entry| String::from_utf8(entry.path).ok())
+                .filter(|path| path.starts_with(prefix)),
+        );
+    }
+    if let Ok(tree) = git.head().and_then(|head| head.peel_to_tree()) {
+        let _ = tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+            if let Some(name) = entry.name() {
+                let path = format!("{dir}{name}");
+                if path.starts_with(prefix) && entry.kind() == Some(git2::ObjectType::Blob) {
+                    tracked.push(path);
+                }
+            }
+            // Only descend into folders on the prefix's way.
+            let dir_path = format!("{dir}{}/", entry.name().unwrap_or(""));
+            if entry.kind() == Some(git2::ObjectType::Tree)
+                && !(prefix.starts_with(&dir_path) || dir_path.starts_with(prefix))
+            {
+                git2::TreeWalkResult::Skip
+            } else {
+                git2::TreeWalkResult::Ok
+            }
+        });
+    }
+    tracked.sort_unstable();
+    tracked.dedup();
+    tracked
 }
 
 /// Puts the index entry of `path` back as it was before a failed commit.
@@ -254,9 +315,11 @@ fn restore_entry(
     index.write()
 }
 
-/// Writes (or, with `None`, deletes) the note at `rel_path` and commits it. If the
-/// commit fails, the note is put back exactly as it was (a created note removed, a
-/// deleted one recreated) and the commit's error is returned.
+/// Writes (or, with `None`, deletes) the note at `rel_path` through the root
+/// handle and commits it. If the commit fails, the note is put back exactly as
+/// it was (a created note removed with the folders made for it, a deleted one
+/// recreated) and the commit's error is returned. A note that is, or passes
+/// through, a symlink is refused (`invalid_path`), never written through.
 pub fn write_and_commit(
     repo: &Repo,
     rel_path: &str,
@@ -264,36 +327,33 @@ pub fn write_and_commit(
     message: &str,
     author: &Author,
 ) -> Result<String> {
-    let file = repo.root.join(rel_path);
-    let before = match fs::read(&file) {
-        Ok(bytes) => Some(bytes),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(io_error(&format!("cannot read {rel_path}"), e)),
+    let slot = repo.notes.slot(rel_path, new_content.is_some())?;
+    let before = match slot.read() {
+        Ok(before) => before,
+        Err(r) => {
+            slot.remove_created_folders();
+            return Err(refused(rel_path, r));
+        }
     };
-    let created_dirs = match new_content {
-        Some(content) => {
-            let created = create_parents(&repo.root, &file)
-                .map_err(|e| io_error(&format!("cannot create the folders of {rel_path}"), e))?;
-            if let Err(e) = write_atomic(&file, content.as_bytes()) {
-                remove_dirs(&created);
-                return Err(io_error(&format!("cannot write {rel_path}"), e));
+    let written = match new_content {
+        Some(content) => match slot.write(content.as_bytes()) {
+            Ok(meta) => Some((content.as_bytes(), meta)),
+            Err(e) => {
+                slot.remove_created_folders();
+                return Err(Error::internal(format!("cannot write {rel_path}: {e}")));
             }
-            created
-        }
+        },
         None => {
-            fs::remove_file(&file)
-                .map_err(|e| io_error(&format!("cannot delete {rel_path}"), e))?;
-            Vec::new()
+            slot.remove().map_err(|r| refused(rel_path, r))?;
+            None
         }
     };
-    match repo.commit_path(rel_path, message, author) {
+    let staged = written.as_ref().map(|(bytes, meta)| (*bytes, meta));
+    match repo.commit_path(rel_path, staged, message, author) {
         Ok(sha) => Ok(sha),
         Err(mut e) => {
-            let restored = match &before {
-                Some(bytes) => write_atomic(&file, bytes),
-                None => fs::remove_file(&file),
-            };
-            remove_dirs(&created_dirs);
+            let restored = slot.restore(before.as_deref());
+            slot.remove_created_folders();
             if let Err(r) = restored {
                 e.message
                     .push_str(&format!("; restoring {rel_path} also failed: {r}"));
@@ -303,71 +363,11 @@ pub fn write_and_commit(
     }
 }
 
-fn io_error(context: &str, e: io::Error) -> Error {
-    Error::internal(format!("{context}: {e}"))
-}
-
-/// Creates the missing folders above `file` (inside `root`), returning them
-/// deepest first so a rollback can remove exactly those.
-fn create_parents(root: &Path, file: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut missing = Vec::new();
-    let mut dir = file.parent();
-    while let Some(d) = dir {
-        if d == root || d.exists() {
-            break;
-        }
-        missing.push(d.to_path_buf());
-        dir = d.parent();
-    }
-    if let Some(deepest) = missing.first() {
-        fs::create_dir_all(deepest)?;
-    }
-    Ok(missing)
-}
-
-fn remove_dirs(dirs: &[PathBuf]) {
-    for dir in dirs {
-        // Only empty folders go; anything someone else put there stays.
-        let _ = fs::remove_dir(dir);
-    }
-}
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Replaces `file` with `bytes` through a hidden temp file in the same folder and
-/// a rename, so readers see the old note or the new one, never half of either.
-/// The note keeps its permissions. No fsync: like git's own object writes, this
-/// guards against torn reads and crashes of the process, not power loss.
-fn write_atomic(file: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = file.parent().unwrap_or(Path::new("."));
-    let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("note");
-    let temp = dir.join(format!(
-        ".{name}.mirai-{}-{}.tmp",
-        std::process::id(),
-        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut out = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
-        out.write_all(bytes)?;
-        if let Ok(meta) = fs::metadata(file) {
-            out.set_permissions(meta.permissions())?;
-        }
-        drop(out);
-        fs::rename(&temp, file)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&temp);
-    }
-    result
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::error::ErrorCode;
+    use std::fs;
     use std::process::Command;
 
     fn author() -> Author {

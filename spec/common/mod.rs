@@ -81,14 +81,15 @@ impl TestServer {
     /// or created when missing.
     pub fn start_in(dir: TempDir, root: PathBuf, adjust: impl FnOnce(&mut Config)) -> TestServer {
         let mut config = Config::new(&root);
-        config.cache_dir = guest_cache();
+        config.cache_dir = Some(guest_cache());
         adjust(&mut config);
         bootstrap::prepare_notes_root(&root, config.policy, &config.git_identity)
             .expect("prepare notes root");
         let token = config.api_token.clone();
         let notes = Notes::open(&root).expect("open notes");
         let ctx = Arc::new(Context::new(notes, &config));
-        let (sandbox, _) = Sandbox::new(config.sandbox, &config.cache_dir).expect("sandbox");
+        let (sandbox, _) =
+            Sandbox::new(config.sandbox, config.cache_dir.as_deref()).expect("sandbox");
         let sandbox = Arc::new(sandbox);
         let agent = Arc::new(Agent::new(&config, sandbox.clone()));
         let mcp = Arc::new(Mcp::new(

@@ -96,6 +96,10 @@ pub struct LiveIndex {
     /// Set while this process rewrites the artifact: between the rename and the
     /// new stamp being recorded, the file is ours, not another process's.
     own_write: AtomicBool,
+    /// False when `.mirai/index.json` is tracked in git: a file anyone who can
+    /// push to the notes could have written is never loaded (DESIGN 8.2);
+    /// the index is then built from the notes instead.
+    artifact_trusted: bool,
 }
 
 /// Clears [`LiveIndex::own_write`] however the write ends.
@@ -117,7 +121,13 @@ impl Drop for OwnWrite<'_> {
 impl LiveIndex {
     pub fn new(notes: Notes) -> LiveIndex {
         let mirai_dir = notes.root().join(".mirai");
+        let tracked = crate::repo::tracked_under(notes.root(), ".mirai/");
+        for path in &tracked {
+            log::warn!("{path} is tracked in git; mirai ignores it (files under .mirai/ are mirai's own state and are never committed: git rm --cached it)");
+        }
+        let artifact_trusted = !tracked.iter().any(|p| p == ".mirai/index.json");
         LiveIndex {
+            artifact_trusted,
             notes,
             mirai_dir,
             loaded: RwLock::new(None),
@@ -131,6 +141,15 @@ impl LiveIndex {
 
     fn artifact_path(&self) -> PathBuf {
         artifact::path_in(&self.mirai_dir)
+    }
+
+    /// The artifact's stamp, or `None` when there is none to load (or it is
+    /// not trusted).
+    fn stamp(&self) -> Option<FileStamp> {
+        if !self.artifact_trusted {
+            return None;
+        }
+        FileStamp::of(&self.artifact_path())
     }
 
     fn read_lock(&self) -> RwLockReadGuard<'_, Option<Loaded>> {
@@ -150,7 +169,7 @@ impl LiveIndex {
     pub fn warm_up(self: &Arc<Self>) {
         let live = Arc::clone(self);
         std::thread::spawn(move || {
-            let stamp = FileStamp::of(&live.artifact_path());
+            let stamp = live.stamp();
             if stamp.is_some() {
                 let mut guard = live.write_lock();
                 if let Err(e) = live.refresh(&mut guard, stamp) {
@@ -190,7 +209,7 @@ impl LiveIndex {
 
     /// Runs `f` on an index that matches the artifact (or the notes when there is none).
     fn with_index<R>(&self, f: impl FnOnce(&Index) -> R) -> Result<R> {
-        let stamp = FileStamp::of(&self.artifact_path());
+        let stamp = self.stamp();
         {
             let guard = self.read_lock();
             if let Some(loaded) = guard.as_ref() {
@@ -231,7 +250,7 @@ impl LiveIndex {
         if stamp.is_some() {
             if let Some((index, meta)) = artifact::read(&self.artifact_path())? {
                 // Stat again after reading: the stamp must describe the bytes we loaded.
-                if let Some(stamp) = FileStamp::of(&self.artifact_path()) {
+                if let Some(stamp) = self.stamp() {
                     *slot = Some(Loaded {
                         index: Arc::new(index),
                         source: Source::Artifact { stamp, meta },
@@ -268,7 +287,7 @@ impl LiveIndex {
             .list()?
             .into_iter()
             .filter_map(|path| {
-                let meta = std::fs::metadata(self.notes.root().join(&path)).ok()?;
+                let meta = self.notes.stat(&path)?;
                 Some(NoteStat {
                     path,
                     bytes: meta.len(),
@@ -300,7 +319,7 @@ impl LiveIndex {
         };
         let mut guard = self.write_lock();
         // Keep the index we built rather than reading back what we just wrote.
-        *guard = FileStamp::of(&self.artifact_path()).map(|stamp| Loaded {
+        *guard = self.stamp().map(|stamp| Loaded {
             index: Arc::new(index),
             source: Source::Artifact {
                 stamp,
@@ -324,7 +343,7 @@ impl LiveIndex {
 
     /// The artifact's status, or `None` when there is none.
     pub fn status(&self) -> Result<Option<ArtifactStatus>> {
-        let stamp = FileStamp::of(&self.artifact_path());
+        let stamp = self.stamp();
         if stamp.is_none() {
             return Ok(None);
         }
@@ -362,7 +381,7 @@ impl LiveIndex {
     /// and committed `commit`. When the index came from the artifact, the
     /// artifact is rewritten in the background.
     pub fn note_changed(self: &Arc<Self>, path: &str, content: Option<&str>, commit: &str) {
-        let stamp = FileStamp::of(&self.artifact_path());
+        let stamp = self.stamp();
         let mut guard = self.write_lock();
         if stamp.is_some() && self.refresh(&mut guard, stamp).is_err() {
             // A corrupt artifact keeps answering invalid_index_artifact until rebuilt;
@@ -445,7 +464,7 @@ impl LiveIndex {
                 _ => return Ok(()),
             }
         };
-        if FileStamp::of(&self.artifact_path()) != Some(stamp) {
+        if self.stamp() != Some(stamp) {
             return Ok(()); // rewritten or removed by someone else meanwhile: theirs wins
         }
         artifact::write(
@@ -454,7 +473,7 @@ impl LiveIndex {
             meta.generated_at,
             meta.notes_commit.as_deref(),
         )?;
-        let new_stamp = FileStamp::of(&self.artifact_path());
+        let new_stamp = self.stamp();
         let mut guard = self.write_lock();
         if let (Some(loaded), Some(new_stamp)) = (guard.as_mut(), new_stamp) {
             // The file now holds what we wrote; the index in memory holds that and

@@ -1,85 +1,151 @@
-//! The notes folder: listing and reading markdown notes under one root,
-//! through the path rules in [`path`].
+//! The notes folder: resolving, listing and reading markdown notes under one
+//! root, through the path rules in [`path`] and the root handle in [`root`].
+//!
+//! Every file operation goes through [`root::Root`], a handle on the root
+//! folder that cannot reach outside it (DESIGN 8.1); nothing here opens a note
+//! by an absolute path.
 
 pub mod overlay;
 pub mod path;
+pub mod root;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use walkdir::WalkDir;
+use cap_std::fs::FileType;
 
 use crate::error::{Error, Result};
 pub use path::{Existence, NotePath};
+use root::{Kind, Real, Refusal, Root, Slot, WalkEnd, WalkLimits};
 
-/// A notes root, canonicalized once so every containment check compares real paths.
+/// How deep listing goes, and how many entries it looks at, at most.
+const LIST_LIMITS: WalkLimits = WalkLimits {
+    max_depth: 64,
+    max_entries: 1_000_000,
+};
+
+/// A notes root, canonicalized and opened once. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Notes {
     root: PathBuf,
+    handle: Arc<Root>,
 }
 
 impl Notes {
     /// Opens an existing folder as the notes root.
     pub fn open(root: &Path) -> Result<Notes> {
-        let root = root.canonicalize().map_err(|e| {
-            Error::internal(format!("cannot open notes root {}: {e}", root.display()))
-        })?;
-        Ok(Notes { root })
+        let cannot = |e: std::io::Error| {
+            Error::internal(format!("cannot open the notes root (NOTES_ROOT): {e}"))
+        };
+        let root = root.canonicalize().map_err(cannot)?;
+        let handle = Root::open(&root).map_err(cannot)?;
+        Ok(Notes {
+            root,
+            handle: Arc::new(handle),
+        })
     }
 
-    /// The canonical root folder.
+    /// The canonical root folder (for git and the operator's log lines; never
+    /// shown to callers, and never used to open a note).
     pub fn root(&self) -> &Path {
         &self.root
     }
 
-    /// Checks an untrusted path; see [`path::resolve`].
+    /// Checks an untrusted path: the lexical rules, then the path as it is on
+    /// disk (symlinks followed inside the root only, to a visible note), then
+    /// whether it is hidden, a `.md` file, and exists.
     pub fn resolve(&self, raw: &str, existence: Existence) -> Result<NotePath> {
-        path::resolve(&self.root, raw, existence)
+        let rel = path::lexical(raw)?;
+        let real = self
+            .handle
+            .resolve_links(&rel)
+            .map_err(|r| refused(&rel, r))?;
+        if real.via_link {
+            check_link_target(&rel, &real)?;
+        }
+        if path::is_hidden(&rel) {
+            return Err(Error::invalid_path(format!(
+                "hidden files and folders (names starting with a dot, like .git/ and .mirai/) are not notes: {rel:?}"
+            )));
+        }
+        if !path::has_note_extension(&rel) {
+            return Err(Error::invalid_extension(format!(
+                "only .md files are notes: {rel:?}"
+            )));
+        }
+        match real.kind {
+            Kind::Special => {
+                return Err(Error::invalid_path(format!(
+                    "{rel:?} is not a regular file (a FIFO, socket or device); only regular files are notes"
+                )))
+            }
+            Kind::Folder if existence == Existence::MustExist => {
+                return Err(Error::not_found(format!("{rel:?} is a folder, not a note")))
+            }
+            Kind::Missing if existence == Existence::MustExist => {
+                return Err(Error::not_found(format!("note not found: {rel:?}")))
+            }
+            _ => {}
+        }
+        Ok(NotePath {
+            rel,
+            real: real.path,
+            via_link: real.via_link,
+        })
+    }
+
+    /// Like [`Notes::resolve`], for a note about to be written: it must not be,
+    /// or pass through, a symlink (mirai replaces files; it never writes
+    /// through a link or turns one into a file).
+    pub fn resolve_for_write(&self, raw: &str, existence: Existence) -> Result<NotePath> {
+        let note = self.resolve(raw, existence)?;
+        let plain = if note.via_link {
+            Err(Refusal::Symlink)
+        } else {
+            self.handle.check_plain(&note.rel)
+        };
+        plain.map_err(|r| refused(&note.rel, r))?;
+        Ok(note)
     }
 
     /// Every note, as normalized relative paths sorted by their bytes.
     ///
-    /// A file is listed exactly when [`Notes::resolve`] accepts its path and
-    /// answers that same path, so listing and reading always agree (symlinks
-    /// leading out, hidden folders, names with backslashes, surrounding spaces or
-    /// that are not UTF-8 are all left out). Files reached without a symlink
-    /// take a cheaper check with the same verdict: the walk cannot leave the root.
+    /// Each real folder is visited once; symlinked folders are not entered
+    /// (their notes are listed under their real paths), symlinked notes are
+    /// listed when they lead to a visible note inside the root. A file is
+    /// listed only when [`Notes::resolve`] would accept its path, so listing
+    /// and reading agree.
     pub fn list(&self) -> Result<Vec<String>> {
-        let walker = WalkDir::new(&self.root)
-            .follow_links(true)
-            .min_depth(1)
-            .into_iter()
-            .filter_entry(|entry| !entry.file_name().to_string_lossy().starts_with('.'));
-        let mut linked_dirs: Vec<PathBuf> = Vec::new();
         let mut notes = Vec::new();
-        for entry in walker {
-            // Unreadable folders and symlink loops are skipped: they hold nothing we could serve.
-            let Ok(entry) = entry else { continue };
-            let via_link =
-                entry.path_is_symlink() || linked_dirs.iter().any(|d| entry.path().starts_with(d));
-            if entry.file_type().is_dir() {
-                if via_link {
-                    linked_dirs.push(entry.path().to_path_buf());
-                }
-                continue;
+        let mut links = Vec::new();
+        let end = self.handle.walk(LIST_LIMITS, |rel, file_type: FileType| {
+            let name = rel.rsplit('/').next().unwrap_or(rel);
+            if !path::is_plain_name(name) || rel != rel.trim() || !path::has_note_extension(rel) {
+                return;
             }
-            if !entry.file_type().is_file() {
-                continue;
-            }
-            let Ok(rel) = entry.path().strip_prefix(&self.root) else {
-                continue;
-            };
-            let Some(rel) = rel.to_str() else { continue };
-            let plain = rel == rel.trim() && !rel.contains('\\') && path::has_note_extension(rel);
-            let listed = if via_link {
-                plain
-                    && self
-                        .resolve(rel, Existence::MustExist)
-                        .is_ok_and(|note| note.rel == rel)
-            } else {
-                plain
-            };
-            if listed {
+            if file_type.is_file() {
                 notes.push(rel.to_string());
+            } else if file_type.is_symlink() {
+                links.push(rel.to_string());
+            }
+        });
+        match end {
+            WalkEnd::Complete => {}
+            WalkEnd::TooDeep => log::warn!(
+                "listing skipped folders nested deeper than {} levels",
+                LIST_LIMITS.max_depth
+            ),
+            WalkEnd::TooManyEntries => log::warn!(
+                "listing stopped after {} entries; notes beyond them are not listed",
+                LIST_LIMITS.max_entries
+            ),
+        }
+        for link in links {
+            if self
+                .resolve(&link, Existence::MustExist)
+                .is_ok_and(|note| note.rel == link)
+            {
+                notes.push(link);
             }
         }
         notes.sort_unstable();
@@ -89,17 +155,91 @@ impl Notes {
 
     /// Reads a note as text. Bytes that are not UTF-8 come back as U+FFFD.
     pub fn read(&self, raw: &str) -> Result<(NotePath, String)> {
-        let note = self.resolve(raw, Existence::MustExist)?;
-        let bytes = std::fs::read(&note.abs).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                Error::not_found(format!("note not found: {:?}", note.rel))
+        let mut tries = 0;
+        let (note, bytes) = loop {
+            let note = self.resolve(raw, Existence::MustExist)?;
+            match self.handle.read_real(&note.real) {
+                Ok(bytes) => break (note, bytes),
+                // A folder on the real path became a link since it was resolved: look again.
+                Err(Refusal::Symlink | Refusal::Escapes) if tries < 3 => tries += 1,
+                Err(Refusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(Error::not_found(format!("note not found: {:?}", note.rel)))
+                }
+                Err(r) => return Err(refused(&note.rel, r)),
             }
-            _ => Error::internal(format!("cannot read {:?}: {e}", note.rel)),
-        })?;
+        };
         let content = match String::from_utf8(bytes) {
             Ok(text) => text,
             Err(err) => String::from_utf8_lossy(err.as_bytes()).into_owned(),
         };
         Ok((note, content))
+    }
+
+    /// A resolved note's bytes (`None`: there is no note there now).
+    pub fn read_bytes(&self, note: &NotePath) -> Result<Option<Vec<u8>>> {
+        match self.handle.read_real(&note.real) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(Refusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(r) => Err(refused(&note.rel, r)),
+        }
+    }
+
+    /// The size and modification time of a note (following links inside the root).
+    pub fn stat(&self, rel: &str) -> Option<std::fs::Metadata> {
+        let real = self.handle.resolve_links(rel).ok()?;
+        self.handle.stat_real(&real.path).ok()
+    }
+
+    /// The folder of a note for one write, reached without symlinks; with
+    /// `create`, missing folders are made.
+    pub fn slot(&self, rel: &str, create: bool) -> Result<Slot> {
+        self.handle.slot(rel, create).map_err(|r| refused(rel, r))
+    }
+}
+
+/// A path that passes through a symlink must land on a visible note by our
+/// rules too, so a link cannot smuggle out what the rules refuse by name.
+fn check_link_target(rel: &str, real: &Real) -> Result<()> {
+    if path::is_hidden(&real.path) {
+        return Err(Error::invalid_path(format!(
+            "{rel:?} leads into a hidden folder or file"
+        )));
+    }
+    let is_file = matches!(real.kind, Kind::File | Kind::Special);
+    if is_file && !path::has_note_extension(&real.path) {
+        return Err(Error::invalid_path(format!(
+            "{rel:?} is a symlink to something that is not a visible note"
+        )));
+    }
+    Ok(())
+}
+
+/// The error a refusal from the root handle becomes, naming the note by its
+/// relative path only.
+pub fn refused(rel: &str, refusal: Refusal) -> Error {
+    match refusal {
+        Refusal::Escapes => {
+            Error::invalid_path(format!("path leads outside the notes root: {rel:?}"))
+        }
+        Refusal::Loop => Error::invalid_path(format!(
+            "{rel:?} passes through a loop of symlinks (or more than 40 of them)"
+        )),
+        Refusal::Symlink => Error::invalid_path(format!(
+            "{rel:?} is a symlink or passes through one; mirai reads notes through symlinks \
+             but never writes through them: write the note at its real path"
+        )),
+        Refusal::NotRegular => Error::invalid_path(format!(
+            "{rel:?} is not a regular file (a FIFO, socket or device); only regular files are notes"
+        )),
+        Refusal::Raced => Error::conflict(format!(
+            "{rel:?} was being renamed while mirai followed it; try again"
+        )),
+        Refusal::NotAFolder => Error::conflict(format!(
+            "a file stands where {rel:?} needs a folder; choose another path"
+        )),
+        Refusal::Folder => {
+            Error::conflict(format!("{rel} is a folder; a note cannot be written there"))
+        }
+        Refusal::Io(e) => Error::internal(format!("cannot access {rel:?}: {e}")),
     }
 }

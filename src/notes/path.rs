@@ -1,22 +1,28 @@
-//! Safe note paths: the one function that turns an untrusted path string into
-//! a file inside the notes root, or says precisely why it will not.
+//! Note path rules that need no disk: the untrusted path string becomes a
+//! normalized relative path, or a precise refusal.
 //!
 //! Checks run in a fixed order (DESIGN 7.5): present, not absolute, inside the
-//! root (after `..` and symlinks), not hidden, `.md`, exists. Listing uses the
-//! same function, so what listing shows can be read and what it hides cannot.
-
-use std::io;
-use std::path::{Path, PathBuf};
+//! root, not hidden, `.md`, exists. This file does the lexical part (and the
+//! name rules listing shares); `notes/mod.rs` follows the path on disk through
+//! the root handle ([`super::root`]) for symlinks and existence.
 
 use crate::error::{Error, Result};
+
+/// The longest name of one file or folder (Linux's `NAME_MAX`, in bytes).
+pub const MAX_NAME_BYTES: usize = 255;
+
+/// The longest note path, in bytes (Linux's `PATH_MAX` less room for the root).
+pub const MAX_PATH_BYTES: usize = 3072;
 
 /// A note path that passed every check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NotePath {
     /// The requested path, normalized: `/`-separated, no `.`, `..` or empty parts.
     pub rel: String,
-    /// Where it lives on disk (under the root; symlinks not resolved).
-    pub abs: PathBuf,
+    /// Where it really is: `rel` with every symlink on the way resolved (inside the root).
+    pub real: String,
+    /// Whether `rel` passes through a symlink (then mirai reads it but never writes it).
+    pub via_link: bool,
 }
 
 /// Whether the note must already exist.
@@ -27,8 +33,9 @@ pub enum Existence {
     MayBeMissing,
 }
 
-/// Resolves `raw` against `root`, which must already be canonical.
-pub fn resolve(root: &Path, raw: &str, existence: Existence) -> Result<NotePath> {
+/// The lexical checks, in order: present, no NUL or control characters, no
+/// backslashes, not absolute, no `..` above the root, names the file system can hold.
+pub fn lexical(raw: &str) -> Result<String> {
     let trimmed = raw.trim();
     if trimmed.is_empty() {
         return Err(Error::invalid_path(
@@ -37,6 +44,12 @@ pub fn resolve(root: &Path, raw: &str, existence: Existence) -> Result<NotePath>
     }
     if trimmed.contains('\0') {
         return Err(Error::invalid_path("path must not contain NUL bytes"));
+    }
+    if let Some(c) = trimmed.chars().find(|c| is_forbidden_char(*c)) {
+        return Err(Error::invalid_path(format!(
+            "path must not contain control characters (found U+{:04X}): {trimmed:?}",
+            c as u32
+        )));
     }
     if trimmed.contains('\\') {
         return Err(Error::invalid_path(format!(
@@ -48,30 +61,38 @@ pub fn resolve(root: &Path, raw: &str, existence: Existence) -> Result<NotePath>
             "absolute paths are not allowed: {trimmed:?} (give a path relative to the notes root)"
         )));
     }
-
     let rel = normalize(trimmed)?;
-    let abs = root.join(&rel);
-    check_contained(root, &abs, &rel)?;
-
-    if is_hidden(&rel) {
+    if let Some(long) = rel.split('/').find(|part| part.len() > MAX_NAME_BYTES) {
         return Err(Error::invalid_path(format!(
-            "hidden files and folders (names starting with a dot, like .git/ and .mirai/) are not notes: {rel:?}"
+            "a file or folder name may be at most {MAX_NAME_BYTES} bytes; {:?}... has {}",
+            long.chars().take(40).collect::<String>(),
+            long.len()
         )));
     }
-    if !has_note_extension(&rel) {
-        return Err(Error::invalid_extension(format!(
-            "only .md files are notes: {rel:?}"
+    if rel.len() > MAX_PATH_BYTES {
+        return Err(Error::invalid_path(format!(
+            "a note path may be at most {MAX_PATH_BYTES} bytes; this one has {}",
+            rel.len()
         )));
     }
+    Ok(rel)
+}
 
-    if existence == Existence::MustExist {
-        match std::fs::metadata(&abs) {
-            Ok(meta) if meta.is_file() => {}
-            Ok(_) => return Err(Error::not_found(format!("{rel:?} is a folder, not a note"))),
-            Err(_) => return Err(Error::not_found(format!("note not found: {rel:?}"))),
-        }
-    }
-    Ok(NotePath { rel, abs })
+/// Characters no note name may hold: C0 and C1 controls and DEL (a newline in a
+/// name would forge lines of the commit message), and the Unicode line and
+/// paragraph separators.
+pub fn is_forbidden_char(c: char) -> bool {
+    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
+}
+
+/// True when a name found on disk could be asked for by its path: the rules
+/// [`lexical`] applies to one component (listing uses this, so listing and
+/// reading agree).
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_BYTES
+        && !name.contains('\\')
+        && !name.chars().any(is_forbidden_char)
 }
 
 /// True when the path names a markdown note (`.md`, any case).
@@ -110,55 +131,6 @@ fn normalize(path: &str) -> Result<String> {
     Ok(parts.join("/"))
 }
 
-/// Resolves symlinks along `abs` and requires the result to stay inside `root`
-/// and to land on a visible note, so a link cannot smuggle out a file that the
-/// path rules would refuse by name.
-fn check_contained(root: &Path, abs: &Path, rel: &str) -> Result<()> {
-    let escapes = || Error::invalid_path(format!("path leads outside the notes root: {rel:?}"));
-    let (existing, rest) = deepest_existing(abs).map_err(|_| escapes())?;
-    let real = existing.canonicalize().map_err(|_| escapes())?;
-    let inside = real.strip_prefix(root).map_err(|_| escapes())?;
-    if rest.is_empty() && existing == abs && real != abs {
-        // The note itself is (or passes through) a symlink: its target must be a note by our rules too.
-        let target = inside.to_string_lossy();
-        if target.is_empty() || is_hidden(&target) || !has_note_extension(&target) {
-            return Err(Error::invalid_path(format!(
-                "{rel:?} is a symlink to something that is not a visible note"
-            )));
-        }
-    } else if !inside.as_os_str().is_empty() && is_hidden(&inside.to_string_lossy()) {
-        return Err(Error::invalid_path(format!(
-            "{rel:?} leads into a hidden folder"
-        )));
-    }
-    Ok(())
-}
-
-/// Splits `abs` into its longest prefix that exists and the components after it.
-fn deepest_existing(abs: &Path) -> io::Result<(PathBuf, Vec<std::ffi::OsString>)> {
-    let mut current = abs.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        match std::fs::symlink_metadata(&current) {
-            Ok(_) => {
-                rest.reverse();
-                return Ok((current, rest));
-            }
-            Err(err) if err.kind() == io::ErrorKind::NotFound => {
-                let name = current.file_name().map(|n| n.to_os_string());
-                match (name, current.parent()) {
-                    (Some(name), Some(parent)) => {
-                        rest.push(name);
-                        current = parent.to_path_buf();
-                    }
-                    _ => return Err(err),
-                }
-            }
-            Err(err) => return Err(err),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,6 +154,29 @@ mod tests {
         assert!(!has_note_extension("¾ìÔËÖÿ"));
         assert!(!has_note_extension("a/Ö"));
         assert!(has_note_extension("日本/料理.md"));
+    }
+
+    #[test]
+    fn control_characters_and_overlong_names_are_refused() {
+        for bad in [
+            "a\nb.md",
+            "a\rb.md",
+            "\u{1b}[0m.md",
+            "x\u{7f}.md",
+            "x\u{9b}.md",
+            "x\u{2028}.md",
+        ] {
+            assert!(lexical(bad).is_err(), "{bad:?}");
+        }
+        let longest = format!("{}.md", "é".repeat(126));
+        assert_eq!(longest.len(), 255);
+        assert_eq!(lexical(&longest).unwrap(), longest);
+        assert!(lexical(&format!("x{longest}")).is_err());
+        let deep = vec!["d".repeat(200); 16].join("/") + ".md";
+        assert!(lexical(&deep).is_err());
+        assert!(is_plain_name("ノート.md"));
+        assert!(!is_plain_name("a\tb.md"));
+        assert!(!is_plain_name("a\\b.md"));
     }
 
     #[test]

@@ -105,16 +105,31 @@ impl Context {
 
     /// Checks an untrusted path; a note that exists only in the overlay exists.
     pub fn resolve(&self, raw: &str, existence: Existence) -> Result<NotePath> {
+        self.resolve_with(raw, existence, Notes::resolve)
+    }
+
+    /// Checks the path of a note about to be written: as [`Context::resolve`],
+    /// and never a symlink or through one.
+    pub fn resolve_for_write(&self, raw: &str, existence: Existence) -> Result<NotePath> {
+        self.resolve_with(raw, existence, Notes::resolve_for_write)
+    }
+
+    fn resolve_with(
+        &self,
+        raw: &str,
+        existence: Existence,
+        resolve: fn(&Notes, &str, Existence) -> Result<NotePath>,
+    ) -> Result<NotePath> {
         let Some(overlay) = self.overlay() else {
-            return self.notes.resolve(raw, existence);
+            return resolve(&self.notes, raw, existence);
         };
-        let note = self.notes.resolve(raw, Existence::MayBeMissing)?;
+        let note = resolve(&self.notes, raw, Existence::MayBeMissing)?;
         match (existence, overlay.get(&note.rel)) {
             (Existence::MayBeMissing, _) | (Existence::MustExist, Some(Some(_))) => Ok(note),
             (Existence::MustExist, Some(None)) => {
                 Err(Error::not_found(format!("note not found: {:?}", note.rel)))
             }
-            (Existence::MustExist, None) => self.notes.resolve(raw, existence),
+            (Existence::MustExist, None) => resolve(&self.notes, raw, existence),
         }
     }
 
@@ -136,7 +151,15 @@ impl Context {
     pub fn current_text(&self, note: &NotePath) -> Result<Option<String>> {
         match self.overlay().and_then(|overlay| overlay.get(&note.rel)) {
             Some(current) => Ok(current),
-            None => patch::text_on_disk(note),
+            None => match self.notes.read_bytes(note)? {
+                None => Ok(None),
+                Some(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
+                    Error::conflict(format!(
+                        "{} is not valid UTF-8 text; mirai changes text notes only",
+                        note.rel
+                    ))
+                }),
+            },
         }
     }
 

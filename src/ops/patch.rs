@@ -10,7 +10,7 @@ use super::{Class, Context, Operation};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
 use crate::patch::{self, Target};
-use crate::repo::{self, Repo};
+use crate::repo;
 
 /// The request of both patch operations.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -54,7 +54,7 @@ impl Operation for PatchPropose {
     type Response = PatchSummary;
 
     fn run(ctx: &Context, request: PatchRequest) -> Result<PatchSummary> {
-        let plan = plan(ctx, &request.patch)?;
+        let plan = plan_patch(ctx, &request.patch)?;
         Ok(plan.summary())
     }
 }
@@ -73,23 +73,42 @@ impl Operation for PatchApply {
     type Response = PatchApplied;
 
     fn run(ctx: &Context, request: PatchRequest) -> Result<PatchApplied> {
-        // Writes are serialized: the plan is made against the note as the previous
-        // write left it, and commits never race for HEAD.
-        let repo = ctx.writer()?;
-        apply_text(ctx, &repo, &request.patch, request.base_commit.as_deref())
+        let (plan, commit) = commit_plan(ctx, request.base_commit.as_deref(), |ctx| {
+            plan_patch(ctx, &request.patch)
+        })?;
+        let summary = plan.summary();
+        Ok(PatchApplied {
+            path: summary.path,
+            hunk_count: summary.hunk_count,
+            net_line_delta: summary.net_line_delta,
+            commit,
+        })
     }
 }
 
-/// The one write path: every write operation ends here, holding the writer.
-pub(super) fn apply_text(
+/// The one write path: every write operation ends here.
+///
+/// `planner` makes the change (parse, resolve, read, apply: the work that grows
+/// with the request) without the writer lock, so a costly request never makes
+/// other writes wait. Under the lock the note is read again; if it changed
+/// meanwhile, the change is planned again against it. Then the base commit is
+/// checked and the note written and committed (or, in a dry run, recorded in
+/// the overlay). A plan that changes nothing answers `None` and commits nothing.
+pub(super) fn commit_plan(
     ctx: &Context,
-    repo: &Repo,
-    text: &str,
     base_commit: Option<&str>,
-) -> Result<PatchApplied> {
-    let plan = plan(ctx, text)?;
-    if let Some(content) = &plan.content {
-        check_size(ctx, &plan.note, content)?;
+    planner: impl Fn(&Context) -> Result<Plan>,
+) -> Result<(Plan, Option<String>)> {
+    let mut plan = planner(ctx)?;
+    if plan.is_noop() {
+        return Ok((plan, None));
+    }
+    let repo = ctx.writer()?;
+    if ctx.current_text(&plan.note)? != plan.before {
+        plan = planner(ctx)?;
+        if plan.is_noop() {
+            return Ok((plan, None));
+        }
     }
     if let Some(base) = base_commit.map(str::trim).filter(|b| !b.is_empty()) {
         if repo.changed_since(base, &plan.note.rel)? {
@@ -102,23 +121,17 @@ pub(super) fn apply_text(
             )));
         }
     }
-    let summary = plan.summary();
     if let Some(overlay) = ctx.overlay() {
         overlay.write(
             &plan.note.rel,
             plan.before.as_deref(),
             plan.content.as_deref(),
         );
-        return Ok(PatchApplied {
-            path: summary.path,
-            hunk_count: summary.hunk_count,
-            net_line_delta: summary.net_line_delta,
-            commit: None,
-        });
+        return Ok((plan, None));
     }
     let message = ctx.commit_message(&plan.note.rel);
     let commit = repo::write_and_commit(
-        repo,
+        &repo,
         &plan.note.rel,
         plan.content.as_deref(),
         &message,
@@ -126,12 +139,7 @@ pub(super) fn apply_text(
     )?;
     ctx.index
         .note_changed(&plan.note.rel, plan.content.as_deref(), &commit);
-    Ok(PatchApplied {
-        path: summary.path,
-        hunk_count: summary.hunk_count,
-        net_line_delta: summary.net_line_delta,
-        commit: Some(commit),
-    })
+    Ok((plan, Some(commit)))
 }
 
 /// A note may not grow past the request body limit, whichever way it is written.
@@ -154,15 +162,18 @@ fn short(sha: &str) -> &str {
     sha.get(..12).unwrap_or(sha)
 }
 
-/// A patch that parsed, whose path passed the rules, and that applies to the note as it is.
-struct Plan {
-    note: NotePath,
-    /// The note's text before the patch (`None`: it does not exist yet).
-    before: Option<String>,
-    /// The note's text after it (`None`: the patch deletes it).
-    content: Option<String>,
-    hunk_count: usize,
-    net_line_delta: i64,
+/// A change to one note, planned: its path passed the rules, and the patch
+/// applies to the note as it is.
+pub(super) struct Plan {
+    pub note: NotePath,
+    /// The note's text before the change (`None`: it does not exist yet).
+    pub before: Option<String>,
+    /// The note's text after it (`None`: the change deletes it).
+    pub content: Option<String>,
+    /// The unified diff of the change (empty: it changes nothing).
+    pub patch: String,
+    pub hunk_count: usize,
+    pub net_line_delta: i64,
 }
 
 impl Plan {
@@ -173,40 +184,44 @@ impl Plan {
             net_line_delta: self.net_line_delta,
         }
     }
+
+    /// A plan for a write whose result equals the note (DESIGN 7.6).
+    pub fn unchanged(note: NotePath, text: Option<String>) -> Plan {
+        Plan {
+            note,
+            before: text.clone(),
+            content: text,
+            patch: String::new(),
+            hunk_count: 0,
+            net_line_delta: 0,
+        }
+    }
+
+    fn is_noop(&self) -> bool {
+        self.patch.is_empty()
+    }
 }
 
-fn plan(ctx: &Context, text: &str) -> Result<Plan> {
+/// Plans a unified diff: parse, resolve the path for a write, read the note,
+/// apply the hunks, check the size.
+pub(super) fn plan_patch(ctx: &Context, text: &str) -> Result<Plan> {
     let parsed = patch::parse(text)?;
     let existence = match parsed.target {
         Target::Create => Existence::MayBeMissing,
         Target::Modify | Target::Delete => Existence::MustExist,
     };
-    let note = ctx.resolve(&parsed.path, existence)?;
+    let note = ctx.resolve_for_write(&parsed.path, existence)?;
     let before = ctx.current_text(&note)?;
     let applied = patch::apply(&parsed, before.as_deref())?;
+    if let Some(content) = &applied.content {
+        check_size(ctx, &note, content)?;
+    }
     Ok(Plan {
         note,
         before,
         content: applied.content,
+        patch: text.to_string(),
         hunk_count: applied.hunk_count,
         net_line_delta: applied.net_line_delta,
     })
-}
-
-/// The note's text on disk, or `None` when there is no note at that path yet.
-pub(super) fn text_on_disk(note: &NotePath) -> Result<Option<String>> {
-    match std::fs::read(&note.abs) {
-        Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
-            Error::conflict(format!(
-                "{} is not valid UTF-8 text; mirai changes text notes only",
-                note.rel
-            ))
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(_) if note.abs.is_dir() => Err(Error::conflict(format!(
-            "{} is a folder; a note cannot be created there",
-            note.rel
-        ))),
-        Err(e) => Err(Error::internal(format!("cannot read {}: {e}", note.rel))),
-    }
 }

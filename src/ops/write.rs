@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::patch::{apply_text, check_size};
+use super::patch::{check_size, commit_plan, plan_patch, Plan};
 use super::{Class, Context, Operation};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
@@ -101,16 +101,12 @@ impl Operation for NotesWrite {
     type Response = Written;
 
     fn run(ctx: &Context, request: WriteRequest) -> Result<Written> {
-        let repo = ctx.writer()?;
-        let (note, current) = note_and_text(ctx, &request.path, Some(&request.content))?;
-        write_through_patch(
-            ctx,
-            &repo,
-            &note,
-            current.as_deref(),
-            &request.content,
-            request.base_commit.as_deref(),
-        )
+        write_through_patch(ctx, request.base_commit.as_deref(), |ctx| {
+            let note = ctx.resolve_for_write(&request.path, Existence::MayBeMissing)?;
+            check_size(ctx, &note, &request.content)?;
+            let current = ctx.current_text(&note)?;
+            Ok((note, current, request.content.clone()))
+        })
     }
 }
 
@@ -155,21 +151,15 @@ impl Operation for NotesEdit {
                 ),
             ));
         }
-        let repo = ctx.writer()?;
-        let note = ctx.resolve(&request.path, Existence::MustExist)?;
-        let current = ctx
-            .current_text(&note)?
-            .ok_or_else(|| Error::not_found(format!("note not found: {:?}", note.rel)))?;
-        let edited = patch::apply_edits(&note.rel, &current, &request.edits)?;
-        check_size(ctx, &note, &edited)?;
-        write_through_patch(
-            ctx,
-            &repo,
-            &note,
-            Some(&current),
-            &edited,
-            request.base_commit.as_deref(),
-        )
+        write_through_patch(ctx, request.base_commit.as_deref(), |ctx| {
+            let note = ctx.resolve_for_write(&request.path, Existence::MustExist)?;
+            let current = ctx
+                .current_text(&note)?
+                .ok_or_else(|| Error::not_found(format!("note not found: {:?}", note.rel)))?;
+            let edited = patch::apply_edits(&note.rel, &current, &request.edits)?;
+            check_size(ctx, &note, &edited)?;
+            Ok((note, Some(current), edited))
+        })
     }
 }
 
@@ -210,30 +200,30 @@ fn made(note: &NotePath, current: Option<&str>, content: Option<&str>) -> Result
     })
 }
 
+/// Writes `content` over the note by the diff between them, on
+/// `patch.apply`'s own path. `read` resolves the note and reads its text now;
+/// it runs again under the writer lock when the note changed meanwhile.
 fn write_through_patch(
     ctx: &Context,
-    repo: &crate::repo::Repo,
-    note: &NotePath,
-    current: Option<&str>,
-    content: &str,
     base_commit: Option<&str>,
+    read: impl Fn(&Context) -> Result<(NotePath, Option<String>, String)>,
 ) -> Result<Written> {
-    let made = made(note, current, Some(content))?;
-    if made.patch.is_empty() {
-        return Ok(Written {
-            path: made.path,
-            hunk_count: 0,
-            net_line_delta: 0,
-            commit: None,
-            patch: made.patch,
-        });
-    }
-    let applied = apply_text(ctx, repo, &made.patch, base_commit)?;
+    let (plan, commit) = commit_plan(ctx, base_commit, |ctx| {
+        let (note, current, content) = read(ctx)?;
+        let made = made(&note, current.as_deref(), Some(&content))?;
+        if made.patch.is_empty() {
+            return Ok(Plan::unchanged(note, current));
+        }
+        let mut plan = plan_patch(ctx, &made.patch)?;
+        // The diff names the note by its normalized path; answer the same.
+        plan.note = note;
+        Ok(plan)
+    })?;
     Ok(Written {
-        path: applied.path,
-        hunk_count: applied.hunk_count,
-        net_line_delta: applied.net_line_delta,
-        commit: applied.commit,
-        patch: made.patch,
+        path: plan.note.rel,
+        hunk_count: plan.hunk_count,
+        net_line_delta: plan.net_line_delta,
+        commit,
+        patch: plan.patch,
     })
 }

@@ -83,8 +83,11 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// Builds the engine, loads the guest (from `cache_dir` when it holds a
-    /// compiled copy) and links it once.
-    pub fn new(limits: SandboxLimits, cache_dir: &std::path::Path) -> Result<(Sandbox, Startup)> {
+    /// good compiled copy; see [`module`]) and links it once.
+    pub fn new(
+        limits: SandboxLimits,
+        cache_dir: Option<&std::path::Path>,
+    ) -> Result<(Sandbox, Startup)> {
         let fail = |e: wasmtime::Error| Error::internal(format!("the sandbox cannot start: {e:#}"));
         let mut config = wasmtime::Config::new();
         // Threads are not even compiled in (wasmtime's `threads` feature is off).

@@ -1,12 +1,22 @@
 //! The guest module: the committed, pre-initialized QuickJS build
 //! (`guest/mirai-guest.wasm`), compiled once per process, or loaded from a
-//! cache of mirai's own compiled modules keyed by the guest's bytes and the
-//! engine's compatibility hash.
+//! cache of mirai's own compiled modules (DESIGN 8.2).
+//!
+//! A compiled module is native code, and loading one trusts its bytes, so the
+//! cache is guarded: it lives outside the notes root (configuration refuses a
+//! cache inside it), its folder and files must belong to the user mirai runs
+//! as and be writable by nobody else, and a module is loaded only when its
+//! SHA-256 matches the one recorded beside it when mirai compiled it.
+//! Otherwise the guest is compiled again from the embedded bytes.
 
+use std::fs;
 use std::hash::{Hash, Hasher};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use sha2::{Digest, Sha256};
 use wasmtime::{Engine, Module};
 
 /// The guest, as `guest/build.sh` built it.
@@ -18,35 +28,93 @@ pub struct Loaded {
     pub module: Module,
     pub from_cache: bool,
     pub ms: f64,
-    /// Why the compiled module could not be cached (the next start compiles again).
+    /// Why the cache was not used, or the compiled module not kept in it.
     pub cache_problem: Option<String>,
 }
 
-pub fn load(engine: &Engine, cache_dir: &Path) -> wasmtime::Result<Loaded> {
+/// Loads the guest from `cache_dir` when it holds a good compiled copy, else
+/// compiles it (and keeps the result there for the next start).
+pub fn load(engine: &Engine, cache_dir: Option<&Path>) -> wasmtime::Result<Loaded> {
     let started = Instant::now();
-    let cached = cache_file(engine, cache_dir);
-    if cached.is_file() {
-        // SAFETY: the file is one mirai serialized itself with an engine of this
-        // exact configuration (the name carries its compatibility hash), in the
-        // operator's cache folder, which no caller can write to. A file that does
-        // not deserialize is replaced below.
-        if let Ok(module) = unsafe { Module::deserialize_file(engine, &cached) } {
-            return Ok(Loaded {
-                module,
-                from_cache: true,
-                ms: elapsed_ms(started),
-                cache_problem: None,
-            });
+    let mut cache_problem = None;
+    let cache = match cache_dir.map(open_cache) {
+        Some(Ok(dir)) => Some(dir),
+        Some(Err(problem)) => {
+            cache_problem = Some(problem);
+            None
+        }
+        None => None,
+    };
+    if let Some(dir) = &cache {
+        let cached = cache_file(engine, dir);
+        match read_verified(&cached) {
+            Ok(Some(bytes)) => {
+                // SAFETY: these bytes are the ones mirai serialized itself with an
+                // engine of this exact configuration (the name carries its
+                // compatibility hash): the file and its folder belong to this user
+                // and nobody else may write them, and their SHA-256 is the one
+                // recorded when they were written.
+                if let Ok(module) = unsafe { Module::deserialize(engine, &bytes) } {
+                    return Ok(Loaded {
+                        module,
+                        from_cache: true,
+                        ms: elapsed_ms(started),
+                        cache_problem: None,
+                    });
+                }
+            }
+            Ok(None) => {}
+            Err(problem) => cache_problem = Some(problem),
         }
     }
     let module = Module::new(engine, GUEST_WASM)?;
-    let cache_problem = store(&module, &cached).err();
+    if let Some(dir) = &cache {
+        if let Err(problem) = store(&module, &cache_file(engine, dir)) {
+            cache_problem = Some(problem);
+        }
+    }
     Ok(Loaded {
         module,
         from_cache: false,
         ms: elapsed_ms(started),
         cache_problem,
     })
+}
+
+/// Creates the cache folder (private to this user) or checks the one there.
+fn open_cache(dir: &Path) -> Result<PathBuf, String> {
+    if let Err(e) = fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+    {
+        return Err(format!("cannot create {}: {e}", dir.display()));
+    }
+    let meta = fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !meta.is_dir() {
+        return Err(format!("{} is not a folder", dir.display()));
+    }
+    check_private(&meta).map_err(|why| format!("{} is not used: {why}", dir.display()))?;
+    Ok(dir.to_path_buf())
+}
+
+/// Only files of this user that nobody else may change are trusted.
+fn check_private(meta: &fs::Metadata) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(format!(
+            "it belongs to uid {}, not to uid {me} that mirai runs as",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "its group or others may write to it (mode {:o}); chmod go-w it",
+            meta.mode() & 0o777
+        ));
+    }
+    Ok(())
 }
 
 /// `guest-<hash>.cwasm`, where the hash covers everything the compiled code depends on.
@@ -57,18 +125,57 @@ fn cache_file(engine: &Engine, cache_dir: &Path) -> PathBuf {
     cache_dir.join(format!("guest-{:016x}.cwasm", hasher.finish()))
 }
 
+/// The file beside a compiled module that records its SHA-256 (hex).
+fn digest_file(module_file: &Path) -> PathBuf {
+    module_file.with_extension("cwasm.sha256")
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The cached module's bytes when they are present, private and match their
+/// recorded digest; `Ok(None)` when there is nothing (good) to load.
+fn read_verified(path: &Path) -> Result<Option<Vec<u8>>, String> {
+    let digest_path = digest_file(path);
+    for file in [path, digest_path.as_path()] {
+        match fs::symlink_metadata(file) {
+            Ok(meta) if meta.is_file() => check_private(&meta)
+                .map_err(|why| format!("{} is not used: {why}", file.display()))?,
+            Ok(_) => return Err(format!("{} is not a regular file", file.display())),
+            Err(_) => return Ok(None),
+        }
+    }
+    let (Ok(bytes), Ok(recorded)) = (fs::read(path), fs::read_to_string(&digest_path)) else {
+        return Ok(None);
+    };
+    Ok((sha256_hex(&bytes) == recorded.trim()).then_some(bytes))
+}
+
 fn store(module: &Module, path: &Path) -> Result<(), String> {
     let bytes = module.serialize().map_err(|e| e.to_string())?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    // Written aside and renamed, so a concurrent start never reads half a file.
+    write_private(path, &bytes)?;
+    write_private(&digest_file(path), sha256_hex(&bytes).as_bytes())
+}
+
+/// Written aside (mode 0600) and renamed, so a concurrent start never reads half a file.
+fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let partial = path.with_extension(format!("{}.partial", std::process::id()));
-    std::fs::write(&partial, bytes)
-        .and_then(|()| std::fs::rename(&partial, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&partial);
-            format!("{}: {e}", path.display())
-        })
+    let result = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&partial)
+        .and_then(|mut file| file.write_all(bytes))
+        .and_then(|()| fs::rename(&partial, path));
+    result.map_err(|e| {
+        let _ = fs::remove_file(&partial);
+        format!("{}: {e}", path.display())
+    })
 }
 
 fn elapsed_ms(started: Instant) -> f64 {

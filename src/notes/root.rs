@@ -1,0 +1,547 @@
+//! The notes root as a directory handle: the wall every file operation on notes
+//! goes through (DESIGN 8.1).
+//!
+//! Nothing here opens a note by its absolute path. Each path component is
+//! opened relative to the handle of its parent folder, without following a
+//! symlink (cap-std: `openat` with `O_NOFOLLOW`, checked to stay beneath the
+//! root), so whatever another process renames or swaps meanwhile, a handle can
+//! only ever lead to a file inside the root. Symlinks inside the root are
+//! followed for reads by [`Root::resolve_links`], one link at a time, with the
+//! links' targets resolved against the root; the real path it finds is then
+//! opened the same way, component by component. Only regular files are read:
+//! a FIFO, socket or device is never opened for reading (files are opened
+//! non-blocking and checked with `fstat` before a byte is read).
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, File, FileType, OpenOptions, OpenOptionsExt};
+
+/// How many symlinks one lookup may pass through before it is called a loop.
+const MAX_LINK_HOPS: usize = 40;
+
+/// Why a path could not be followed.
+#[derive(Debug)]
+pub enum Refusal {
+    /// A symlink on the way leads outside the root.
+    Escapes,
+    /// Symlinks on the way form a loop (or a chain longer than 40).
+    Loop,
+    /// A write's path is (or passes through) a symlink.
+    Symlink,
+    /// The file is not a regular file (a FIFO, socket or device).
+    NotRegular,
+    /// A write's target is a folder.
+    Folder,
+    /// A file stands where the path needs a folder (`note.md/x.md`).
+    NotAFolder,
+    /// The path kept changing while it was followed (renamed under our feet).
+    Raced,
+    /// Anything else the file system said.
+    Io(io::Error),
+}
+
+impl From<io::Error> for Refusal {
+    /// cap-std reports a path that would leave the root as `PermissionDenied`
+    /// with no OS error behind it (a real `EACCES` carries one).
+    fn from(e: io::Error) -> Refusal {
+        if e.kind() == io::ErrorKind::PermissionDenied && e.raw_os_error().is_none() {
+            Refusal::Escapes
+        } else {
+            Refusal::Io(e)
+        }
+    }
+}
+
+/// What a path names, once every symlink on the way is resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Missing,
+    File,
+    Folder,
+    /// A FIFO, socket or device: never a note.
+    Special,
+}
+
+/// Where a path really leads, inside the root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Real {
+    /// The path with every symlink resolved, `/`-separated, relative to the root.
+    pub path: String,
+    pub kind: Kind,
+    /// Whether a symlink was passed on the way.
+    pub via_link: bool,
+}
+
+/// The notes root, opened once.
+#[derive(Debug)]
+pub struct Root {
+    dir: Dir,
+    /// The root's canonical absolute path: symlinks whose target is absolute
+    /// are followed only when the target lies under it.
+    canonical: PathBuf,
+}
+
+impl Root {
+    /// Opens `canonical` (already canonicalized) as the root handle.
+    pub fn open(canonical: &Path) -> io::Result<Root> {
+        let dir = Dir::open_ambient_dir(canonical, cap_std::ambient_authority())?;
+        Ok(Root {
+            dir,
+            canonical: canonical.to_path_buf(),
+        })
+    }
+
+    /// Resolves every symlink along `rel` (normalized, `/`-separated), as the
+    /// kernel would, but refusing any step that would leave the root. A link
+    /// that changes while it is read makes the lookup start again (a few times).
+    pub fn resolve_links(&self, rel: &str) -> Result<Real, Refusal> {
+        for _ in 0..4 {
+            match self.resolve_once(rel) {
+                Err(Refusal::Raced) => continue,
+                other => return other,
+            }
+        }
+        Err(Refusal::Raced)
+    }
+
+    fn resolve_once(&self, rel: &str) -> Result<Real, Refusal> {
+        let mut done: Vec<String> = Vec::new();
+        let mut todo: VecDeque<String> = rel.split('/').map(str::to_string).collect();
+        let mut hops = 0;
+        let mut kind = Kind::Folder;
+        while let Some(part) = todo.pop_front() {
+            match part.as_str() {
+                "" | "." => continue,
+                ".." => {
+                    if done.pop().is_none() {
+                        return Err(Refusal::Escapes);
+                    }
+                    kind = Kind::Folder;
+                    continue;
+                }
+                _ => {}
+            }
+            done.push(part);
+            let here = done.join("/");
+            let meta = match self.dir.symlink_metadata(&here) {
+                Ok(meta) => meta,
+                Err(e) if is_missing(&e) => {
+                    done.extend(todo.drain(..));
+                    return Ok(Real {
+                        path: normalize_parts(&done)?,
+                        kind: Kind::Missing,
+                        via_link: hops > 0,
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if meta.file_type().is_symlink() {
+                hops += 1;
+                if hops > MAX_LINK_HOPS {
+                    return Err(Refusal::Loop);
+                }
+                let target = match self.dir.read_link_contents(&here) {
+                    Ok(target) => target,
+                    // No longer a link (EINVAL) or gone: it changed since the lstat.
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) || is_missing(&e) => {
+                        return Err(Refusal::Raced)
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                done.pop();
+                let parts = self.link_parts(&target)?;
+                if target.is_absolute() {
+                    done.clear();
+                }
+                for part in parts.into_iter().rev() {
+                    todo.push_front(part);
+                }
+                kind = Kind::Folder;
+                continue;
+            }
+            kind = kind_of(meta.file_type());
+            if kind != Kind::Folder && !todo.is_empty() {
+                // `note.md/x.md`: nothing can be under a file.
+                done.extend(todo.drain(..));
+                return Ok(Real {
+                    path: normalize_parts(&done)?,
+                    kind: Kind::Missing,
+                    via_link: hops > 0,
+                });
+            }
+        }
+        Ok(Real {
+            path: done.join("/"),
+            kind,
+            via_link: hops > 0,
+        })
+    }
+
+    /// The components of a link's target: relative ones as they are, absolute
+    /// ones only when they lie under the root (then relative to it).
+    fn link_parts(&self, target: &Path) -> Result<Vec<String>, Refusal> {
+        let inside = if target.is_absolute() {
+            target
+                .strip_prefix(&self.canonical)
+                .map_err(|_| Refusal::Escapes)?
+        } else {
+            target
+        };
+        let mut parts = Vec::new();
+        for component in inside.components() {
+            match component {
+                Component::Normal(name) => match name.to_str() {
+                    Some(name) => parts.push(name.to_string()),
+                    // Not UTF-8: no note can be named through it.
+                    None => return Err(Refusal::Io(io::ErrorKind::NotFound.into())),
+                },
+                Component::ParentDir => parts.push("..".to_string()),
+                Component::CurDir => {}
+                Component::RootDir | Component::Prefix(_) => return Err(Refusal::Escapes),
+            }
+        }
+        Ok(parts)
+    }
+
+    /// Opens the folder at `parts` (no symlinks on the way), from the root down.
+    fn folder(&self, parts: &[&str]) -> Result<Dir, Refusal> {
+        let mut dir = self.dir.try_clone()?;
+        for part in parts {
+            dir = dir
+                .open_dir_nofollow(part)
+                .map_err(|e| refusal_on_the_way(&dir, part, e))?;
+        }
+        Ok(dir)
+    }
+
+    /// Reads the regular file at `real`, a path with no symlinks on it (as
+    /// [`Root::resolve_links`] answers). A symlink swapped in meanwhile makes
+    /// this fail rather than follow it.
+    pub fn read_real(&self, real: &str) -> Result<Vec<u8>, Refusal> {
+        let (parents, name) = split(real);
+        let dir = self.folder(&parents)?;
+        let file = open_regular(&dir, name)?;
+        read_all(file)
+    }
+
+    /// The metadata of the regular file at `real` (no symlinks on the way).
+    pub fn stat_real(&self, real: &str) -> Result<std::fs::Metadata, Refusal> {
+        let (parents, name) = split(real);
+        let dir = self.folder(&parents)?;
+        let file = open_regular(&dir, name)?;
+        Ok(file.into_std().metadata()?)
+    }
+
+    /// Checks that `rel` could be written without passing a symlink: each
+    /// folder on the way is a real folder or missing, and the note itself is
+    /// missing or a regular file.
+    pub fn check_plain(&self, rel: &str) -> Result<(), Refusal> {
+        let (parents, name) = split(rel);
+        let mut dir = self.dir.try_clone()?;
+        for part in parents {
+            match dir.open_dir_nofollow(part) {
+                Ok(next) => dir = next,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(refusal_on_the_way(&dir, part, e)),
+            }
+        }
+        match dir.symlink_metadata(name) {
+            Ok(meta) => match kind_of(meta.file_type()) {
+                _ if meta.file_type().is_symlink() => Err(Refusal::Symlink),
+                Kind::Special => Err(Refusal::NotRegular),
+                _ => Ok(()),
+            },
+            Err(e) if is_missing(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The folder of `rel` for a write, reached without following a symlink;
+    /// with `create`, missing folders are made (and remembered, so a failed
+    /// write can remove exactly those).
+    pub fn slot(&self, rel: &str, create: bool) -> Result<Slot, Refusal> {
+        let (parents, name) = split(rel);
+        let mut dir = self.dir.try_clone()?;
+        let mut created = Vec::new();
+        for part in parents {
+            let next = match dir.open_dir_nofollow(part) {
+                Ok(next) => next,
+                Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
+                    match dir.create_dir(part) {
+                        Ok(()) => created.push((dir.try_clone()?, part.to_string())),
+                        // Someone made it meanwhile: use it (it is checked as it is opened).
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                    dir.open_dir_nofollow(part)
+                        .map_err(|e| refusal_on_the_way(&dir, part, e))?
+                }
+                Err(e) => {
+                    let refusal = refusal_on_the_way(&dir, part, e);
+                    let slot = Slot {
+                        dir,
+                        name: name.to_string(),
+                        created,
+                    };
+                    slot.remove_created_folders();
+                    return Err(refusal);
+                }
+            };
+            dir = next;
+        }
+        created.reverse();
+        Ok(Slot {
+            dir,
+            name: name.to_string(),
+            created,
+        })
+    }
+
+    /// Lists the root's real folders (each once: symlinked folders are not
+    /// entered) and calls `visit` with each entry's relative path and type,
+    /// skipping hidden names. Depth and the number of entries are bounded.
+    pub fn walk(&self, limits: WalkLimits, mut visit: impl FnMut(&str, FileType)) -> WalkEnd {
+        let Ok(root) = self.dir.try_clone() else {
+            return WalkEnd::Complete;
+        };
+        let mut stack = vec![(root, String::new(), 0usize)];
+        let mut seen = 0usize;
+        let mut end = WalkEnd::Complete;
+        while let Some((dir, prefix, depth)) = stack.pop() {
+            let Ok(entries) = dir.entries() else { continue };
+            let mut names: Vec<(String, FileType)> = entries
+                .filter_map(|entry| {
+                    let entry = entry.ok()?;
+                    let name = entry.file_name().into_string().ok()?;
+                    let file_type = entry.file_type().ok()?;
+                    (!name.starts_with('.')).then_some((name, file_type))
+                })
+                .collect();
+            names.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+            for (name, file_type) in names {
+                seen += 1;
+                if seen > limits.max_entries {
+                    return WalkEnd::TooManyEntries;
+                }
+                let rel = if prefix.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{prefix}/{name}")
+                };
+                if file_type.is_dir() {
+                    if depth + 1 >= limits.max_depth {
+                        end = WalkEnd::TooDeep;
+                        continue;
+                    }
+                    if let Ok(sub) = dir.open_dir_nofollow(&name) {
+                        stack.push((sub, rel.clone(), depth + 1));
+                    }
+                }
+                visit(&rel, file_type);
+            }
+        }
+        end
+    }
+}
+
+/// Bounds on one listing.
+#[derive(Debug, Clone, Copy)]
+pub struct WalkLimits {
+    pub max_depth: usize,
+    pub max_entries: usize,
+}
+
+/// How a listing ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalkEnd {
+    Complete,
+    /// Folders deeper than the bound were skipped.
+    TooDeep,
+    /// The walk stopped at the bound on entries.
+    TooManyEntries,
+}
+
+/// A note's folder, open for one write, and the note's name in it.
+#[derive(Debug)]
+pub struct Slot {
+    dir: Dir,
+    name: String,
+    /// Folders made for this write, deepest first, as (parent, name).
+    created: Vec<(Dir, String)>,
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// The prefix of mirai's temporary files in the notes folder (hidden, so never
+/// listed; short, so a note name of any allowed length still fits beside it).
+pub const TEMP_PREFIX: &str = ".mirai-";
+
+impl Slot {
+    /// The note's bytes now (`None`: no note there). A symlink or a special
+    /// file at the note's name is refused, never followed or opened.
+    pub fn read(&self) -> Result<Option<Vec<u8>>, Refusal> {
+        match self.dir.symlink_metadata(&self.name) {
+            Ok(meta) if meta.file_type().is_symlink() => return Err(Refusal::Symlink),
+            Ok(meta) if meta.is_dir() => return Err(Refusal::Folder),
+            Ok(_) => {}
+            Err(e) if is_missing(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+        let file = open_regular(&self.dir, &self.name)?;
+        read_all(file).map(Some)
+    }
+
+    /// Replaces the note with `bytes` through a temp file in the same folder and
+    /// a rename, so readers see the old note or the new one, never half of
+    /// either; an existing note keeps its permissions. Answers the new file's
+    /// metadata (taken after the rename, as git would stat it). No fsync: this
+    /// guards against torn reads and the death of the process, not power loss.
+    pub fn write(&self, bytes: &[u8]) -> io::Result<std::fs::Metadata> {
+        let keep = match self.dir.symlink_metadata(&self.name) {
+            Ok(meta) if meta.is_file() => Some(meta.permissions()),
+            _ => None,
+        };
+        let temp = format!(
+            "{TEMP_PREFIX}{}-{}.tmp",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut options = OpenOptions::new();
+        options
+            .write(true)
+            .create_new(true)
+            .follow(FollowSymlinks::No)
+            .mode(0o644);
+        let result = (|| {
+            let mut file = self.dir.open_with(&temp, &options)?;
+            file.write_all(bytes)?;
+            if let Some(permissions) = keep {
+                file.set_permissions(permissions)?;
+            }
+            self.dir.rename(&temp, &self.dir, &self.name)?;
+            file.into_std().metadata()
+        })();
+        if result.is_err() {
+            let _ = self.dir.remove_file(&temp);
+        }
+        result
+    }
+
+    /// Deletes the note (a regular file; anything else is refused).
+    pub fn remove(&self) -> Result<(), Refusal> {
+        match self.dir.symlink_metadata(&self.name) {
+            Ok(meta) if meta.file_type().is_symlink() => Err(Refusal::Symlink),
+            Ok(meta) if meta.is_dir() => Err(Refusal::Folder),
+            Ok(meta) if !meta.is_file() => Err(Refusal::NotRegular),
+            Ok(_) => Ok(self.dir.remove_file(&self.name)?),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Puts the note back as it was: `before`'s bytes, or no file.
+    pub fn restore(&self, before: Option<&[u8]>) -> io::Result<()> {
+        match before {
+            Some(bytes) => self.write(bytes).map(|_| ()),
+            None => match self.dir.remove_file(&self.name) {
+                Err(e) if !is_missing(&e) => Err(e),
+                _ => Ok(()),
+            },
+        }
+    }
+
+    /// Removes the folders this write made, if they are still empty.
+    pub fn remove_created_folders(&self) {
+        for (parent, name) in &self.created {
+            // Only empty folders go; anything someone else put there stays.
+            let _ = parent.remove_dir(name);
+        }
+    }
+}
+
+/// Opens `name` in `dir` for reading without following a symlink and without
+/// blocking (a FIFO would otherwise hang), and only if it is a regular file.
+fn open_regular(dir: &Dir, name: &str) -> Result<File, Refusal> {
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .follow(FollowSymlinks::No)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY);
+    let file = dir.open_with(name, &options).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            Refusal::Symlink
+        } else {
+            e.into()
+        }
+    })?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(Refusal::Folder);
+    }
+    if !meta.is_file() {
+        return Err(Refusal::NotRegular);
+    }
+    Ok(file)
+}
+
+fn read_all(file: File) -> Result<Vec<u8>, Refusal> {
+    let mut file = file.into_std();
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+fn kind_of(file_type: FileType) -> Kind {
+    if file_type.is_file() {
+        Kind::File
+    } else if file_type.is_dir() {
+        Kind::Folder
+    } else {
+        Kind::Special
+    }
+}
+
+/// Why a folder on the way could not be opened without following a link:
+/// it is a symlink, a file, leads outside, or something else went wrong.
+fn refusal_on_the_way(dir: &Dir, part: &str, e: io::Error) -> Refusal {
+    if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) {
+        return match dir.symlink_metadata(part) {
+            Ok(meta) if meta.file_type().is_symlink() => Refusal::Symlink,
+            Ok(meta) if !meta.is_dir() => Refusal::NotAFolder,
+            // It changed again since: a folder now, or gone.
+            _ => Refusal::Raced,
+        };
+    }
+    e.into()
+}
+
+/// Missing, or something on the way is not a folder.
+fn is_missing(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR)
+}
+
+fn split(rel: &str) -> (Vec<&str>, &str) {
+    let mut parts: Vec<&str> = rel.split('/').collect();
+    let name = parts.pop().unwrap_or("");
+    (parts, name)
+}
+
+/// Applies `..` left in a path after a missing component (`missing/../x`).
+fn normalize_parts(parts: &[String]) -> Result<String, Refusal> {
+    let mut out: Vec<&str> = Vec::new();
+    for part in parts {
+        match part.as_str() {
+            "" | "." => {}
+            ".." => {
+                if out.pop().is_none() {
+                    return Err(Refusal::Escapes);
+                }
+            }
+            name => out.push(name),
+        }
+    }
+    Ok(out.join("/"))
+}
