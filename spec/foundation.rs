@@ -4,6 +4,7 @@
 mod common;
 
 use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
 
 use common::{encode, git, TestServer};
 use mirai::config::PolicyMode;
@@ -457,6 +458,190 @@ fn start_up_refuses_an_unknown_policy_mode() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("invalid policy mode: yolo"), "{stderr}");
     }
+}
+
+#[test]
+fn the_binary_refuses_root_without_mirai_allow_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("notes");
+    for allow in [None, Some("0"), Some("yes")] {
+        let mut command = common::mirai_cli();
+        command.env_remove("MIRAI_ALLOW_ROOT");
+        if let Some(value) = allow {
+            command.env("MIRAI_ALLOW_ROOT", value);
+        }
+        let out = command
+            .args(["index", "status", "--notes-root"])
+            .arg(&root)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if rustix::process::geteuid().is_root() {
+            assert_eq!(out.status.code(), Some(2), "{allow:?}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+            assert!(stderr.contains("does not run as root"), "{stderr}");
+            assert!(
+                stderr.contains("docker compose exec --user \"$(id -u)\" mirai mirai"),
+                "{stderr}"
+            );
+            assert!(stderr.contains("MIRAI_ALLOW_ROOT=1"), "{stderr}");
+        } else {
+            // Any other user gets past the refusal, to the missing repository.
+            assert!(!stderr.contains("does not run as root"), "{stderr}");
+        }
+    }
+    assert!(!root.exists(), "a refused start writes nothing");
+}
+
+/// A notes folder owned by another user (uid 4242), with an empty global git
+/// config in `home`; None when the tests cannot chown (not root).
+fn foreign_root(dir: &Path, with_repo: bool) -> Option<PathBuf> {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: only root can give a folder to another user");
+        return None;
+    }
+    let root = dir.join("notes");
+    std::fs::create_dir(&root).unwrap();
+    if with_repo {
+        git(&root, &["init", "-q"]);
+        std::fs::write(root.join("a.md"), "# a\n").unwrap();
+        git(&root, &["add", "a.md"]);
+        git(
+            &root,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-qm",
+                "a",
+            ],
+        );
+        for entry in walkdir::WalkDir::new(&root) {
+            std::os::unix::fs::lchown(entry.unwrap().path(), Some(4242), Some(4242)).unwrap();
+        }
+    } else {
+        std::os::unix::fs::chown(&root, Some(4242), Some(4242)).unwrap();
+    }
+    std::fs::create_dir(dir.join("home")).unwrap();
+    Some(root)
+}
+
+/// `mirai` with `dir/home` as HOME and XDG config, so only that global git config counts.
+fn mirai_at_home(dir: &Path) -> std::process::Command {
+    let mut command = common::mirai_cli();
+    command
+        .env("HOME", dir.join("home"))
+        .env("XDG_CONFIG_HOME", dir.join("home"))
+        .env_remove("SUDO_UID")
+        .env_remove("GIT_CONFIG_GLOBAL");
+    command
+}
+
+fn trust_in_global_config(dir: &Path, root: &Path) {
+    let config = format!("[safe]\n\tdirectory = {}\n", root.display());
+    std::fs::write(dir.join("home/.gitconfig"), config).unwrap();
+}
+
+#[test]
+fn a_repository_another_user_owns_is_refused_with_the_safe_directory_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(root) = foreign_root(dir.path(), true) else {
+        return;
+    };
+    let out = mirai_at_home(dir.path())
+        .args(["index", "status", "--notes-root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let fix = format!(
+        "git config --global --add safe.directory {}",
+        root.display()
+    );
+    assert!(stderr.contains(&fix), "{stderr}");
+    assert!(stderr.contains("uid 4242"), "{stderr}");
+    assert!(
+        !root.join(".mirai").exists(),
+        "a refused start writes nothing"
+    );
+
+    // The fix it names is the one that works; libgit2's own check stays on.
+    trust_in_global_config(dir.path(), &root);
+    let out = mirai_at_home(dir.path())
+        .args(["index", "status", "--notes-root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(status.is_object(), "{status}");
+}
+
+/// Runs `mirai serve` on `root` until it is serving (then stops it) or exits by
+/// itself: whether it served, and its log lines up to then.
+fn serve_until_ready(mut command: std::process::Command, root: &Path) -> (bool, Vec<String>) {
+    use std::io::{BufRead, BufReader};
+    let mut child = command
+        .args(["serve", "--port", "0", "--notes-root"])
+        .arg(root)
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = Vec::new();
+    let mut served = false;
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        served = line.contains("serving");
+        lines.push(line);
+        if served {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    (served, lines)
+}
+
+#[test]
+fn a_new_root_another_user_owns_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(root) = foreign_root(dir.path(), false) else {
+        return;
+    };
+    let (served, lines) = serve_until_ready(mirai_at_home(dir.path()), &root);
+    assert!(!served, "{lines:?}");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let fix = format!(
+        "git config --global --add safe.directory {}",
+        root.display()
+    );
+    assert!(lines[0].contains(&fix), "{lines:?}");
+    assert_eq!(
+        std::fs::read_dir(&root).unwrap().count(),
+        0,
+        "nothing written"
+    );
+
+    // Once trusted, serve creates the repository and libgit2 opens it.
+    trust_in_global_config(dir.path(), &root);
+    let (served, lines) = serve_until_ready(mirai_at_home(dir.path()), &root);
+    assert!(served, "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("initialized a git repository")),
+        "{lines:?}"
+    );
+    assert!(root.join(".git").is_dir() && root.join("welcome.md").is_file());
 }
 
 #[test]

@@ -53,6 +53,7 @@ fn mirai_mcp(root: &std::path::Path) -> tokio::process::Command {
             .arg("--notes-root")
             .arg(root)
             .env("MIRAI_CACHE_DIR", guest_cache())
+            .env("MIRAI_ALLOW_ROOT", "1")
             .env("RUST_LOG", "warn");
     })
 }

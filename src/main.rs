@@ -3,7 +3,8 @@
 //! stops start-up with one line on stderr and exit code 2.
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -90,13 +91,13 @@ const EXIT_CONFIG: u8 = 2;
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result = refuse_root().and_then(|()| match cli.command {
         Some(Command::Serve(args)) => serve(args),
         Some(Command::Index { action }) => index(action),
         Some(Command::Eval(args)) => eval(args),
         Some(Command::Mcp(args)) => mcp_stdio(args),
         None => serve(cli.serve),
-    };
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
@@ -129,11 +130,74 @@ impl Failure {
     }
 }
 
-/// The operator chose NOTES_ROOT; in a container it is often owned by another
-/// uid, which libgit2 would otherwise refuse (the "dubious ownership" check).
-fn trust_notes_root_owner() -> Result<(), Failure> {
-    // SAFETY: called once, at start-up, before any other thread touches libgit2.
-    unsafe { git2::opts::set_verify_owner_validation(false) }.map_err(Failure::config)
+/// The one way to run mirai as root (CI and the test suite run as root).
+const ALLOW_ROOT: &str = "MIRAI_ALLOW_ROOT";
+
+/// mirai never runs as root unless told to with `MIRAI_ALLOW_ROOT=1`: it would
+/// write root-owned files into someone's notes (in the container, the
+/// entrypoint chooses a user before mirai starts).
+fn refuse_root() -> Result<(), Failure> {
+    if !rustix::process::geteuid().is_root() || std::env::var(ALLOW_ROOT).as_deref() == Ok("1") {
+        return Ok(());
+    }
+    Err(Failure::config(format!(
+        "mirai does not run as root; run it as the user who owns the notes \
+         (in the container: docker compose exec --user \"$(id -u)\" mirai mirai ...), \
+         or set {ALLOW_ROOT}=1 to run as root anyway"
+    )))
+}
+
+/// libgit2 refuses a repository whose work tree or .git another user owns,
+/// unless `safe.directory` (system or global git config) names it. That check
+/// stays on; this says so at start-up, with the fix, before anything is written
+/// (DESIGN 6: in the container the service user owns /notes, and the image's
+/// /etc/gitconfig names /notes for a MIRAI_UID that does not).
+fn trust_notes_root_owner(root: &Path) -> Result<(), Failure> {
+    let Ok(meta) = std::fs::metadata(root) else {
+        return Ok(()); // `serve` creates it, owned by this user
+    };
+    let trusted = match git2::Repository::open(root) {
+        Ok(_) => true,
+        Err(e) if e.code() == git2::ErrorCode::Owner => false,
+        // Not a repository yet: the one `serve` creates would be refused later.
+        Err(_) => meta.uid() == rustix::process::geteuid().as_raw() || listed_safe(root),
+    };
+    if trusted {
+        return Ok(());
+    }
+    let shown = root.display();
+    Err(Failure::config(format!(
+        "git does not trust notes root {shown}: it (or its .git) belongs to another user \
+         than the one running mirai (uid {}); run mirai as its owner (uid {}), \
+         or trust it with: git config --global --add safe.directory {shown}",
+        rustix::process::geteuid().as_raw(),
+        meta.uid()
+    )))
+}
+
+/// Whether the system or global git config lists `root` (or `*`) under
+/// `safe.directory`, read as libgit2 reads it: the last empty value resets the list.
+fn listed_safe(root: &Path) -> bool {
+    let (Ok(config), Ok(root)) = (git2::Config::open_default(), root.canonicalize()) else {
+        return false;
+    };
+    let Ok(mut entries) = config.multivar("safe.directory", None) else {
+        return false;
+    };
+    let mut safe = false;
+    while let Some(Ok(entry)) = entries.next() {
+        match entry.value() {
+            None | Some("") => safe = false,
+            Some("*") => safe = true,
+            Some(value) => {
+                let value = value.strip_prefix("%(prefix)/").unwrap_or(value);
+                if !value.ends_with('/') && Path::new(value) == root.as_path() {
+                    safe = true;
+                }
+            }
+        }
+    }
+    safe
 }
 
 /// `mirai index rebuild|status`: the same operations as the HTTP routes, with
@@ -175,7 +239,7 @@ fn open_notes(args: &NotesArgs) -> Result<(Config, Notes), Failure> {
     let config = Config::new(&args.notes_root)
         .with_environment(&config::process_env)
         .map_err(Failure::config)?;
-    trust_notes_root_owner()?;
+    trust_notes_root_owner(&config.notes_root)?;
     let meta = std::fs::metadata(&config.notes_root)
         .map_err(|e| Failure::config(format!("notes root {}: {e}", config.notes_root.display())))?;
     if !meta.is_dir() {
@@ -285,7 +349,7 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     let config = config
         .with_environment(&config::process_env)
         .map_err(Failure::config)?;
-    trust_notes_root_owner()?;
+    trust_notes_root_owner(&config.notes_root)?;
     match bootstrap::prepare_notes_root(&config.notes_root, config.policy, &config.git_identity)
         .map_err(Failure::config)?
     {

@@ -36,6 +36,7 @@ impl Server {
             .arg("--port")
             .arg(port.to_string())
             .env("RUST_LOG", "warn")
+            .env("MIRAI_ALLOW_ROOT", "1")
             .env_remove("MIRAI_POLICY_MODE")
             .env_remove("MIRAI_API_TOKEN")
             .envs(env.iter().copied())
