@@ -186,6 +186,42 @@ fn elapsed_ms(started: Instant) -> f64 {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_cache_is_used_only_when_private_and_matching_its_digest() {
+        use std::os::unix::fs::PermissionsExt;
+        let engine = Engine::default();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let first = load(&engine, Some(&cache)).unwrap();
+        assert!(!first.from_cache);
+        assert_eq!(first.cache_problem, None);
+        assert!(load(&engine, Some(&cache)).unwrap().from_cache);
+
+        // Tampered bytes (a flipped byte, or a file swapped in under the same name)
+        // do not match the recorded digest: compiled again, and the cache repaired.
+        let file = cache_file(&engine, &cache);
+        let mut bytes = fs::read(&file).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        fs::write(&file, &bytes).unwrap();
+        let tampered = load(&engine, Some(&cache)).unwrap();
+        assert!(!tampered.from_cache);
+        assert!(load(&engine, Some(&cache)).unwrap().from_cache);
+
+        // A folder others may write to is not trusted at all.
+        fs::set_permissions(&cache, fs::Permissions::from_mode(0o777)).unwrap();
+        let shared = load(&engine, Some(&cache)).unwrap();
+        assert!(!shared.from_cache);
+        let problem = shared.cache_problem.unwrap();
+        assert!(problem.contains("group or others may write"), "{problem}");
+        // Nor is a cached file others may write to.
+        fs::set_permissions(&cache, fs::Permissions::from_mode(0o700)).unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o666)).unwrap();
+        let loose = load(&engine, Some(&cache)).unwrap();
+        assert!(!loose.from_cache);
+        assert!(loose.cache_problem.is_some());
+    }
+
     /// The wall: the guest reaches the host through `mirai.call` and these
     /// nine WASI functions, all implemented in `host.rs` with nothing granted.
     #[test]
