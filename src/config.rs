@@ -129,6 +129,32 @@ impl PolicyMode {
     }
 }
 
+/// What a write does to a note with someone else's uncommitted changes
+/// (`MIRAI_DIRTY_NOTES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirtyNotes {
+    /// Refuse with 409 `conflict` (the default).
+    Refuse,
+    /// Commit the note as it is on disk first, in a snapshot commit of its own,
+    /// then write on top: for vaults edited by a person who never commits.
+    Snapshot,
+}
+
+impl DirtyNotes {
+    /// Parses `refuse` / `snapshot` (surrounding whitespace and case ignored).
+    pub fn parse(raw: &str) -> Result<DirtyNotes, ConfigError> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "refuse" => Ok(DirtyNotes::Refuse),
+            "snapshot" => Ok(DirtyNotes::Snapshot),
+            _ => Err(ConfigError::Value {
+                name: "MIRAI_DIRTY_NOTES",
+                value: raw.to_string(),
+                expected: "refuse or snapshot",
+            }),
+        }
+    }
+}
+
 /// A configuration value that cannot be used. Start-up prints it and exits 2.
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -192,6 +218,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     pub max_edits: usize,
     pub git_identity: GitIdentity,
+    /// What writes do to notes with uncommitted changes (`MIRAI_DIRTY_NOTES`).
+    pub dirty_notes: DirtyNotes,
     pub sandbox: SandboxLimits,
     pub llm: LlmConfig,
     pub agent: AgentLimits,
@@ -216,6 +244,7 @@ impl Config {
         Config {
             cache_dir: None,
             cache_dir_explicit: false,
+            dirty_notes: DirtyNotes::Refuse,
             sandbox: SandboxLimits::default(),
             llm: LlmConfig::default(),
             agent: AgentLimits::default(),
@@ -242,6 +271,9 @@ impl Config {
         if let Some(mode) = non_empty("MIRAI_POLICY_MODE").or_else(|| non_empty("MCP_POLICY_MODE"))
         {
             self.policy = PolicyMode::parse(&mode)?;
+        }
+        if let Some(mode) = non_empty("MIRAI_DIRTY_NOTES") {
+            self.dirty_notes = DirtyNotes::parse(&mode)?;
         }
         self.api_token = non_empty("MIRAI_API_TOKEN").map(|t| t.trim().to_string());
         let positive =

@@ -195,6 +195,16 @@ impl Notes {
     pub fn slot(&self, rel: &str, create: bool) -> Result<Slot> {
         self.handle.slot(rel, create).map_err(|r| refused(rel, r))
     }
+
+    /// The folder of a note, when every folder on the way exists (`None`: the
+    /// note cannot exist either).
+    pub fn existing_slot(&self, rel: &str) -> Result<Option<Slot>> {
+        match self.handle.slot(rel, false) {
+            Ok(slot) => Ok(Some(slot)),
+            Err(Refusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(r) => Err(refused(rel, r)),
+        }
+    }
 }
 
 /// A path that passes through a symlink must land on a visible note by our

@@ -395,6 +395,12 @@ impl Slot {
         read_all(file).map(Some)
     }
 
+    /// The metadata of the note, a regular file (for git's index entry).
+    pub fn stat(&self) -> Result<std::fs::Metadata, Refusal> {
+        let file = open_regular(&self.dir, &self.name)?;
+        Ok(file.into_std().metadata()?)
+    }
+
     /// Replaces the note with `bytes` through a temp file in the same folder and
     /// a rename, so readers see the old note or the new one, never half of
     /// either; an existing note keeps its permissions. Answers the new file's

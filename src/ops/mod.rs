@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{Config, GitIdentity, PolicyMode};
+use crate::config::{Config, DirtyNotes, GitIdentity, PolicyMode};
 use crate::error::{Error, ErrorCode, Result};
 use crate::index::live::LiveIndex;
 use crate::notes::overlay::Overlay;
@@ -51,6 +51,8 @@ pub struct Context {
     pub max_content_bytes: usize,
     /// Most edits one `notes.edit` may carry.
     pub max_edits: usize,
+    /// What a write does to a note with someone else's uncommitted changes.
+    pub dirty_notes: DirtyNotes,
     identity: GitIdentity,
     writer: Arc<Mutex<Option<Repo>>>,
     /// Set in a dry run: writes land here and reads see them.
@@ -67,6 +69,7 @@ impl Context {
             policy: config.policy,
             max_content_bytes: config.max_body_bytes,
             max_edits: config.max_edits,
+            dirty_notes: config.dirty_notes,
             identity: config.git_identity.clone(),
             writer: Arc::new(Mutex::new(None)),
             overlay: None,

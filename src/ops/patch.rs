@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Class, Context, Operation};
+use crate::config::DirtyNotes;
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
 use crate::patch::{self, Target};
@@ -128,6 +129,12 @@ pub(super) fn commit_plan(
             plan.content.as_deref(),
         );
         return Ok((plan, None));
+    }
+    if ctx.dirty_notes == DirtyNotes::Snapshot {
+        if let Some(snapshot) = repo::snapshot(&repo, &plan.note.rel, &ctx.author())? {
+            ctx.index
+                .note_changed(&plan.note.rel, plan.before.as_deref(), &snapshot);
+        }
     }
     let message = ctx.commit_message(&plan.note.rel);
     let commit = repo::write_and_commit(

@@ -8,6 +8,13 @@
 //! compare-and-swap. The index is written before HEAD moves, so when another git
 //! process holds `index.lock` the commit fails with nothing visible changed.
 //!
+//! Git's own lock is held the way git holds it ([`index_lock`]): `index.lock`
+//! is taken before the index is read and released by renaming the new index
+//! into place, so a person's `git add` racing with mirai is waited for or
+//! refused, never undone. A note with someone else's uncommitted changes is
+//! never written or committed ([`write_and_commit`] refuses; [`snapshot`]
+//! commits them first, when the operator opted in).
+//!
 //! libgit2 touches only `.git` (DESIGN 8.7): the note's bytes are written and
 //! read by mirai through the root handle ([`crate::notes::root`]); the blob is
 //! made from those bytes and the index entry from the written file's `fstat`,
@@ -17,10 +24,13 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use git2::build::TreeUpdateBuilder;
-use git2::{FileMode, IndexEntry, IndexTime, Oid, Repository, Signature};
+use git2::{FileMode, Index, IndexEntry, IndexTime, Oid, Repository, Signature};
 
 use crate::error::{Error, Result};
 use crate::notes::{refused, Notes};
+use index_lock::{IndexLock, LOCK_WAIT};
+
+mod index_lock;
 
 /// Who a commit is by (author and committer alike).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,11 +89,16 @@ impl Repo {
     }
 
     /// Commits `rel_path` as `written` says (the bytes mirai wrote and the
-    /// file's metadata after writing them; `None`: deleted) on top of HEAD and
-    /// returns the new commit's id. Only that path changes, in the commit and
-    /// in the index.
-    pub fn commit_path(
+    /// file's metadata after writing them; `None`: deleted) on top of HEAD,
+    /// holding `lock`, and returns the new commit's id. Only that path changes,
+    /// in the commit and in the index (`index`, read under the lock). The new
+    /// index waits in `index.lock` while HEAD moves by compare-and-swap, and
+    /// replaces the index only once HEAD has moved; a failure on the way
+    /// leaves HEAD and the index as they were.
+    fn commit_locked(
         &self,
+        lock: IndexLock,
+        index: &Index,
         rel_path: &str,
         written: Option<(&[u8], &std::fs::Metadata)>,
         message: &str,
@@ -105,37 +120,24 @@ impl Repo {
         }
         .map_err(|e| git_error("cannot read the HEAD tree", e))?;
 
-        let mut index = git
-            .index()
-            .map_err(|e| git_error("cannot open the index", e))?;
-        // Another git process may have changed the index since we last looked.
-        index
-            .read(false)
-            .map_err(|e| git_error("cannot read the index", e))?;
-        let previous = index.get_path(path, 0);
-
         let mut update = TreeUpdateBuilder::new();
-        let staged = if let Some((bytes, meta)) = written {
-            let id = git
-                .blob(bytes)
-                .map_err(|e| git_error(&format!("cannot store {rel_path}"), e))?;
-            let entry = index_entry(rel_path, id, meta);
-            let mode = file_mode(entry.mode);
-            index
-                .add(&entry)
-                .map_err(|e| git_error(&format!("cannot stage {rel_path}"), e))?;
-            update.upsert(rel_path, id, mode);
-            true
-        } else {
-            index
-                .remove_path(path)
-                .map_err(|e| git_error(&format!("cannot unstage {rel_path}"), e))?;
-            if base_tree.get_path(path).is_ok() {
-                update.remove(rel_path);
+        let new_entry = match written {
+            Some((bytes, meta)) => {
+                let id = git
+                    .blob(bytes)
+                    .map_err(|e| git_error(&format!("cannot store {rel_path}"), e))?;
+                let entry = index_entry(rel_path, id, meta);
+                update.upsert(rel_path, id, file_mode(entry.mode));
+                Some(entry)
             }
-            false
+            None => {
+                if base_tree.get_path(path).is_ok() {
+                    update.remove(rel_path);
+                }
+                None
+            }
         };
-        let result = update
+        let commit_id = update
             .create_updated(git, &base_tree)
             .and_then(|tree_id| git.find_tree(tree_id))
             .and_then(|tree| {
@@ -143,26 +145,15 @@ impl Repo {
                 let parents: Vec<_> = parent.iter().collect();
                 git.commit(None, &sig, &sig, message, &tree, &parents)
             })
-            .map_err(|e| git_error("cannot create the commit", e))
-            .and_then(|commit_id| {
-                // Written before HEAD moves: a held index.lock stops us here, with
-                // HEAD and the index file untouched.
-                index.write().map_err(|e| {
-                    git_error(
-                        "cannot write the index (is another git process running?)",
-                        e,
-                    )
-                })?;
-                Ok(commit_id)
-            });
-        let commit_id = match result {
-            Ok(id) => id,
-            Err(e) => {
-                // Drop our in-memory change so a later write does not carry it.
-                let _ = index.read(true);
-                return Err(e);
-            }
-        };
+            .map_err(|e| git_error("cannot create the commit", e))?;
+
+        // Every other entry (staged work of others included) as it is, ours replaced.
+        let others = index
+            .iter()
+            .filter(|entry| entry.path != rel_path.as_bytes());
+        let mut entries: Vec<IndexEntry> = others.chain(new_entry).collect();
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        lock.stage(index.version(), entries.into_iter())?;
 
         let subject = message.lines().next().unwrap_or("");
         let log = match parent_id {
@@ -174,20 +165,47 @@ impl Repo {
             None => git.reference(&reference, commit_id, false, &log),
         };
         if let Err(e) = moved {
-            let restored = restore_entry(&mut index, path, previous, staged);
-            let mut message = format!(
-                "cannot move {reference} to the new commit (did another process commit \
-                 meanwhile?): {}",
+            // Dropping the lock discards the staged index: nothing changed.
+            return Err(Error::git(format!(
+                "cannot move {reference} to the new commit (did another process commit                  meanwhile?): {}",
                 e.message()
-            );
-            if let Err(r) = restored {
-                message.push_str(&format!(
-                    "; the index entry of {rel_path} could not be restored: {r}"
-                ));
-            }
-            return Err(Error::git(message));
+            )));
+        }
+        if let Err(e) = lock.commit() {
+            // HEAD has the commit; only git's index is behind (a later write or
+            // `git status` shows it). The commit is not taken back.
+            log::warn!("committed {rel_path} but could not replace the index: {e}");
         }
         Ok(commit_id.to_string())
+    }
+
+    /// Whether `rel_path` holds changes that are not in HEAD: a staged entry
+    /// that differs from HEAD's (or a merge conflict), or working-tree bytes
+    /// (`work`; `None`: no file) that differ from HEAD's blob.
+    fn has_uncommitted(&self, index: &Index, rel_path: &str, work: Option<&[u8]>) -> Result<bool> {
+        let path = Path::new(rel_path);
+        let head = match self.head_target()?.1 {
+            Some(id) => self
+                .git
+                .find_commit(id)
+                .and_then(|c| c.tree())
+                .map_err(|e| git_error("cannot read the HEAD tree", e))?
+                .get_path(path)
+                .ok()
+                .map(|entry| entry.id()),
+            None => None,
+        };
+        if (1..=3).any(|stage| index.get_path(path, stage).is_some()) {
+            return Ok(true);
+        }
+        if index.get_path(path, 0).map(|entry| entry.id) != head {
+            return Ok(true);
+        }
+        let work = work
+            .map(|bytes| Oid::hash_object(git2::ObjectType::Blob, bytes))
+            .transpose()
+            .map_err(|e| git_error("cannot hash a note", e))?;
+        Ok(work != head)
     }
 
     /// Whether `rel_path` differs between `base_commit` and HEAD. A commit that is
@@ -300,23 +318,11 @@ pub fn tracked_under(root: &Path, prefix: &str) -> Vec<String> {
     tracked
 }
 
-/// Puts the index entry of `path` back as it was before a failed commit.
-fn restore_entry(
-    index: &mut git2::Index,
-    path: &Path,
-    previous: Option<IndexEntry>,
-    staged: bool,
-) -> std::result::Result<(), git2::Error> {
-    match previous {
-        Some(entry) => index.add(&entry)?,
-        None if staged => index.remove_path(path)?,
-        None => {}
-    }
-    index.write()
-}
-
 /// Writes (or, with `None`, deletes) the note at `rel_path` through the root
-/// handle and commits it. If the commit fails, the note is put back exactly as
+/// handle and commits it, holding git's index lock from before the index is
+/// read until the new one is in place. A note with someone else's uncommitted
+/// changes (staged, or in the working tree) is refused with 409 `conflict` and
+/// left exactly as it is. If the commit fails, the note is put back exactly as
 /// it was (a created note removed with the folders made for it, a deleted one
 /// recreated) and the commit's error is returned. A note that is, or passes
 /// through, a symlink is refused (`invalid_path`), never written through.
@@ -327,6 +333,8 @@ pub fn write_and_commit(
     message: &str,
     author: &Author,
 ) -> Result<String> {
+    let lock = IndexLock::acquire(repo.git.path(), LOCK_WAIT)?;
+    let index = lock.read()?;
     let slot = repo.notes.slot(rel_path, new_content.is_some())?;
     let before = match slot.read() {
         Ok(before) => before,
@@ -335,6 +343,13 @@ pub fn write_and_commit(
             return Err(refused(rel_path, r));
         }
     };
+    if repo.has_uncommitted(&index, rel_path, before.as_deref())? {
+        slot.remove_created_folders();
+        return Err(Error::conflict(format!(
+            "{rel_path} has uncommitted changes in the working tree or the index; commit or              discard them first (mirai never commits or overwrites someone else's work; an \
+             operator may set MIRAI_DIRTY_NOTES=snapshot to commit such edits first)"
+        )));
+    }
     let written = match new_content {
         Some(content) => match slot.write(content.as_bytes()) {
             Ok(meta) => Some((content.as_bytes(), meta)),
@@ -349,7 +364,7 @@ pub fn write_and_commit(
         }
     };
     let staged = written.as_ref().map(|(bytes, meta)| (*bytes, meta));
-    match repo.commit_path(rel_path, staged, message, author) {
+    match repo.commit_locked(lock, &index, rel_path, staged, message, author) {
         Ok(sha) => Ok(sha),
         Err(mut e) => {
             let restored = slot.restore(before.as_deref());
@@ -361,6 +376,34 @@ pub fn write_and_commit(
             Err(e)
         }
     }
+}
+
+/// Commits someone's uncommitted edits to `rel_path` as they are on disk, in a
+/// commit of their own (`mirai: snapshot of uncommitted edits to <path>`, never
+/// with a `Mirai-Run` trailer), so a write on top keeps both in history
+/// (`MIRAI_DIRTY_NOTES=snapshot`). `None` when the note had nothing uncommitted.
+pub fn snapshot(repo: &Repo, rel_path: &str, author: &Author) -> Result<Option<String>> {
+    let lock = IndexLock::acquire(repo.git.path(), LOCK_WAIT)?;
+    let index = lock.read()?;
+    let slot = repo.notes.existing_slot(rel_path)?;
+    let (work, meta) = match &slot {
+        Some(slot) => {
+            let work = slot.read().map_err(|r| refused(rel_path, r))?;
+            let meta = match &work {
+                Some(_) => Some(slot.stat().map_err(|r| refused(rel_path, r))?),
+                None => None,
+            };
+            (work, meta)
+        }
+        None => (None, None),
+    };
+    if !repo.has_uncommitted(&index, rel_path, work.as_deref())? {
+        return Ok(None);
+    }
+    let message = format!("mirai: snapshot of uncommitted edits to {rel_path}\n");
+    let staged = work.as_deref().zip(meta.as_ref());
+    repo.commit_locked(lock, &index, rel_path, staged, &message, author)
+        .map(Some)
 }
 
 #[cfg(test)]

@@ -1,0 +1,234 @@
+//! mirai beside a person using git (DESIGN 8.6): it never commits, overwrites
+//! or undoes someone else's work. Uncommitted edits to the target note are
+//! refused (or, when the operator opts in, committed first as a snapshot);
+//! other notes' changes stay as they were; git's `index.lock` is held the way
+//! git holds it, waited for briefly and never written around.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{git, TestServer};
+use mirai::config::DirtyNotes;
+use serde_json::json;
+
+fn write(server: &TestServer, path: &str, content: &str) -> common::Answer {
+    server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": path, "content": content}),
+    )
+}
+
+#[test]
+fn a_persons_uncommitted_edit_to_the_note_is_refused_and_kept() {
+    let server = TestServer::with_note("a.md", "one\ntwo\n");
+    let head = server.head();
+    // Unstaged.
+    server.write("a.md", "one\ntwo\nmine, not committed\n");
+    let answer = write(&server, "a.md", "replaced\n");
+    answer.assert_error(409, "conflict");
+    let message = answer.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("a.md has uncommitted changes"),
+        "{message}"
+    );
+    let apply = server.post_json(
+        "/mcp/patch/apply",
+        &json!({"patch": "--- a/a.md\n+++ b/a.md\n@@ -1,2 +1,2 @@\n-one\n+ONE\n two\n"}),
+    );
+    apply.assert_error(409, "conflict");
+    server
+        .post_json(
+            "/mcp/notes/edit",
+            &json!({"path": "a.md", "edits": [{"old": "two", "new": "2"}]}),
+        )
+        .assert_error(409, "conflict");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("a.md")).unwrap(),
+        "one\ntwo\nmine, not committed\n"
+    );
+    assert_eq!(server.head(), head);
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), " M a.md\n");
+
+    // Staged, with the working tree back as HEAD has it.
+    git(&server.root, &["add", "a.md"]);
+    server.write("a.md", "one\ntwo\n");
+    write(&server, "a.md", "replaced\n").assert_error(409, "conflict");
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "MM a.md\n");
+    assert_eq!(server.head(), head);
+
+    // A new file nobody committed yet is someone's work too.
+    server.write("fresh.md", "a draft\n");
+    write(&server, "fresh.md", "mirai's\n").assert_error(409, "conflict");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("fresh.md")).unwrap(),
+        "a draft\n"
+    );
+}
+
+#[test]
+fn other_notes_staged_and_unstaged_changes_stay_exactly_as_they_were() {
+    let server = TestServer::start();
+    server.write("staged.md", "s0\n");
+    server.write("both.md", "b0\n");
+    server.commit_all();
+    server.write("staged.md", "s1\n");
+    git(&server.root, &["add", "staged.md"]);
+    server.write("both.md", "b1\n");
+    git(&server.root, &["add", "both.md"]);
+    server.write("both.md", "b2\n");
+    server.write("untracked.md", "u\n");
+    let answer = write(&server, "mirai.md", "mine\n");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        git(&server.root, &["status", "--porcelain"]),
+        "MM both.md\nM  staged.md\n?? untracked.md\n"
+    );
+    assert_eq!(git(&server.root, &["show", ":staged.md"]), "s1\n");
+    assert_eq!(git(&server.root, &["show", ":both.md"]), "b1\n");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("both.md")).unwrap(),
+        "b2\n"
+    );
+    assert_eq!(
+        git(&server.root, &["show", "--name-only", "--format=", "HEAD"]),
+        "mirai.md\n"
+    );
+}
+
+#[test]
+fn a_held_index_lock_is_waited_for_briefly_then_refused_with_nothing_changed() {
+    let server = TestServer::with_note("a.md", "a\n");
+    let lock = server.root.join(".git/index.lock");
+
+    // Released after 200 ms, as a person's `git commit` would: the write goes through.
+    std::fs::write(&lock, "").unwrap();
+    let releaser = {
+        let lock = lock.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            std::fs::remove_file(lock).unwrap();
+        })
+    };
+    let answer = write(&server, "a.md", "after the lock\n");
+    releaser.join().unwrap();
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        git(&server.root, &["show", "HEAD:a.md"]),
+        "after the lock\n"
+    );
+
+    // Held for 5 s: 500 git_error within about the bound, and nothing changed.
+    std::fs::write(&lock, "").unwrap();
+    let head = server.head();
+    let index = std::fs::read(server.root.join(".git/index")).unwrap();
+    let started = Instant::now();
+    let answer = write(&server, "a.md", "never\n");
+    let waited = started.elapsed();
+    answer.assert_error(500, "git_error");
+    let message = answer.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("index.lock"), "{message}");
+    assert!(message.contains("retry"), "{message}");
+    assert!(waited < Duration::from_secs(4), "waited {waited:?}");
+    assert_eq!(server.head(), head);
+    assert_eq!(
+        std::fs::read(server.root.join(".git/index")).unwrap(),
+        index
+    );
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("a.md")).unwrap(),
+        "after the lock\n"
+    );
+    // The other process's lock is still there: mirai never removes a lock it did not take.
+    assert!(lock.exists());
+    std::fs::remove_file(&lock).unwrap();
+}
+
+#[test]
+fn snapshot_mode_commits_the_persons_edit_first_then_the_write_on_top() {
+    let server = TestServer::start_with(|config| config.dirty_notes = DirtyNotes::Snapshot);
+    server.write("a.md", "one\n");
+    server.commit_all();
+    server.write("a.md", "one\nperson's line\n");
+    let answer = server.post_json(
+        "/mcp/notes/edit",
+        &json!({"path": "a.md", "edits": [{"old": "one", "new": "ONE"}]}),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        git(&server.root, &["log", "-2", "--format=%s%n%b--"]),
+        "mcp.patch_apply: a.md\n--\nmirai: snapshot of uncommitted edits to a.md\n--\n"
+    );
+    assert_eq!(
+        git(&server.root, &["show", "HEAD~1:a.md"]),
+        "one\nperson's line\n"
+    );
+    assert_eq!(
+        git(&server.root, &["show", "HEAD:a.md"]),
+        "ONE\nperson's line\n"
+    );
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    // A clean note gets no snapshot.
+    let answer = write(&server, "a.md", "clean\n");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        git(&server.root, &["log", "-1", "--format=%s", "HEAD~1"]),
+        "mcp.patch_apply: a.md\n"
+    );
+}
+
+#[test]
+fn a_persons_git_add_and_commit_racing_with_writes_are_never_undone() {
+    let server = TestServer::start();
+    let root = server.root.clone();
+    let person = std::thread::spawn(move || {
+        let mut committed = Vec::new();
+        for j in 0..25 {
+            let name = format!("person{j}.md");
+            std::fs::write(root.join(&name), format!("person {j}\n")).unwrap();
+            // git gives up at once when mirai holds index.lock; a person tries again.
+            let retry = |args: &[&str]| {
+                for _ in 0..200 {
+                    let ok = Command::new("git")
+                        .arg("-C")
+                        .arg(&root)
+                        .args(["-c", "user.name=p", "-c", "user.email=p@p"])
+                        .args(args)
+                        .output()
+                        .unwrap()
+                        .status
+                        .success();
+                    if ok {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                panic!("git {args:?} never got the index lock");
+            };
+            retry(&["add", &name]);
+            retry(&["commit", "-qm", &format!("person {j}"), "--", &name]);
+            committed.push(name);
+        }
+        committed
+    });
+    let mut written = Vec::new();
+    let mut i = 0;
+    while !person.is_finished() || i < 10 {
+        let name = format!("mirai{i}.md");
+        let answer = write(&server, &name, &format!("mirai {i}\n"));
+        assert_eq!(answer.status, 200, "{answer:?}");
+        written.push(name);
+        i += 1;
+    }
+    let committed = person.join().unwrap();
+    let tree = git(&server.root, &["ls-tree", "--name-only", "HEAD"]);
+    for name in committed.iter().chain(&written) {
+        assert!(
+            tree.lines().any(|line| line == name),
+            "{name} is missing from HEAD"
+        );
+    }
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    git(&server.root, &["fsck", "--no-progress"]);
+}
