@@ -8,6 +8,9 @@ use thiserror::Error;
 /// Default cap on request bodies (`MIRAI_MAX_BODY_BYTES`), and so on a note's content.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// Default time a request body may take to arrive (`MIRAI_BODY_TIMEOUT_MS`).
+pub const DEFAULT_BODY_TIMEOUT_MS: u64 = 10_000;
+
 /// Default cap on the edits of one `notes.edit` (`MIRAI_EDIT_MAX_EDITS`).
 pub const DEFAULT_MAX_EDITS: usize = 50;
 
@@ -74,7 +77,7 @@ impl LlmConfig {
 impl std::fmt::Debug for LlmConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LlmConfig")
-            .field("base_url", &self.base_url)
+            .field("base_url", &crate::redact::urls(&self.base_url))
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .field("timeout_ms", &self.timeout_ms)
@@ -216,6 +219,8 @@ pub struct Config {
     /// When set, every HTTP route but `/health` needs `Authorization: Bearer <token>`.
     pub api_token: Option<String>,
     pub max_body_bytes: usize,
+    /// How long a request body may take to arrive, in milliseconds (`MIRAI_BODY_TIMEOUT_MS`).
+    pub body_timeout_ms: u64,
     pub max_edits: usize,
     pub git_identity: GitIdentity,
     /// What writes do to notes with uncommitted changes (`MIRAI_DIRTY_NOTES`).
@@ -223,8 +228,12 @@ pub struct Config {
     pub sandbox: SandboxLimits,
     pub llm: LlmConfig,
     pub agent: AgentLimits,
-    /// Browser origins allowed to use `/mcp` besides loopback ones (`MIRAI_MCP_ALLOWED_ORIGINS`, comma-separated).
-    pub mcp_allowed_origins: Vec<String>,
+    /// Browser origins allowed besides loopback ones (`MIRAI_ALLOWED_ORIGINS`, alias
+    /// `MIRAI_MCP_ALLOWED_ORIGINS`; comma-separated), as [`crate::origin::origin_key`] writes them.
+    pub allowed_origins: Vec<String>,
+    /// `Host` names accepted besides this machine's own while no token is set
+    /// (`MIRAI_ALLOWED_HOSTS`, comma-separated), as [`crate::origin::host_of`] writes them.
+    pub allowed_hosts: Vec<String>,
     /// Largest MCP tool result text (`MIRAI_MCP_MAX_RESULT_BYTES`, default 64 KiB).
     pub mcp_max_result_bytes: usize,
     /// Where the compiled guest module is cached: `MIRAI_CACHE_DIR`, else the
@@ -248,7 +257,8 @@ impl Config {
             sandbox: SandboxLimits::default(),
             llm: LlmConfig::default(),
             agent: AgentLimits::default(),
-            mcp_allowed_origins: Vec::new(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             mcp_max_result_bytes: 64 * 1024,
             notes_root,
             host: "127.0.0.1".to_string(),
@@ -256,6 +266,7 @@ impl Config {
             policy: PolicyMode::AllowAll,
             api_token: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
             max_edits: DEFAULT_MAX_EDITS,
             git_identity: GitIdentity::default(),
         }
@@ -293,6 +304,9 @@ impl Config {
         let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         if let Some(n) = positive("MIRAI_MAX_BODY_BYTES", "a positive number of bytes")? {
             self.max_body_bytes = as_usize(n);
+        }
+        if let Some(n) = positive("MIRAI_BODY_TIMEOUT_MS", "a positive number of milliseconds")? {
+            self.body_timeout_ms = n;
         }
         if let Some(n) = positive("MIRAI_EDIT_MAX_EDITS", "a positive number of edits")? {
             self.max_edits = as_usize(n);
@@ -368,12 +382,27 @@ impl Config {
         if let Some(n) = positive("MIRAI_MCP_MAX_RESULT_BYTES", "a positive number of bytes")? {
             self.mcp_max_result_bytes = as_usize(n);
         }
-        if let Some(origins) = non_empty("MIRAI_MCP_ALLOWED_ORIGINS") {
-            self.mcp_allowed_origins = origins
-                .split(',')
-                .map(|o| o.trim().trim_end_matches('/').to_string())
-                .filter(|o| !o.is_empty())
-                .collect();
+        let origins = match non_empty("MIRAI_ALLOWED_ORIGINS") {
+            Some(origins) => Some(("MIRAI_ALLOWED_ORIGINS", origins)),
+            None => {
+                non_empty("MIRAI_MCP_ALLOWED_ORIGINS").map(|o| ("MIRAI_MCP_ALLOWED_ORIGINS", o))
+            }
+        };
+        if let Some((name, origins)) = origins {
+            self.allowed_origins =
+                crate::origin::parse_origins(&origins).map_err(|entry| ConfigError::Value {
+                    name,
+                    value: entry,
+                    expected: "comma-separated origins such as https://notes.example or http://host:8080, without paths or wildcards",
+                })?;
+        }
+        if let Some(hosts) = non_empty("MIRAI_ALLOWED_HOSTS") {
+            self.allowed_hosts =
+                crate::origin::parse_hosts(&hosts).map_err(|entry| ConfigError::Value {
+                    name: "MIRAI_ALLOWED_HOSTS",
+                    value: entry,
+                    expected: "comma-separated host names or addresses such as notes.example or 10.0.0.5, without schemes or paths",
+                })?;
         }
         if let Some(dir) = non_empty("MIRAI_CACHE_DIR") {
             self.cache_dir = Some(PathBuf::from(dir.trim()));
@@ -510,6 +539,91 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn allowed_origins_and_hosts_are_normalized_and_a_bad_entry_named() {
+        let c = Config::new("n")
+            .with_environment(&env_of(&[
+                (
+                    "MIRAI_ALLOWED_ORIGINS",
+                    "https://Notes.Example/, http://a.example:8080",
+                ),
+                ("MIRAI_MCP_ALLOWED_ORIGINS", "http://ignored.example"),
+                ("MIRAI_ALLOWED_HOSTS", "Notes.Example:443,10.0.0.5"),
+            ]))
+            .unwrap();
+        assert_eq!(
+            c.allowed_origins,
+            ["https://notes.example", "http://a.example:8080"]
+        );
+        assert_eq!(c.allowed_hosts, ["notes.example", "10.0.0.5"]);
+        let c = Config::new("n")
+            .with_environment(&env_of(&[(
+                "MIRAI_MCP_ALLOWED_ORIGINS",
+                "http://old.example",
+            )]))
+            .unwrap();
+        assert_eq!(
+            c.allowed_origins,
+            ["http://old.example"],
+            "the old name is an alias"
+        );
+        for (name, bad, entry) in [
+            ("MIRAI_ALLOWED_ORIGINS", "https://ok.example,*", "*"),
+            (
+                "MIRAI_ALLOWED_ORIGINS",
+                "https://ok.example/app",
+                "https://ok.example/app",
+            ),
+            ("MIRAI_MCP_ALLOWED_ORIGINS", "null", "null"),
+            (
+                "MIRAI_ALLOWED_HOSTS",
+                "ok.example,http://x.example",
+                "http://x.example",
+            ),
+        ] {
+            let pairs: &'static [(&str, &str)] = Box::leak(Box::new([(name, bad)]));
+            let err = Config::new("n")
+                .with_environment(&env_of(pairs))
+                .unwrap_err();
+            let line = err.to_string();
+            assert!(
+                line.starts_with(&format!("invalid {name}: {entry} (")),
+                "{line}"
+            );
+            assert!(!line.contains('\n'), "{line}");
+        }
+    }
+
+    #[test]
+    fn body_timeout_defaults_to_ten_seconds_and_must_be_positive() {
+        let c = Config::new("n").with_environment(&env_of(&[])).unwrap();
+        assert_eq!(c.body_timeout_ms, 10_000);
+        let c = Config::new("n")
+            .with_environment(&env_of(&[("MIRAI_BODY_TIMEOUT_MS", "2500")]))
+            .unwrap();
+        assert_eq!(c.body_timeout_ms, 2500);
+        assert!(Config::new("n")
+            .with_environment(&env_of(&[("MIRAI_BODY_TIMEOUT_MS", "0")]))
+            .is_err());
+    }
+
+    #[test]
+    fn credentials_in_the_model_url_never_reach_debug_output() {
+        let c = Config::new("n")
+            .with_environment(&env_of(&[(
+                "MIRAI_LLM_BASE_URL",
+                "http://alice:hunter2@llm.internal:8000/v1",
+            )]))
+            .unwrap();
+        assert_eq!(c.llm.base_url, "http://alice:hunter2@llm.internal:8000/v1");
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("alice"),
+            "{shown}"
+        );
+        assert!(shown.contains("http://***@llm.internal:8000/v1"), "{shown}");
     }
 
     #[test]

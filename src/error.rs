@@ -17,11 +17,15 @@ pub enum ErrorCode {
     InvalidLimit,
     InvalidRequest,
     Unauthorized,
+    /// A browser's request from a foreign `Origin`, or, without a token, for a foreign `Host`.
+    OriginRefused,
     PolicyDenied,
     NotFound,
     MethodNotAllowed,
     Conflict,
     PayloadTooLarge,
+    /// The request body did not arrive in time (`MIRAI_BODY_TIMEOUT_MS`).
+    RequestTimeout,
     GitError,
     InvalidIndexArtifact,
     LlmUnavailable,
@@ -51,11 +55,13 @@ impl ErrorCode {
             ErrorCode::InvalidLimit => "invalid_limit",
             ErrorCode::InvalidRequest => "invalid_request",
             ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::OriginRefused => "origin_refused",
             ErrorCode::PolicyDenied => "policy_denied",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::Conflict => "conflict",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::GitError => "git_error",
             ErrorCode::InvalidIndexArtifact => "invalid_index_artifact",
             ErrorCode::LlmUnavailable => "llm_unavailable",
@@ -70,7 +76,7 @@ impl ErrorCode {
     }
 
     /// Every code, for lookups by wire name.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::InvalidPath,
         ErrorCode::InvalidExtension,
         ErrorCode::InvalidPatch,
@@ -78,11 +84,13 @@ impl ErrorCode {
         ErrorCode::InvalidLimit,
         ErrorCode::InvalidRequest,
         ErrorCode::Unauthorized,
+        ErrorCode::OriginRefused,
         ErrorCode::PolicyDenied,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::Conflict,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::RequestTimeout,
         ErrorCode::GitError,
         ErrorCode::InvalidIndexArtifact,
         ErrorCode::LlmUnavailable,
@@ -112,9 +120,10 @@ impl ErrorCode {
             | ErrorCode::InvalidLimit
             | ErrorCode::InvalidRequest => 400,
             ErrorCode::Unauthorized => 401,
-            ErrorCode::PolicyDenied => 403,
+            ErrorCode::PolicyDenied | ErrorCode::OriginRefused => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::Conflict => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::GitError | ErrorCode::InvalidIndexArtifact | ErrorCode::Internal => 500,

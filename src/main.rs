@@ -299,7 +299,7 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
         if line.trim().is_empty() {
             continue;
         }
-        let response = match serde_json::from_str::<serde_json::Value>(&line) {
+        let response = match mirai::json::from_str(&line) {
             Ok(message) => mcp.handle(&message),
             Err(e) => Some(serde_json::json!({"jsonrpc": "2.0", "id": null,
                 "error": {"code": mirai::mcp::code::PARSE_ERROR, "message": format!("not JSON: {e}")}})),
@@ -387,7 +387,7 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
         log::info!(
             "agent: model {} at {}",
             config.llm.model,
-            config.llm.base_url
+            mirai::redact::urls(&config.llm.base_url)
         );
     } else {
         log::info!("agent: no model configured (set MIRAI_LLM_API_KEY or MIRAI_LLM_BASE_URL to enable POST /agent/run)");

@@ -50,10 +50,17 @@ pub struct Completion {
     pub ms: f64,
 }
 
-/// Why no completion came back.
+/// Why no completion came back. Its text shows URLs without their
+/// credentials (`MIRAI_LLM_BASE_URL` may carry `user:password@`).
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{0}")]
-pub struct LlmError(pub String);
+pub struct LlmError(String);
+
+impl LlmError {
+    fn new(message: impl AsRef<str>) -> LlmError {
+        LlmError(crate::redact::urls(message.as_ref()).into_owned())
+    }
+}
 
 pub struct Llm {
     http: reqwest::blocking::Client,
@@ -100,8 +107,8 @@ impl Llm {
             attempt += 1;
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                return Err(LlmError(
-                    "the run's deadline passed while waiting for the model".into(),
+                return Err(LlmError::new(
+                    "the run's deadline passed while waiting for the model",
                 ));
             }
             let mut request = self
@@ -114,9 +121,9 @@ impl Llm {
             }
             let (retry_after, failure) = match request.send() {
                 Ok(response) if response.status().is_success() => {
-                    let value: Value = response
-                        .json()
-                        .map_err(|e| LlmError(format!("the model's answer is not JSON: {e}")))?;
+                    let value: Value = response.json().map_err(|e| {
+                        LlmError::new(format!("the model's answer is not JSON: {e}"))
+                    })?;
                     return completion(&value, started);
                 }
                 Ok(response) => {
@@ -133,7 +140,7 @@ impl Llm {
                         text.chars().take(300).collect::<String>()
                     );
                     if status != 429 && status < 500 {
-                        return Err(LlmError(failure));
+                        return Err(LlmError::new(failure));
                     }
                     (retry_after, failure)
                 }
@@ -141,11 +148,13 @@ impl Llm {
                 Err(e) => (None, format!("cannot reach {url}: {e}")),
             };
             if attempt > self.config.max_retries {
-                return Err(LlmError(format!("{failure} (after {attempt} attempts)")));
+                return Err(LlmError::new(format!(
+                    "{failure} (after {attempt} attempts)"
+                )));
             }
             let wait = retry_after.unwrap_or(backoff).min(MAX_BACKOFF);
             if Instant::now() + wait >= deadline {
-                return Err(LlmError(format!("{failure} (no time left to retry)")));
+                return Err(LlmError::new(format!("{failure} (no time left to retry)")));
             }
             std::thread::sleep(wait);
             backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -157,7 +166,7 @@ fn completion(value: &Value, started: Instant) -> Result<Completion, LlmError> {
     let content = value["choices"][0]["message"]["content"]
         .as_str()
         .ok_or_else(|| {
-            LlmError(format!(
+            LlmError::new(format!(
                 "the model's answer has no choices[0].message.content: {}",
                 value.to_string().chars().take(300).collect::<String>()
             ))

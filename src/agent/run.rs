@@ -156,7 +156,7 @@ impl Agent {
                 Err(e) if run.steps.is_empty() => {
                     let message = format!(
                         "the model cannot be reached: {e}; check MIRAI_LLM_BASE_URL ({}), MIRAI_LLM_MODEL ({}) and the key (MIRAI_LLM_API_KEY or OPENAI_API_KEY)",
-                        self.llm.config().base_url,
+                        crate::redact::urls(&self.llm.config().base_url),
                         self.llm.config().model
                     );
                     transcript.record(

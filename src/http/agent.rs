@@ -117,19 +117,22 @@ pub async fn transcript(state: web::Data<AppState>, path: web::Path<String>) -> 
     render(read, "/agent/runs/{run_id}")
 }
 
-/// Reads and parses a JSON body; a malformed one is `invalid_request` naming the shape.
+/// Reads and parses a JSON body (strictly: a repeated key is malformed); a
+/// malformed one is `invalid_request` naming the shape.
 async fn body<T: DeserializeOwned>(
     state: &web::Data<AppState>,
     payload: web::Payload,
     shape: &str,
 ) -> Result<T, Error> {
     let bytes = read_body(state, payload).await?;
-    serde_json::from_slice(&bytes).map_err(|e| {
+    let malformed = |e: serde_json::Error| {
         Error::new(
             ErrorCode::InvalidRequest,
             format!("request body must be {shape}: {e}"),
         )
-    })
+    };
+    let value = crate::json::from_slice(&bytes).map_err(malformed)?;
+    serde_json::from_value(value).map_err(malformed)
 }
 
 /// One server-sent event.

@@ -1,10 +1,11 @@
 //! MCP over Streamable HTTP at `/mcp`: moves JSON-RPC messages between the
-//! client and [`crate::mcp::Mcp`], and keeps the transport's rules: `Origin`
-//! checked; for 2025-11-25 and before, a session id issued by `initialize` and
+//! client and [`crate::mcp::Mcp`], and keeps the transport's rules: for
+//! 2025-11-25 and before, a session id issued by `initialize` and
 //! required afterwards with the negotiated `MCP-Protocol-Version`; for
 //! 2026-07-28, no session and routing headers that must match the body; 202
 //! for notifications, 405 for `GET` (mirai offers no server-to-client stream).
-//! The bearer token is checked before routing, as for every route.
+//! `Origin` (403 to a foreign one, as the transport requires) and the bearer
+//! token are checked before routing, as for every route.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -65,9 +66,6 @@ pub async fn post(
     req: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    if let Some(refused) = check_origin(&state, &req) {
-        return refused;
-    }
     let body = match read_body(&state, payload).await {
         Ok(body) => body,
         Err(err) => {
@@ -78,7 +76,7 @@ pub async fn post(
             )
         }
     };
-    let message: Value = match serde_json::from_slice(&body) {
+    let message: Value = match crate::json::from_slice(&body) {
         Ok(message) => message,
         Err(e) => {
             return rpc_error(
@@ -222,35 +220,6 @@ pub async fn delete(state: web::Data<AppState>, req: HttpRequest) -> HttpRespons
             "missing Mcp-Session-Id",
         ),
     }
-}
-
-/// Browsers may only reach `/mcp` from the allowed origins (DNS rebinding);
-/// clients that send no `Origin` are not browsers and pass.
-fn check_origin(state: &AppState, req: &HttpRequest) -> Option<HttpResponse> {
-    let origin = header_value(req, "Origin")?;
-    let allowed = &state.config.mcp_allowed_origins;
-    if allowed.iter().any(|a| a == &origin) || is_loopback_origin(&origin) {
-        return None;
-    }
-    Some(rpc_error(
-        StatusCode::FORBIDDEN,
-        code::INVALID_REQUEST,
-        &format!("origin {origin} may not use /mcp; add it to MIRAI_MCP_ALLOWED_ORIGINS"),
-    ))
-}
-
-fn is_loopback_origin(origin: &str) -> bool {
-    let Some(rest) = origin
-        .strip_prefix("http://")
-        .or_else(|| origin.strip_prefix("https://"))
-    else {
-        return false;
-    };
-    let host = match rest.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => rest.split(':').next().unwrap_or_default(),
-    };
-    matches!(host, "localhost" | "127.0.0.1" | "::1")
 }
 
 fn header_value(req: &HttpRequest, name: &str) -> Option<String> {

@@ -1,5 +1,6 @@
-//! Edges every request passes: a log line, the bearer token, and a net that
-//! turns a panic into a plain 500 instead of a dropped connection.
+//! Edges every request passes: a log line, the browser check (`Origin`, and
+//! `Host` while no token is set), the bearer token, and a net that turns a
+//! panic into a plain 500 instead of a dropped connection.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Instant;
@@ -10,10 +11,14 @@ use actix_web::http::header;
 use actix_web::middleware::Next;
 use actix_web::web;
 use futures_util::FutureExt;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 use super::respond::error_response;
 use super::AppState;
+use crate::config::Config;
 use crate::error::{Error, ErrorCode};
+use crate::origin::{self, OwnNames};
 
 /// One line per request: method, path, status, duration.
 pub async fn log_request(
@@ -30,6 +35,83 @@ pub async fn log_request(
         started.elapsed().as_secs_f64() * 1000.0
     );
     Ok(res)
+}
+
+/// Who may send requests from a browser: the allowed origins, and, while no
+/// token is set, the names a `Host` header may carry.
+pub struct Browsers {
+    origins: Vec<String>,
+    /// `None` when a token guards the server: a rebinding page has nothing to send then.
+    own_names: Option<OwnNames>,
+}
+
+impl Browsers {
+    pub fn new(config: &Config) -> Browsers {
+        Browsers {
+            origins: config.allowed_origins.clone(),
+            own_names: config
+                .api_token
+                .is_none()
+                .then(|| OwnNames::new(&config.host, &config.allowed_hosts)),
+        }
+    }
+
+    /// Why a request is refused, if it is: a foreign `Origin`, or a foreign
+    /// `Host` on a server without a token (DESIGN 8.3).
+    fn refusal(&self, req: &ServiceRequest) -> Option<Error> {
+        for value in req.headers().get_all(header::ORIGIN) {
+            let text = String::from_utf8_lossy(value.as_bytes());
+            let allowed = origin::is_loopback_origin(&text)
+                || origin::origin_key(&text).is_some_and(|key| self.origins.contains(&key));
+            if !allowed {
+                return Some(Error::new(
+                    ErrorCode::OriginRefused,
+                    format!(
+                        "origin {:?} may not call mirai: web pages may use it only from a loopback origin or one listed in MIRAI_ALLOWED_ORIGINS",
+                        shorten(&text)
+                    ),
+                ));
+            }
+        }
+        let own_names = self.own_names.as_ref()?;
+        let host = match req.headers().get(header::HOST) {
+            Some(value) => String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            None => req.uri().authority()?.to_string(),
+        };
+        if own_names.allows(&host) {
+            return None;
+        }
+        Some(Error::new(
+            ErrorCode::OriginRefused,
+            format!(
+                "host {:?} is not a name of this server: without MIRAI_API_TOKEN, mirai answers only requests for localhost, its own names and addresses, and the names in MIRAI_ALLOWED_HOSTS (behind a reverse proxy, list the name it forwards there)",
+                shorten(&host)
+            ),
+        ))
+    }
+}
+
+/// A header value as an error message quotes it: at most 200 characters.
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(200) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+/// Refuses what a browser sent from elsewhere (403 `origin_refused`), before
+/// the token is looked at, on every route.
+pub async fn refuse_browsers(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let refusal = req
+        .app_data::<web::Data<Browsers>>()
+        .and_then(|browsers| browsers.refusal(&req));
+    if let Some(err) = refusal {
+        return Ok(req.into_response(error_response(&err)));
+    }
+    Ok(next.call(req).await?.map_into_boxed_body())
 }
 
 /// With `MIRAI_API_TOKEN` set, every route but `/health` needs `Authorization: Bearer <token>`.
@@ -62,15 +144,15 @@ fn bearer_matches(req: &ServiceRequest, expected: &str) -> bool {
     let mut parts = value.trim().splitn(2, ' ');
     let scheme = parts.next().unwrap_or("");
     let token = parts.next().unwrap_or("").trim();
-    scheme.eq_ignore_ascii_case("bearer") && constant_time_eq(token.as_bytes(), expected.as_bytes())
+    scheme.eq_ignore_ascii_case("bearer") && same_token(token, expected)
 }
 
-/// Compares without stopping at the first difference, so timing does not leak the token.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Compares the SHA-256 digests of both in constant time, so the time taken
+/// tells neither where they differ nor how long the token is.
+fn same_token(sent: &str, expected: &str) -> bool {
+    let sent = Sha256::digest(sent.as_bytes());
+    let expected = Sha256::digest(expected.as_bytes());
+    sent.ct_eq(&expected).into()
 }
 
 /// A panic anywhere below answers 500 `internal`, with nothing of the panic in it.
@@ -98,7 +180,7 @@ pub fn internal_error() -> Error {
 mod tests {
     use actix_web::{test as web_test, web, App, HttpResponse};
 
-    use super::{catch_panic, constant_time_eq};
+    use super::{catch_panic, same_token};
 
     #[actix_web::test]
     async fn a_panicking_handler_answers_500_internal_without_details() {
@@ -129,9 +211,11 @@ mod tests {
     }
 
     #[test]
-    fn constant_time_eq_compares_whole_values() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secret2"));
+    fn tokens_match_only_when_equal_whatever_their_lengths() {
+        assert!(same_token("secret", "secret"));
+        assert!(!same_token("secret", "secreT"));
+        assert!(!same_token("secret", "secret2"));
+        assert!(!same_token("", "secret"));
+        assert!(same_token("", ""));
     }
 }

@@ -71,12 +71,15 @@ pub fn render<T: serde::Serialize>(
     }
 }
 
-/// Reads a request body up to the configured limit; larger bodies are 413.
+/// Reads a request body up to the configured limit; larger bodies are 413,
+/// and one that has not arrived in `MIRAI_BODY_TIMEOUT_MS` is 408 (the
+/// connection is then closed, since the rest of the body is never read).
 pub async fn read_body(
     state: &web::Data<AppState>,
     payload: web::Payload,
 ) -> Result<web::Bytes, Error> {
     let limit = state.config.max_body_bytes;
+    let timeout_ms = state.config.body_timeout_ms;
     let too_large = || {
         Error::new(
             ErrorCode::PayloadTooLarge,
@@ -85,13 +88,23 @@ pub async fn read_body(
             ),
         )
     };
-    match payload.to_bytes_limited(limit).await {
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(err)) => Err(Error::new(
+    let read = actix_web::rt::time::timeout(
+        std::time::Duration::from_millis(timeout_ms),
+        payload.to_bytes_limited(limit),
+    );
+    match read.await {
+        Ok(Ok(Ok(bytes))) => Ok(bytes),
+        Ok(Ok(Err(err))) => Err(Error::new(
             ErrorCode::InvalidRequest,
             format!("request body could not be read: {err}"),
         )),
-        Err(_) => Err(too_large()),
+        Ok(Err(_)) => Err(too_large()),
+        Err(_) => Err(Error::new(
+            ErrorCode::RequestTimeout,
+            format!(
+                "the request body did not arrive within {timeout_ms} ms (MIRAI_BODY_TIMEOUT_MS): send it in one go"
+            ),
+        )),
     }
 }
 

@@ -23,6 +23,9 @@ use crate::error::{Error, ErrorCode, Result};
 
 pub const VERSION: u64 = 1;
 pub const FILE_NAME: &str = "index.json";
+/// The artifact as messages name it: relative to the notes root, never the
+/// server's absolute path (DESIGN 8.5).
+pub const SHOWN_PATH: &str = ".mirai/index.json";
 
 /// What the artifact says about itself, beyond the index it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,8 +109,7 @@ pub fn write(
 ) -> Result<u64> {
     let io_err = |what: &str, e: std::io::Error| {
         Error::internal(format!(
-            "could not {what} the index artifact in {}: {e}",
-            dir_mirai.display()
+            "could not {what} the index artifact {SHOWN_PATH}: {e}"
         ))
     };
     fs::create_dir_all(dir_mirai).map_err(|e| io_err("create the folder for", e))?;
@@ -155,8 +157,7 @@ pub fn remove(dir_mirai: &Path) -> Result<bool> {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(Error::internal(format!(
-            "could not delete the index artifact in {}: {e}",
-            dir_mirai.display()
+            "could not delete the index artifact {SHOWN_PATH}: {e}"
         ))),
     }
 }
@@ -195,12 +196,11 @@ struct VersionOnly {
     version: serde_json::Value,
 }
 
-fn invalid(path: &Path, why: impl std::fmt::Display) -> Error {
+fn invalid(why: impl std::fmt::Display) -> Error {
     Error::new(
         ErrorCode::InvalidIndexArtifact,
         format!(
-            "index artifact {} is invalid ({why}); rebuild it with POST /mcp/index/rebuild or `mirai index rebuild`",
-            path.display()
+            "index artifact {SHOWN_PATH} is invalid ({why}); rebuild it with POST /mcp/index/rebuild or `mirai index rebuild`"
         ),
     )
 }
@@ -212,7 +212,7 @@ pub fn read(path: &Path) -> Result<Option<(Index, ArtifactMeta)>> {
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(invalid(path, format_args!("cannot be read: {e}"))),
+        Err(e) => return Err(invalid(format_args!("cannot be read: {e}"))),
     };
     let doc: ArtifactIn = match serde_json::from_slice(&bytes) {
         Ok(doc) => doc,
@@ -220,58 +220,55 @@ pub fn read(path: &Path) -> Result<Option<(Index, ArtifactMeta)>> {
             // Name the version when that is the real problem, not its symptom.
             if let Ok(v) = serde_json::from_slice::<VersionOnly>(&bytes) {
                 if v.version != VERSION {
-                    return Err(invalid(
-                        path,
-                        format_args!("version {} is not {VERSION}", v.version),
-                    ));
+                    return Err(invalid(format_args!(
+                        "version {} is not {VERSION}",
+                        v.version
+                    )));
                 }
             }
-            return Err(invalid(path, e));
+            return Err(invalid(e));
         }
     };
     if doc.version != VERSION {
-        return Err(invalid(
-            path,
-            format_args!("version {} is not {VERSION}", doc.version),
-        ));
+        return Err(invalid(format_args!(
+            "version {} is not {VERSION}",
+            doc.version
+        )));
     }
     let generated_at = DateTime::parse_from_rfc3339(&doc.generated_at)
-        .map_err(|e| invalid(path, format_args!("generated_at: {e}")))?
+        .map_err(|e| invalid(format_args!("generated_at: {e}")))?
         .with_timezone(&Utc);
     if doc.chunks_indexed != doc.chunks.len() as u64 {
-        return Err(invalid(
-            path,
-            format_args!(
-                "chunks_indexed is {} but {} chunks are present",
-                doc.chunks_indexed,
-                doc.chunks.len()
-            ),
-        ));
+        return Err(invalid(format_args!(
+            "chunks_indexed is {} but {} chunks are present",
+            doc.chunks_indexed,
+            doc.chunks.len()
+        )));
     }
 
     // Group the chunks by note, checking order and numbering on the way.
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
     for chunk in doc.chunks {
-        check_path(path, &chunk.path)?;
+        check_path(&chunk.path)?;
         match groups.last_mut() {
             Some((p, contents)) if *p == chunk.path => {
                 if chunk.chunk_index != contents.len() as u64 {
-                    return Err(invalid(
-                        path,
-                        format_args!("chunks of {} are not numbered 0, 1, ...", p),
-                    ));
+                    return Err(invalid(format_args!(
+                        "chunks of {} are not numbered 0, 1, ...",
+                        p
+                    )));
                 }
                 contents.push(chunk.content);
             }
             last => {
                 if last.is_some_and(|(p, _)| p.as_bytes() >= chunk.path.as_bytes()) {
-                    return Err(invalid(path, "chunks are not sorted by path"));
+                    return Err(invalid("chunks are not sorted by path"));
                 }
                 if chunk.chunk_index != 0 {
-                    return Err(invalid(
-                        path,
-                        format_args!("chunks of {} are not numbered 0, 1, ...", chunk.path),
-                    ));
+                    return Err(invalid(format_args!(
+                        "chunks of {} are not numbered 0, 1, ...",
+                        chunk.path
+                    )));
                 }
                 groups.push((chunk.path, vec![chunk.content]));
             }
@@ -285,15 +282,15 @@ pub fn read(path: &Path) -> Result<Option<(Index, ArtifactMeta)>> {
                 .windows(2)
                 .any(|w| w[0].path.as_bytes() >= w[1].path.as_bytes())
             {
-                return Err(invalid(path, "notes are not sorted by path"));
+                return Err(invalid("notes are not sorted by path"));
             }
             let mut groups = groups.into_iter().peekable();
             for note in notes {
-                check_path(path, &note.path)?;
+                check_path(&note.path)?;
                 let hash = u64::from_str_radix(&note.fnv1a64, 16)
                     .ok()
                     .filter(|_| note.fnv1a64.len() == 16)
-                    .ok_or_else(|| invalid(path, format_args!("bad hash for {}", note.path)))?;
+                    .ok_or_else(|| invalid(format_args!("bad hash for {}", note.path)))?;
                 let chunks = match groups.peek() {
                     Some((p, _)) if *p == note.path => {
                         groups.next().map(|(_, c)| c).unwrap_or_default()
@@ -307,10 +304,9 @@ pub fn read(path: &Path) -> Result<Option<(Index, ArtifactMeta)>> {
                 sources.push((note.path, Source::Chunks(chunks, Some(fingerprint))));
             }
             if let Some((p, _)) = groups.next() {
-                return Err(invalid(
-                    path,
-                    format_args!("chunks of {p} belong to no listed note"),
-                ));
+                return Err(invalid(format_args!(
+                    "chunks of {p} belong to no listed note"
+                )));
             }
         }
         None => {
@@ -323,14 +319,11 @@ pub fn read(path: &Path) -> Result<Option<(Index, ArtifactMeta)>> {
     }
     let idx = Index::from_sources(sources, Params::default(), parallelism());
     if doc.notes_indexed != idx.notes_indexed() as u64 {
-        return Err(invalid(
-            path,
-            format_args!(
-                "notes_indexed is {} but {} notes are present",
-                doc.notes_indexed,
-                idx.notes_indexed()
-            ),
-        ));
+        return Err(invalid(format_args!(
+            "notes_indexed is {} but {} notes are present",
+            doc.notes_indexed,
+            idx.notes_indexed()
+        )));
     }
     let meta = ArtifactMeta {
         generated_at,
@@ -340,13 +333,13 @@ pub fn read(path: &Path) -> Result<Option<(Index, ArtifactMeta)>> {
     Ok(Some((idx, meta)))
 }
 
-fn check_path(artifact: &Path, p: &str) -> Result<()> {
+fn check_path(p: &str) -> Result<()> {
     let bad = p.is_empty()
         || p.starts_with('/')
         || p.contains('\0')
         || p.split('/').any(|c| c.is_empty() || c == "." || c == "..");
     if bad {
-        return Err(invalid(artifact, format_args!("unsafe note path {p:?}")));
+        return Err(invalid(format_args!("unsafe note path {p:?}")));
     }
     Ok(())
 }
@@ -566,6 +559,12 @@ mod tests {
                 "case {i}: {case:.80}"
             );
             assert!(err.message.contains("rebuild"), "{}", err.message);
+            assert!(err.message.contains(SHOWN_PATH), "{}", err.message);
+            assert!(
+                !err.message.contains(dir.0.to_str().unwrap()),
+                "no absolute path: {}",
+                err.message
+            );
         }
         fs::write(
             path_in(&dir.0),

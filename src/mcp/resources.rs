@@ -13,17 +13,13 @@ const SCHEME: &str = "mirai://notes/";
 const PAGE: usize = 100;
 
 pub fn list(mcp: &Mcp, params: &Value) -> Result<Value, RpcError> {
-    let start = match params.get("cursor") {
-        None | Some(Value::Null) => 0,
-        Some(cursor) => cursor
-            .as_str()
-            .and_then(|c| c.parse::<usize>().ok())
-            .ok_or_else(|| {
-                RpcError::new(
-                    code::INVALID_PARAMS,
-                    "invalid cursor: pass back nextCursor as it came",
-                )
-            })?,
+    let cursor = match params.get("cursor") {
+        None | Some(Value::Null) => None,
+        Some(cursor) => Some(
+            cursor
+                .as_str()
+                .ok_or_else(|| bad_cursor(&cursor.to_string()))?,
+        ),
     };
     let listed = ops::dispatch(&mcp.ctx, "notes.list", Input::Json(json!({})))
         .map_err(|e| RpcError::new(code::INVALID_PARAMS, format!("{}: {}", e.code, e.message)))?;
@@ -31,17 +27,40 @@ pub fn list(mcp: &Mcp, params: &Value) -> Result<Value, RpcError> {
         .as_array()
         .map(|notes| notes.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let resources: Vec<Value> = notes
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => page_start(cursor, notes.len()).ok_or_else(|| bad_cursor(cursor))?,
+    };
+    let end = notes.len().min(start.saturating_add(PAGE));
+    let resources: Vec<Value> = notes[start..end]
         .iter()
-        .skip(start)
-        .take(PAGE)
         .map(|path| json!({"uri": uri_of(path), "name": path, "mimeType": "text/markdown"}))
         .collect();
     let mut result = json!({ "resources": resources });
-    if start + PAGE < notes.len() {
-        result["nextCursor"] = json!((start + PAGE).to_string());
+    if end < notes.len() {
+        result["nextCursor"] = json!(end.to_string());
     }
     Ok(result)
+}
+
+/// Where a cursor says the page starts: the decimal index mirai wrote in
+/// `nextCursor`, at most the number of notes. `None` for anything else,
+/// including an index past the end (forged, or the list shrank since): the
+/// client is told to start over rather than handed a page that loops.
+fn page_start(cursor: &str, notes: usize) -> Option<usize> {
+    let canonical = !cursor.is_empty()
+        && cursor.bytes().all(|b| b.is_ascii_digit())
+        && (cursor == "0" || !cursor.starts_with('0'));
+    let start = cursor.parse::<usize>().ok().filter(|_| canonical)?;
+    (start <= notes).then_some(start)
+}
+
+fn bad_cursor(cursor: &str) -> RpcError {
+    let shown: String = cursor.chars().take(40).collect();
+    RpcError::new(
+        code::INVALID_PARAMS,
+        format!("invalid cursor {shown:?}: pass back nextCursor exactly as it came, or leave cursor out to start from the first page"),
+    )
 }
 
 pub fn templates() -> Value {
@@ -125,6 +144,27 @@ fn path_of(uri: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cursors_are_indexes_mirai_wrote_and_never_past_the_list() {
+        assert_eq!(page_start("0", 0), Some(0));
+        assert_eq!(page_start("100", 250), Some(100));
+        assert_eq!(page_start("250", 250), Some(250));
+        for bad in [
+            "251",
+            "18446744073709551615",
+            "18446744073709551516",
+            "99999999999999999999",
+            "-1",
+            "+1",
+            "007",
+            "",
+            " 1",
+            "1.0",
+        ] {
+            assert_eq!(page_start(bad, 250), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn uris_percent_encode_each_segment_and_decode_back() {

@@ -302,7 +302,7 @@ pub fn dispatch(ctx: &Context, name: &str, input: Input<'_>) -> Result<Value> {
     check_policy(ctx.policy, op)?;
     let request = match input {
         Input::Json(value) => value,
-        Input::Body(bytes) => serde_json::from_slice(bytes).map_err(|e| {
+        Input::Body(bytes) => crate::json::from_slice(bytes).map_err(|e| {
             Error::new(
                 op.malformed,
                 format!("request body for {} is not valid JSON: {e}", op.name),

@@ -252,14 +252,18 @@ impl Sandbox {
                 )),
             );
         }
+        // The guest's JSON.stringify writes what the program returned or threw; what
+        // serde_json cannot read back (a lone UTF-16 surrogate such as "\ud800", nesting
+        // past its limit) is the program's doing.
         let parsed: Value = match serde_json::from_slice(envelope) {
             Ok(value) => value,
             Err(e) => {
                 return (
                     Value::Null,
-                    Some(Error::internal(format!(
-                        "the guest answered malformed JSON: {e}"
-                    ))),
+                    Some(Error::new(
+                        ErrorCode::SandboxError,
+                        format!("the program's outcome cannot be read as JSON ({e}): return well-formed strings (no lone UTF-16 surrogates) nested less than 128 levels deep"),
+                    )),
                 )
             }
         };
