@@ -68,7 +68,20 @@ impl Repo {
 
     /// The commit HEAD points at, or `None` on an unborn branch.
     pub fn head(&self) -> Result<Option<String>> {
-        Ok(self.head_target()?.1.map(|oid| oid.to_string()))
+        self.head_target()
+            .map(|(_, oid)| oid.map(|oid| oid.to_string()))
+            .map_err(|e| self.scrub(e))
+    }
+
+    /// libgit2's messages name files by absolute path; callers see them
+    /// relative to the notes root (DESIGN 8.5).
+    fn scrub(&self, mut e: Error) -> Error {
+        let root = self.notes.root().display().to_string();
+        e.message = e
+            .message
+            .replace(&format!("{root}/"), "")
+            .replace(&root, "NOTES_ROOT");
+        e
     }
 
     /// The reference a commit moves (the branch HEAD names, or HEAD itself when
@@ -211,6 +224,11 @@ impl Repo {
     /// Whether `rel_path` differs between `base_commit` and HEAD. A commit that is
     /// not in the repository is a 409 conflict, so the caller re-reads and retries.
     pub fn changed_since(&self, base_commit: &str, rel_path: &str) -> Result<bool> {
+        self.changed_since_inner(base_commit, rel_path)
+            .map_err(|e| self.scrub(e))
+    }
+
+    fn changed_since_inner(&self, base_commit: &str, rel_path: &str) -> Result<bool> {
         let unknown = || {
             Error::conflict(format!(
                 "base_commit {base_commit} is not a commit in the notes repository; read the \
@@ -333,6 +351,16 @@ pub fn write_and_commit(
     message: &str,
     author: &Author,
 ) -> Result<String> {
+    write_and_commit_inner(repo, rel_path, new_content, message, author).map_err(|e| repo.scrub(e))
+}
+
+fn write_and_commit_inner(
+    repo: &Repo,
+    rel_path: &str,
+    new_content: Option<&str>,
+    message: &str,
+    author: &Author,
+) -> Result<String> {
     let lock = IndexLock::acquire(repo.git.path(), LOCK_WAIT)?;
     let index = lock.read()?;
     let slot = repo.notes.slot(rel_path, new_content.is_some())?;
@@ -383,6 +411,10 @@ pub fn write_and_commit(
 /// with a `Mirai-Run` trailer), so a write on top keeps both in history
 /// (`MIRAI_DIRTY_NOTES=snapshot`). `None` when the note had nothing uncommitted.
 pub fn snapshot(repo: &Repo, rel_path: &str, author: &Author) -> Result<Option<String>> {
+    snapshot_inner(repo, rel_path, author).map_err(|e| repo.scrub(e))
+}
+
+fn snapshot_inner(repo: &Repo, rel_path: &str, author: &Author) -> Result<Option<String>> {
     let lock = IndexLock::acquire(repo.git.path(), LOCK_WAIT)?;
     let index = lock.read()?;
     let slot = repo.notes.existing_slot(rel_path)?;
@@ -609,6 +641,24 @@ mod tests {
             repo.changed_since("HEAD~1", "a.md").unwrap_err().code,
             ErrorCode::Conflict
         );
+    }
+
+    #[test]
+    fn git_errors_name_files_relative_to_the_root() {
+        let dir = seeded();
+        let root = dir.path().canonicalize().unwrap();
+        let repo = Repo::open(&root).unwrap();
+        // A ref lock left behind makes libgit2 fail with the lock's absolute path.
+        fs::write(root.join(".git/refs/heads/main.lock"), "").unwrap();
+        let err = write_and_commit(&repo, "a.md", Some("x\n"), "m\n", &author()).unwrap_err();
+        assert_eq!(err.code, ErrorCode::GitError, "{err}");
+        assert!(err.message.contains(".git/refs/heads/main.lock"), "{err}");
+        assert!(
+            !err.message.contains(root.to_str().unwrap()),
+            "{}",
+            err.message
+        );
+        assert_eq!(fs::read_to_string(root.join("a.md")).unwrap(), "alpha\n");
     }
 
     #[test]
