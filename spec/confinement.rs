@@ -416,3 +416,32 @@ fn a_compiled_module_committed_under_mirai_cache_is_never_loaded() {
     let mode = std::fs::metadata(&cache).unwrap().permissions().mode();
     assert_eq!(mode & 0o077, 0, "{mode:o}");
 }
+
+#[test]
+fn a_state_folder_swapped_for_an_outside_symlink_is_never_written_through() {
+    let server = TestServer::start();
+    let outside = tempfile::tempdir().unwrap();
+    let _ = std::fs::remove_dir_all(server.root.join(".mirai"));
+    symlink(outside.path(), server.root.join(".mirai")).unwrap();
+    let answer = server.post_json("/mcp/index/rebuild", &json!({}));
+    answer.assert_error(500, "internal");
+    let message = answer.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains(".mirai"), "{message}");
+    assert!(
+        !message.contains(server.root.to_str().unwrap()),
+        "{message}"
+    );
+    // Writes and queries still work; nothing lands outside.
+    let written = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "n.md", "content": "searchable words\n"}),
+    );
+    assert_eq!(written.status, 200, "{written:?}");
+    let found = server.get("/mcp/index/query?q=searchable");
+    assert_eq!(
+        found.body["chunks"][0]["metadata"]["path"], "n.md",
+        "{found:?}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(files_in(outside.path()), Vec::<String>::new());
+}

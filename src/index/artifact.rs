@@ -10,10 +10,11 @@
 //! which is what makes `stale` cheap and exact. Apart from `generated_at`, the
 //! bytes depend only on the notes (and `notes_commit`).
 
-use std::fs;
-use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::io::{BufWriter, Read};
 use std::time::SystemTime;
+
+use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize, Serializer};
@@ -37,9 +38,12 @@ pub struct ArtifactMeta {
     pub byte_size: u64,
 }
 
-/// `dir_mirai/index.json`.
-pub fn path_in(dir_mirai: &Path) -> PathBuf {
-    dir_mirai.join(FILE_NAME)
+/// The artifact's metadata (not following a symlink), `None` when there is none.
+pub fn stat(state: &Dir) -> Option<cap_std::fs::Metadata> {
+    state
+        .symlink_metadata(FILE_NAME)
+        .ok()
+        .filter(|meta| meta.is_file())
 }
 
 #[derive(Serialize)]
@@ -98,11 +102,12 @@ struct ArtifactOut<'a> {
     notes: Notes<'a>,
 }
 
-/// Writes `dir_mirai/index.json` through a temporary file in the same folder
-/// and a rename, so readers see the old or the new artifact, never a mix.
-/// Creates `dir_mirai` if needed. Returns the artifact's size in bytes.
+/// Writes `index.json` in `state` (the `.mirai` folder, opened through the
+/// notes root's handle, so a symlink swapped in for it leads nowhere) through
+/// a temporary file in the same folder and a rename, so readers see the old or
+/// the new artifact, never a mix. Returns the artifact's size in bytes.
 pub fn write(
-    dir_mirai: &Path,
+    state: &Dir,
     idx: &Index,
     generated_at: DateTime<Utc>,
     notes_commit: Option<&str>,
@@ -112,16 +117,14 @@ pub fn write(
             "could not {what} the index artifact {SHOWN_PATH}: {e}"
         ))
     };
-    fs::create_dir_all(dir_mirai).map_err(|e| io_err("create the folder for", e))?;
-    let target = path_in(dir_mirai);
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let tmp = dir_mirai.join(format!(
+    let tmp = format!(
         "{FILE_NAME}.tmp-{}-{nanos}-{:?}",
         std::process::id(),
         std::thread::current().id()
-    ));
+    );
     let doc = ArtifactOut {
         version: VERSION,
         generated_at: generated_at.to_rfc3339_opts(SecondsFormat::Secs, true),
@@ -132,7 +135,16 @@ pub fn write(
         notes: Notes(idx),
     };
     let result = (|| {
-        let file = fs::File::create(&tmp).map_err(|e| io_err("create", e))?;
+        let mut options = OpenOptions::new();
+        options
+            .write(true)
+            .create_new(true)
+            .follow(FollowSymlinks::No)
+            .mode(0o644);
+        let file = state
+            .open_with(&tmp, &options)
+            .map_err(|e| io_err("create", e))?
+            .into_std();
         let mut out = BufWriter::with_capacity(1 << 20, file);
         serde_json::to_writer(&mut out, &doc)
             .map_err(|e| Error::internal(format!("could not encode the index artifact: {e}")))?;
@@ -142,24 +154,43 @@ pub fn write(
         // Durable before visible: a crash must not leave a renamed, empty file.
         file.sync_all().map_err(|e| io_err("flush", e))?;
         let size = file.metadata().map_err(|e| io_err("measure", e))?.len();
-        fs::rename(&tmp, &target).map_err(|e| io_err("replace", e))?;
+        state
+            .rename(&tmp, state, FILE_NAME)
+            .map_err(|e| io_err("replace", e))?;
         Ok(size)
     })();
     if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = state.remove_file(&tmp);
     }
     result
 }
 
 /// Deletes the artifact; `false` when there was none.
-pub fn remove(dir_mirai: &Path) -> Result<bool> {
-    match fs::remove_file(path_in(dir_mirai)) {
+pub fn remove(state: &Dir) -> Result<bool> {
+    match state.remove_file(FILE_NAME) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(Error::internal(format!(
             "could not delete the index artifact {SHOWN_PATH}: {e}"
         ))),
     }
+}
+
+/// The artifact's bytes: a regular file, opened without following a link and
+/// without blocking (a FIFO put there would otherwise hang the reader).
+fn read_bytes(state: &Dir) -> std::io::Result<Vec<u8>> {
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .follow(FollowSymlinks::No)
+        .custom_flags(libc::O_NONBLOCK);
+    let mut file = state.open_with(FILE_NAME, &options)?.into_std();
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("it is not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 #[derive(Deserialize)]
@@ -208,8 +239,8 @@ fn invalid(why: impl std::fmt::Display) -> Error {
 /// Reads an artifact into an index ranked with the default parameters.
 /// `Ok(None)` when the file does not exist. Anything malformed, truncated,
 /// inconsistent or of another version is `invalid_index_artifact`.
-pub fn read(path: &Path) -> Result<Option<(Index, ArtifactMeta)>> {
-    let bytes = match fs::read(path) {
+pub fn read(state: &Dir) -> Result<Option<(Index, ArtifactMeta)>> {
+    let bytes = match read_bytes(state) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(invalid(format_args!("cannot be read: {e}"))),
@@ -388,6 +419,8 @@ pub fn is_stale(
 mod tests {
     use super::*;
     use chrono::TimeZone;
+    use std::fs;
+    use std::path::PathBuf;
 
     struct TempDir(PathBuf);
 
@@ -401,6 +434,12 @@ mod tests {
             let _ = fs::remove_dir_all(&dir);
             fs::create_dir_all(&dir).unwrap();
             TempDir(dir)
+        }
+    }
+
+    impl TempDir {
+        fn handle(&self) -> Dir {
+            Dir::open_ambient_dir(&self.0, cap_std::ambient_authority()).unwrap()
         }
     }
 
@@ -432,21 +471,21 @@ mod tests {
         let mut reversed = notes();
         reversed.reverse();
         write(
-            &dir.0,
+            &dir.handle(),
             &Index::build(notes()),
             at(1_700_000_000),
             Some("abc"),
         )
         .unwrap();
-        let first = fs::read_to_string(path_in(&dir.0)).unwrap();
+        let first = fs::read_to_string(dir.0.join(FILE_NAME)).unwrap();
         write(
-            &dir.0,
+            &dir.handle(),
             &Index::build(reversed),
             at(1_800_000_000),
             Some("abc"),
         )
         .unwrap();
-        let second = fs::read_to_string(path_in(&dir.0)).unwrap();
+        let second = fs::read_to_string(dir.0.join(FILE_NAME)).unwrap();
         assert_ne!(first, second);
         let strip = |s: &str| {
             let v: serde_json::Value = serde_json::from_str(s).unwrap();
@@ -477,12 +516,15 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let sequential = Index::from_sources(sources(), Params::default(), 1);
-        write(&dir.0, &sequential, at(1_700_000_000), Some("abc")).unwrap();
-        let want = fs::read(path_in(&dir.0)).unwrap();
+        write(&dir.handle(), &sequential, at(1_700_000_000), Some("abc")).unwrap();
+        let want = fs::read(dir.0.join(FILE_NAME)).unwrap();
         for parts in [2, 3, 7] {
             let parallel = Index::from_sources(sources(), Params::default(), parts);
-            write(&dir.0, &parallel, at(1_700_000_000), Some("abc")).unwrap();
-            assert!(fs::read(path_in(&dir.0)).unwrap() == want, "{parts} parts");
+            write(&dir.handle(), &parallel, at(1_700_000_000), Some("abc")).unwrap();
+            assert!(
+                fs::read(dir.0.join(FILE_NAME)).unwrap() == want,
+                "{parts} parts"
+            );
             for q in ["beta", "alpha line", "more 14", "検索", "n3"] {
                 assert_eq!(
                     parallel.query(q, 50, None),
@@ -491,7 +533,7 @@ mod tests {
                 );
             }
         }
-        let (loaded, _) = read(&path_in(&dir.0)).unwrap().unwrap();
+        let (loaded, _) = read(&dir.handle()).unwrap().unwrap();
         for q in ["beta", "alpha line", "d1"] {
             assert_eq!(loaded.query(q, 50, None), sequential.query(q, 50, None));
         }
@@ -501,8 +543,8 @@ mod tests {
     fn round_trip_gives_the_same_index() {
         let dir = TempDir::new("rt");
         let built = Index::build(notes());
-        let size = write(&dir.0, &built, at(1_700_000_000), None).unwrap();
-        let (loaded, meta) = read(&path_in(&dir.0)).unwrap().unwrap();
+        let size = write(&dir.handle(), &built, at(1_700_000_000), None).unwrap();
+        let (loaded, meta) = read(&dir.handle()).unwrap().unwrap();
         assert_eq!(meta.byte_size, size);
         assert_eq!(meta.generated_at, at(1_700_000_000));
         assert_eq!(meta.notes_commit, None);
@@ -521,17 +563,23 @@ mod tests {
     #[test]
     fn missing_artifact_is_none_and_remove_reports_it() {
         let dir = TempDir::new("missing");
-        assert!(read(&path_in(&dir.0)).unwrap().is_none());
-        assert!(!remove(&dir.0).unwrap());
-        write(&dir.0, &Index::build(notes()), at(0), None).unwrap();
-        assert!(remove(&dir.0).unwrap());
+        assert!(read(&dir.handle()).unwrap().is_none());
+        assert!(!remove(&dir.handle()).unwrap());
+        write(&dir.handle(), &Index::build(notes()), at(0), None).unwrap();
+        assert!(remove(&dir.handle()).unwrap());
     }
 
     #[test]
     fn bad_artifacts_are_invalid_index_artifact() {
         let dir = TempDir::new("bad");
-        write(&dir.0, &Index::build(notes()), at(1_700_000_000), None).unwrap();
-        let good = fs::read_to_string(path_in(&dir.0)).unwrap();
+        write(
+            &dir.handle(),
+            &Index::build(notes()),
+            at(1_700_000_000),
+            None,
+        )
+        .unwrap();
+        let good = fs::read_to_string(dir.0.join(FILE_NAME)).unwrap();
         let cases = vec![
             String::new(),
             "null".to_string(),
@@ -551,8 +599,8 @@ mod tests {
             "\u{feff}\u{0}garbage".to_string(),
         ];
         for (i, case) in cases.iter().enumerate() {
-            fs::write(path_in(&dir.0), case).unwrap();
-            let err = read(&path_in(&dir.0)).unwrap_err();
+            fs::write(dir.0.join(FILE_NAME), case).unwrap();
+            let err = read(&dir.handle()).unwrap_err();
             assert_eq!(
                 err.code,
                 ErrorCode::InvalidIndexArtifact,
@@ -567,11 +615,11 @@ mod tests {
             );
         }
         fs::write(
-            path_in(&dir.0),
+            dir.0.join(FILE_NAME),
             good.replacen("\"version\":1", "\"version\":2", 1),
         )
         .unwrap();
-        let err = read(&path_in(&dir.0)).unwrap_err();
+        let err = read(&dir.handle()).unwrap_err();
         assert!(err.message.contains("version 2"), "{}", err.message);
     }
 
@@ -579,8 +627,8 @@ mod tests {
     fn original_service_artifacts_without_notes_still_load() {
         let dir = TempDir::new("orig");
         let doc = r#"{"version":1,"generated_at":"2024-01-01T00:00:00Z","notes_indexed":1,"chunks_indexed":2,"chunks":[{"path":"a.md","chunk_index":0,"content":"hello"},{"path":"a.md","chunk_index":1,"content":"world"}]}"#;
-        fs::write(path_in(&dir.0), doc).unwrap();
-        let (idx, meta) = read(&path_in(&dir.0)).unwrap().unwrap();
+        fs::write(dir.0.join(FILE_NAME), doc).unwrap();
+        let (idx, meta) = read(&dir.handle()).unwrap().unwrap();
         assert_eq!(idx.chunks_indexed(), 2);
         assert_eq!(meta.notes_commit, None);
         assert_eq!(idx.query("world", 5, None)[0].chunk_index, 1);

@@ -6,8 +6,7 @@
 //! Without an artifact, queries index on demand and keep that index while
 //! the notes stay as they were; nothing is written.
 
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use cap_std::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
@@ -33,13 +32,12 @@ struct FileStamp {
 }
 
 impl FileStamp {
-    fn of(path: &Path) -> Option<FileStamp> {
-        let meta = std::fs::metadata(path).ok()?;
-        Some(FileStamp {
+    fn of(meta: &cap_std::fs::Metadata) -> FileStamp {
+        FileStamp {
             inode: meta.ino(),
             size: meta.size(),
             mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-        })
+        }
     }
 }
 
@@ -83,7 +81,6 @@ pub struct Rebuilt {
 /// The index a server (or one CLI run) works with.
 pub struct LiveIndex {
     notes: Notes,
-    mirai_dir: PathBuf,
     loaded: RwLock<Option<Loaded>>,
     persist_pending: AtomicBool,
     /// One persist at a time, so each starts from the stamp the previous one left.
@@ -120,7 +117,6 @@ impl Drop for OwnWrite<'_> {
 
 impl LiveIndex {
     pub fn new(notes: Notes) -> LiveIndex {
-        let mirai_dir = notes.root().join(".mirai");
         let tracked = crate::repo::tracked_under(notes.root(), ".mirai/");
         for path in &tracked {
             log::warn!("{path} is tracked in git; mirai ignores it (files under .mirai/ are mirai's own state and are never committed: git rm --cached it)");
@@ -129,7 +125,6 @@ impl LiveIndex {
         LiveIndex {
             artifact_trusted,
             notes,
-            mirai_dir,
             loaded: RwLock::new(None),
             persist_pending: AtomicBool::new(false),
             persisting: Mutex::new(()),
@@ -139,8 +134,9 @@ impl LiveIndex {
         }
     }
 
-    fn artifact_path(&self) -> PathBuf {
-        artifact::path_in(&self.mirai_dir)
+    /// The `.mirai` folder, through the root handle (`None`: there is none yet).
+    fn state(&self) -> Option<cap_std::fs::Dir> {
+        self.notes.state_dir(false).ok().flatten()
     }
 
     /// The artifact's stamp, or `None` when there is none to load (or it is
@@ -149,7 +145,8 @@ impl LiveIndex {
         if !self.artifact_trusted {
             return None;
         }
-        FileStamp::of(&self.artifact_path())
+        let state = self.state()?;
+        artifact::stat(&state).map(|meta| FileStamp::of(&meta))
     }
 
     fn read_lock(&self) -> RwLockReadGuard<'_, Option<Loaded>> {
@@ -248,7 +245,11 @@ impl LiveIndex {
             }
         }
         if stamp.is_some() {
-            if let Some((index, meta)) = artifact::read(&self.artifact_path())? {
+            let loaded = match self.state() {
+                Some(state) => artifact::read(&state)?,
+                None => None,
+            };
+            if let Some((index, meta)) = loaded {
                 // Stat again after reading: the stamp must describe the bytes we loaded.
                 if let Some(stamp) = self.stamp() {
                     *slot = Some(Loaded {
@@ -311,7 +312,8 @@ impl LiveIndex {
         // The artifact stores whole seconds; keep the same value in memory.
         let generated_at = Utc::now().trunc_subsecs(0);
         let own_write = OwnWrite::begin(&self.own_write);
-        let artifact_bytes = artifact::write(&self.mirai_dir, &index, generated_at, notes_commit)?;
+        let state = self.state_for_writing()?;
+        let artifact_bytes = artifact::write(&state, &index, generated_at, notes_commit)?;
         let rebuilt = Rebuilt {
             notes_indexed: index.notes_indexed(),
             chunks_indexed: index.chunks_indexed(),
@@ -338,7 +340,17 @@ impl LiveIndex {
     pub fn invalidate(&self) -> Result<bool> {
         let mut guard = self.write_lock();
         *guard = None;
-        artifact::remove(&self.mirai_dir)
+        match self.state() {
+            Some(state) => artifact::remove(&state),
+            None => Ok(false),
+        }
+    }
+
+    /// The `.mirai` folder, made when missing.
+    fn state_for_writing(&self) -> Result<cap_std::fs::Dir> {
+        self.notes
+            .state_dir(true)?
+            .ok_or_else(|| crate::error::Error::internal("cannot create .mirai/ in the notes root"))
     }
 
     /// The artifact's status, or `None` when there is none.
@@ -468,7 +480,7 @@ impl LiveIndex {
             return Ok(()); // rewritten or removed by someone else meanwhile: theirs wins
         }
         artifact::write(
-            &self.mirai_dir,
+            &self.state_for_writing()?,
             &index,
             meta.generated_at,
             meta.notes_commit.as_deref(),

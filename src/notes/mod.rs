@@ -190,6 +190,16 @@ impl Notes {
         self.handle.stat_real(&real.path).ok()
     }
 
+    /// mirai's own state folder `.mirai`, through the root handle (a symlink
+    /// there is refused, never followed); with `create`, made when missing.
+    pub fn state_dir(&self, create: bool) -> Result<Option<cap_std::fs::Dir>> {
+        self.handle.state_dir(create).map_err(|e| {
+            Error::internal(format!(
+                "cannot open .mirai/ (mirai's state folder in the notes root; it must be a real folder, not a symlink): {e}"
+            ))
+        })
+    }
+
     /// The folder of a note for one write, reached without symlinks; with
     /// `create`, missing folders are made.
     pub fn slot(&self, rel: &str, create: bool) -> Result<Slot> {

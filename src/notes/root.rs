@@ -218,6 +218,24 @@ impl Root {
         Ok(dir)
     }
 
+    /// The `.mirai` folder (mirai's own state), opened from the root without
+    /// following a symlink; with `create`, made when missing. `None`: there is
+    /// none (and `create` was false).
+    pub fn state_dir(&self, create: bool) -> io::Result<Option<Dir>> {
+        match self.dir.open_dir_nofollow(".mirai") {
+            Ok(dir) => Ok(Some(dir)),
+            Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
+                match self.dir.create_dir(".mirai") {
+                    Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                    _ => {}
+                }
+                self.dir.open_dir_nofollow(".mirai").map(Some)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Reads the regular file at `real`, a path with no symlinks on it (as
     /// [`Root::resolve_links`] answers). A symlink swapped in meanwhile makes
     /// this fail rather than follow it.
