@@ -232,3 +232,135 @@ fn a_persons_git_add_and_commit_racing_with_writes_are_never_undone() {
     assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
     git(&server.root, &["fsck", "--no-progress"]);
 }
+
+/// Polls `q` until its hits' paths equal `want` (sorted), for up to `bound`.
+fn eventually_found(server: &TestServer, q: &str, want: &[&str], bound: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let answer = server.get(&format!("/mcp/index/query?q={q}&limit=50"));
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let mut paths: Vec<String> = answer.body["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["metadata"]["path"].as_str().unwrap().to_string())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        if paths == want {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < bound,
+            "query {q:?} still answers {paths:?}, not {want:?}, after {bound:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn changes_made_beside_mirai_reach_search_within_seconds() {
+    let server = TestServer::with_note("a.md", "apple\n");
+    // Load the index (from an artifact, as a cron rebuild leaves it).
+    assert_eq!(
+        server.post_json("/mcp/index/rebuild", &json!({})).status,
+        200
+    );
+    let bound = Duration::from_secs(5);
+    eventually_found(&server, "apple", &["a.md"], bound);
+
+    // A file edited with no commit, and one added.
+    server.write("a.md", "banana\n");
+    server.write("b.md", "cherry\n");
+    eventually_found(&server, "banana", &["a.md"], bound);
+    eventually_found(&server, "cherry", &["b.md"], bound);
+    eventually_found(&server, "apple", &[], bound);
+    // A commit, an amend, then a reset --hard that takes both back.
+    server.commit_all();
+    server.write("b.md", "damson\n");
+    git(
+        &server.root,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qam",
+            "d",
+            "--amend",
+        ],
+    );
+    eventually_found(&server, "damson", &["b.md"], bound);
+    git(&server.root, &["reset", "-q", "--hard", "HEAD~1"]);
+    eventually_found(&server, "damson", &[], bound);
+    eventually_found(&server, "cherry", &[], bound);
+    eventually_found(&server, "apple", &["a.md"], bound);
+    // A branch switch to one where the note differs.
+    git(&server.root, &["checkout", "-q", "-b", "other"]);
+    server.write("a.md", "elderberry\n");
+    server.commit_all();
+    git(&server.root, &["checkout", "-q", "-"]);
+    eventually_found(&server, "apple", &["a.md"], bound);
+    git(&server.root, &["checkout", "-q", "other"]);
+    eventually_found(&server, "elderberry", &["a.md"], bound);
+    // A deleted note is no longer returned.
+    std::fs::remove_file(server.root.join("a.md")).unwrap();
+    eventually_found(&server, "elderberry", &[], bound);
+}
+
+#[test]
+fn a_restart_takes_in_notes_the_artifact_has_not_seen() {
+    // What a kill leaves behind: writes acknowledged and committed, but an
+    // artifact written before them.
+    let first = TestServer::with_note("a.md", "apple\n");
+    assert_eq!(
+        first.post_json("/mcp/index/rebuild", &json!({})).status,
+        200
+    );
+    let artifact = std::fs::read(first.root.join(".mirai/index.json")).unwrap();
+    for i in 0..20 {
+        let answer = write(
+            &first,
+            &format!("n{i}.md"),
+            &format!("acknowledged{i} fig\n"),
+        );
+        assert_eq!(answer.status, 200, "{answer:?}");
+    }
+    std::fs::remove_file(first.root.join("a.md")).unwrap();
+    git(
+        &first.root,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qam",
+            "rm",
+        ],
+    );
+    std::fs::write(first.root.join(".mirai/index.json"), &artifact).unwrap();
+    // The first server's folder goes when it stops; the second serves a copy.
+    let root = first.root.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("notes");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(&root)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    drop(first);
+
+    let second = TestServer::start_in(dir, copy, |_| {});
+    let answer = second.get("/mcp/index/query?q=fig&limit=50");
+    assert_eq!(
+        answer.body["chunks"].as_array().unwrap().len(),
+        20,
+        "{answer:?}"
+    );
+    let answer = second.get("/mcp/index/query?q=apple");
+    assert_eq!(answer.body["chunks"], json!([]), "{answer:?}");
+}

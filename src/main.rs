@@ -382,6 +382,7 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
 
     let ctx = Arc::new(Context::new(notes, &config));
     ctx.index.warm_up();
+    ctx.index.watch(mirai::index::live::WATCH_EVERY);
     let agent = Arc::new(Agent::new(&config, sandbox.clone()));
     if config.llm.is_configured() {
         log::info!(

@@ -88,6 +88,8 @@ impl TestServer {
         let token = config.api_token.clone();
         let notes = Notes::open(&root).expect("open notes");
         let ctx = Arc::new(Context::new(notes, &config));
+        // As `mirai serve` does: changes made beside mirai reach the index.
+        ctx.index.watch(mirai::index::live::WATCH_EVERY);
         let (sandbox, _) =
             Sandbox::new(config.sandbox, config.cache_dir.as_deref()).expect("sandbox");
         let sandbox = Arc::new(sandbox);

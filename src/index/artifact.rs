@@ -392,27 +392,65 @@ pub fn is_stale(
     idx: &Index,
     generated_at: DateTime<Utc>,
     current: &[NoteStat],
-    mut read: impl FnMut(&str) -> Option<String>,
+    read: impl FnMut(&str) -> Option<String>,
 ) -> bool {
-    if current.len() != idx.notes_indexed() {
-        return true;
+    !drift(idx, generated_at.into(), current, read).is_empty()
+}
+
+/// How the notes on disk differ from an index of them.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Drift {
+    /// Added, or changed since the index saw them: (path, content now).
+    pub changed: Vec<(String, String)>,
+    /// Indexed, but no longer on disk.
+    pub removed: Vec<String>,
+}
+
+impl Drift {
+    pub fn is_empty(&self) -> bool {
+        self.changed.is_empty() && self.removed.is_empty()
     }
-    let since: SystemTime = generated_at.into();
+}
+
+/// The notes that differ between `idx` and the disk (`current`): new ones,
+/// resized ones, ones modified at or after `since` whose content hash
+/// differs (read through `read`), and indexed ones that are gone.
+pub fn drift(
+    idx: &Index,
+    since: SystemTime,
+    current: &[NoteStat],
+    mut read: impl FnMut(&str) -> Option<String>,
+) -> Drift {
+    let mut drift = Drift::default();
+    let mut on_disk = std::collections::HashSet::with_capacity(current.len());
     for note in current {
-        let Some(fp) = idx.fingerprint(&note.path) else {
-            return true;
+        on_disk.insert(note.path.as_str());
+        let known = idx.fingerprint(&note.path);
+        let suspect = match known {
+            None => true,
+            Some(fp) => fp.bytes != note.bytes || note.modified >= since,
         };
-        if fp.bytes != note.bytes {
-            return true;
+        if !suspect {
+            continue;
         }
-        if note.modified >= since {
-            match read(&note.path) {
-                Some(content) if Fingerprint::of(&content) == fp => {}
-                _ => return true,
+        match read(&note.path) {
+            Some(content) if known != Some(Fingerprint::of(&content)) => {
+                drift.changed.push((note.path.clone(), content));
+            }
+            Some(_) => {}
+            None => {
+                if known.is_some() {
+                    drift.removed.push(note.path.clone());
+                }
             }
         }
     }
-    false
+    drift.removed.extend(
+        idx.paths()
+            .filter(|path| !on_disk.contains(path))
+            .map(str::to_string),
+    );
+    drift
 }
 
 #[cfg(test)]
@@ -672,13 +710,22 @@ mod tests {
             bytes: 1,
             modified: after,
         });
-        assert!(is_stale(&idx, built, &added, contents));
+        let with_new = |p: &str| match p {
+            "new.md" => Some("x".to_string()),
+            _ => contents(p),
+        };
+        assert!(is_stale(&idx, built, &added, with_new));
+        // A note listed but gone by the time it is read was not added.
+        assert!(!is_stale(&idx, built, &added, contents));
         let mut deleted = stats(before);
         deleted.pop();
         assert!(is_stale(&idx, built, &deleted, contents));
         let mut resized = stats(before);
         resized[0].bytes += 1;
-        assert!(is_stale(&idx, built, &resized, contents));
+        let grown = |p: &str| contents(p).map(|c| format!("{c}!"));
+        assert!(is_stale(&idx, built, &resized, grown));
+        // A size that disagrees with content that did not change is not a change.
+        assert!(!is_stale(&idx, built, &resized, contents));
         let mut renamed = stats(before);
         renamed[0].path = "renamed.md".into();
         assert!(is_stale(&idx, built, &renamed, contents));

@@ -9,7 +9,7 @@
 use cap_std::fs::MetadataExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use chrono::{DateTime, SubsecRound, Utc};
 
@@ -22,6 +22,10 @@ use crate::notes::Notes;
 const PERSIST_QUIET: Duration = Duration::from_millis(300);
 /// The longest a stream of applies can keep the artifact from being rewritten.
 const PERSIST_MAX_DELAY: Duration = Duration::from_secs(10);
+
+/// How often the server compares the index with the notes on disk, so changes
+/// made outside mirai are found within about this long.
+pub const WATCH_EVERY: Duration = Duration::from_secs(2);
 
 /// Identity of the artifact file on disk, to notice a rewrite by another process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +60,9 @@ enum Source {
 struct Loaded {
     index: Arc<Index>,
     source: Source,
+    /// Notes modified at or after this time may differ from the index and are
+    /// read when the index is reconciled with the disk ([`LiveIndex::sync_with_disk`]).
+    checked: SystemTime,
 }
 
 /// What `index.status` reports about the artifact.
@@ -252,10 +259,17 @@ impl LiveIndex {
             if let Some((index, meta)) = loaded {
                 // Stat again after reading: the stamp must describe the bytes we loaded.
                 if let Some(stamp) = self.stamp() {
-                    *slot = Some(Loaded {
+                    let mut fresh = Loaded {
                         index: Arc::new(index),
+                        checked: meta.generated_at.into(),
                         source: Source::Artifact { stamp, meta },
-                    });
+                    };
+                    // Notes written after the artifact (acknowledged writes a killed
+                    // process had not persisted yet, or edits made while mirai was not
+                    // running) are taken in before the index answers anything.
+                    let stats = self.note_stats()?;
+                    self.apply_drift(&mut fresh, &stats, SystemTime::now());
+                    *slot = Some(fresh);
                     return Ok(());
                 }
             }
@@ -264,6 +278,7 @@ impl LiveIndex {
         let index = Index::build(self.read_all_notes()?);
         *slot = Some(Loaded {
             index: Arc::new(index),
+            checked: built_at.into(),
             source: Source::OnDemand { built_at },
         });
         Ok(())
@@ -323,6 +338,7 @@ impl LiveIndex {
         // Keep the index we built rather than reading back what we just wrote.
         *guard = self.stamp().map(|stamp| Loaded {
             index: Arc::new(index),
+            checked: generated_at.into(),
             source: Source::Artifact {
                 stamp,
                 meta: ArtifactMeta {
@@ -364,6 +380,7 @@ impl LiveIndex {
         let Some(Loaded {
             index,
             source: Source::Artifact { meta, .. },
+            ..
         }) = guard.as_ref()
         else {
             // The artifact vanished while we looked.
@@ -414,6 +431,71 @@ impl LiveIndex {
             }
             Source::OnDemand { .. } => {}
         }
+    }
+
+    /// Keeps the index in step with notes changed outside mirai (a person's
+    /// editor, `git pull`, `reset`, a branch switch): every `every`, a
+    /// metadata walk of the notes, then the notes that differ are re-read.
+    /// The thread ends when the index is dropped.
+    pub fn watch(self: &Arc<Self>, every: Duration) {
+        let weak = Arc::downgrade(self);
+        std::thread::spawn(move || loop {
+            std::thread::sleep(every);
+            let Some(live) = weak.upgrade() else { return };
+            if let Err(e) = live.sync_with_disk() {
+                log::warn!("could not compare the index with the notes: {e}");
+            }
+        });
+    }
+
+    /// Takes in notes added, changed or deleted on disk since the index last
+    /// looked; `true` when anything changed. Nothing is loaded: nothing to do
+    /// (the first query builds or loads a fresh index).
+    pub fn sync_with_disk(self: &Arc<Self>) -> Result<bool> {
+        if self.read_lock().is_none() {
+            return Ok(false);
+        }
+        let started = SystemTime::now();
+        let stats = self.note_stats()?;
+        let mut guard = self.write_lock();
+        let Some(loaded) = guard.as_mut() else {
+            return Ok(false);
+        };
+        let changed = self.apply_drift(loaded, &stats, started);
+        let from_artifact = matches!(loaded.source, Source::Artifact { .. });
+        drop(guard);
+        if changed && from_artifact {
+            self.schedule_persist();
+        }
+        Ok(changed)
+    }
+
+    /// Applies to `loaded` what differs between it and `stats` (taken at
+    /// `started`); notes are read here, under the caller's write lock, so a
+    /// write by mirai that lands meanwhile is never overtaken by older text.
+    fn apply_drift(&self, loaded: &mut Loaded, stats: &[NoteStat], started: SystemTime) -> bool {
+        // A second of margin: file times may be coarser than the clock.
+        let since = loaded.checked - Duration::from_secs(1);
+        let drift = artifact::drift(&loaded.index, since, stats, |path| {
+            self.notes.read(path).ok().map(|(_, content)| content)
+        });
+        loaded.checked = started;
+        if drift.is_empty() {
+            return false;
+        }
+        log::info!(
+            "the index took in {} changed and {} removed notes from outside mirai",
+            drift.changed.len(),
+            drift.removed.len()
+        );
+        let index = Arc::make_mut(&mut loaded.index);
+        for (path, content) in &drift.changed {
+            index.upsert_note(path, content);
+        }
+        for path in &drift.removed {
+            index.remove_note(path);
+        }
+        true
     }
 
     fn schedule_persist(self: &Arc<Self>) {
@@ -472,6 +554,7 @@ impl LiveIndex {
                 Some(Loaded {
                     index,
                     source: Source::Artifact { meta, stamp },
+                    ..
                 }) => (index.clone(), meta.clone(), *stamp),
                 _ => return Ok(()),
             }
