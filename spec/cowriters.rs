@@ -364,3 +364,32 @@ fn a_restart_takes_in_notes_the_artifact_has_not_seen() {
     let answer = second.get("/mcp/index/query?q=apple");
     assert_eq!(answer.body["chunks"], json!([]), "{answer:?}");
 }
+
+#[test]
+fn a_stale_base_commit_names_the_commit_and_author_that_moved_the_note_on() {
+    let server = TestServer::with_note("a.md", "one\n");
+    let base = server.head();
+    server.write("a.md", "two\n");
+    git(
+        &server.root,
+        &[
+            "-c",
+            "user.name=Ada",
+            "-c",
+            "user.email=ada@example.org",
+            "commit",
+            "-qam",
+            "Ada's edit",
+        ],
+    );
+    let theirs = server.head();
+    let answer = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "a.md", "content": "three\n", "base_commit": base}),
+    );
+    answer.assert_error(409, "conflict");
+    let message = answer.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&theirs[..12]), "{message}");
+    assert!(message.contains("Ada <ada@example.org>"), "{message}");
+    assert!(message.contains("Ada's edit"), "{message}");
+}

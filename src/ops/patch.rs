@@ -114,8 +114,12 @@ pub(super) fn commit_plan(
     if let Some(base) = base_commit.map(str::trim).filter(|b| !b.is_empty()) {
         if repo.changed_since(base, &plan.note.rel)? {
             let head = repo.head()?.unwrap_or_default();
+            let by = repo
+                .last_change_since(base, &plan.note.rel)
+                .map(|change| format!(" (last changed in {change})"))
+                .unwrap_or_default();
             return Err(Error::conflict(format!(
-                "{} changed between base_commit {} and HEAD {}; read the note again and rebuild the change against HEAD",
+                "{} changed between base_commit {} and HEAD {}{by}; read the note again and rebuild the change against HEAD",
                 plan.note.rel,
                 short(base),
                 short(&head)

@@ -221,6 +221,45 @@ impl Repo {
         Ok(work != head)
     }
 
+    /// The newest commit after `base_commit` (up to HEAD) that changed
+    /// `rel_path`: its short id, author and subject, for a 409 that says who
+    /// moved the note on. Looks at most 1,000 commits back (bounded work);
+    /// `None` when none of those changed it.
+    pub fn last_change_since(&self, base_commit: &str, rel_path: &str) -> Option<String> {
+        let git = &self.git;
+        let base = git
+            .revparse_single(base_commit)
+            .ok()?
+            .peel_to_commit()
+            .ok()?;
+        let head = self.head_target().ok()?.1?;
+        let mut walk = git.revwalk().ok()?;
+        walk.push(head).ok()?;
+        walk.hide(base.id()).ok()?;
+        let path = Path::new(rel_path);
+        let entry = |commit: &git2::Commit| {
+            commit
+                .tree()
+                .ok()
+                .and_then(|tree| tree.get_path(path).ok().map(|e| (e.id(), e.filemode())))
+        };
+        for id in walk.take(1000).flatten() {
+            let commit = git.find_commit(id).ok()?;
+            let before = commit.parent(0).ok().and_then(|p| entry(&p));
+            if entry(&commit) != before {
+                let author = commit.author();
+                return Some(format!(
+                    "{} by {} <{}>: {}",
+                    &id.to_string()[..12],
+                    author.name().unwrap_or("?"),
+                    author.email().unwrap_or("?"),
+                    commit.summary().unwrap_or("")
+                ));
+            }
+        }
+        None
+    }
+
     /// Whether `rel_path` differs between `base_commit` and HEAD. A commit that is
     /// not in the repository is a 409 conflict, so the caller re-reads and retries.
     pub fn changed_since(&self, base_commit: &str, rel_path: &str) -> Result<bool> {
