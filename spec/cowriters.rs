@@ -393,3 +393,40 @@ fn a_stale_base_commit_names_the_commit_and_author_that_moved_the_note_on() {
     assert!(message.contains("Ada <ada@example.org>"), "{message}");
     assert!(message.contains("Ada's edit"), "{message}");
 }
+
+#[test]
+fn index_status_says_when_and_why_the_artifact_lags_the_notes() {
+    let server = TestServer::with_note("a.md", "apple\n");
+    assert_eq!(
+        server.post_json("/mcp/index/rebuild", &json!({})).status,
+        200
+    );
+    let status = server.get("/mcp/index/status").body;
+    assert_eq!(status["stale"], false, "{status}");
+    assert_eq!(status["stale_reason"], serde_json::Value::Null);
+    assert_eq!(status["notes_changed_since"], serde_json::Value::Null);
+    // Two notes changed beside mirai: stale at once, with the count.
+    server.write("a.md", "apricot\n");
+    server.write("b.md", "banana\n");
+    let status = server.get("/mcp/index/status").body;
+    assert_eq!(status["stale"], true, "{status}");
+    assert_eq!(status["notes_changed_since"], 2, "{status}");
+    assert!(
+        status["stale_reason"].as_str().unwrap().contains("2 notes"),
+        "{status}"
+    );
+    // Once the index took them in and rewrote the artifact, it is current again.
+    let started = Instant::now();
+    while server.get("/mcp/index/status").body["stale"] != false {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never caught up"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let artifact = std::fs::read_to_string(server.root.join(".mirai/index.json")).unwrap();
+    assert!(
+        artifact.contains("banana"),
+        "the artifact holds the outside change"
+    );
+}

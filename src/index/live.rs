@@ -7,6 +7,7 @@
 //! the notes stay as they were; nothing is written.
 
 use cap_std::fs::MetadataExt;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -72,6 +73,8 @@ pub struct ArtifactStatus {
     pub notes_indexed: usize,
     pub chunks_indexed: usize,
     pub stale: bool,
+    /// How many notes differ between the artifact and the notes on disk.
+    pub notes_changed_since: usize,
     pub byte_size: u64,
     pub content_bytes: u64,
     pub notes_commit: Option<String>,
@@ -94,6 +97,9 @@ pub struct LiveIndex {
     persisting: Mutex<()>,
     /// The in-memory index holds applies the artifact does not have yet.
     dirty: AtomicBool,
+    /// The notes the in-memory index changed since the artifact was written
+    /// (mirai's writes and outside changes taken in), for an honest `stale`.
+    unpersisted: Mutex<BTreeSet<String>>,
     /// When the last apply changed the index: persisting waits for a quiet moment,
     /// because an apply during a persist has to copy the whole index.
     last_change: Mutex<Instant>,
@@ -137,6 +143,7 @@ impl LiveIndex {
             persisting: Mutex::new(()),
             own_write: AtomicBool::new(false),
             dirty: AtomicBool::new(false),
+            unpersisted: Mutex::new(BTreeSet::new()),
             last_change: Mutex::new(Instant::now()),
         }
     }
@@ -268,6 +275,7 @@ impl LiveIndex {
                     // process had not persisted yet, or edits made while mirai was not
                     // running) are taken in before the index answers anything.
                     let stats = self.note_stats()?;
+                    self.unpersisted().clear();
                     self.apply_drift(&mut fresh, &stats, SystemTime::now());
                     *slot = Some(fresh);
                     return Ok(());
@@ -335,6 +343,7 @@ impl LiveIndex {
             artifact_bytes,
         };
         let mut guard = self.write_lock();
+        self.unpersisted().clear();
         // Keep the index we built rather than reading back what we just wrote.
         *guard = self.stamp().map(|stamp| Loaded {
             index: Arc::new(index),
@@ -356,6 +365,7 @@ impl LiveIndex {
     pub fn invalidate(&self) -> Result<bool> {
         let mut guard = self.write_lock();
         *guard = None;
+        self.unpersisted().clear();
         match self.state() {
             Some(state) => artifact::remove(&state),
             None => Ok(false),
@@ -388,9 +398,21 @@ impl LiveIndex {
         };
         let index = index.clone();
         let meta = meta.clone();
+        let checked = guard.as_ref().map_or(SystemTime::UNIX_EPOCH, |l| l.checked);
         drop(guard);
-        let stale = self.notes_changed_since(&index, meta.generated_at)?;
+        // The artifact differs from the notes where the index took in changes it
+        // has not written yet, and where the notes moved on since the index looked.
+        let stats = self.note_stats()?;
+        let since = checked - Duration::from_secs(1);
+        let drift = artifact::drift(&index, since, &stats, |path| {
+            self.notes.read(path).ok().map(|(_, content)| content)
+        });
+        let mut changed = self.unpersisted().clone();
+        changed.extend(drift.changed.into_iter().map(|(path, _)| path));
+        changed.extend(drift.removed);
+        let stale = !changed.is_empty();
         Ok(Some(ArtifactStatus {
+            notes_changed_since: changed.len(),
             generated_at: meta.generated_at,
             notes_indexed: index.notes_indexed(),
             chunks_indexed: index.chunks_indexed(),
@@ -426,6 +448,7 @@ impl LiveIndex {
         match &mut loaded.source {
             Source::Artifact { meta, .. } => {
                 meta.notes_commit = Some(commit.to_string());
+                self.unpersisted().insert(path.to_string());
                 drop(guard);
                 self.schedule_persist();
             }
@@ -495,7 +518,18 @@ impl LiveIndex {
         for path in &drift.removed {
             index.remove_note(path);
         }
+        if matches!(loaded.source, Source::Artifact { .. }) {
+            let mut unpersisted = self.unpersisted();
+            unpersisted.extend(drift.changed.into_iter().map(|(path, _)| path));
+            unpersisted.extend(drift.removed);
+        }
         true
+    }
+
+    fn unpersisted(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
+        self.unpersisted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn schedule_persist(self: &Arc<Self>) {
@@ -548,14 +582,19 @@ impl LiveIndex {
     /// Writes the in-memory index to the artifact, keeping its `generated_at`:
     /// the notes were scanned then, and every change since came through mirai.
     fn persist(&self) -> Result<()> {
-        let (index, meta, stamp) = {
+        let (index, meta, stamp, written) = {
             let guard = self.read_lock();
             match guard.as_ref() {
                 Some(Loaded {
                     index,
                     source: Source::Artifact { meta, stamp },
                     ..
-                }) => (index.clone(), meta.clone(), *stamp),
+                }) => (
+                    index.clone(),
+                    meta.clone(),
+                    *stamp,
+                    self.unpersisted().clone(),
+                ),
                 _ => return Ok(()),
             }
         };
@@ -568,6 +607,7 @@ impl LiveIndex {
             meta.generated_at,
             meta.notes_commit.as_deref(),
         )?;
+        self.unpersisted().retain(|path| !written.contains(path));
         let new_stamp = self.stamp();
         let mut guard = self.write_lock();
         if let (Some(loaded), Some(new_stamp)) = (guard.as_mut(), new_stamp) {

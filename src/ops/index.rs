@@ -58,6 +58,10 @@ pub struct StatusResponse {
     pub notes_indexed: Option<usize>,
     pub chunks_indexed: Option<usize>,
     pub stale: Option<bool>,
+    /// Why the artifact is stale (null when it is not).
+    pub stale_reason: Option<String>,
+    /// How many notes changed since the artifact was written (null when it is not stale).
+    pub notes_changed_since: Option<usize>,
     pub artifact_age_seconds: Option<i64>,
     pub notes_present: usize,
     pub artifact_byte_size: Option<u64>,
@@ -85,6 +89,8 @@ impl Operation for IndexStatus {
                 notes_indexed: None,
                 chunks_indexed: None,
                 stale: None,
+                stale_reason: None,
+                notes_changed_since: None,
                 artifact_age_seconds: None,
                 notes_present,
                 artifact_byte_size: None,
@@ -97,6 +103,14 @@ impl Operation for IndexStatus {
                 notes_indexed: Some(s.notes_indexed),
                 chunks_indexed: Some(s.chunks_indexed),
                 stale: Some(s.stale),
+                stale_reason: s.stale.then(|| {
+                    format!(
+                        "{} notes differ from the artifact (changed by mirai or beside it since it was \
+                         written); mirai rewrites it within seconds, or POST /mcp/index/rebuild now",
+                        s.notes_changed_since
+                    )
+                }),
+                notes_changed_since: s.stale.then_some(s.notes_changed_since),
                 artifact_age_seconds: Some((Utc::now() - s.generated_at).num_seconds().max(0)),
                 notes_present,
                 artifact_byte_size: Some(s.byte_size),
