@@ -28,6 +28,9 @@ const PERSIST_MAX_DELAY: Duration = Duration::from_secs(10);
 /// made outside mirai are found within about this long.
 pub const WATCH_EVERY: Duration = Duration::from_secs(2);
 
+/// How long a burst of file events may go on before the index looks again.
+pub const WATCH_SETTLE: Duration = Duration::from_millis(300);
+
 /// Identity of the artifact file on disk, to notice a rewrite by another process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct FileStamp {
@@ -457,16 +460,62 @@ impl LiveIndex {
     }
 
     /// Keeps the index in step with notes changed outside mirai (a person's
-    /// editor, `git pull`, `reset`, a branch switch): every `every`, a
-    /// metadata walk of the notes, then the notes that differ are re-read.
-    /// The thread ends when the index is dropped.
+    /// editor, `git pull`, `reset`, a branch switch). The notes folder is
+    /// watched (inotify, through `notify`): a change makes the index look
+    /// again within [`WATCH_SETTLE`]. Where events do not arrive (bind mounts,
+    /// network shares) a metadata walk every `every` finds the same changes.
+    /// Either way only the notes that differ are read. The thread ends when the
+    /// index is dropped.
     pub fn watch(self: &Arc<Self>, every: Duration) {
+        use notify::Watcher;
         let weak = Arc::downgrade(self);
-        std::thread::spawn(move || loop {
-            std::thread::sleep(every);
-            let Some(live) = weak.upgrade() else { return };
-            if let Err(e) = live.sync_with_disk() {
-                log::warn!("could not compare the index with the notes: {e}");
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let root = self.notes.root().to_path_buf();
+        let watched = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            let Ok(event) = event else { return };
+            // mirai's own state, git's internals and hidden files are not notes.
+            let about_notes = event.paths.iter().any(|path| {
+                path.strip_prefix(&root).is_ok_and(|rel| {
+                    !rel.components()
+                        .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+                })
+            });
+            if about_notes {
+                let _ = tx.send(());
+            }
+        })
+        .and_then(|mut watcher| {
+            watcher.watch(self.notes.root(), notify::RecursiveMode::Recursive)?;
+            Ok(watcher)
+        });
+        let watcher = match watched {
+            Ok(watcher) => Some(watcher),
+            Err(e) => {
+                log::warn!(
+                    "cannot watch the notes folder for changes ({e}); they are found by a walk every {} s instead",
+                    every.as_secs()
+                );
+                None
+            }
+        };
+        std::thread::spawn(move || {
+            let _watcher = watcher; // lives as long as this thread
+            loop {
+                match rx.recv_timeout(every) {
+                    // Let a burst of events (a checkout, a pull) settle, then look once.
+                    Ok(()) => {
+                        std::thread::sleep(WATCH_SETTLE);
+                        while rx.try_recv().is_ok() {}
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                        std::thread::sleep(every)
+                    }
+                }
+                let Some(live) = weak.upgrade() else { return };
+                if let Err(e) = live.sync_with_disk() {
+                    log::warn!("could not compare the index with the notes: {e}");
+                }
             }
         });
     }
