@@ -70,7 +70,11 @@ fn fill<T>(max: usize, make: impl Fn(usize) -> (T, Value)) -> T {
 /// A hunk whose n−1 context lines all match the note but one, against an n-line note.
 fn near_miss(n: usize, route: &'static str) -> (Case, Value) {
     let note = lines(n, "");
-    let mut patch = format!("--- a/big.md\n+++ b/big.md\n@@ -2,{} +2,{} @@\n", n - 1, n - 1);
+    let mut patch = format!(
+        "--- a/big.md\n+++ b/big.md\n@@ -2,{} +2,{} @@\n",
+        n - 1,
+        n - 1
+    );
     for (i, line) in note.iter().enumerate().skip(1) {
         if i == n / 2 {
             patch.push_str(&format!("-{line}\n+changed\n"));
@@ -255,7 +259,10 @@ fn main() {
         "case", "median ms", "body KiB", "status", "small write ms"
     );
     for case in cases() {
-        if filter.as_ref().is_some_and(|f| !case.name.contains(f.as_str())) {
+        if filter
+            .as_ref()
+            .is_some_and(|f| !case.name.contains(f.as_str()))
+        {
             continue;
         }
         let work = tempfile::tempdir().unwrap();
@@ -264,7 +271,10 @@ fn main() {
         if !baseline_done {
             let mut health: Vec<f64> = (0..200).map(|_| server.health_ms()).collect();
             let (median, p95) = median_p95(&mut health);
-            println!("{:<52} {median:>12.3}   (p95 {p95:.3} ms)", "baseline: GET /health");
+            println!(
+                "{:<52} {median:>12.3}   (p95 {p95:.3} ms)",
+                "baseline: GET /health"
+            );
             baseline_done = true;
         }
         for (path, content) in &case.notes {
@@ -331,10 +341,7 @@ fn main() {
             format!("> {} s", timeout)
         } else {
             let (median, _) = median_p95(&mut samples);
-            format!(
-                "{median:.1}{}",
-                if timed_out { " (+timeout)" } else { "" }
-            )
+            format!("{median:.1}{}", if timed_out { " (+timeout)" } else { "" })
         };
         println!(
             "{:<52} {median:>12} {size:>9.0} {status:>6} {small:>16}   (n={})",
