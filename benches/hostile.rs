@@ -179,6 +179,73 @@ fn grow(n: usize) -> (Case, Value) {
     (case, body)
 }
 
+/// A near miss where every line is alike, so every place matches for a long way.
+fn near_miss_alike(n: usize) -> (Case, Value) {
+    let mut patch = format!("--- a/a.md\n+++ b/a.md\n@@ -2,{} +2,{} @@\n", n - 1, n - 1);
+    for i in 1..n {
+        patch.push_str(match i {
+            i if i == n / 2 => "-a\n+b\n",
+            i if i == n - 2 => " b\n",
+            _ => " a\n",
+        });
+    }
+    let body = json!({ "patch": patch });
+    let case = Case {
+        name: format!("extra: apply near miss, {n} lines alike"),
+        notes: vec![("a.md".into(), "a\n".repeat(n))],
+        route: "/mcp/patch/apply",
+        bodies: vec![body.clone()],
+        expect: 409,
+    };
+    (case, body)
+}
+
+/// Hunks that all claim line 2 but whose lines are far down the note.
+fn far_hunks(note_lines: usize, hunks: usize) -> (Case, Value) {
+    let note = lines(note_lines, "");
+    let mut patch = String::from("--- a/big.md\n+++ b/big.md\n");
+    for h in 0..hunks {
+        let at = note_lines / 4 + h * 2;
+        patch.push_str(&format!(
+            "@@ -2,2 +2,2 @@\n-{}\n+x\n {}\n",
+            note[at],
+            note[at + 1]
+        ));
+    }
+    let body = json!({ "patch": patch });
+    let case = Case {
+        name: format!("extra: apply {hunks} hunks far from their lines"),
+        notes: vec![("big.md".into(), text(&note))],
+        route: "/mcp/patch/apply",
+        bodies: vec![body.clone()],
+        expect: 409,
+    };
+    (case, body)
+}
+
+/// patch.make between two texts of the same few short lines in random orders.
+fn shuffled(n: usize) -> (Case, Value) {
+    let random = |mut x: u64| -> String {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ["a\n", "b\n", "c\n", "\n"][(x % 4) as usize]
+            })
+            .collect()
+    };
+    let body = json!({"path": "mix.md", "content": random(11)});
+    let case = Case {
+        name: format!("extra: patch.make, {n} lines of 4 kinds reordered"),
+        notes: vec![("mix.md".into(), random(7))],
+        route: "/mcp/patch/make",
+        bodies: vec![body.clone()],
+        expect: 200,
+    };
+    (case, body)
+}
+
 fn cases() -> Vec<Case> {
     vec![
         // The sizes the issue reports.
@@ -196,6 +263,10 @@ fn cases() -> Vec<Case> {
         edit_many(LIMIT - 1),
         fill(200_000, rewrite),
         fill(400_000, grow),
+        // Shapes beyond the issue's: lines all alike, hunks all far off, few distinct lines.
+        fill(400_000, near_miss_alike),
+        fill(50_000, |h| far_hunks(150_000, h)),
+        fill(600_000, shuffled),
     ]
 }
 
