@@ -452,3 +452,82 @@ fn every_corpus_case_applies_over_http_as_recorded() {
         failures.join("\n")
     );
 }
+
+/// `n` distinct short lines, `1` to `n` in hex.
+fn hex_lines(n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("{i:x}")).collect()
+}
+
+#[test]
+fn a_near_miss_hunk_against_a_huge_note_is_a_precise_conflict() {
+    // Every context line of the hunk matches the note but one: the search for a
+    // place and for the nearest partial match must both stay linear.
+    let n = 100_000;
+    let lines = hex_lines(n);
+    let server = TestServer::with_note("big.md", &(lines.join("\n") + "\n"));
+    let mut patch = format!(
+        "--- a/big.md\n+++ b/big.md\n@@ -2,{} +2,{} @@\n",
+        n - 1,
+        n - 1
+    );
+    for (i, line) in lines.iter().enumerate().skip(1) {
+        match i {
+            50_000 => patch.push_str(&format!("-{line}\n+changed\n")),
+            90_000 => patch.push_str(" not in the note\n"),
+            _ => patch.push_str(&format!(" {line}\n")),
+        }
+    }
+    let before = server.head();
+    for answer in [propose(&server, &patch), apply(&server, &patch)] {
+        answer.assert_error(409, "conflict");
+        let message = answer.body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!(
+                "Nearest partial match: lines 2-{n} ({} of {} expected lines equal)",
+                n - 2,
+                n - 1
+            )),
+            "{message:.2000}"
+        );
+        assert!(
+            message.contains("line 90001: expected `not in the note`, found `15f91`"),
+            "{message:.2000}"
+        );
+        assert!(message.len() < 20_000, "{} bytes", message.len());
+    }
+    assert_eq!(server.head(), before);
+}
+
+#[test]
+fn twenty_thousand_tiny_hunks_propose_and_apply_exactly() {
+    let n = 300_000;
+    let lines: Vec<String> = (0..n).map(|i| format!("{:x}", i % 256)).collect();
+    let server = TestServer::with_note("big.md", &(lines.join("\n") + "\n"));
+    let hunks = 20_000;
+    let step = n / hunks;
+    let mut patch = String::from("--- a/big.md\n+++ b/big.md\n");
+    let mut expected = lines.clone();
+    for h in (0..hunks).rev() {
+        let old = 2 + h * step;
+        expected.insert(old - 1, "n".into());
+    }
+    for h in 0..hunks {
+        let old = 2 + h * step;
+        patch.push_str(&format!(
+            "@@ -{old},1 +{},2 @@\n+n\n {}\n",
+            old + h,
+            lines[old - 1]
+        ));
+    }
+    let summary = json!({"path": "big.md", "hunk_count": hunks, "net_line_delta": hunks});
+    let proposed = propose(&server, &patch);
+    assert_eq!(proposed.status, 200, "{proposed:?}");
+    assert_eq!(proposed.body, summary);
+    let applied = apply(&server, &patch);
+    assert_eq!(applied.status, 200, "{applied:?}");
+    assert_eq!(applied.body["hunk_count"], hunks);
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("big.md")).unwrap(),
+        expected.join("\n") + "\n"
+    );
+}

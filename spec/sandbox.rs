@@ -606,3 +606,59 @@ fn mirai_eval_runs_a_file_from_the_command_line() {
     assert_eq!(evaluation["error"]["code"], "sandbox_error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("sandbox_error: Error: nope"));
 }
+
+#[test]
+fn the_deadline_bounds_host_calls_too() {
+    // A deadline with room for a loaded machine, and fuel for the busy wait below.
+    let deadline = 6_000.0;
+    let server = TestServer::start_with(|config| {
+        config.sandbox.timeout_ms = deadline as u64;
+        config.sandbox.fuel = u64::MAX / 2;
+    });
+    for i in 0..400 {
+        let words: String = (0..300)
+            .map(|w| format!("word{} ", (i * 7 + w) % 997))
+            .collect();
+        server.write(&format!("n{i:03}.md"), format!("# Note {i}\n\n{words}\n"));
+    }
+    server.commit_all();
+    // One slow-ish call, then a busy wait until only half of that call's time is
+    // left, then the same call again: it could not finish by the deadline, so it
+    // must not start.
+    let code = format!(
+        "const t0 = Date.now();
+         await mirai.index.rebuild();
+         const took = Date.now() - t0;
+         while (Date.now() - t0 < {deadline} - took / 2) {{}}
+         await mirai.index.rebuild();
+         return 'both calls ran';"
+    );
+    let answer = eval(&server, &code);
+    let (code, message) = failure(&answer);
+    assert_eq!(code, "sandbox_timeout", "{message}");
+    assert!(message.contains("index.rebuild"), "{message}");
+    let calls = answer.body["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 1, "{answer:?}");
+    let wall = answer.body["stats"]["wall_ms"].as_f64().unwrap();
+    assert!(
+        wall < deadline,
+        "ended at {wall} ms, past the {deadline} ms deadline"
+    );
+
+    // A loop of calls ends by the deadline too, with the call that would overrun refused.
+    let answer = eval(&server, "for (;;) { await mirai.index.rebuild() }");
+    let (code, _) = failure(&answer);
+    assert_eq!(code, "sandbox_timeout");
+    let wall = answer.body["stats"]["wall_ms"].as_f64().unwrap();
+    let longest = answer.body["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["ms"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(
+        wall < deadline + longest,
+        "{wall} ms, calls up to {longest} ms"
+    );
+    assert_still_serving(&server);
+}

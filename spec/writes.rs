@@ -278,3 +278,83 @@ fn notes_edit_validates_its_request() {
     assert_eq!(same.status, 200);
     assert_eq!(same.body["commit"], Value::Null);
 }
+
+#[test]
+fn edit_conflicts_on_huge_notes_stay_precise() {
+    let n = 20_000;
+    let lines: Vec<String> = (0..n)
+        .map(|i| format!("line {i} of a long note, alpha beta"))
+        .collect();
+    let note = lines.join("\n") + "\n";
+    let server = TestServer::with_note("big.md", &note);
+    let mut old = lines.clone();
+    old[n / 2] = "a line that is not there".into();
+    let missing = server.post_json(
+        "/mcp/notes/edit",
+        &json!({"path": "big.md", "edits": [{"old": old.join("\n"), "new": "x"}]}),
+    );
+    missing.assert_error(409, "conflict");
+    let message = missing.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "Lines 1-{n} is the closest text:\n     1 | line 0 of"
+        )),
+        "{message:.500}"
+    );
+    assert!(
+        message.contains(&format!("({} more lines)", n - 30)),
+        "{message:.3000}"
+    );
+
+    let spaced = server.post_json(
+        "/mcp/notes/edit",
+        &json!({"path": "big.md", "edits": [{"old": lines[5..].join("\n").replace(' ', "  "), "new": "x"}]}),
+    );
+    spaced.assert_error(409, "conflict");
+    let message = spaced.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("Lines 6-{n} differs only in whitespace")),
+        "{message:.500}"
+    );
+
+    server.write("a.md", "a".repeat(200_000) + "\n");
+    server.commit_all();
+    let many = server.post_json(
+        "/mcp/notes/edit",
+        &json!({"path": "a.md", "edits": [{"old": "a", "new": "b"}]}),
+    );
+    many.assert_error(409, "conflict");
+    assert_eq!(
+        many.body["error"]["message"],
+        "edit 1 of 1: `old` occurs 200000 times in a.md, at lines 1; include more of the surrounding text so it occurs exactly once"
+    );
+    assert_eq!(on_disk(&server, "big.md"), Some(note));
+}
+
+#[test]
+fn diffs_too_costly_to_minimise_still_write_exactly_the_new_text() {
+    let numbered =
+        |n: usize, tag: &str| -> String { (0..n).map(|i| format!("{tag} {i}\n")).collect() };
+    let server = TestServer::with_note("big.md", &numbered(40_000, "old"));
+    let rewritten = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "big.md", "content": numbered(40_000, "new")}),
+    );
+    assert_eq!(rewritten.status, 200, "{rewritten:?}");
+    assert_eq!(rewritten.body["commit"], server.head());
+    assert_eq!(rewritten.body["net_line_delta"], 0);
+    assert_eq!(on_disk(&server, "big.md"), Some(numbered(40_000, "new")));
+
+    server.write("one.md", "one line\n");
+    server.commit_all();
+    let grown: String = (0..120_000).map(|i| format!("{i:x}\n")).collect();
+    let made = server.post_json(
+        "/mcp/patch/make",
+        &json!({"path": "one.md", "content": grown}),
+    );
+    assert_eq!(made.status, 200, "{made:?}");
+    assert_eq!(made.body["net_line_delta"], 120_000 - 1);
+    let applied = server.post_json("/mcp/patch/apply", &json!({"patch": made.body["patch"]}));
+    assert_eq!(applied.status, 200, "{applied:?}");
+    assert_eq!(on_disk(&server, "one.md"), Some(grown));
+}

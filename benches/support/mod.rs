@@ -29,7 +29,10 @@ impl Server {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_mirai"))
+        // MIRAI_BENCH_BIN runs the bench against another build (say, the code before a change).
+        let binary = std::env::var_os("MIRAI_BENCH_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_mirai").into());
+        let child = Command::new(binary)
             .arg("serve")
             .arg("--notes-root")
             .arg(root)

@@ -2,27 +2,44 @@
 //! sees nothing else: which hunk failed and why, the lines it expected, the note's
 //! real lines around that place with their line numbers, and the nearest partial
 //! match, so the next patch can be right in one try.
+//!
+//! Every search here is bounded: exact matches are found in one linear pass over
+//! numbered lines, and the nearest partial match counts equal lines per place by
+//! voting from each expected line to the places where it occurs, skipping the most
+//! repeated lines (blank lines, say) when counting them all would cost more than
+//! [`VOTE_PAIRS`]; the places that come out best are then counted exactly.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::apply::{matches_at, Anchor, ImgLine};
+use super::apply::{Anchor, ImgLine};
+use super::search::{Kmp, LineIds, NOT_IN_NOTE};
 use super::{Patch, Target};
 use crate::error::Error;
 
 /// Lines of context shown around the place a hunk aimed at.
 const AROUND: usize = 3;
-/// Longest list of expected lines or differences a message shows.
+/// Longest list of expected lines, note lines or differences a message shows.
 const MAX_LISTED: usize = 30;
 /// Longest line shown, in characters.
 const MAX_CHARS: usize = 160;
+/// Below this many line comparisons (note lines times expected lines) every place
+/// is counted directly.
+const DIRECT_PAIRS: usize = 1 << 22;
+/// Most (expected line, equal note line) pairs the partial match counts.
+const VOTE_PAIRS: usize = 1 << 22;
+/// Places counted exactly after the vote.
+const FINALISTS: usize = 8;
 
-/// Builds the conflict for hunk `n` (0-based) of `patch`, which found no place in `img`.
+/// Builds the conflict for hunk `n` (0-based) of `patch`, which found no place in
+/// `img`, the working lines of `note`.
 pub(super) fn explain(
     patch: &Patch,
     n: usize,
     img: &[ImgLine],
     pre: &[&str],
     anchor: Anchor,
+    note: &str,
 ) -> Error {
     let hunk = &patch.hunks[n];
     let mut m = format!(
@@ -38,45 +55,33 @@ pub(super) fn explain(
     }
     m.push_str(".\n");
 
-    let free = Anchor {
-        match_beginning: false,
-        match_end: false,
-        ..anchor
-    };
+    let ids = LineIds::of_note(note);
+    let want: Vec<u32> = pre.iter().map(|line| ids.expected(line)).collect();
+    let exact: Vec<u32> = img.iter().map(|line| ids.working(line)).collect();
     let aim = anchor.pos.min(img.len());
-    // Where the lines are, ignoring the start/end rules (and, second, earlier hunks).
-    let nearest = |ok: &dyn Fn(usize) -> bool| {
-        (0..=img.len())
-            .filter(|&at| ok(at))
-            .min_by_key(|at| at.abs_diff(aim))
-    };
-    let found_free = nearest(&|at| matches_at(img, pre, at, free));
-    let found_overlap = nearest(&|at| {
-        at + pre.len() <= img.len()
-            && img[at..at + pre.len()]
-                .iter()
-                .zip(pre)
-                .all(|(l, w)| l.text == *w)
-    });
     let lines = format!("{} lines", img.len());
-    match (found_free, found_overlap) {
-        _ if patch.target == Target::Delete => {
-            let _ = writeln!(
-                m,
-                "A patch that deletes a note (`+++ /dev/null`) must remove every line of it, \
-                 exactly as it is now; the note has {lines}."
-            );
-        }
-        _ if pre.is_empty() => {
-            let _ = writeln!(
-                m,
-                "It has no context or removed lines and its old side starts at line {}, so \
-                 (as in `git apply`) it only applies to an empty note; this note has {lines}. \
-                 Add a few unchanged lines around the insertion as context.",
-                hunk.old_start
-            );
-        }
-        (Some(at), _) if anchor.match_beginning && at != 0 => {
+    // Where the lines are, ignoring the start/end rules (and, second, earlier hunks).
+    let found_free = || nearest(&exact, &want, aim);
+    let found_overlap = || {
+        let by_text: Vec<u32> = img.iter().map(|line| ids.text_of(line)).collect();
+        nearest(&by_text, &want, aim)
+    };
+    if patch.target == Target::Delete {
+        let _ = writeln!(
+            m,
+            "A patch that deletes a note (`+++ /dev/null`) must remove every line of it, \
+             exactly as it is now; the note has {lines}."
+        );
+    } else if pre.is_empty() {
+        let _ = writeln!(
+            m,
+            "It has no context or removed lines and its old side starts at line {}, so \
+             (as in `git apply`) it only applies to an empty note; this note has {lines}. \
+             Add a few unchanged lines around the insertion as context.",
+            hunk.old_start
+        );
+    } else if let Some(at) = found_free() {
+        if anchor.match_beginning && at != 0 {
             let _ = writeln!(
                 m,
                 "Its lines are in the note at {}, but a hunk whose old side starts at line \
@@ -85,8 +90,7 @@ pub(super) fn explain(
                 span(img, at, pre.len()),
                 hunk.old_start
             );
-        }
-        (Some(at), _) if anchor.match_end => {
+        } else if anchor.match_end {
             let _ = writeln!(
                 m,
                 "The hunk has no context lines after its last change, so (as in `git apply`) \
@@ -96,22 +100,19 @@ pub(super) fn explain(
                 span(img, at, pre.len())
             );
         }
-        (Some(_), _) => {}
-        (None, Some(at)) => {
-            let _ = writeln!(
-                m,
-                "Its lines are at {}, but an earlier hunk of this patch already changed some of \
-                 them; merge the overlapping hunks into one.",
-                span(img, at, pre.len())
-            );
-        }
-        (None, None) => {
-            let _ = writeln!(
-                m,
-                "Its context and removed lines do not appear together, exactly, anywhere in \
-                 the note (spaces, tabs and line endings must match too)."
-            );
-        }
+    } else if let Some(at) = found_overlap() {
+        let _ = writeln!(
+            m,
+            "Its lines are at {}, but an earlier hunk of this patch already changed some of \
+             them; merge the overlapping hunks into one.",
+            span(img, at, pre.len())
+        );
+    } else {
+        let _ = writeln!(
+            m,
+            "Its context and removed lines do not appear together, exactly, anywhere in \
+             the note (spaces, tabs and line endings must match too)."
+        );
     }
 
     if !pre.is_empty() {
@@ -133,25 +134,37 @@ pub(super) fn explain(
     } else {
         let from = aim.saturating_sub(AROUND);
         let to = (aim + pre.len().max(1) + AROUND).min(img.len());
+        let shown = to.min(from + MAX_LISTED + 2 * AROUND);
         let _ = writeln!(m, "\nThe note at {}:", span(img, from, to - from));
-        for line in &img[from..to] {
+        for line in &img[from..shown] {
             let _ = writeln!(m, "{} | {}", number(line), show(line.text));
+        }
+        if shown < to {
+            let _ = writeln!(m, "   ... ({} more lines)", to - shown);
         }
     }
 
-    let exact = |want: &str, line: &ImgLine| line.text == want && !line.patched;
-    let loose = |want: &str, line: &ImgLine| squash(want) == squash(line.text);
+    let same_exact = |want: &str, line: &ImgLine| line.text == want && !line.patched;
     // A window that matches exactly as a whole was explained above (start/end rule,
     // overlap or deletion); a partial match only helps when there is none.
-    let partial = match nearest_partial(img, pre, aim, &exact) {
+    let partial = match nearest_partial(&exact, &want, aim) {
         Some(p) if p.equal == pre.len() => None,
         Some(p) => Some((p, "expected lines equal")),
-        None => nearest_partial(img, pre, aim, &loose).map(|p| {
-            (
-                p,
-                "expected lines equal once spaces and line endings are ignored",
-            )
-        }),
+        None => {
+            let mut squashed = HashMap::new();
+            let mut number = |text: &str| {
+                let next = squashed.len() as u32;
+                *squashed.entry(squash(text)).or_insert(next)
+            };
+            let want: Vec<u32> = pre.iter().map(|line| number(line)).collect();
+            let loose: Vec<u32> = img.iter().map(|line| number(line.text)).collect();
+            nearest_partial(&loose, &want, aim).map(|p| {
+                (
+                    p,
+                    "expected lines equal once spaces and line endings are ignored",
+                )
+            })
+        }
     };
     if let Some((best, what)) = partial {
         let _ = writeln!(
@@ -164,7 +177,7 @@ pub(super) fn explain(
         let mut listed = 0;
         for (k, want) in pre.iter().enumerate() {
             let got = img.get(best.at + k);
-            if got.is_some_and(|g| exact(want, g)) {
+            if got.is_some_and(|g| same_exact(want, g)) {
                 continue;
             }
             listed += 1;
@@ -189,35 +202,116 @@ pub(super) fn explain(
     Error::conflict(m)
 }
 
+/// The start of the occurrence of `want` in `lines` nearest to `aim` (ties: the
+/// earlier one).
+fn nearest(lines: &[u32], want: &[u32], aim: usize) -> Option<usize> {
+    if want.is_empty() {
+        return Some(aim);
+    }
+    let mut best: Option<usize> = None;
+    Kmp::new(want).each(lines, |at| {
+        if best.is_none_or(|b| at.abs_diff(aim) < b.abs_diff(aim)) {
+            best = Some(at);
+        }
+        at < aim
+    });
+    best
+}
+
+#[derive(Debug, PartialEq, Eq)]
 struct Partial {
     at: usize,
     equal: usize,
 }
 
-/// The window with the most lines equal to the expected ones under `same` (ties:
-/// nearest to where the hunk aimed).
-fn nearest_partial(
-    img: &[ImgLine],
-    pre: &[&str],
-    aim: usize,
-    same: &dyn Fn(&str, &ImgLine) -> bool,
-) -> Option<Partial> {
-    if pre.len() < 2 {
+/// The window with the most lines equal to the expected ones (ties: nearest to
+/// where the hunk aimed, then the earlier). Lines are compared by number; an
+/// expected line numbered [`NOT_IN_NOTE`] equals nothing.
+fn nearest_partial(lines: &[u32], want: &[u32], aim: usize) -> Option<Partial> {
+    if want.len() < 2 {
         return None;
     }
-    let mut best: Option<(usize, usize, usize)> = None;
-    for at in 0..img.len() {
-        let equal = pre
-            .iter()
-            .zip(&img[at..])
-            .filter(|(want, line)| same(want, line))
-            .count();
-        let distance = at.abs_diff(aim);
-        if equal > 0 && best.is_none_or(|(e, d, _)| equal > e || (equal == e && distance < d)) {
-            best = Some((equal, distance, at));
+    let candidates: Vec<usize> = if lines.len().saturating_mul(want.len()) <= DIRECT_PAIRS {
+        (0..lines.len()).collect()
+    } else {
+        finalists(lines, want, aim)
+    };
+    best_of(lines, want, aim, candidates)
+}
+
+/// The best of `candidates` by [`nearest_partial`]'s order, counted exactly.
+fn best_of(lines: &[u32], want: &[u32], aim: usize, candidates: Vec<usize>) -> Option<Partial> {
+    let equal_at = |at: usize| {
+        want.iter()
+            .zip(&lines[at..])
+            .filter(|(w, l)| w == l && **w != NOT_IN_NOTE)
+            .count()
+    };
+    // (equal, at): more equal lines win, then the place nearer the aim, then the earlier.
+    let key = |(equal, at): (usize, usize)| (std::cmp::Reverse(equal), at.abs_diff(aim), at);
+    let mut best: Option<(usize, usize)> = None;
+    for at in candidates {
+        let equal = equal_at(at);
+        if equal > 0 && best.is_none_or(|b| key((equal, at)) < key(b)) {
+            best = Some((equal, at));
         }
     }
-    best.map(|(equal, _, at)| Partial { at, equal })
+    best.map(|(equal, at)| Partial { at, equal })
+}
+
+/// The places most likely to hold the best partial match, and the aim itself:
+/// each expected line votes for the places its equal note lines put the window
+/// at, the rarest lines first, until [`VOTE_PAIRS`] votes are cast.
+fn finalists(lines: &[u32], want: &[u32], aim: usize) -> Vec<usize> {
+    let mut wanted_at: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (k, &id) in want.iter().enumerate() {
+        if id != NOT_IN_NOTE {
+            wanted_at.entry(id).or_default().push(k);
+        }
+    }
+    let mut found_at: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (j, id) in lines.iter().enumerate() {
+        if wanted_at.contains_key(id) {
+            found_at.entry(*id).or_default().push(j);
+        }
+    }
+    let mut by_cost: Vec<(usize, u32)> = found_at
+        .iter()
+        .map(|(id, found)| (found.len().saturating_mul(wanted_at[id].len()), *id))
+        .collect();
+    by_cost.sort_unstable();
+    let mut votes = vec![0u32; lines.len()];
+    let mut cast = 0usize;
+    for (cost, id) in by_cost {
+        cast = cast.saturating_add(cost);
+        if cast > VOTE_PAIRS {
+            break;
+        }
+        for &j in &found_at[&id] {
+            for &k in &wanted_at[&id] {
+                if let Some(at) = j.checked_sub(k) {
+                    votes[at] += 1;
+                }
+            }
+        }
+    }
+    let mut top: Vec<(u32, usize)> = Vec::with_capacity(FINALISTS + 1);
+    for (at, &v) in votes.iter().enumerate() {
+        if v == 0 {
+            continue;
+        }
+        let key = |(v, at): (u32, usize)| (std::cmp::Reverse(v), at.abs_diff(aim), at);
+        if top.len() < FINALISTS || key((v, at)) < key(top[top.len() - 1]) {
+            let place = top.partition_point(|&t| key(t) <= key((v, at)));
+            top.insert(place, (v, at));
+            top.truncate(FINALISTS);
+        }
+    }
+    let mut places: Vec<usize> = top.into_iter().map(|(_, at)| at).collect();
+    if aim < lines.len() {
+        places.push(aim);
+    }
+    places
 }
 
 fn why_different(want: &str, got: &ImgLine) -> &'static str {
@@ -303,4 +397,53 @@ fn split_display(line: &str) -> (String, String) {
         marks.push_str(" [no newline at end of file]");
     }
     (text, marks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vote picks what counting every place picks whenever no line was
+    /// skipped for being too common.
+    #[test]
+    fn the_vote_agrees_with_counting_every_place() {
+        let mut x = 0x9e37_79b9_u64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for round in 0..2_000 {
+            let alphabet = 2 + next(6);
+            let lines: Vec<u32> = (0..1 + next(60)).map(|_| next(alphabet) as u32).collect();
+            let mut want: Vec<u32> = (0..2 + next(12))
+                .map(|_| next(alphabet + 1) as u32)
+                .collect();
+            if round % 3 == 0 {
+                want[0] = NOT_IN_NOTE;
+            }
+            let aim = next(lines.len() as u64 + 1) as usize;
+            let every = best_of(&lines, &want, aim, (0..lines.len()).collect());
+            let voted = best_of(&lines, &want, aim, finalists(&lines, &want, aim));
+            assert_eq!(voted, every, "{lines:?} {want:?} aim {aim}");
+        }
+    }
+
+    /// Lines too common to count all their pairs are skipped, and the place the
+    /// hunk aimed at is still counted exactly.
+    #[test]
+    fn common_lines_are_skipped_and_the_aim_is_still_counted() {
+        let lines = vec![7u32; 5_000];
+        let mut want = vec![7u32; 4_000];
+        want[100] = NOT_IN_NOTE;
+        assert_eq!(finalists(&lines, &want, 17), vec![17]);
+        assert_eq!(
+            nearest_partial(&lines, &want, 17),
+            Some(Partial {
+                at: 17,
+                equal: 3_999
+            })
+        );
+    }
 }

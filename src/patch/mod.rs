@@ -12,6 +12,7 @@ mod conflict;
 mod edit;
 mod make;
 mod parse;
+mod search;
 
 #[cfg(test)]
 mod corpus_tests;

@@ -3,7 +3,8 @@
 //! links against, implemented here with nothing granted: no files, no
 //! environment, no arguments, no sockets. Standard output is the console.
 
-use std::time::Instant;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::json;
@@ -34,6 +35,15 @@ pub enum Stop {
     Exit(i32),
     #[error("the guest handed the host memory it does not have")]
     BadMemory,
+    #[error("the program ran past its {deadline_ms} ms deadline (MIRAI_SANDBOX_TIMEOUT_MS) before it called mirai.{op}")]
+    Deadline { deadline_ms: u64, op: String },
+    #[error("the program would run past its {deadline_ms} ms deadline (MIRAI_SANDBOX_TIMEOUT_MS): mirai.{op} was not started with {left_ms} ms left, as it took {took_ms} ms earlier in this program")]
+    WouldOverrun {
+        deadline_ms: u64,
+        op: String,
+        left_ms: u128,
+        took_ms: u128,
+    },
 }
 
 /// One `mirai.*` call, as the response reports it.
@@ -56,6 +66,37 @@ pub struct RunState {
     /// Console bytes written so far: one JSON string per line.
     pub console: Vec<u8>,
     pub started: Instant,
+    /// When the wall-clock deadline passes; no host call starts after it.
+    pub deadline: Instant,
+    /// The longest each operation has taken in this run, to tell whether it can
+    /// still finish by the deadline.
+    pub longest: HashMap<String, Duration>,
+}
+
+impl RunState {
+    /// Refuses a call that starts after the deadline, or that could not finish by
+    /// it because the same operation took longer than what is left earlier in
+    /// this run. A call that starts always finishes: a commit is never cut short.
+    fn may_start(&self, op: &str) -> Result<(), Stop> {
+        let now = Instant::now();
+        let deadline_ms = self.deadline.duration_since(self.started).as_millis() as u64;
+        let left = self.deadline.saturating_duration_since(now);
+        if left.is_zero() {
+            return Err(Stop::Deadline {
+                deadline_ms,
+                op: op.to_string(),
+            });
+        }
+        match self.longest.get(op) {
+            Some(took) if *took > left => Err(Stop::WouldOverrun {
+                deadline_ms,
+                op: op.to_string(),
+                left_ms: left.as_millis(),
+                took_ms: took.as_millis(),
+            }),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Caps the guest's linear memory and remembers the peak and any refusal.
@@ -151,15 +192,22 @@ fn host_call(
     let name = read(&caller, memory, name_ptr, name_len)?;
     let name = String::from_utf8_lossy(&name).into_owned();
     let request = read(&caller, memory, request_ptr, request_len)?;
+    caller
+        .data()
+        .may_start(&name)
+        .map_err(wasmtime::Error::new)?;
 
     let started = Instant::now();
     let outcome = ops::dispatch(&caller.data().ctx, &name, Input::Body(&request));
-    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let took = started.elapsed();
+    let ms = took.as_secs_f64() * 1000.0;
     let answer = match &outcome {
         Ok(value) => json!({ "ok": value }),
         Err(err) => json!({ "error": { "code": err.code, "message": err.message } }),
     };
     let state = caller.data_mut();
+    let longest = state.longest.entry(name.clone()).or_default();
+    *longest = (*longest).max(took);
     if let Some(commit) = outcome
         .as_ref()
         .ok()

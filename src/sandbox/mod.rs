@@ -3,8 +3,9 @@
 //!
 //! One [`Engine`] and one compiled module per process, an [`InstancePre`],
 //! and a fresh [`Store`] per eval with every bound set: linear memory, wall
-//! clock (epoch deadline), CPU (fuel, which host calls do not spend), host
-//! calls and output bytes. The guest's imports are `mirai.call` and minimal
+//! clock (epoch deadline; host calls check it too, and one that could not
+//! finish by it does not start), CPU (fuel, which host calls do not spend),
+//! host calls and output bytes. The guest's imports are `mirai.call` and minimal
 //! WASI, both in [`host`]. `mirai.*` in JavaScript is generated per eval from
 //! [`crate::ops::TABLE`], so a new operation needs no change here.
 
@@ -158,6 +159,8 @@ impl Sandbox {
                 max_output: self.limits.max_output_bytes,
                 console: Vec::new(),
                 started,
+                deadline: started + Duration::from_millis(self.limits.timeout_ms),
+                longest: Default::default(),
             },
         );
         store.limiter(|state| &mut state.memory);
@@ -325,6 +328,7 @@ impl Sandbox {
             let code = match stop {
                 Stop::CallLimit(_) => ErrorCode::SandboxCallLimit,
                 Stop::OutputLimit(_) => ErrorCode::SandboxOutputLimit,
+                Stop::Deadline { .. } | Stop::WouldOverrun { .. } => ErrorCode::SandboxTimeout,
                 Stop::Exit(_) | Stop::BadMemory => ErrorCode::SandboxError,
             };
             return Error::new(code, stop.to_string());

@@ -1,0 +1,424 @@
+//! Requests built to make the server work hard, each at (or near) the 1 MiB body
+//! limit, against the release server over HTTP: the time of each (median of a few
+//! runs), the server's own `/health` round trip as the baseline, and the latency of
+//! a small `notes.write` sent while the hostile request runs (it waits for the
+//! writer lock whenever the hostile request holds it).
+//!
+//! cargo bench --bench hostile [-- FILTER] [--timeout SECONDS]
+//!
+//! Each case gets a fresh server and notes repository. A request that takes longer
+//! than the timeout (default 60 s) is reported as such and its server is killed, so
+//! it cannot slow the cases after it.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::{median_p95, Server};
+
+/// The default request body limit (MIRAI_MAX_BODY_BYTES).
+const LIMIT: usize = 1024 * 1024;
+/// Runs per case, unless one case's runs together pass [`CASE_SECONDS`].
+const RUNS: usize = 3;
+const CASE_SECONDS: f64 = 20.0;
+
+/// One hostile request: the notes it needs and what it sends.
+struct Case {
+    name: String,
+    /// (path, content) committed before the server sees the request.
+    notes: Vec<(String, String)>,
+    route: &'static str,
+    /// The bodies of successive runs (a rewrite alternates between two texts so
+    /// that every run really rewrites the note).
+    bodies: Vec<Value>,
+    /// The status the fixed server answers; reported when another comes back.
+    expect: u16,
+}
+
+/// Short distinct lines: `prefix` and the number in hex.
+fn lines(n: usize, prefix: &str) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i:x}")).collect()
+}
+
+fn text(lines: &[String]) -> String {
+    let mut out = lines.join("\n");
+    out.push('\n');
+    out
+}
+
+fn body_bytes(body: &Value) -> usize {
+    serde_json::to_vec(body).unwrap().len()
+}
+
+/// The largest `n` in `1..=max` for which `make(n)` stays within the body limit.
+fn fill<T>(max: usize, make: impl Fn(usize) -> (T, Value)) -> T {
+    let (mut lo, mut hi) = (1, max);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if body_bytes(&make(mid).1) <= LIMIT - 1024 {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    make(lo).0
+}
+
+/// A hunk whose n−1 context lines all match the note but one, against an n-line note.
+fn near_miss(n: usize, route: &'static str) -> (Case, Value) {
+    let note = lines(n, "");
+    let mut patch = format!(
+        "--- a/big.md\n+++ b/big.md\n@@ -2,{} +2,{} @@\n",
+        n - 1,
+        n - 1
+    );
+    for (i, line) in note.iter().enumerate().skip(1) {
+        if i == n / 2 {
+            patch.push_str(&format!("-{line}\n+changed\n"));
+        } else if i == n - 2 {
+            patch.push_str(" not in the note\n");
+        } else {
+            patch.push_str(&format!(" {line}\n"));
+        }
+    }
+    let body = json!({ "patch": patch });
+    let case = Case {
+        name: format!("{route}: near miss, {n} lines"),
+        notes: vec![("big.md".into(), text(&note))],
+        route,
+        bodies: vec![body.clone()],
+        expect: 409,
+    };
+    (case, body)
+}
+
+/// `hunks` one-line insertions spread over a `note_lines`-line note.
+fn tiny_hunks(note_lines: usize, hunks: usize) -> (Case, Value) {
+    let note: Vec<String> = (0..note_lines).map(|i| format!("{:x}", i % 256)).collect();
+    let step = note_lines / hunks;
+    let mut patch = String::from("--- a/big.md\n+++ b/big.md\n");
+    for h in 0..hunks {
+        let old = 2 + h * step;
+        patch.push_str(&format!(
+            "@@ -{old},1 +{},2 @@\n+n\n {}\n",
+            old + h,
+            note[old - 1]
+        ));
+    }
+    let body = json!({ "patch": patch });
+    let case = Case {
+        name: format!("patch.propose: {hunks} hunks, {note_lines}-line note"),
+        notes: vec![("big.md".into(), text(&note))],
+        route: "/mcp/patch/propose",
+        bodies: vec![body.clone()],
+        expect: 200,
+    };
+    (case, body)
+}
+
+/// notes.edit whose `old` (n lines) is not in the note (n lines), one word off.
+fn edit_missing(n: usize) -> (Case, Value) {
+    let note: Vec<String> = (0..n)
+        .map(|i| format!("line {i:x} of the long note, alpha beta gamma"))
+        .collect();
+    let mut old = note.clone();
+    old[n / 2] = "a line that is not there".into();
+    let body = json!({"path": "big.md", "edits": [{"old": text(&old), "new": "x"}]});
+    let case = Case {
+        name: format!("notes.edit: old not found, {n} lines"),
+        notes: vec![("big.md".into(), text(&note))],
+        route: "/mcp/notes/edit",
+        bodies: vec![body.clone()],
+        expect: 409,
+    };
+    (case, body)
+}
+
+/// notes.edit `{"old": "a"}` against one line of `n` a's.
+fn edit_many(n: usize) -> Case {
+    Case {
+        name: format!("notes.edit: old \"a\" in {n} a's"),
+        notes: vec![("big.md".into(), format!("{}\n", "a".repeat(n)))],
+        route: "/mcp/notes/edit",
+        bodies: vec![json!({"path": "big.md", "edits": [{"old": "a", "new": "b"}]})],
+        expect: 409,
+    }
+}
+
+/// notes.write replacing every one of `n` distinct lines.
+fn rewrite(n: usize) -> (Case, Value) {
+    let version = |v: usize| text(&lines(n, &format!("v{v} ")));
+    let bodies = vec![
+        json!({"path": "big.md", "content": version(1)}),
+        json!({"path": "big.md", "content": version(2)}),
+    ];
+    let probe = bodies[0].clone();
+    let case = Case {
+        name: format!("notes.write: rewrite {n} distinct lines"),
+        notes: vec![("big.md".into(), version(0))],
+        route: "/mcp/notes/write",
+        bodies,
+        expect: 200,
+    };
+    (case, probe)
+}
+
+/// patch.make against a one-line note with an `n`-line new text.
+fn grow(n: usize) -> (Case, Value) {
+    let body = json!({"path": "one.md", "content": text(&lines(n, ""))});
+    let case = Case {
+        name: format!("patch.make: 1 line to {n} lines"),
+        notes: vec![("one.md".into(), "one line\n".into())],
+        route: "/mcp/patch/make",
+        bodies: vec![body.clone()],
+        expect: 200,
+    };
+    (case, body)
+}
+
+/// A near miss where every line is alike, so every place matches for a long way.
+fn near_miss_alike(n: usize) -> (Case, Value) {
+    let mut patch = format!("--- a/a.md\n+++ b/a.md\n@@ -2,{} +2,{} @@\n", n - 1, n - 1);
+    for i in 1..n {
+        patch.push_str(match i {
+            i if i == n / 2 => "-a\n+b\n",
+            i if i == n - 2 => " b\n",
+            _ => " a\n",
+        });
+    }
+    let body = json!({ "patch": patch });
+    let case = Case {
+        name: format!("extra: apply near miss, {n} lines alike"),
+        notes: vec![("a.md".into(), "a\n".repeat(n))],
+        route: "/mcp/patch/apply",
+        bodies: vec![body.clone()],
+        expect: 409,
+    };
+    (case, body)
+}
+
+/// Hunks that all claim line 2 but whose lines are far down the note.
+fn far_hunks(note_lines: usize, hunks: usize) -> (Case, Value) {
+    let note = lines(note_lines, "");
+    let mut patch = String::from("--- a/big.md\n+++ b/big.md\n");
+    for h in 0..hunks {
+        let at = note_lines / 4 + h * 2;
+        patch.push_str(&format!(
+            "@@ -2,2 +2,2 @@\n-{}\n+x\n {}\n",
+            note[at],
+            note[at + 1]
+        ));
+    }
+    let body = json!({ "patch": patch });
+    let case = Case {
+        name: format!("extra: apply {hunks} hunks far from their lines"),
+        notes: vec![("big.md".into(), text(&note))],
+        route: "/mcp/patch/apply",
+        bodies: vec![body.clone()],
+        expect: 409,
+    };
+    (case, body)
+}
+
+/// patch.make between two texts of the same few short lines in random orders.
+fn shuffled(n: usize) -> (Case, Value) {
+    let random = |mut x: u64| -> String {
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ["a\n", "b\n", "c\n", "\n"][(x % 4) as usize]
+            })
+            .collect()
+    };
+    let body = json!({"path": "mix.md", "content": random(11)});
+    let case = Case {
+        name: format!("extra: patch.make, {n} lines of 4 kinds reordered"),
+        notes: vec![("mix.md".into(), random(7))],
+        route: "/mcp/patch/make",
+        bodies: vec![body.clone()],
+        expect: 200,
+    };
+    (case, body)
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        // The sizes the issue reports.
+        near_miss(100_000, "/mcp/patch/propose").0,
+        near_miss(100_000, "/mcp/patch/apply").0,
+        tiny_hunks(300_000, 20_000).0,
+        edit_missing(20_000).0,
+        edit_many(200_000),
+        rewrite(40_000).0,
+        grow(120_000).0,
+        // The same shapes grown to the body limit.
+        fill(400_000, |n| near_miss(n, "/mcp/patch/apply")),
+        fill(60_000, |h| tiny_hunks(LIMIT / 4, h)),
+        fill(100_000, edit_missing),
+        edit_many(LIMIT - 1),
+        fill(200_000, rewrite),
+        fill(400_000, grow),
+        // Shapes beyond the issue's: lines all alike, hunks all far off, few distinct lines.
+        fill(400_000, near_miss_alike),
+        fill(50_000, |h| far_hunks(150_000, h)),
+        fill(600_000, shuffled),
+    ]
+}
+
+fn git(root: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+enum Outcome {
+    Done { ms: f64, status: u16 },
+    TimedOut,
+}
+
+fn send(client: &reqwest::blocking::Client, url: &str, body: &Value) -> Outcome {
+    let started = Instant::now();
+    match client.post(url).json(body).send() {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let _ = response.bytes();
+            Outcome::Done {
+                ms: started.elapsed().as_secs_f64() * 1000.0,
+                status,
+            }
+        }
+        Err(_) => Outcome::TimedOut,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let timeout = args
+        .iter()
+        .position(|a| a == "--timeout")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(60);
+    // cargo passes `--bench` itself; the one other bare word is the filter.
+    let filter = args
+        .iter()
+        .enumerate()
+        .find(|(i, a)| !a.starts_with('-') && (*i == 0 || args[i - 1] != "--timeout"))
+        .map(|(_, a)| a.clone());
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(timeout))
+        .build()
+        .unwrap();
+
+    let mut baseline_done = false;
+    println!(
+        "{:<52} {:>12} {:>9} {:>6} {:>16}",
+        "case", "median ms", "body KiB", "status", "small write ms"
+    );
+    for case in cases() {
+        if filter
+            .as_ref()
+            .is_some_and(|f| !case.name.contains(f.as_str()))
+        {
+            continue;
+        }
+        let work = tempfile::tempdir().unwrap();
+        let root = work.path().join("notes");
+        let server = Server::start(&root);
+        if !baseline_done {
+            let mut health: Vec<f64> = (0..200).map(|_| server.health_ms()).collect();
+            let (median, p95) = median_p95(&mut health);
+            println!(
+                "{:<52} {median:>12.3}   (p95 {p95:.3} ms)",
+                "baseline: GET /health"
+            );
+            baseline_done = true;
+        }
+        for (path, content) in &case.notes {
+            std::fs::write(root.join(path), content).unwrap();
+        }
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-qm", "seed"]);
+        let url = format!("{}{}", server.url, case.route);
+
+        // First run: a small write goes in while the hostile request runs.
+        let small_url = format!("{}/mcp/notes/write", server.url);
+        let (first, small) = std::thread::scope(|scope| {
+            let hostile = scope.spawn(|| send(&client, &url, &case.bodies[0]));
+            std::thread::sleep(Duration::from_millis(100));
+            let small = send(
+                &client,
+                &small_url,
+                &json!({"path": "small.md", "content": "a small note\n"}),
+            );
+            (hostile.join().unwrap(), small)
+        });
+        let mut samples = Vec::new();
+        let mut statuses = Vec::new();
+        let mut timed_out = false;
+        let mut spent = 0.0;
+        for run in 0..RUNS {
+            let outcome = if run == 0 {
+                match &first {
+                    Outcome::Done { ms, status } => Outcome::Done {
+                        ms: *ms,
+                        status: *status,
+                    },
+                    Outcome::TimedOut => Outcome::TimedOut,
+                }
+            } else {
+                send(&client, &url, &case.bodies[run % case.bodies.len()])
+            };
+            match outcome {
+                Outcome::Done { ms, status } => {
+                    samples.push(ms);
+                    statuses.push(status);
+                    spent += ms / 1000.0;
+                }
+                Outcome::TimedOut => {
+                    timed_out = true;
+                    break;
+                }
+            }
+            if spent > CASE_SECONDS {
+                break;
+            }
+        }
+        let size = body_bytes(&case.bodies[0]) as f64 / 1024.0;
+        let small = match small {
+            Outcome::Done { ms, .. } => format!("{ms:.1}"),
+            Outcome::TimedOut => format!("> {timeout} s"),
+        };
+        let status = match statuses.first() {
+            Some(s) if *s == case.expect => s.to_string(),
+            Some(s) => format!("{s}!"),
+            None => "-".into(),
+        };
+        let median = if timed_out && samples.is_empty() {
+            format!("> {} s", timeout)
+        } else {
+            let (median, _) = median_p95(&mut samples);
+            format!("{median:.1}{}", if timed_out { " (+timeout)" } else { "" })
+        };
+        println!(
+            "{:<52} {median:>12} {size:>9.0} {status:>6} {small:>16}   (n={})",
+            case.name,
+            samples.len()
+        );
+        drop(server);
+    }
+}
