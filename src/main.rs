@@ -334,7 +334,10 @@ fn recover(ctx: &Context, config: &Config) {
         return;
     }
     if let Err(e) = ctx.writer() {
-        log::warn!("could not open the notes repository for writes: {}", e.message);
+        log::warn!(
+            "could not open the notes repository for writes: {}",
+            e.message
+        );
     }
 }
 

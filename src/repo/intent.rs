@@ -392,7 +392,9 @@ fn ref_lock_is_ours(path: &Path, meta: &fs::Metadata, intent: &Intent) -> bool {
     match intent.ref_lock {
         Some(recorded) if recorded == id => true,
         Some(recorded) if recorded.ino == id.ino => match &intent.commit {
-            Some(commit) => fs::read(path).is_ok_and(|bytes| bytes == format!("{commit}\n").as_bytes()),
+            Some(commit) => {
+                fs::read(path).is_ok_and(|bytes| bytes == format!("{commit}\n").as_bytes())
+            }
             None => false,
         },
         Some(_) => false,

@@ -535,14 +535,8 @@ fn write_and_commit_inner(
     author: &Author,
 ) -> Result<String> {
     let mut journal = repo.journal();
-    let result = write_and_commit_recorded(
-        repo,
-        &mut journal,
-        rel_path,
-        new_content,
-        message,
-        author,
-    );
+    let result =
+        write_and_commit_recorded(repo, &mut journal, rel_path, new_content, message, author);
     journal.idle();
     result
 }
