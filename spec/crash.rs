@@ -527,6 +527,13 @@ fn sigkill_during_writes_leaves_nothing_half_done() {
     for round in 0..=kills {
         let log = dir.path().join(format!("round-{round}.log"));
         let mirai = Arc::new(Mutex::new(Mirai::start(&root, &log)));
+        let ref_lock = root.join(".git/refs/heads/main.lock");
+        assert!(
+            !ref_lock.exists(),
+            "round {round}: the ref lock is left ({:?}); the log says: {}",
+            fs::metadata(&ref_lock).map(|m| (m.len(), m.mtime(), m.mtime_nsec())),
+            fs::read_to_string(&log).unwrap()
+        );
         check_after_restart(&root, &mut seen.lock().unwrap(), round);
         tally(&fs::read_to_string(&log).unwrap(), &mut counts);
         // The next write works at once.

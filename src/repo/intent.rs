@@ -47,6 +47,10 @@ const VERSION: u32 = 1;
 /// creates it a few microseconds after the record).
 const REF_LOCK_WINDOW_NS: u64 = 1_000_000_000;
 
+/// File times come from the kernel's coarse clock, up to a few ticks behind
+/// the clock the record's time is read from.
+const COARSE_CLOCK_SLACK_NS: u64 = 50_000_000;
+
 /// How far a commit has got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -402,8 +406,8 @@ fn ref_lock_is_ours(path: &Path, meta: &fs::Metadata, intent: &Intent) -> bool {
             let made = id.mtime_ns.max(0) as u64;
             intent.stage == Stage::Committing
                 && meta.len() == 0
-                && made >= intent.recorded_ns
-                && made - intent.recorded_ns <= REF_LOCK_WINDOW_NS
+                && made + COARSE_CLOCK_SLACK_NS >= intent.recorded_ns
+                && made <= intent.recorded_ns + REF_LOCK_WINDOW_NS
         }
     }
 }
