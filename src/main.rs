@@ -209,6 +209,9 @@ fn index(action: IndexAction) -> Result<(), Failure> {
     };
     let (config, notes) = open_notes(args)?;
     let ctx = Context::new(notes, &config);
+    if matches!(action, IndexAction::Rebuild(_)) {
+        recover(&ctx, &config);
+    }
     let started = Instant::now();
     let answer =
         ops::dispatch(&ctx, op, Input::Json(serde_json::json!({}))).map_err(Failure::operation)?;
@@ -263,6 +266,9 @@ fn eval(args: EvalArgs) -> Result<(), Failure> {
     };
     let (config, notes) = open_notes(&args.notes)?;
     let ctx = Context::new(notes, &config);
+    if !args.dry_run {
+        recover(&ctx, &config);
+    }
     let sandbox = start_sandbox(&config)?;
     let request = EvalRequest {
         code,
@@ -290,6 +296,7 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
     use std::io::{BufRead, Write};
     let (config, notes) = open_notes(&args)?;
     let ctx = Arc::new(Context::new(notes, &config));
+    recover(&ctx, &config);
     let sandbox = Arc::new(start_sandbox(&config)?);
     let mcp = Mcp::new(ctx.clone(), sandbox, config.mcp_max_result_bytes);
     let stdin = std::io::stdin();
@@ -315,6 +322,23 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
         log::warn!("could not write the index artifact: {e}");
     }
     Ok(())
+}
+
+/// The start-up hook of every command that writes: opening the repository for
+/// writes takes this process's intent file (`.mirai/intents/`), finishes what
+/// a killed mirai left half-done, frees its locks and sweeps its temp files
+/// (logged). A read_only deployment writes nothing, so it skips this; a
+/// failure is logged and the command goes on (writes then say what is wrong).
+fn recover(ctx: &Context, config: &Config) {
+    if config.policy == config::PolicyMode::ReadOnly {
+        return;
+    }
+    if let Err(e) = ctx.writer() {
+        log::warn!(
+            "could not open the notes repository for writes: {}",
+            e.message
+        );
+    }
 }
 
 /// Compiles (or loads from the cache) the guest module once for this process.
@@ -381,6 +405,7 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     );
 
     let ctx = Arc::new(Context::new(notes, &config));
+    recover(&ctx, &config);
     ctx.index.warm_up();
     ctx.index.watch(mirai::index::live::WATCH_EVERY);
     let agent = Arc::new(Agent::new(&config, sandbox.clone()));

@@ -200,6 +200,12 @@ impl Notes {
         })
     }
 
+    /// Removes mirai's stray temp files from the notes and `.mirai/` (see
+    /// [`Root::remove_temp_files`]); only when no other mirai is alive.
+    pub fn remove_temp_files(&self) -> usize {
+        self.handle.remove_temp_files()
+    }
+
     /// The folder of a note for one write, reached without symlinks; with
     /// `create`, missing folders are made.
     pub fn slot(&self, rel: &str, create: bool) -> Result<Slot> {

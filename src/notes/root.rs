@@ -366,6 +366,71 @@ impl Root {
     }
 }
 
+impl Root {
+    /// Removes mirai's stray temp files (only call this when no other mirai is
+    /// alive): `.mirai-<pid>-<n>.tmp` in the root and every real folder under it
+    /// (hidden folders are not entered), and the index artifact's
+    /// `.mirai/index.json.tmp-*`. Answers how many went.
+    pub fn remove_temp_files(&self) -> usize {
+        let mut folders = vec![String::new()];
+        self.walk(TEMP_SWEEP_LIMITS, |rel, file_type| {
+            if file_type.is_dir() {
+                folders.push(rel.to_string());
+            }
+        });
+        let mut removed = 0;
+        for folder in folders {
+            let parts: Vec<&str> = folder.split('/').filter(|p| !p.is_empty()).collect();
+            if let Ok(dir) = self.folder(&parts) {
+                removed += remove_matching(&dir, is_note_temp);
+            }
+        }
+        if let Ok(Some(state)) = self.state_dir(false) {
+            removed += remove_matching(&state, |name| name.starts_with("index.json.tmp-"));
+        }
+        removed
+    }
+}
+
+/// The sweep looks as deep and as far as listing does.
+const TEMP_SWEEP_LIMITS: WalkLimits = WalkLimits {
+    max_depth: 64,
+    max_entries: 1_000_000,
+};
+
+/// `.mirai-<pid>-<n>.tmp`, as [`Slot::write`] names its temp files.
+fn is_note_temp(name: &str) -> bool {
+    let Some(middle) = name
+        .strip_prefix(TEMP_PREFIX)
+        .and_then(|rest| rest.strip_suffix(".tmp"))
+    else {
+        return false;
+    };
+    let mut numbers = middle.split('-');
+    let digits = |part: Option<&str>| {
+        part.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    };
+    digits(numbers.next()) && digits(numbers.next()) && numbers.next().is_none()
+}
+
+/// Removes the regular files in `dir` whose names `matches`; answers how many.
+fn remove_matching(dir: &Dir, matches: impl Fn(&str) -> bool) -> usize {
+    let Ok(entries) = dir.entries() else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        if regular && matches(&name) && dir.remove_file(&name).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Bounds on one listing.
 #[derive(Debug, Clone, Copy)]
 pub struct WalkLimits {

@@ -22,15 +22,19 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use git2::build::TreeUpdateBuilder;
 use git2::{FileMode, Index, IndexEntry, IndexTime, Oid, Repository, Signature};
 
 use crate::error::{Error, Result};
 use crate::notes::{refused, Notes};
-use index_lock::{IndexLock, LOCK_WAIT};
+use index_lock::{held_error, IndexLock, LOCK_WAIT};
+use intent::{Journal, Recovery, Stage};
 
 mod index_lock;
+pub mod intent;
 
 /// Who a commit is by (author and committer alike).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +48,9 @@ pub struct Repo {
     git: Repository,
     /// The root handle every working-tree file is written through.
     notes: Notes,
+    /// This process's intent file, locked for the repository's life; held
+    /// for a whole write, so writes record their steps one at a time.
+    journal: Mutex<Journal>,
 }
 
 fn git_error(context: &str, e: git2::Error) -> Error {
@@ -63,7 +70,112 @@ impl Repo {
             ));
         }
         let notes = Notes::open(root)?;
-        Ok(Repo { git, notes })
+        let journal = Journal::open(&notes)?;
+        let repo = Repo {
+            git,
+            notes,
+            journal: Mutex::new(journal),
+        };
+        match repo.recover(true) {
+            Ok(done) if done != Recovery::default() => log::info!(
+                "recovery at start-up: {} dead mirai intent(s), {} lock(s) removed, {} write(s) \
+                 rolled forward, {} rolled back, {} temp file(s) removed, {} intent file(s) ignored",
+                done.dead,
+                done.locks_removed,
+                done.rolled_forward,
+                done.rolled_back,
+                done.temps_removed,
+                done.ignored
+            ),
+            Ok(_) => {}
+            Err(e) => log::warn!("recovery at start-up failed: {}", repo.scrub(e).message),
+        }
+        Ok(repo)
+    }
+
+    /// Finishes what dead mirai processes left (their intent files whose
+    /// `flock` is free): stale locks, half-done writes; with `sweep` and no
+    /// other mirai alive, stray temp files too. See [`intent`].
+    pub fn recover(&self, sweep: bool) -> Result<Recovery> {
+        intent::recover(self, &mut self.journal(), sweep)
+    }
+
+    fn journal(&self) -> MutexGuard<'_, Journal> {
+        // A panic mid-write leaves the record as it was; it still names our locks.
+        self.journal
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes `index.lock`; when it stays held for the whole wait, frees a dead
+    /// mirai's lock (finishing its write) and tries once more.
+    fn lock_index(&self, journal: &mut Journal) -> Result<IndexLock> {
+        if let Some(lock) = IndexLock::acquire(self.git.path(), LOCK_WAIT, journal)? {
+            return Ok(lock);
+        }
+        match intent::recover(self, journal, false) {
+            Ok(done) if done.locks_removed > 0 => {
+                if let Some(lock) = IndexLock::acquire(self.git.path(), Duration::ZERO, journal)? {
+                    return Ok(lock);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => log::warn!("recovery after a lock wait failed: {}", e.message),
+        }
+        Err(held_error(LOCK_WAIT))
+    }
+
+    /// After a dead mirai's commit reached the branch: puts the note's index
+    /// entry from `index_before` (as that write found it) to `after`, holding
+    /// `index.lock`. `false`: nothing to do (already right, or someone has
+    /// staged something else there since, which stays).
+    fn roll_index_forward(
+        &self,
+        journal: &mut Journal,
+        rel_path: &str,
+        index_before: Option<Oid>,
+        after: Option<Oid>,
+        work: Option<&[u8]>,
+    ) -> Result<bool> {
+        let Some(lock) = IndexLock::acquire(self.git.path(), LOCK_WAIT, journal)? else {
+            return Err(held_error(LOCK_WAIT));
+        };
+        let index = lock.read()?;
+        let current = index.get_path(Path::new(rel_path), 0).map(|entry| entry.id);
+        if current == after || current != index_before {
+            journal.idle();
+            return Ok(false);
+        }
+        let new_entry = match after {
+            Some(id) => {
+                let matches = work
+                    .map(|bytes| Oid::hash_object(git2::ObjectType::Blob, bytes))
+                    .transpose()
+                    .map_err(|e| git_error("cannot hash a note", e))?
+                    == Some(id);
+                let meta = match self.notes.existing_slot(rel_path)? {
+                    Some(slot) if matches => slot.stat().ok(),
+                    _ => None,
+                };
+                Some(match meta {
+                    Some(meta) => index_entry(rel_path, id, &meta),
+                    // Not mirai's bytes on disk (edited since): git re-reads the file.
+                    None => unstatted_entry(rel_path, id),
+                })
+            }
+            None => None,
+        };
+        let others = index
+            .iter()
+            .filter(|entry| entry.path != rel_path.as_bytes());
+        let mut entries: Vec<IndexEntry> = others.chain(new_entry).collect();
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        let staged = lock.stage(index.version(), entries.into_iter(), |id| {
+            journal.record(|intent| intent.index_lock.push(id))
+        });
+        let committed = staged.and_then(|()| lock.commit());
+        journal.idle();
+        committed.map(|()| true)
     }
 
     /// The commit HEAD points at, or `None` on an unborn branch.
@@ -108,8 +220,10 @@ impl Repo {
     /// index waits in `index.lock` while HEAD moves by compare-and-swap, and
     /// replaces the index only once HEAD has moved; a failure on the way
     /// leaves HEAD and the index as they were.
+    #[allow(clippy::too_many_arguments)]
     fn commit_locked(
         &self,
+        journal: &mut Journal,
         lock: IndexLock,
         index: &Index,
         rel_path: &str,
@@ -166,30 +280,70 @@ impl Repo {
             .filter(|entry| entry.path != rel_path.as_bytes());
         let mut entries: Vec<IndexEntry> = others.chain(new_entry).collect();
         entries.sort_by(|a, b| a.path.cmp(&b.path));
-        lock.stage(index.version(), entries.into_iter())?;
+        lock.stage(index.version(), entries.into_iter(), |id| {
+            journal.record(|intent| {
+                intent.stage = Stage::Committing;
+                intent.commit = Some(commit_id.to_string());
+                intent.index_lock.push(id);
+            })
+        })?;
 
         let subject = message.lines().next().unwrap_or("");
         let log = match parent_id {
             Some(_) => format!("commit: {subject}"),
             None => format!("commit (initial): {subject}"),
         };
-        let moved = match parent_id {
-            Some(old) => git.reference_matching(&reference, commit_id, true, old, &log),
-            None => git.reference(&reference, commit_id, false, &log),
-        };
-        if let Err(e) = moved {
-            // Dropping the lock discards the staged index: nothing changed.
-            return Err(Error::git(format!(
-                "cannot move {reference} to the new commit (did another process commit                  meanwhile?): {}",
-                e.message()
-            )));
-        }
+        self.move_reference(journal, &reference, parent_id, commit_id, author, &log)?;
         if let Err(e) = lock.commit() {
             // HEAD has the commit; only git's index is behind (a later write or
             // `git status` shows it). The commit is not taken back.
             log::warn!("committed {rel_path} but could not replace the index: {e}");
         }
         Ok(commit_id.to_string())
+    }
+
+    /// Moves `reference` from `parent` to `commit` by compare-and-swap under
+    /// its own lock (a libgit2 transaction, so the lock file's identity can be
+    /// recorded while it is held); the reflog is written as git writes it.
+    fn move_reference(
+        &self,
+        journal: &mut Journal,
+        reference: &str,
+        parent: Option<Oid>,
+        commit: Oid,
+        author: &Author,
+        log: &str,
+    ) -> Result<()> {
+        let git = &self.git;
+        let cannot = |e: git2::Error| {
+            Error::git(format!(
+                "cannot move {reference} to the new commit (is another git process updating it?): {}",
+                e.message()
+            ))
+        };
+        let mut transaction = git.transaction().map_err(cannot)?;
+        transaction.lock_ref(reference).map_err(cannot)?;
+        if let Ok(meta) = std::fs::symlink_metadata(git.path().join(format!("{reference}.lock"))) {
+            journal.record(|intent| intent.ref_lock = Some(intent::FileId::of(&meta)))?;
+        }
+        let now = match git.refname_to_id(reference) {
+            Ok(id) => Some(id),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => None,
+            Err(e) => return Err(cannot(e)),
+        };
+        if now != parent {
+            // Dropping the transaction releases the ref lock; nothing moved.
+            return Err(Error::git(format!(
+                "cannot move {reference} to the new commit: another process committed meanwhile; \
+                 nothing was changed: retry"
+            )));
+        }
+        let sig = Signature::now(&author.name, &author.email)
+            .map_err(|e| git_error("cannot sign the reflog entry", e))?;
+        transaction
+            .set_target(reference, commit, Some(&sig), log)
+            .and_then(|()| transaction.commit())
+            .map_err(cannot)
     }
 
     /// Whether `rel_path` holds changes that are not in HEAD: a staged entry
@@ -327,6 +481,25 @@ fn index_entry(rel_path: &str, id: Oid, meta: &std::fs::Metadata) -> IndexEntry 
     }
 }
 
+/// An index entry with no stat data: git compares the file's bytes next time.
+fn unstatted_entry(rel_path: &str, id: Oid) -> IndexEntry {
+    let zero = IndexTime::new(0, 0);
+    IndexEntry {
+        ctime: zero,
+        mtime: zero,
+        dev: 0,
+        ino: 0,
+        mode: 0o100644,
+        uid: 0,
+        gid: 0,
+        file_size: 0,
+        id,
+        flags: rel_path.len().min(0xfff) as u16,
+        flags_extended: 0,
+        path: rel_path.as_bytes().to_vec(),
+    }
+}
+
 fn file_mode(mode: u32) -> FileMode {
     match mode {
         0o100755 => FileMode::BlobExecutable,
@@ -400,7 +573,27 @@ fn write_and_commit_inner(
     message: &str,
     author: &Author,
 ) -> Result<String> {
-    let lock = IndexLock::acquire(repo.git.path(), LOCK_WAIT)?;
+    let mut journal = repo.journal();
+    let result =
+        write_and_commit_recorded(repo, &mut journal, rel_path, new_content, message, author);
+    journal.idle();
+    result
+}
+
+/// The blob id git gives `bytes`.
+fn blob_id(bytes: &[u8]) -> Result<Oid> {
+    Oid::hash_object(git2::ObjectType::Blob, bytes).map_err(|e| git_error("cannot hash a note", e))
+}
+
+fn write_and_commit_recorded(
+    repo: &Repo,
+    journal: &mut Journal,
+    rel_path: &str,
+    new_content: Option<&str>,
+    message: &str,
+    author: &Author,
+) -> Result<String> {
+    let lock = repo.lock_index(journal)?;
     let index = lock.read()?;
     let slot = repo.notes.slot(rel_path, new_content.is_some())?;
     let before = match slot.read() {
@@ -413,9 +606,26 @@ fn write_and_commit_inner(
     if repo.has_uncommitted(&index, rel_path, before.as_deref())? {
         slot.remove_created_folders();
         return Err(Error::conflict(format!(
-            "{rel_path} has uncommitted changes in the working tree or the index; commit or              discard them first (mirai never commits or overwrites someone else's work; an \
+            "{rel_path} has uncommitted changes in the working tree or the index; commit or \
+             discard them first (mirai never commits or overwrites someone else's work; an \
              operator may set MIRAI_DIRTY_NOTES=snapshot to commit such edits first)"
         )));
+    }
+    // What a restart needs to finish or undo this write, recorded before the note changes.
+    let before_id = before.as_deref().map(blob_id).transpose()?;
+    let after_id = new_content.map(|c| blob_id(c.as_bytes())).transpose()?;
+    let (reference, parent) = repo.head_target()?;
+    if let Err(e) = journal.record(|intent| {
+        intent.stage = Stage::Writing;
+        intent.note = Some(rel_path.to_string());
+        intent.before = before_id.map(|id| id.to_string());
+        intent.after = after_id.map(|id| id.to_string());
+        intent.index_before = intent.before.clone();
+        intent.parent = parent.map(|id| id.to_string());
+        intent.reference = Some(reference);
+    }) {
+        slot.remove_created_folders();
+        return Err(e);
     }
     let written = match new_content {
         Some(content) => match slot.write(content.as_bytes()) {
@@ -431,7 +641,7 @@ fn write_and_commit_inner(
         }
     };
     let staged = written.as_ref().map(|(bytes, meta)| (*bytes, meta));
-    match repo.commit_locked(lock, &index, rel_path, staged, message, author) {
+    match repo.commit_locked(journal, lock, &index, rel_path, staged, message, author) {
         Ok(sha) => Ok(sha),
         Err(mut e) => {
             let restored = slot.restore(before.as_deref());
@@ -454,7 +664,19 @@ pub fn snapshot(repo: &Repo, rel_path: &str, author: &Author) -> Result<Option<S
 }
 
 fn snapshot_inner(repo: &Repo, rel_path: &str, author: &Author) -> Result<Option<String>> {
-    let lock = IndexLock::acquire(repo.git.path(), LOCK_WAIT)?;
+    let mut journal = repo.journal();
+    let result = snapshot_recorded(repo, &mut journal, rel_path, author);
+    journal.idle();
+    result
+}
+
+fn snapshot_recorded(
+    repo: &Repo,
+    journal: &mut Journal,
+    rel_path: &str,
+    author: &Author,
+) -> Result<Option<String>> {
+    let lock = repo.lock_index(journal)?;
     let index = lock.read()?;
     let slot = repo.notes.existing_slot(rel_path)?;
     let (work, meta) = match &slot {
@@ -471,9 +693,24 @@ fn snapshot_inner(repo: &Repo, rel_path: &str, author: &Author) -> Result<Option
     if !repo.has_uncommitted(&index, rel_path, work.as_deref())? {
         return Ok(None);
     }
+    // Nothing is written to the note: a restart never rolls a snapshot back
+    // (before = after), only puts the index entry right if the commit landed.
+    let work_id = work.as_deref().map(blob_id).transpose()?;
+    let (reference, parent) = repo.head_target()?;
+    journal.record(|intent| {
+        intent.stage = Stage::Writing;
+        intent.note = Some(rel_path.to_string());
+        intent.before = work_id.map(|id| id.to_string());
+        intent.after = intent.before.clone();
+        intent.index_before = index
+            .get_path(Path::new(rel_path), 0)
+            .map(|entry| entry.id.to_string());
+        intent.parent = parent.map(|id| id.to_string());
+        intent.reference = Some(reference);
+    })?;
     let message = format!("mirai: snapshot of uncommitted edits to {rel_path}\n");
     let staged = work.as_deref().zip(meta.as_ref());
-    repo.commit_locked(lock, &index, rel_path, staged, &message, author)
+    repo.commit_locked(journal, lock, &index, rel_path, staged, &message, author)
         .map(Some)
 }
 
@@ -512,6 +749,8 @@ mod tests {
     fn new_repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         git(dir.path(), &["init", "-q", "-b", "main"]);
+        // As `serve` prepares a root: mirai's own state is never a change.
+        crate::bootstrap::exclude_mirai_folder(&dir.path().join(".git")).unwrap();
         dir
     }
 

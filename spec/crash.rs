@@ -1,0 +1,639 @@
+//! Crashes and restarts, against the real `mirai serve` binary: a dead mirai's
+//! intent file frees its locks and has its half-done write rolled forward or
+//! back at start-up; locks without an intent of ours, and those of a live
+//! process, are left alone; stray temp files are swept; malformed and
+//! git-tracked intent files are ignored. Last, a harness kills the server with
+//! SIGKILL in the middle of a loop of writes (`MIRAI_CRASH_KILLS`, 10 by
+//! default) and checks every invariant after each restart.
+
+mod common;
+
+use std::collections::HashMap;
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{git, mirai_cli, Answer};
+use reqwest::blocking::Client;
+use serde_json::{json, Value};
+
+/// A `mirai serve` process on a loopback port, killed when dropped.
+struct Mirai {
+    child: Child,
+    url: String,
+    client: Client,
+}
+
+impl Mirai {
+    fn start(root: &Path, log: &Path) -> Mirai {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = mirai_cli()
+            .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
+            .arg("--notes-root")
+            .arg(root)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(log).unwrap())
+            .spawn()
+            .expect("mirai starts");
+        let client = Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let mut mirai = Mirai {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            client,
+        };
+        let started = Instant::now();
+        loop {
+            if let Ok(response) = mirai.client.get(format!("{}/health", mirai.url)).send() {
+                if response.status().is_success() {
+                    return mirai;
+                }
+            }
+            if let Some(status) = mirai.child.try_wait().unwrap() {
+                panic!(
+                    "mirai exited ({status}): {}",
+                    fs::read_to_string(log).unwrap()
+                );
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "mirai never answered"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn write(&self, path: &str, content: &str) -> reqwest::Result<Answer> {
+        let request = self
+            .client
+            .post(format!("{}/mcp/notes/write", self.url))
+            .json(&json!({"path": path, "content": content}));
+        let response = request.send()?;
+        let status = response.status().as_u16();
+        let body = response.json::<Value>()?;
+        Ok(Answer { status, body })
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Mirai {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A repository as a person has it: notes committed, `.mirai/` excluded.
+fn seeded(notes: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("notes");
+    fs::create_dir(&root).unwrap();
+    git(&root, &["init", "-q", "-b", "main"]);
+    fs::write(root.join(".git/info/exclude"), ".mirai/\n").unwrap();
+    for (path, content) in notes {
+        let file = root.join(path);
+        fs::create_dir_all(file.parent().unwrap()).unwrap();
+        fs::write(file, content).unwrap();
+    }
+    git(&root, &["add", "-A"]);
+    person_commit(&root, "seed");
+    (dir, root)
+}
+
+fn person_commit(root: &Path, message: &str) {
+    git(
+        root,
+        &[
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@p",
+            "commit",
+            "-qm",
+            message,
+        ],
+    );
+}
+
+fn blob(root: &Path, content: &str) -> String {
+    let mut child = Command::new("git")
+        .args(["hash-object", "-w", "--stdin"])
+        .current_dir(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(content.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A lock file's identity as mirai records it.
+fn file_id(path: &Path) -> Value {
+    let meta = fs::metadata(path).unwrap();
+    json!({"ino": meta.ino(), "mtime_ns": meta.mtime() * 1_000_000_000 + meta.mtime_nsec()})
+}
+
+/// An intent record as a dead mirai (pid 999999) would have left it.
+fn intent(fields: Value) -> Value {
+    let mut record = json!({
+        "version": 1, "pid": 999999, "stage": "idle", "note": null, "before": null,
+        "after": null, "index_before": null, "parent": null, "reference": null,
+        "commit": null, "index_lock": [], "ref_lock": null, "recorded_ns": 0
+    });
+    for (key, value) in fields.as_object().unwrap() {
+        record[key] = value.clone();
+    }
+    record
+}
+
+fn put_intent(root: &Path, name: &str, record: &Value) -> PathBuf {
+    let dir = root.join(".mirai/intents");
+    fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    fs::write(&path, serde_json::to_vec(record).unwrap()).unwrap();
+    path
+}
+
+fn hold_lock(root: &Path) -> PathBuf {
+    let lock = root.join(".git/index.lock");
+    fs::write(&lock, "").unwrap();
+    lock
+}
+
+fn status(root: &Path) -> String {
+    git(root, &["status", "--porcelain"])
+}
+
+fn head(root: &Path) -> String {
+    git(root, &["rev-parse", "HEAD"]).trim().to_string()
+}
+
+fn assert_fsck_clean(root: &Path) {
+    git(root, &["fsck", "--strict", "--no-progress"]);
+}
+
+/// mirai's temp files anywhere under the root (notes, .mirai/, .git/).
+fn temp_files(root: &Path) -> Vec<String> {
+    walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.file_type().is_file())
+        .map(|entry| {
+            entry
+                .path()
+                .strip_prefix(root)
+                .unwrap()
+                .display()
+                .to_string()
+        })
+        .filter(|rel| {
+            let name = rel.rsplit('/').next().unwrap();
+            (name.starts_with(".mirai-") && name.ends_with(".tmp"))
+                || (name.starts_with("mirai-index-") && name.ends_with(".tmp"))
+                || name.starts_with("index.json.tmp-")
+                || name.contains(".json.tmp-")
+        })
+        .collect()
+}
+
+fn intent_files(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(root.join(".mirai/intents"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+fn log_of(dir: &Path) -> PathBuf {
+    dir.join("mirai.log")
+}
+
+#[test]
+fn a_dead_mirais_index_and_ref_locks_are_removed_at_start_up_and_writes_work() {
+    let (dir, root) = seeded(&[("a.md", "alpha\n")]);
+    let lock = hold_lock(&root);
+    let ref_lock = root.join(".git/refs/heads/main.lock");
+    fs::write(&ref_lock, "").unwrap();
+    put_intent(
+        &root,
+        "999999-dead.json",
+        &intent(json!({
+            "stage": "committing", "reference": "refs/heads/main",
+            "index_lock": [file_id(&lock)], "ref_lock": file_id(&ref_lock)
+        })),
+    );
+    let before = head(&root);
+
+    let mirai = Mirai::start(&root, &log_of(dir.path()));
+    assert!(!lock.exists(), "index.lock is removed");
+    assert!(!ref_lock.exists(), "the ref lock is removed");
+    assert!(!intent_files(&root).contains(&"999999-dead.json".to_string()));
+    let log = fs::read_to_string(log_of(dir.path())).unwrap();
+    assert!(log.contains("removed .git/index.lock"), "{log}");
+    assert!(log.contains("removed .git/refs/heads/main.lock"), "{log}");
+
+    let answer = mirai.write("a.md", "alpha 2\n").unwrap();
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(git(&root, &["rev-parse", "HEAD~1"]).trim(), before);
+    assert_eq!(git(&root, &["show", "HEAD:a.md"]), "alpha 2\n");
+    assert_eq!(status(&root), "");
+    assert_fsck_clean(&root);
+}
+
+#[test]
+fn a_stale_lock_without_an_intent_of_ours_is_left_alone() {
+    let (dir, root) = seeded(&[("a.md", "alpha\n")]);
+    let lock = hold_lock(&root);
+    // A dead mirai's record that names another file (the inode changed since).
+    fs::write(root.join(".git/other"), "").unwrap();
+    put_intent(
+        &root,
+        "999999-dead.json",
+        &intent(json!({"stage": "locking", "index_lock": [file_id(&root.join(".git/other"))]})),
+    );
+    let before = head(&root);
+
+    let mirai = Mirai::start(&root, &log_of(dir.path()));
+    assert!(lock.exists(), "a lock mirai cannot prove its own stays");
+    let answer = mirai.write("a.md", "alpha 2\n").unwrap();
+    answer.assert_error(500, "git_error");
+    assert!(
+        answer.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("retry"),
+        "{answer:?}"
+    );
+    assert!(lock.exists());
+    assert_eq!(head(&root), before);
+    assert_eq!(fs::read_to_string(root.join("a.md")).unwrap(), "alpha\n");
+}
+
+#[test]
+fn a_live_processs_lock_and_temp_files_are_never_removed() {
+    let (dir, root) = seeded(&[("a.md", "alpha\n")]);
+    let lock = hold_lock(&root);
+    let temp = root.join(".mirai-4242-0.tmp");
+    fs::write(&temp, "half a note").unwrap();
+    let path = put_intent(
+        &root,
+        "4242-live.json",
+        &intent(json!({"stage": "writing", "index_lock": [file_id(&lock)]})),
+    );
+    // This test process is the live mirai: it holds the record's flock.
+    let held = fs::File::open(&path).unwrap();
+    held.lock().unwrap();
+
+    let mut mirai = Mirai::start(&root, &log_of(dir.path()));
+    assert!(lock.exists(), "a live process's lock stays");
+    assert!(temp.exists(), "no sweep while another mirai lives");
+    assert!(path.exists());
+    let answer = mirai.write("a.md", "alpha 2\n").unwrap();
+    answer.assert_error(500, "git_error");
+    assert!(lock.exists());
+    mirai.kill();
+
+    // Once it is dead, the next start frees the lock and sweeps.
+    drop(held);
+    let mirai = Mirai::start(&root, &log_of(dir.path()));
+    assert!(!lock.exists());
+    assert!(!temp.exists());
+    assert_eq!(mirai.write("a.md", "alpha 2\n").unwrap().status, 200);
+    assert_eq!(status(&root), "");
+}
+
+#[test]
+fn a_half_done_write_is_rolled_back_but_a_persons_edit_is_never_taken_for_it() {
+    let (dir, root) = seeded(&[("a.md", "old a\n"), ("b.md", "old b\n")]);
+    let parent = head(&root);
+    let lock = hold_lock(&root);
+    // a.md: mirai's new bytes renamed into place, no commit.
+    fs::write(root.join("a.md"), "new a\n").unwrap();
+    put_intent(
+        &root,
+        "999998-a.json",
+        &intent(json!({
+            "stage": "writing", "note": "a.md", "before": blob(&root, "old a\n"),
+            "after": blob(&root, "new a\n"), "index_before": blob(&root, "old a\n"),
+            "parent": parent, "reference": "refs/heads/main", "index_lock": [file_id(&lock)]
+        })),
+    );
+    // b.md: the dead mirai meant to write "new b", but a person's edit is there.
+    fs::write(root.join("b.md"), "the person's b\n").unwrap();
+    put_intent(
+        &root,
+        "999999-b.json",
+        &intent(json!({
+            "stage": "writing", "note": "b.md", "before": blob(&root, "old b\n"),
+            "after": blob(&root, "new b\n"), "index_before": blob(&root, "old b\n"),
+            "parent": parent, "reference": "refs/heads/main"
+        })),
+    );
+
+    let mirai = Mirai::start(&root, &log_of(dir.path()));
+    assert_eq!(fs::read_to_string(root.join("a.md")).unwrap(), "old a\n");
+    assert_eq!(
+        fs::read_to_string(root.join("b.md")).unwrap(),
+        "the person's b\n"
+    );
+    assert!(!lock.exists());
+    assert_eq!(head(&root), parent);
+    assert_eq!(status(&root), " M b.md\n");
+    let log = fs::read_to_string(log_of(dir.path())).unwrap();
+    assert!(log.contains("rolled back a.md"), "{log}");
+    assert!(
+        log.contains("b.md holds bytes mirai did not write"),
+        "{log}"
+    );
+    assert_eq!(mirai.write("a.md", "a again\n").unwrap().status, 200);
+    assert_fsck_clean(&root);
+}
+
+#[test]
+fn a_half_done_write_whose_commit_landed_is_rolled_forward() {
+    let (dir, root) = seeded(&[("a.md", "old a\n"), ("b.md", "b\n")]);
+    let parent = head(&root);
+    let old = blob(&root, "old a\n");
+    let new = blob(&root, "new a\n");
+    // The commit is on the branch and the note on disk; git's index still has the old blob.
+    fs::write(root.join("a.md"), "new a\n").unwrap();
+    let scratch = dir.path().join("scratch-index");
+    let with_env = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .env("GIT_INDEX_FILE", &scratch)
+            .env("GIT_AUTHOR_NAME", "mirai")
+            .env("GIT_AUTHOR_EMAIL", "m@m")
+            .env("GIT_COMMITTER_NAME", "mirai")
+            .env("GIT_COMMITTER_EMAIL", "m@m")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    with_env(&["read-tree", "HEAD"]);
+    with_env(&["update-index", "--cacheinfo", &format!("100644,{new},a.md")]);
+    let tree = with_env(&["write-tree"]);
+    let commit = with_env(&[
+        "commit-tree",
+        &tree,
+        "-p",
+        &parent,
+        "-m",
+        "mcp.patch_apply: a.md",
+    ]);
+    git(&root, &["update-ref", "refs/heads/main", &commit]);
+    assert_eq!(status(&root), "MM a.md\n", "the index is behind HEAD");
+    put_intent(
+        &root,
+        "999999-a.json",
+        &intent(json!({
+            "stage": "committing", "note": "a.md", "before": old, "after": new,
+            "index_before": old, "parent": parent, "reference": "refs/heads/main",
+            "commit": commit
+        })),
+    );
+
+    let mirai = Mirai::start(&root, &log_of(dir.path()));
+    assert_eq!(head(&root), commit);
+    assert_eq!(status(&root), "");
+    assert!(git(&root, &["ls-files", "-s", "a.md"]).contains(&new));
+    assert_eq!(fs::read_to_string(root.join("a.md")).unwrap(), "new a\n");
+    let log = fs::read_to_string(log_of(dir.path())).unwrap();
+    assert!(log.contains("rolled forward a.md"), "{log}");
+    assert_eq!(mirai.write("b.md", "b 2\n").unwrap().status, 200);
+    assert_eq!(status(&root), "");
+    assert_fsck_clean(&root);
+}
+
+#[test]
+fn stray_temp_files_are_swept_at_start_up() {
+    let (dir, root) = seeded(&[("a.md", "alpha\n"), ("sub/b.md", "beta\n")]);
+    let strays = [
+        ".mirai-123-4.tmp",
+        "sub/.mirai-123-5.tmp",
+        ".mirai/index.json.tmp-123-99-ThreadId(7)",
+        ".git/mirai-index-123-6.tmp",
+    ];
+    fs::create_dir_all(root.join(".mirai")).unwrap();
+    for stray in strays {
+        fs::write(root.join(stray), "half").unwrap();
+    }
+    // Names that only look similar are not mirai's.
+    fs::write(root.join(".mirai-notes.tmp"), "keep").unwrap();
+    fs::write(root.join("sub/mirai-1-2.tmp"), "keep").unwrap();
+
+    let _mirai = Mirai::start(&root, &log_of(dir.path()));
+    for stray in strays {
+        assert!(!root.join(stray).exists(), "{stray} is swept");
+    }
+    assert!(root.join(".mirai-notes.tmp").exists());
+    assert!(root.join("sub/mirai-1-2.tmp").exists());
+}
+
+#[test]
+fn malformed_and_git_tracked_intent_files_are_ignored() {
+    let (dir, root) = seeded(&[("a.md", "alpha\n")]);
+    let lock = hold_lock(&root);
+    let malformed = put_intent(&root, "1-bad.json", &json!({"stage": "locking"}));
+    let garbage = root.join(".mirai/intents/2-garbage.json");
+    fs::write(&garbage, "not json").unwrap();
+    let record = intent(json!({"stage": "locking", "index_lock": [file_id(&lock)]}));
+    let tracked = put_intent(&root, "3-tracked.json", &record);
+    fs::remove_file(&lock).unwrap(); // git add needs the lock; it comes back below
+    git(&root, &["add", "-f", ".mirai/intents/3-tracked.json"]);
+    person_commit(&root, "a record someone pushed");
+    let lock = hold_lock(&root);
+    let record = intent(json!({"stage": "locking", "index_lock": [file_id(&lock)]}));
+    fs::write(&tracked, serde_json::to_vec(&record).unwrap()).unwrap();
+
+    let mirai = Mirai::start(&root, &log_of(dir.path()));
+    assert!(lock.exists(), "a tracked record frees nothing");
+    assert!(malformed.exists() && garbage.exists() && tracked.exists());
+    mirai
+        .write("a.md", "x\n")
+        .unwrap()
+        .assert_error(500, "git_error");
+    let log = fs::read_to_string(log_of(dir.path())).unwrap();
+    assert!(
+        log.contains("3-tracked.json: it is tracked by git"),
+        "{log}"
+    );
+    assert!(
+        log.contains("1-bad.json: it is not a mirai intent record"),
+        "{log}"
+    );
+}
+
+/// What the writer thread saw: answered writes and the one in flight.
+#[derive(Default)]
+struct Seen {
+    last: HashMap<String, String>,
+    acked_commits: Vec<String>,
+    in_flight: Option<(String, String)>,
+}
+
+#[derive(Default, Debug)]
+struct Counts {
+    rolled_forward: usize,
+    rolled_back: usize,
+    locks_removed: usize,
+    temps_swept: usize,
+    acked: usize,
+}
+
+const NOTES: [&str; 3] = ["n0.md", "sub/n1.md", "n2.md"];
+
+#[test]
+fn sigkill_during_writes_leaves_nothing_half_done() {
+    let kills: usize = std::env::var("MIRAI_CRASH_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let (dir, root) = seeded(&[("n0.md", "0\n"), ("sub/n1.md", "1\n"), ("n2.md", "2\n")]);
+    let mut seen = Seen::default();
+    for (path, content) in [("n0.md", "0\n"), ("sub/n1.md", "1\n"), ("n2.md", "2\n")] {
+        seen.last.insert(path.to_string(), content.to_string());
+    }
+    let seen = Arc::new(Mutex::new(seen));
+    let mut counts = Counts::default();
+    let started = Instant::now();
+    for round in 0..=kills {
+        let log = dir.path().join(format!("round-{round}.log"));
+        let mirai = Arc::new(Mutex::new(Mirai::start(&root, &log)));
+        let ref_lock = root.join(".git/refs/heads/main.lock");
+        assert!(
+            !ref_lock.exists(),
+            "round {round}: the ref lock is left ({:?}); the log says: {}",
+            fs::metadata(&ref_lock).map(|m| (m.len(), m.mtime(), m.mtime_nsec())),
+            fs::read_to_string(&log).unwrap()
+        );
+        check_after_restart(&root, &mut seen.lock().unwrap(), round);
+        tally(&fs::read_to_string(&log).unwrap(), &mut counts);
+        // The next write works at once.
+        let probe = format!("probe {round}\n");
+        let answer = mirai.lock().unwrap().write("n2.md", &probe).unwrap();
+        assert_eq!(answer.status, 200, "round {round}: {answer:?}");
+        record_ack(&seen, "n2.md", &probe, &answer);
+        if round == kills {
+            break;
+        }
+        let writer = {
+            let (seen, mirai) = (seen.clone(), mirai.clone());
+            let client_side = mirai.lock().unwrap().client.clone();
+            let url = mirai.lock().unwrap().url.clone();
+            std::thread::spawn(move || {
+                for i in 0.. {
+                    let path = NOTES[i % NOTES.len()];
+                    let content = format!("round {round} write {i}\n{}\n", "x".repeat(i % 4096));
+                    seen.lock().unwrap().in_flight = Some((path.to_string(), content.clone()));
+                    let sent = client_side
+                        .post(format!("{url}/mcp/notes/write"))
+                        .json(&json!({"path": path, "content": content}))
+                        .send();
+                    let Ok(response) = sent else { return };
+                    let status = response.status().as_u16();
+                    let Ok(body) = response.json::<Value>() else {
+                        return;
+                    };
+                    assert_eq!(status, 200, "{body}");
+                    record_ack(&seen, path, &content, &Answer { status, body });
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(fastrand::u64(5..250)));
+        let mut guard = mirai.lock().unwrap();
+        guard.kill();
+        drop(guard);
+        writer
+            .join()
+            .expect("the writer saw only 200s until the kill");
+    }
+    counts.acked = seen.lock().unwrap().acked_commits.len();
+    eprintln!(
+        "crash harness: {kills} kills in {:.1} s, {} writes acknowledged; restarts that rolled \
+         forward: {}, rolled back: {}, removed locks: {}, swept temp files: {}",
+        started.elapsed().as_secs_f64(),
+        counts.acked,
+        counts.rolled_forward,
+        counts.rolled_back,
+        counts.locks_removed,
+        counts.temps_swept
+    );
+}
+
+fn record_ack(seen: &Arc<Mutex<Seen>>, path: &str, content: &str, answer: &Answer) {
+    let commit = answer.body["commit"]
+        .as_str()
+        .expect("a commit")
+        .to_string();
+    let mut seen = seen.lock().unwrap();
+    seen.last.insert(path.to_string(), content.to_string());
+    seen.acked_commits.push(commit);
+    seen.in_flight = None;
+}
+
+fn tally(log: &str, counts: &mut Counts) {
+    counts.rolled_forward += usize::from(log.contains("recovery: rolled forward"));
+    counts.rolled_back += usize::from(log.contains("recovery: rolled back"));
+    counts.locks_removed += usize::from(log.contains("recovery: removed .git/"));
+    counts.temps_swept += usize::from(log.contains("temporary file(s) left"));
+}
+
+/// Every invariant a restart must give.
+/// The write in flight at the kill is settled: whichever version survived is
+/// the one later rounds expect.
+fn check_after_restart(root: &Path, seen: &mut Seen, round: usize) {
+    assert_eq!(status(root), "", "round {round}: working tree equals HEAD");
+    assert!(!root.join(".git/index.lock").exists(), "round {round}");
+    assert!(
+        !root.join(".git/refs/heads/main.lock").exists(),
+        "round {round}"
+    );
+    assert_eq!(temp_files(root), Vec::<String>::new(), "round {round}");
+    assert_fsck_clean(root);
+    if let Some(last) = seen.acked_commits.last() {
+        git(root, &["merge-base", "--is-ancestor", last, "HEAD"]);
+    }
+    for path in NOTES {
+        let on_disk = fs::read_to_string(root.join(path)).unwrap();
+        let acked = &seen.last[path];
+        let in_flight = seen
+            .in_flight
+            .as_ref()
+            .filter(|(p, _)| p == path)
+            .map(|(_, c)| c);
+        assert!(
+            &on_disk == acked || Some(&on_disk) == in_flight,
+            "round {round}: {path} holds {on_disk:?}, neither the acknowledged {acked:?} nor the write in flight"
+        );
+        seen.last.insert(path.to_string(), on_disk);
+    }
+    seen.in_flight = None;
+}
