@@ -431,15 +431,25 @@ fn a_state_folder_swapped_for_an_outside_symlink_is_never_written_through() {
         !message.contains(server.root.to_str().unwrap()),
         "{message}"
     );
-    // Writes and queries still work; nothing lands outside.
+    // Writes need mirai's state folder (their crash records live there): they
+    // are refused with the same clear message, and change nothing.
+    let head = server.head();
     let written = server.post_json(
         "/mcp/notes/write",
         &json!({"path": "n.md", "content": "searchable words\n"}),
     );
-    assert_eq!(written.status, 200, "{written:?}");
-    let found = server.get("/mcp/index/query?q=searchable");
+    written.assert_error(500, "internal");
+    assert!(written.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains(".mirai"));
+    assert_eq!(server.head(), head);
+    assert!(!server.root.join("n.md").exists());
+    // Reads and queries still work.
+    server.write("r.md", "readable words\n");
+    let found = server.get("/mcp/index/query?q=readable");
     assert_eq!(
-        found.body["chunks"][0]["metadata"]["path"], "n.md",
+        found.body["chunks"][0]["metadata"]["path"], "r.md",
         "{found:?}"
     );
     std::thread::sleep(Duration::from_millis(200));
