@@ -85,6 +85,22 @@ impl Mirai {
         Ok(Answer { status, body })
     }
 
+    /// The paths of the chunks a query finds.
+    fn found(&self, q: &str) -> Vec<String> {
+        let body: Value = self
+            .client
+            .get(format!("{}/mcp/index/query?q={q}&limit=50", self.url))
+            .send()
+            .and_then(|r| r.json())
+            .unwrap();
+        body["chunks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a query answers chunks: {body}"))
+            .iter()
+            .map(|c| c["metadata"]["path"].as_str().unwrap().to_string())
+            .collect()
+    }
+
     fn kill(&mut self) {
         let _ = self.child.kill(); // SIGKILL
         let _ = self.child.wait();
@@ -535,6 +551,18 @@ fn sigkill_during_writes_leaves_nothing_half_done() {
             fs::read_to_string(&log).unwrap()
         );
         check_after_restart(&root, &mut seen.lock().unwrap(), round);
+        // Every acknowledged write still on disk is found by a query at once.
+        for (path, content) in seen.lock().unwrap().last.clone() {
+            let on_disk = fs::read_to_string(root.join(&path)).unwrap_or_default();
+            let token = content.split_whitespace().find(|w| w.starts_with("tok"));
+            if let (true, Some(token)) = (on_disk == content, token) {
+                let found = mirai.lock().unwrap().found(token);
+                assert!(
+                    found.contains(&path),
+                    "round {round}: the acknowledged write to {path} ({token}) is not found: {found:?}"
+                );
+            }
+        }
         tally(&fs::read_to_string(&log).unwrap(), &mut counts);
         // The next write works at once.
         let probe = format!("probe {round}\n");
@@ -551,7 +579,10 @@ fn sigkill_during_writes_leaves_nothing_half_done() {
             std::thread::spawn(move || {
                 for i in 0.. {
                     let path = NOTES[i % NOTES.len()];
-                    let content = format!("round {round} write {i}\n{}\n", "x".repeat(i % 4096));
+                    let content = format!(
+                        "round {round} write {i} tok{round}x{i}\n{}\n",
+                        "x".repeat(i % 4096)
+                    );
                     seen.lock().unwrap().in_flight = Some((path.to_string(), content.clone()));
                     let sent = client_side
                         .post(format!("{url}/mcp/notes/write"))
