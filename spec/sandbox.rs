@@ -662,3 +662,35 @@ fn the_deadline_bounds_host_calls_too() {
     );
     assert_still_serving(&server);
 }
+
+#[test]
+fn a_host_call_waiting_for_other_writes_ends_by_the_deadline() {
+    let deadline = 1_500.0;
+    let server = TestServer::start_with(|config| config.sandbox.timeout_ms = deadline as u64);
+    // A person's git holds index.lock: an HTTP write waits for it (and holds
+    // mirai's writer meanwhile) for longer than the program's deadline.
+    let lock = server.root.join(".git/index.lock");
+    std::fs::write(&lock, "").unwrap();
+    let blocked = {
+        let url = server.url.clone();
+        std::thread::spawn(move || {
+            reqwest::blocking::Client::new()
+                .post(format!("{url}/mcp/notes/write"))
+                .json(&json!({"path": "http.md", "content": "x\n"}))
+                .send()
+                .map(|r| r.status().as_u16())
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let answer = eval(
+        &server,
+        "return await mirai.notes.write({path: 'js.md', content: 'y\\n'})",
+    );
+    let (code, message) = failure(&answer);
+    assert_eq!(code, "sandbox_timeout", "{message}");
+    let wall = answer.body["stats"]["wall_ms"].as_f64().unwrap();
+    assert!(wall < deadline + 500.0, "ended at {wall} ms");
+    assert_eq!(blocked.join().unwrap().unwrap(), 500);
+    std::fs::remove_file(&lock).unwrap();
+    assert!(!server.root.join("js.md").exists());
+}

@@ -15,7 +15,8 @@ pub use patch::*;
 pub use write::*;
 
 use std::ops::Deref;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
 
 use schemars::{schema_for, JsonSchema, Schema};
 use serde::de::DeserializeOwned;
@@ -59,6 +60,8 @@ pub struct Context {
     overlay: Option<Arc<Overlay>>,
     /// Set in an agent run: its commits carry `Mirai-Run: <id>`.
     run_id: Option<Arc<str>>,
+    /// Set for a sandbox program: a write does not wait for the writer past it.
+    deadline: Option<Instant>,
 }
 
 impl Context {
@@ -74,6 +77,16 @@ impl Context {
             writer: Arc::new(Mutex::new(None)),
             overlay: None,
             run_id: None,
+            deadline: None,
+        }
+    }
+
+    /// This context, for work that must end by `deadline` (a sandbox program):
+    /// a write that cannot get the writer by then fails instead of waiting.
+    pub fn with_deadline(&self, deadline: Instant) -> Context {
+        Context {
+            deadline: Some(deadline),
+            ..self.clone()
         }
     }
 
@@ -178,10 +191,25 @@ impl Context {
     /// Takes the repository for one write. Writes are serialized; reads never wait for this.
     pub fn writer(&self) -> Result<Writer<'_>> {
         // A panic during an earlier write left the repository as git left it; carry on.
-        let mut guard = self
-            .writer
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut guard = match self.deadline {
+            None => self
+                .writer
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            Some(deadline) => loop {
+                match self.writer.try_lock() {
+                    Ok(guard) => break guard,
+                    Err(TryLockError::Poisoned(poisoned)) => break poisoned.into_inner(),
+                    Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    Err(TryLockError::WouldBlock) => return Err(Error::conflict(
+                        "other writes held the notes until this program's deadline; nothing was \
+                             changed: try again",
+                    )),
+                }
+            },
+        };
         if guard.is_none() {
             *guard = Some(Repo::open(self.notes.root())?);
         }

@@ -200,6 +200,18 @@ fn host_call(
     let started = Instant::now();
     let outcome = ops::dispatch(&caller.data().ctx, &name, Input::Body(&request));
     let took = started.elapsed();
+    // A call that failed once the deadline had passed (it waited for other
+    // writes, say) ends the program as a timeout; nothing was written.
+    if outcome.is_err() && Instant::now() >= caller.data().deadline {
+        return Err(wasmtime::Error::new(Stop::Deadline {
+            deadline_ms: caller
+                .data()
+                .deadline
+                .duration_since(caller.data().started)
+                .as_millis() as u64,
+            op: name,
+        }));
+    }
     let ms = took.as_secs_f64() * 1000.0;
     let answer = match &outcome {
         Ok(value) => json!({ "ok": value }),

@@ -147,7 +147,8 @@ impl Sandbox {
         let mut store = Store::new(
             &self.engine,
             RunState {
-                ctx: ctx.clone(),
+                // Host calls end by the deadline too, waiting for other writes included.
+                ctx: ctx.with_deadline(started + Duration::from_millis(self.limits.timeout_ms)),
                 memory: MemoryLimit {
                     cap: self.limits.memory_bytes,
                     peak: 0,
