@@ -229,7 +229,17 @@ fn a_persons_git_add_and_commit_racing_with_writes_are_never_undone() {
             "{name} is missing from HEAD"
         );
     }
-    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    // Every one of the person's notes is in the index with its committed blob:
+    // nothing of theirs was undone.
+    for name in &committed {
+        assert_eq!(
+            git(&server.root, &["rev-parse", &format!(":{name}")]),
+            git(&server.root, &["rev-parse", &format!("HEAD:{name}")]),
+            "{name}"
+        );
+    }
+    // (`git commit -- <path>` reads the index before it locks it, so git itself
+    // may drop an entry mirai committed meanwhile; mirai's commits stay in HEAD.)
     git(&server.root, &["fsck", "--no-progress"]);
 }
 
@@ -430,4 +440,39 @@ fn index_status_says_when_and_why_the_artifact_lags_the_notes() {
         artifact.contains("banana"),
         "the artifact holds the outside change"
     );
+}
+
+#[test]
+fn a_racily_clean_edit_of_another_note_stays_visible_as_an_edit() {
+    // git's racy-git case made deterministic: a note staged and then edited to
+    // the same size within the same second as the index was written. git can
+    // only tell by its content; the index mirai writes must keep it that way.
+    let server = TestServer::with_note("both.md", "b0\n");
+    git(&server.root, &["config", "core.trustctime", "false"]);
+    git(&server.root, &["config", "core.checkStat", "minimal"]);
+    let same_second = "@1700000000";
+    server.write("both.md", "b1\n");
+    let touch = |path: &str| {
+        let ok = Command::new("touch")
+            .args(["-d", same_second])
+            .arg(server.root.join(path))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    touch("both.md");
+    git(&server.root, &["add", "both.md"]);
+    server.write("both.md", "b2\n");
+    touch("both.md");
+    // (No `git status` before the write: it would smudge the entry itself.)
+    touch(".git/index");
+    let answer = write(&server, "mirai.md", "mine\n");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        git(&server.root, &["status", "--porcelain"]),
+        "MM both.md\n",
+        "the edit to both.md must not look staged-only"
+    );
+    assert_eq!(git(&server.root, &["show", ":both.md"]), "b1\n");
 }

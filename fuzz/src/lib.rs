@@ -1,5 +1,6 @@
 //! mirai's pure text code, compiled from mirai's own source files: the error
-//! vocabulary and the patch module (parse, apply, conflict, make, edit). They use
+//! vocabulary, the patch module (parse, apply, conflict, make, edit) and the
+//! note path rules. They use
 //! nothing else of mirai, so the fuzz build leaves out the server, wasmtime and
 //! libgit2, which would otherwise be rebuilt with coverage instrumentation.
 
@@ -8,3 +9,9 @@ pub mod error;
 
 #[path = "../../src/patch/mod.rs"]
 pub mod patch;
+
+/// The lexical note path rules (`src/notes/path.rs`), without the rest of `notes/`.
+pub mod notes {
+    #[path = "../../../src/notes/path.rs"]
+    pub mod path;
+}

@@ -184,6 +184,12 @@ impl Notes {
         }
     }
 
+    /// The bytes of a regular file at `rel` with no symlink on the way (any
+    /// tracked file, not only notes), or `None`.
+    pub fn read_plain(&self, rel: &str) -> Option<Vec<u8>> {
+        self.handle.read_real(rel).ok()
+    }
+
     /// The size and modification time of a note (following links inside the root).
     pub fn stat(&self, rel: &str) -> Option<std::fs::Metadata> {
         let real = self.handle.resolve_links(rel).ok()?;

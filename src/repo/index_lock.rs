@@ -102,6 +102,15 @@ impl IndexLock {
     }
 
     /// The index as it is now, read under the lock (empty when there is none yet).
+    /// The index file's modification time (seconds, nanoseconds) as read under
+    /// the lock: entries at least this new are "racily clean" (see git's
+    /// racy-git rules).
+    pub fn index_mtime(&self) -> Option<(i64, u32)> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = fs::metadata(self.git_dir.join("index")).ok()?;
+        Some((meta.mtime(), meta.mtime_nsec() as u32))
+    }
+
     pub fn read(&self) -> Result<Index> {
         Index::open(&self.git_dir.join("index"))
             .map_err(|e| Error::git(format!("cannot read the index: {}", e.message())))

@@ -165,11 +165,7 @@ impl Repo {
             }
             None => None,
         };
-        let others = index
-            .iter()
-            .filter(|entry| entry.path != rel_path.as_bytes());
-        let mut entries: Vec<IndexEntry> = others.chain(new_entry).collect();
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        let entries = self.carried_entries(&lock, &index, rel_path, new_entry);
         let staged = lock.stage(index.version(), entries.into_iter(), |id| {
             journal.record(|intent| intent.index_lock.push(id))
         });
@@ -221,6 +217,50 @@ impl Repo {
     /// replaces the index only once HEAD has moved; a failure on the way
     /// leaves HEAD and the index as they were.
     #[allow(clippy::too_many_arguments)]
+    /// The new index's entries: every other entry (staged work of others
+    /// included) as it is, ours replaced, sorted. As git does when it writes an
+    /// index, an entry as new as the index it was read from ("racily clean":
+    /// its file may have changed within the same clock tick without its stat
+    /// data showing it) whose file now differs gets its size zeroed, so git
+    /// looks at the content again instead of calling the change clean.
+    fn carried_entries(
+        &self,
+        lock: &IndexLock,
+        index: &Index,
+        rel_path: &str,
+        new_entry: Option<IndexEntry>,
+    ) -> Vec<IndexEntry> {
+        let read_at = lock.index_mtime();
+        let mut entries: Vec<IndexEntry> = index
+            .iter()
+            .filter(|entry| entry.path != rel_path.as_bytes())
+            .map(|mut entry| {
+                let stamp = (i64::from(entry.mtime.seconds()), entry.mtime.nanoseconds());
+                if read_at.is_some_and(|read_at| read_at <= stamp) && self.differs(&entry) {
+                    entry.file_size = 0;
+                }
+                entry
+            })
+            .chain(new_entry)
+            .collect();
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        entries
+    }
+
+    /// Whether the working-tree file of `entry` no longer holds its blob
+    /// (read through the root handle; unreadable counts as differing).
+    fn differs(&self, entry: &IndexEntry) -> bool {
+        let Ok(path) = std::str::from_utf8(&entry.path) else {
+            return true;
+        };
+        match self.notes.read_plain(path) {
+            Some(bytes) => {
+                Oid::hash_object(git2::ObjectType::Blob, &bytes).map_or(true, |id| id != entry.id)
+            }
+            None => true,
+        }
+    }
+
     fn commit_locked(
         &self,
         journal: &mut Journal,
@@ -274,12 +314,7 @@ impl Repo {
             })
             .map_err(|e| git_error("cannot create the commit", e))?;
 
-        // Every other entry (staged work of others included) as it is, ours replaced.
-        let others = index
-            .iter()
-            .filter(|entry| entry.path != rel_path.as_bytes());
-        let mut entries: Vec<IndexEntry> = others.chain(new_entry).collect();
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        let entries = self.carried_entries(&lock, index, rel_path, new_entry);
         lock.stage(index.version(), entries.into_iter(), |id| {
             journal.record(|intent| {
                 intent.stage = Stage::Committing;
