@@ -11,7 +11,11 @@ pub mod error;
 pub mod patch;
 
 /// The lexical note path rules (`src/notes/path.rs`), without the rest of `notes/`.
+#[path = "../../src/notes/path.rs"]
+mod note_path;
+
+/// `notes::path` as in mirai, so the file's own `crate::` paths and the
+/// targets' imports read the same.
 pub mod notes {
-    #[path = "../../../src/notes/path.rs"]
-    pub mod path;
+    pub use super::note_path as path;
 }

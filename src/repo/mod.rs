@@ -255,7 +255,7 @@ impl Repo {
         };
         match self.notes.read_plain(path) {
             Some(bytes) => {
-                Oid::hash_object(git2::ObjectType::Blob, &bytes).map_or(true, |id| id != entry.id)
+                !Oid::hash_object(git2::ObjectType::Blob, &bytes).is_ok_and(|id| id == entry.id)
             }
             None => true,
         }
@@ -268,8 +268,7 @@ impl Repo {
         index: &Index,
         rel_path: &str,
         written: Option<(&[u8], &std::fs::Metadata)>,
-        message: &str,
-        author: &Author,
+        (message, author): (&str, &Author),
     ) -> Result<String> {
         let git = &self.git;
         let path = Path::new(rel_path);
@@ -676,7 +675,7 @@ fn write_and_commit_recorded(
         }
     };
     let staged = written.as_ref().map(|(bytes, meta)| (*bytes, meta));
-    match repo.commit_locked(journal, lock, &index, rel_path, staged, message, author) {
+    match repo.commit_locked(journal, lock, &index, rel_path, staged, (message, author)) {
         Ok(sha) => Ok(sha),
         Err(mut e) => {
             let restored = slot.restore(before.as_deref());
@@ -745,7 +744,7 @@ fn snapshot_recorded(
     })?;
     let message = format!("mirai: snapshot of uncommitted edits to {rel_path}\n");
     let staged = work.as_deref().zip(meta.as_ref());
-    repo.commit_locked(journal, lock, &index, rel_path, staged, &message, author)
+    repo.commit_locked(journal, lock, &index, rel_path, staged, (&message, author))
         .map(Some)
 }
 
