@@ -516,3 +516,27 @@ fn the_transcript_and_the_event_stream_carry_every_event() {
         .get("/agent/runs/..%2F..%2Fetc")
         .assert_error(404, "not_found");
 }
+
+#[test]
+fn transcripts_never_go_through_a_symlinked_runs_folder() {
+    let llm = FakeLlm::fixture("read-edit-reply");
+    let server = server_for(&llm, |_| {});
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(server.root.join(".mirai")).unwrap();
+    let _ = std::fs::remove_dir_all(server.root.join(".mirai/runs"));
+    std::os::unix::fs::symlink(outside.path(), server.root.join(".mirai/runs")).unwrap();
+    let answer = server.post_json("/agent/run", &json!({"task": "Make the milk oat milk."}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let run_id = answer.body["run_id"].as_str().unwrap();
+    // The run went on without a transcript; nothing was written outside.
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    server
+        .get(&format!("/agent/runs/{run_id}"))
+        .assert_error(500, "internal");
+    // A transcript planted outside is not listed through the link either.
+    std::fs::write(outside.path().join(format!("{run_id}.jsonl")), "{}\n").unwrap();
+    let listed = server.get("/agent/runs");
+    listed.assert_error(500, "internal");
+    let message = listed.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("not a symlink"), "{message}");
+}

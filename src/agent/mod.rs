@@ -13,7 +13,6 @@ pub mod transcript;
 
 pub use run::{RunReport, RunRequest, Step, Stopped, Usage};
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::{AgentLimits, Config};
@@ -29,7 +28,7 @@ pub struct Agent {
     llm: Llm,
     sandbox: Arc<Sandbox>,
     limits: AgentLimits,
-    runs_dir: PathBuf,
+    runs: transcript::Runs,
 }
 
 impl Agent {
@@ -38,11 +37,11 @@ impl Agent {
             llm: Llm::new(config.llm.clone()),
             sandbox,
             limits: config.agent,
-            runs_dir: transcript::runs_dir(&config.notes_root),
+            runs: transcript::Runs::new(&config.notes_root),
         }
     }
 
-    pub fn runs_dir(&self) -> &std::path::Path {
-        &self.runs_dir
+    pub fn runs(&self) -> &transcript::Runs {
+        &self.runs
     }
 }

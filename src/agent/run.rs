@@ -126,7 +126,7 @@ impl Agent {
             read_only: ctx.policy == PolicyMode::ReadOnly,
         };
         let mut messages = vec![Message::system(system_prompt(&facts)), Message::user(task)];
-        let mut transcript = Transcript::create(&self.runs_dir, &run_id, listener);
+        let mut transcript = Transcript::create(&self.runs, &run_id, listener);
         transcript.record(
             "run_start",
             json!({"run_id": run_id, "task": task, "max_steps": max_steps,

@@ -2,9 +2,12 @@
 //! `NOTES_ROOT/.mirai/runs/<run_id>.jsonl`, and the same events handed to a
 //! live listener (the server-sent event stream of `POST /agent/run`).
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+
+use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 
 use chrono::{SecondsFormat, Utc};
 use serde::Serialize;
@@ -46,16 +49,24 @@ pub struct Transcript<'a> {
 
 impl<'a> Transcript<'a> {
     pub fn create(
-        runs_dir: &Path,
+        runs: &Runs,
         run_id: &str,
         listener: &'a mut dyn FnMut(&Event),
     ) -> Transcript<'a> {
-        let path = runs_dir.join(format!("{run_id}.jsonl"));
-        let opened = std::fs::create_dir_all(runs_dir)
-            .and_then(|()| OpenOptions::new().create_new(true).append(true).open(&path));
+        let name = format!("{run_id}.jsonl");
+        let opened = runs.folder(true).and_then(|dir| {
+            let dir = dir.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+            let mut options = OpenOptions::new();
+            options
+                .create_new(true)
+                .append(true)
+                .follow(FollowSymlinks::No)
+                .mode(0o644);
+            dir.open_with(&name, &options).map(|file| file.into_std())
+        });
         let (file, problem) = match opened {
             Ok(file) => (Some(file), None),
-            Err(e) => (None, Some(format!("{}: {e}", path.display()))),
+            Err(e) => (None, Some(format!(".mirai/runs/{name}: {e}"))),
         };
         Transcript {
             file,
@@ -78,25 +89,74 @@ impl<'a> Transcript<'a> {
     }
 }
 
-/// Where a deployment keeps its transcripts.
-pub fn runs_dir(notes_root: &Path) -> PathBuf {
-    notes_root.join(".mirai").join("runs")
+/// `.mirai/runs/` of a notes root, always reached from the root without
+/// following a symlink (DESIGN 8.1): a `.mirai` or `runs` swapped for a link
+/// to elsewhere makes transcripts fail, never land or be read there.
+#[derive(Debug, Clone)]
+pub struct Runs {
+    notes_root: PathBuf,
+}
+
+impl Runs {
+    pub fn new(notes_root: &Path) -> Runs {
+        Runs {
+            notes_root: notes_root.to_path_buf(),
+        }
+    }
+
+    /// The folder (`None`: there is none yet and `create` was false).
+    fn folder(&self, create: bool) -> io::Result<Option<Dir>> {
+        let mut dir = Dir::open_ambient_dir(&self.notes_root, cap_std::ambient_authority())?;
+        for name in [".mirai", "runs"] {
+            dir = match dir.open_dir_nofollow(name) {
+                Ok(next) => next,
+                Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+                    match dir.create_dir(name) {
+                        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                        _ => dir.open_dir_nofollow(name)?,
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                    return Err(io::Error::other(
+                        ".mirai/runs must be a real folder inside the notes root, not a symlink; \
+                         mirai never follows it",
+                    ))
+                }
+                Err(e) => return Err(e),
+            };
+        }
+        Ok(Some(dir))
+    }
 }
 
 /// Run ids are UUIDs; anything else never names a file.
-fn transcript_path(runs_dir: &Path, run_id: &str) -> Result<PathBuf> {
+fn transcript_name(run_id: &str) -> Result<String> {
     uuid::Uuid::parse_str(run_id).map_err(|_| {
         Error::not_found(format!(
             "no run {run_id:?}: run ids are UUIDs, as POST /agent/run answers them"
         ))
     })?;
-    Ok(runs_dir.join(format!("{}.jsonl", run_id.to_ascii_lowercase())))
+    Ok(format!("{}.jsonl", run_id.to_ascii_lowercase()))
 }
 
 /// Every event of one run, in order.
-pub fn read(runs_dir: &Path, run_id: &str) -> Result<Vec<Value>> {
-    let path = transcript_path(runs_dir, run_id)?;
-    let file = File::open(&path).map_err(|e| match e.kind() {
+pub fn read(runs: &Runs, run_id: &str) -> Result<Vec<Value>> {
+    let name = transcript_name(run_id)?;
+    let opened = runs.folder(false).and_then(|dir| {
+        let dir = dir.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            .follow(FollowSymlinks::No)
+            .custom_flags(libc::O_NONBLOCK);
+        let file: File = dir.open_with(&name, &options)?.into_std();
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::other("not a regular file"));
+        }
+        Ok(file)
+    });
+    let file = opened.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => Error::not_found(format!("no run {run_id}")),
         _ => Error::internal(format!("cannot read the transcript of {run_id}: {e}")),
     })?;
@@ -117,9 +177,13 @@ pub struct RunSummary {
     pub stopped: Option<String>,
 }
 
-pub fn list(runs_dir: &Path, limit: usize) -> Result<Vec<RunSummary>> {
-    let entries = match std::fs::read_dir(runs_dir) {
-        Ok(entries) => entries,
+pub fn list(runs: &Runs, limit: usize) -> Result<Vec<RunSummary>> {
+    let entries = match runs.folder(false).and_then(|dir| match dir {
+        Some(dir) => dir.entries().map(Some),
+        None => Ok(None),
+    }) {
+        Ok(Some(entries)) => entries,
+        Ok(None) => return Ok(Vec::new()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(Error::internal(format!("cannot list runs: {e}"))),
     };
@@ -136,7 +200,7 @@ pub fn list(runs_dir: &Path, limit: usize) -> Result<Vec<RunSummary>> {
     Ok(ids
         .into_iter()
         .map(|run_id| {
-            let events = read(runs_dir, &run_id).unwrap_or_default();
+            let events = read(runs, &run_id).unwrap_or_default();
             let first = events.first();
             let end = events.iter().rev().find(|e| e["type"] == "run_end");
             RunSummary {

@@ -99,7 +99,7 @@ pub async fn run(
 
 /// Recent runs, newest first.
 pub async fn runs(state: web::Data<AppState>) -> HttpResponse {
-    let dir = state.agent.runs_dir().to_path_buf();
+    let dir = state.agent.runs().clone();
     render(
         web::block(move || transcript::list(&dir, RECENT_RUNS)).await,
         "/agent/runs",
@@ -108,7 +108,7 @@ pub async fn runs(state: web::Data<AppState>) -> HttpResponse {
 
 /// Every event of one run.
 pub async fn transcript(state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
-    let dir = state.agent.runs_dir().to_path_buf();
+    let dir = state.agent.runs().clone();
     let run_id = path.into_inner();
     let read = web::block(move || {
         transcript::read(&dir, &run_id).map(|events| json!({"run_id": run_id, "events": events}))
