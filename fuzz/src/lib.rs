@@ -11,8 +11,9 @@ pub mod error;
 pub mod patch;
 
 /// The lexical note path rules (`src/notes/path.rs`), without the rest of `notes/`.
+#[doc(hidden)]
 #[path = "../../src/notes/path.rs"]
-mod note_path;
+pub mod note_path;
 
 /// `notes::path` as in mirai, so the file's own `crate::` paths and the
 /// targets' imports read the same.
