@@ -62,6 +62,12 @@ pub fn lexical(raw: &str) -> Result<String> {
         )));
     }
     let rel = normalize(trimmed)?;
+    if rel.trim() != rel {
+        // `a /.` would otherwise name "a ": a note no path could ask for again.
+        return Err(Error::invalid_path(format!(
+            "a note path may not begin or end with whitespace once normalized: {rel:?}"
+        )));
+    }
     if let Some(long) = rel.split('/').find(|part| part.len() > MAX_NAME_BYTES) {
         return Err(Error::invalid_path(format!(
             "a file or folder name may be at most {MAX_NAME_BYTES} bytes; {:?}... has {}",
@@ -177,6 +183,17 @@ mod tests {
         assert!(is_plain_name("ノート.md"));
         assert!(!is_plain_name("a\tb.md"));
         assert!(!is_plain_name("a\\b.md"));
+    }
+
+    #[test]
+    fn what_passes_asks_for_itself_again() {
+        // Found by the note_path fuzz target: "x /." normalized to "x ".
+        assert!(lexical("ܼ /.").is_err());
+        assert!(lexical("a/b /..").is_ok());
+        for raw in [" a.md ", "a/./b.md", "a//b/../c.md"] {
+            let rel = lexical(raw).unwrap();
+            assert_eq!(lexical(&rel).unwrap(), rel, "{raw:?}");
+        }
     }
 
     #[test]
