@@ -458,17 +458,17 @@ fn a_state_folder_swapped_for_an_outside_symlink_is_never_written_through() {
 
 #[test]
 fn a_path_that_normalizes_to_a_name_with_surrounding_spaces_is_refused() {
-    // Found by fuzzing: "note /." used to name "note ", which a write could
-    // create but no read could ask for again (paths are trimmed).
+    // Found by fuzzing: "./ x.md" used to name " x.md", a note a write could
+    // create but no read could ask for again (paths are trimmed) and listing hid.
     let server = TestServer::start();
     let head = server.head();
     server
         .post_json(
             "/mcp/notes/write",
-            &json!({"path": "folder /.", "content": "x\n"}),
+            &json!({"path": "./ x.md", "content": "x\n"}),
         )
         .assert_error(400, "invalid_path");
-    server.read("ok.md /.").assert_error(400, "invalid_path");
+    server.read("folder /.").assert_error(400, "invalid_path");
     assert_eq!(server.head(), head);
-    assert!(!server.root.join("folder ").exists());
+    assert!(!server.root.join(" x.md").exists());
 }
