@@ -189,7 +189,7 @@ fn a_persons_git_add_and_commit_racing_with_writes_are_never_undone() {
             std::fs::write(root.join(&name), format!("person {j}\n")).unwrap();
             // git gives up at once when mirai holds index.lock; a person tries again.
             let retry = |args: &[&str]| {
-                for _ in 0..200 {
+                for _ in 0..2000 {
                     let ok = Command::new("git")
                         .arg("-C")
                         .arg(&root)
@@ -217,8 +217,15 @@ fn a_persons_git_add_and_commit_racing_with_writes_are_never_undone() {
     while !person.is_finished() || i < 10 {
         let name = format!("mirai{i}.md");
         let answer = write(&server, &name, &format!("mirai {i}\n"));
-        assert_eq!(answer.status, 200, "{answer:?}");
-        written.push(name);
+        // A person's git may hold the lock past mirai's 1 s wait on a loaded
+        // machine: that write is refused whole, as the contract says.
+        if answer.status == 500 {
+            answer.assert_error(500, "git_error");
+            assert!(!server.root.join(&name).exists(), "{name}");
+        } else {
+            assert_eq!(answer.status, 200, "{answer:?}");
+            written.push(name);
+        }
         i += 1;
     }
     let committed = person.join().unwrap();
