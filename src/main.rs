@@ -210,7 +210,7 @@ fn index(action: IndexAction) -> Result<(), Failure> {
     let (config, notes) = open_notes(args)?;
     let ctx = Context::new(notes, &config);
     if matches!(action, IndexAction::Rebuild(_)) {
-        recover(&ctx, &config);
+        recover(&ctx);
     }
     let started = Instant::now();
     let answer =
@@ -267,7 +267,7 @@ fn eval(args: EvalArgs) -> Result<(), Failure> {
     let (config, notes) = open_notes(&args.notes)?;
     let ctx = Context::new(notes, &config);
     if !args.dry_run {
-        recover(&ctx, &config);
+        recover(&ctx);
     }
     let sandbox = start_sandbox(&config)?;
     let request = EvalRequest {
@@ -296,7 +296,7 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
     use std::io::{BufRead, Write};
     let (config, notes) = open_notes(&args)?;
     let ctx = Arc::new(Context::new(notes, &config));
-    recover(&ctx, &config);
+    recover(&ctx);
     let sandbox = Arc::new(start_sandbox(&config)?);
     let mcp = Mcp::new(ctx.clone(), sandbox, config.mcp_max_result_bytes);
     let stdin = std::io::stdin();
@@ -329,8 +329,8 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
 /// a killed mirai left half-done, frees its locks and sweeps its temp files
 /// (logged). A read_only deployment writes nothing, so it skips this; a
 /// failure is logged and the command goes on (writes then say what is wrong).
-fn recover(ctx: &Context, config: &Config) {
-    if config.policy == config::PolicyMode::ReadOnly {
+fn recover(ctx: &Context) {
+    if ctx.policy == config::PolicyMode::ReadOnly {
         return;
     }
     if let Err(e) = ctx.writer() {
@@ -405,7 +405,7 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     );
 
     let ctx = Arc::new(Context::new(notes, &config));
-    recover(&ctx, &config);
+    recover(&ctx);
     ctx.index.warm_up();
     ctx.index.watch(mirai::index::live::WATCH_EVERY);
     let agent = Arc::new(Agent::new(&config, sandbox.clone()));

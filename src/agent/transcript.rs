@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
-use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
+use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 
 use chrono::{SecondsFormat, Utc};
@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use crate::notes::root::open_folder;
 
 /// One event: its kind, when it happened, and its fields.
 #[derive(Debug, Clone, Serialize)]
@@ -108,15 +109,9 @@ impl Runs {
     fn folder(&self, create: bool) -> io::Result<Option<Dir>> {
         let mut dir = Dir::open_ambient_dir(&self.notes_root, cap_std::ambient_authority())?;
         for name in [".mirai", "runs"] {
-            dir = match dir.open_dir_nofollow(name) {
-                Ok(next) => next,
-                Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
-                    match dir.create_dir(name) {
-                        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-                        _ => dir.open_dir_nofollow(name)?,
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            dir = match open_folder(&dir, name, create) {
+                Ok(Some((next, _))) => next,
+                Ok(None) => return Ok(None),
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
                     return Err(io::Error::other(
                         ".mirai/runs must be a real folder inside the notes root, not a symlink; \

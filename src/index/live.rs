@@ -393,7 +393,7 @@ impl LiveIndex {
         let Some(Loaded {
             index,
             source: Source::Artifact { meta, .. },
-            ..
+            checked,
         }) = guard.as_ref()
         else {
             // The artifact vanished while we looked.
@@ -401,15 +401,12 @@ impl LiveIndex {
         };
         let index = index.clone();
         let meta = meta.clone();
-        let checked = guard.as_ref().map_or(SystemTime::UNIX_EPOCH, |l| l.checked);
+        let checked = *checked;
         drop(guard);
         // The artifact differs from the notes where the index took in changes it
         // has not written yet, and where the notes moved on since the index looked.
         let stats = self.note_stats()?;
-        let since = checked - Duration::from_secs(1);
-        let drift = artifact::drift(&index, since, &stats, |path| {
-            self.notes.read(path).ok().map(|(_, content)| content)
-        });
+        let drift = self.drift(&index, checked, &stats);
         let mut changed = self.unpersisted().clone();
         changed.extend(drift.changed.into_iter().map(|(path, _)| path));
         changed.extend(drift.removed);
@@ -542,15 +539,21 @@ impl LiveIndex {
         Ok(changed)
     }
 
+    /// What differs between `index`, last compared with the disk at `checked`,
+    /// and the notes as `stats` describe them; notes that may differ are read.
+    fn drift(&self, index: &Index, checked: SystemTime, stats: &[NoteStat]) -> artifact::Drift {
+        // A second of margin: file times may be coarser than the clock.
+        let since = checked - Duration::from_secs(1);
+        artifact::drift(index, since, stats, |path| {
+            self.notes.read(path).ok().map(|(_, content)| content)
+        })
+    }
+
     /// Applies to `loaded` what differs between it and `stats` (taken at
     /// `started`); notes are read here, under the caller's write lock, so a
     /// write by mirai that lands meanwhile is never overtaken by older text.
     fn apply_drift(&self, loaded: &mut Loaded, stats: &[NoteStat], started: SystemTime) -> bool {
-        // A second of margin: file times may be coarser than the clock.
-        let since = loaded.checked - Duration::from_secs(1);
-        let drift = artifact::drift(&loaded.index, since, stats, |path| {
-            self.notes.read(path).ok().map(|(_, content)| content)
-        });
+        let drift = self.drift(&loaded.index, loaded.checked, stats);
         loaded.checked = started;
         if drift.is_empty() {
             return false;

@@ -16,13 +16,7 @@ use cap_std::fs::FileType;
 
 use crate::error::{Error, Result};
 pub use path::{Existence, NotePath};
-use root::{Kind, Real, Refusal, Root, Slot, WalkEnd, WalkLimits};
-
-/// How deep listing goes, and how many entries it looks at, at most.
-const LIST_LIMITS: WalkLimits = WalkLimits {
-    max_depth: 64,
-    max_entries: 1_000_000,
-};
+use root::{Kind, Real, Refusal, Root, Slot, WalkEnd, WALK_LIMITS};
 
 /// A notes root, canonicalized and opened once. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -118,7 +112,7 @@ impl Notes {
     pub fn list(&self) -> Result<Vec<String>> {
         let mut notes = Vec::new();
         let mut links = Vec::new();
-        let end = self.handle.walk(LIST_LIMITS, |rel, file_type: FileType| {
+        let end = self.handle.walk(WALK_LIMITS, |rel, file_type: FileType| {
             let name = rel.rsplit('/').next().unwrap_or(rel);
             if !path::is_plain_name(name) || rel != rel.trim() || !path::has_note_extension(rel) {
                 return;
@@ -133,11 +127,11 @@ impl Notes {
             WalkEnd::Complete => {}
             WalkEnd::TooDeep => log::warn!(
                 "listing skipped folders nested deeper than {} levels",
-                LIST_LIMITS.max_depth
+                WALK_LIMITS.max_depth
             ),
             WalkEnd::TooManyEntries => log::warn!(
                 "listing stopped after {} entries; notes beyond them are not listed",
-                LIST_LIMITS.max_entries
+                WALK_LIMITS.max_entries
             ),
         }
         for link in links {

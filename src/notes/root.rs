@@ -222,18 +222,7 @@ impl Root {
     /// following a symlink; with `create`, made when missing. `None`: there is
     /// none (and `create` was false).
     pub fn state_dir(&self, create: bool) -> io::Result<Option<Dir>> {
-        match self.dir.open_dir_nofollow(".mirai") {
-            Ok(dir) => Ok(Some(dir)),
-            Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
-                match self.dir.create_dir(".mirai") {
-                    Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-                    _ => {}
-                }
-                self.dir.open_dir_nofollow(".mirai").map(Some)
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e),
-        }
+        Ok(open_folder(&self.dir, ".mirai", create)?.map(|(dir, _)| dir))
     }
 
     /// Reads the regular file at `real`, a path with no symlinks on it (as
@@ -286,20 +275,18 @@ impl Root {
         let mut dir = self.dir.try_clone()?;
         let mut created = Vec::new();
         for part in parents {
-            let next = match dir.open_dir_nofollow(part) {
-                Ok(next) => next,
-                Err(e) if create && e.kind() == io::ErrorKind::NotFound => {
-                    match dir.create_dir(part) {
-                        Ok(()) => created.push((dir.try_clone()?, part.to_string())),
-                        // Someone made it meanwhile: use it (it is checked as it is opened).
-                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                        Err(e) => return Err(e.into()),
+            let next = match open_folder(&dir, part, create) {
+                Ok(Some((next, made))) => {
+                    if made {
+                        created.push((dir.try_clone()?, part.to_string()));
                     }
-                    dir.open_dir_nofollow(part)
-                        .map_err(|e| refusal_on_the_way(&dir, part, e))?
+                    next
                 }
-                Err(e) => {
-                    let refusal = refusal_on_the_way(&dir, part, e);
+                opened => {
+                    let refusal = match opened {
+                        Err(e) => refusal_on_the_way(&dir, part, e),
+                        _ => Refusal::Io(io::ErrorKind::NotFound.into()),
+                    };
                     let slot = Slot {
                         dir,
                         name: name.to_string(),
@@ -373,7 +360,7 @@ impl Root {
     /// `.mirai/index.json.tmp-*`. Answers how many went.
     pub fn remove_temp_files(&self) -> usize {
         let mut folders = vec![String::new()];
-        self.walk(TEMP_SWEEP_LIMITS, |rel, file_type| {
+        self.walk(WALK_LIMITS, |rel, file_type| {
             if file_type.is_dir() {
                 folders.push(rel.to_string());
             }
@@ -392,8 +379,9 @@ impl Root {
     }
 }
 
-/// The sweep looks as deep and as far as listing does.
-const TEMP_SWEEP_LIMITS: WalkLimits = WalkLimits {
+/// How deep a walk of the notes goes, and how many entries it looks at, at
+/// most (listing and the temp-file sweep alike).
+pub const WALK_LIMITS: WalkLimits = WalkLimits {
     max_depth: 64,
     max_entries: 1_000_000,
 };
@@ -548,6 +536,27 @@ impl Slot {
             // Only empty folders go; anything someone else put there stays.
             let _ = parent.remove_dir(name);
         }
+    }
+}
+
+/// Opens the folder `name` in `dir` without following a symlink; with
+/// `create`, makes it first when it is missing (one someone made meanwhile is
+/// used as it is). `None`: missing, and `create` is false. The flag says
+/// whether this call made it.
+pub fn open_folder(dir: &Dir, name: &str, create: bool) -> io::Result<Option<(Dir, bool)>> {
+    match dir.open_dir_nofollow(name) {
+        Ok(folder) => Ok(Some((folder, false))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
+            let made = match dir.create_dir(name) {
+                Ok(()) => true,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+                Err(e) => return Err(e),
+            };
+            dir.open_dir_nofollow(name)
+                .map(|folder| Some((folder, made)))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
 

@@ -211,7 +211,7 @@ impl Context {
             },
         };
         if guard.is_none() {
-            *guard = Some(Repo::open(self.notes.root())?);
+            *guard = Some(Repo::open(&self.notes)?);
         }
         Ok(Writer(guard))
     }

@@ -210,11 +210,11 @@ fn write_through_patch(
 ) -> Result<Written> {
     let (plan, commit) = commit_plan(ctx, base_commit, |ctx| {
         let (note, current, content) = read(ctx)?;
-        let made = made(&note, current.as_deref(), Some(&content))?;
-        if made.patch.is_empty() {
+        // The diff goes down patch.apply's own path, which counts its hunks.
+        let Some(diff) = patch::make(&note.rel, current.as_deref(), Some(&content)) else {
             return Ok(Plan::unchanged(note, current));
-        }
-        let mut plan = plan_patch(ctx, &made.patch)?;
+        };
+        let mut plan = plan_patch(ctx, &diff)?;
         // The diff names the note by its normalized path; answer the same.
         plan.note = note;
         Ok(plan)

@@ -455,11 +455,7 @@ fn finish_write(
         Some(slot) => slot.read().map_err(|r| crate::notes::refused(rel, r))?,
         None => None,
     };
-    let work_id = work
-        .as_deref()
-        .map(|bytes| Oid::hash_object(git2::ObjectType::Blob, bytes))
-        .transpose()
-        .map_err(|e| Error::git(e.message().to_string()))?;
+    let work_id = work.as_deref().map(super::blob_id).transpose()?;
     if landed {
         if repo.roll_index_forward(journal, rel, index_before, after, work.as_deref())? {
             log::info!(

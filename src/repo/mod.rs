@@ -58,22 +58,22 @@ fn git_error(context: &str, e: git2::Error) -> Error {
 }
 
 impl Repo {
-    /// Opens the repository whose work tree is `root` itself; a parent repository
-    /// is never used (libgit2's plain open does not search upwards).
-    pub fn open(root: &Path) -> Result<Repo> {
+    /// Opens the repository whose work tree is the notes root itself, writing
+    /// through that root's handle; a parent repository is never used
+    /// (libgit2's plain open does not search upwards).
+    pub fn open(notes: &Notes) -> Result<Repo> {
         // Messages name NOTES_ROOT, never the server's absolute path (DESIGN 8.5).
-        let git = Repository::open(root)
+        let git = Repository::open(notes.root())
             .map_err(|e| git_error("cannot open the notes repository (NOTES_ROOT)", e))?;
         if git.workdir().is_none() {
             return Err(Error::git(
                 "the notes root (NOTES_ROOT) is a bare repository; it needs a work tree",
             ));
         }
-        let notes = Notes::open(root)?;
-        let journal = Journal::open(&notes)?;
+        let journal = Journal::open(notes)?;
         let repo = Repo {
             git,
-            notes,
+            notes: notes.clone(),
             journal: Mutex::new(journal),
         };
         match repo.recover(true) {
@@ -148,11 +148,7 @@ impl Repo {
         }
         let new_entry = match after {
             Some(id) => {
-                let matches = work
-                    .map(|bytes| Oid::hash_object(git2::ObjectType::Blob, bytes))
-                    .transpose()
-                    .map_err(|e| git_error("cannot hash a note", e))?
-                    == Some(id);
+                let matches = work.map(blob_id).transpose()? == Some(id);
                 let meta = match self.notes.existing_slot(rel_path)? {
                     Some(slot) if matches => slot.stat().ok(),
                     _ => None,
@@ -254,9 +250,7 @@ impl Repo {
             return true;
         };
         match self.notes.read_plain(path) {
-            Some(bytes) => {
-                !Oid::hash_object(git2::ObjectType::Blob, &bytes).is_ok_and(|id| id == entry.id)
-            }
+            Some(bytes) => !blob_id(&bytes).is_ok_and(|id| id == entry.id),
             None => true,
         }
     }
@@ -386,14 +380,13 @@ impl Repo {
     fn has_uncommitted(&self, index: &Index, rel_path: &str, work: Option<&[u8]>) -> Result<bool> {
         let path = Path::new(rel_path);
         let head = match self.head_target()?.1 {
-            Some(id) => self
-                .git
-                .find_commit(id)
-                .and_then(|c| c.tree())
-                .map_err(|e| git_error("cannot read the HEAD tree", e))?
-                .get_path(path)
-                .ok()
-                .map(|entry| entry.id()),
+            Some(id) => {
+                let commit = self
+                    .git
+                    .find_commit(id)
+                    .map_err(|e| git_error("cannot read the HEAD commit", e))?;
+                entry_at(&commit, path)?.map(|(id, _)| id)
+            }
             None => None,
         };
         if (1..=3).any(|stage| index.get_path(path, stage).is_some()) {
@@ -402,11 +395,7 @@ impl Repo {
         if index.get_path(path, 0).map(|entry| entry.id) != head {
             return Ok(true);
         }
-        let work = work
-            .map(|bytes| Oid::hash_object(git2::ObjectType::Blob, bytes))
-            .transpose()
-            .map_err(|e| git_error("cannot hash a note", e))?;
-        Ok(work != head)
+        Ok(work.map(blob_id).transpose()? != head)
     }
 
     /// The newest commit after `base_commit` (up to HEAD) that changed
@@ -425,12 +414,7 @@ impl Repo {
         walk.push(head).ok()?;
         walk.hide(base.id()).ok()?;
         let path = Path::new(rel_path);
-        let entry = |commit: &git2::Commit| {
-            commit
-                .tree()
-                .ok()
-                .and_then(|tree| tree.get_path(path).ok().map(|e| (e.id(), e.filemode())))
-        };
+        let entry = |commit: &git2::Commit| entry_at(commit, path).ok().flatten();
         for id in walk.take(1000).flatten() {
             let commit = git.find_commit(id).ok()?;
             let before = commit.parent(0).ok().and_then(|p| entry(&p));
@@ -482,17 +466,17 @@ impl Repo {
             .git
             .find_commit(head_id)
             .map_err(|e| git_error("cannot read the HEAD commit", e))?;
-        let entry_at = |commit: &git2::Commit| -> Result<Option<(Oid, i32)>> {
-            let tree = commit
-                .tree()
-                .map_err(|e| git_error("cannot read a commit's tree", e))?;
-            Ok(tree
-                .get_path(Path::new(rel_path))
-                .ok()
-                .map(|e| (e.id(), e.filemode())))
-        };
-        Ok(entry_at(&base)? != entry_at(&head)?)
+        let path = Path::new(rel_path);
+        Ok(entry_at(&base, path)? != entry_at(&head, path)?)
     }
+}
+
+/// The blob id and mode of `path` in `commit`'s tree (`None`: not there).
+fn entry_at(commit: &git2::Commit, path: &Path) -> Result<Option<(Oid, i32)>> {
+    let tree = commit
+        .tree()
+        .map_err(|e| git_error("cannot read a commit's tree", e))?;
+    Ok(tree.get_path(path).ok().map(|e| (e.id(), e.filemode())))
 }
 
 /// The index entry git would write after `git add` of a file with this
@@ -615,7 +599,7 @@ fn write_and_commit_inner(
 }
 
 /// The blob id git gives `bytes`.
-fn blob_id(bytes: &[u8]) -> Result<Oid> {
+pub(super) fn blob_id(bytes: &[u8]) -> Result<Oid> {
     Oid::hash_object(git2::ObjectType::Blob, bytes).map_err(|e| git_error("cannot hash a note", e))
 }
 
@@ -780,6 +764,10 @@ mod tests {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    fn open_repo(root: &Path) -> Result<Repo> {
+        Repo::open(&Notes::open(root)?)
+    }
+
     fn new_repo() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         git(dir.path(), &["init", "-q", "-b", "main"]);
@@ -811,7 +799,7 @@ mod tests {
         fs::write(root.join("b.md"), "beta unstaged\n").unwrap();
         fs::write(root.join("c.md"), "untracked\n").unwrap();
 
-        let repo = Repo::open(root).unwrap();
+        let repo = open_repo(root).unwrap();
         let before = repo.head().unwrap().unwrap();
         let sha = write_and_commit(
             &repo,
@@ -850,7 +838,7 @@ mod tests {
     fn first_commit_on_an_unborn_branch_and_nested_creation() {
         let dir = new_repo();
         let root = dir.path();
-        let repo = Repo::open(root).unwrap();
+        let repo = open_repo(root).unwrap();
         assert_eq!(repo.head().unwrap(), None);
         let sha = write_and_commit(
             &repo,
@@ -871,7 +859,7 @@ mod tests {
     fn deletion_is_committed_and_the_index_follows() {
         let dir = seeded();
         let root = dir.path();
-        let repo = Repo::open(root).unwrap();
+        let repo = open_repo(root).unwrap();
         write_and_commit(&repo, "a.md", None, "mcp.patch_apply: a.md\n", &author()).unwrap();
         assert!(!root.join("a.md").exists());
         assert_eq!(git(root, &["ls-tree", "--name-only", "HEAD"]), "b.md\n");
@@ -891,7 +879,7 @@ mod tests {
         fs::write(root.join("a.md"), &original).unwrap();
         fs::write(root.join(".git/index.lock"), "").unwrap();
 
-        let repo = Repo::open(root).unwrap();
+        let repo = open_repo(root).unwrap();
         let err = write_and_commit(&repo, "a.md", Some("changed\n"), "m\n", &author()).unwrap_err();
         assert_eq!(err.code, ErrorCode::GitError, "{err}");
         assert_eq!(fs::read(root.join("a.md")).unwrap(), original);
@@ -927,7 +915,7 @@ mod tests {
     fn head_moves_by_compare_and_swap_even_after_an_outside_commit() {
         let dir = seeded();
         let root = dir.path();
-        let repo = Repo::open(root).unwrap();
+        let repo = open_repo(root).unwrap();
         fs::write(root.join("b.md"), "beta 2\n").unwrap();
         git(root, &["commit", "-qam", "outside"]);
         let outside = git(root, &["rev-parse", "HEAD"]);
@@ -940,7 +928,7 @@ mod tests {
     fn changed_since_compares_the_path_between_commits() {
         let dir = seeded();
         let root = dir.path();
-        let repo = Repo::open(root).unwrap();
+        let repo = open_repo(root).unwrap();
         let base = repo.head().unwrap().unwrap();
         assert!(!repo.changed_since(&base, "a.md").unwrap());
         write_and_commit(&repo, "b.md", Some("beta 2\n"), "m\n", &author()).unwrap();
@@ -959,7 +947,7 @@ mod tests {
     fn git_errors_name_files_relative_to_the_root() {
         let dir = seeded();
         let root = dir.path().canonicalize().unwrap();
-        let repo = Repo::open(&root).unwrap();
+        let repo = open_repo(&root).unwrap();
         // A ref lock left behind makes libgit2 fail with the lock's absolute path.
         fs::write(root.join(".git/refs/heads/main.lock"), "").unwrap();
         let err = write_and_commit(&repo, "a.md", Some("x\n"), "m\n", &author()).unwrap_err();
@@ -977,7 +965,7 @@ mod tests {
     fn never_opens_a_parent_repository() {
         let dir = seeded();
         fs::create_dir(dir.path().join("inner")).unwrap();
-        let err = Repo::open(&dir.path().join("inner")).err().unwrap();
+        let err = open_repo(&dir.path().join("inner")).err().unwrap();
         assert_eq!(err.code, ErrorCode::GitError);
     }
 }

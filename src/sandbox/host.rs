@@ -74,12 +74,17 @@ pub struct RunState {
 }
 
 impl RunState {
+    /// The program's deadline, in milliseconds from its start.
+    fn deadline_ms(&self) -> u64 {
+        self.deadline.duration_since(self.started).as_millis() as u64
+    }
+
     /// Refuses a call that starts after the deadline, or that could not finish by
     /// it because the same operation took longer than what is left earlier in
     /// this run. A call that starts always finishes: a commit is never cut short.
     fn may_start(&self, op: &str) -> Result<(), Stop> {
         let now = Instant::now();
-        let deadline_ms = self.deadline.duration_since(self.started).as_millis() as u64;
+        let deadline_ms = self.deadline_ms();
         let left = self.deadline.saturating_duration_since(now);
         if left.is_zero() {
             return Err(Stop::Deadline {
@@ -204,11 +209,7 @@ fn host_call(
     // writes, say) ends the program as a timeout; nothing was written.
     if outcome.is_err() && Instant::now() >= caller.data().deadline {
         return Err(wasmtime::Error::new(Stop::Deadline {
-            deadline_ms: caller
-                .data()
-                .deadline
-                .duration_since(caller.data().started)
-                .as_millis() as u64,
+            deadline_ms: caller.data().deadline_ms(),
             op: name,
         }));
     }
