@@ -505,7 +505,7 @@ fn credentials_in_the_model_url_stay_out_of_the_log() {
         .env("RUST_LOG", "info")
         .env(
             "MIRAI_LLM_BASE_URL",
-            format!("http://alice:hunter2@{closed}/v1"),
+            format!("http://alice:hunter2@{closed}/v1?api-key=hunter3"),
         )
         .env("MIRAI_LLM_MAX_RETRIES", "0")
         .stdout(Stdio::null())
@@ -559,6 +559,10 @@ fn credentials_in_the_model_url_stay_out_of_the_log() {
     assert!(log.contains(&format!("http://***@{closed}/v1")), "{log}");
     assert!(log.contains("POST /agent/run 503"), "{log}");
     assert!(!log.contains("hunter2") && !log.contains("alice"), "{log}");
+    // A key in the query string (as some providers take it) is masked too, and
+    // the start-up line names only where the model is.
+    assert!(!log.contains("hunter3"), "{log}");
+    assert!(log.contains(&format!(" at http://{closed}\n")), "{log}");
 }
 
 #[test]

@@ -604,3 +604,43 @@ fn resources_are_listed_in_pages() {
     );
     assert_eq!(bad.json::<Value>().unwrap()["error"]["code"], -32602);
 }
+
+#[test]
+fn tool_descriptions_state_the_limits_the_server_uses() {
+    let server = TestServer::start_with(|c| {
+        c.sandbox.timeout_ms = 1234;
+        c.sandbox.max_calls = 17;
+        c.sandbox.memory_bytes = 48 * 1024 * 1024;
+        c.sandbox.max_output_bytes = 9999;
+    });
+    let answer: Value = post(
+        &server,
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+        ],
+        modern("tools/list", json!({})),
+    )
+    .json()
+    .unwrap();
+    let tools = answer["result"]["tools"].as_array().unwrap();
+    let tool = |name: &str| tools.iter().find(|t| t["name"] == name).unwrap().clone();
+
+    let eval = tool("agent_eval")["description"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for configured in ["48 MiB", "1234 ms", "17 calls", "9999 bytes"] {
+        assert!(eval.contains(configured), "{configured} in {eval}");
+    }
+
+    let limit = &tool("index_query")["inputSchema"]["properties"]["limit"];
+    let default = mirai::index::DEFAULT_LIMIT;
+    assert_eq!(limit["default"], default, "{limit}");
+    let described = limit["description"].as_str().unwrap();
+    assert!(
+        described.contains(&format!("(default {default})"))
+            && described.contains(&format!("1 to {}", mirai::index::MAX_LIMIT)),
+        "{described}"
+    );
+}

@@ -5,7 +5,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::TestServer;
-use mirai::http::ENDPOINTS;
+use mirai::http::endpoints;
 
 fn documented_routes() -> BTreeSet<(String, String)> {
     let text =
@@ -26,7 +26,7 @@ fn documented_routes() -> BTreeSet<(String, String)> {
 
 #[test]
 fn every_served_route_is_documented_and_every_documented_route_is_served() {
-    let served: BTreeSet<(String, String)> = ENDPOINTS
+    let served: BTreeSet<(String, String)> = endpoints()
         .iter()
         .map(|e| (e.method.as_str().to_string(), e.path.to_string()))
         .collect();
@@ -63,6 +63,42 @@ fn every_documented_route_is_answered_by_the_live_server() {
                     && !(code == "not_found" && answer.body.to_string().contains("no route")),
                 "{method} {path} is documented but not routed: {answer:?}"
             );
+        }
+    }
+}
+
+#[test]
+fn every_row_is_served_at_its_declared_route_by_that_row() {
+    // In read_only mode a write row answers a policy refusal that names it; a read
+    // row answers 200 or its own malformed code to an empty request.
+    let server = TestServer::start_with(|c| c.policy = mirai::config::PolicyMode::ReadOnly);
+    let rows: Vec<_> = endpoints().into_iter().filter_map(|e| e.row()).collect();
+    assert_eq!(rows.len(), mirai::ops::TABLE.len(), "one route per row");
+    for op in mirai::ops::TABLE {
+        let url = format!("{}{}", server.url, op.http.path);
+        let request = match op.http.verb {
+            mirai::ops::Verb::Get => server.raw().get(url),
+            mirai::ops::Verb::Post => server.raw().post(url).body("{}"),
+            mirai::ops::Verb::Delete => server.raw().delete(url),
+        };
+        let answer = common::send(request);
+        match op.class {
+            mirai::ops::Class::Write => {
+                answer.assert_error(403, "policy_denied");
+                assert_eq!(
+                    answer.body["error"]["message"],
+                    format!("action {} is denied in read_only mode", op.name)
+                );
+            }
+            mirai::ops::Class::Read if answer.status == 200 => {}
+            mirai::ops::Class::Read => {
+                assert_eq!(
+                    answer.error_code(),
+                    op.malformed.as_str(),
+                    "{}: {answer:?}",
+                    op.name
+                )
+            }
         }
     }
 }

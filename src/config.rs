@@ -74,14 +74,27 @@ impl LlmConfig {
     }
 }
 
+/// What a `Debug` form shows of a secret: whether it is set, never its value.
+fn secret(value: &Option<String>) -> Option<&'static str> {
+    value.as_ref().map(|_| "<set>")
+}
+
 impl std::fmt::Debug for LlmConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured, so a new field cannot be added without deciding how it is shown.
+        let LlmConfig {
+            base_url,
+            model,
+            api_key,
+            timeout_ms,
+            max_retries,
+        } = self;
         f.debug_struct("LlmConfig")
-            .field("base_url", &crate::redact::urls(&self.base_url))
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
-            .field("timeout_ms", &self.timeout_ms)
-            .field("max_retries", &self.max_retries)
+            .field("base_url", &crate::redact::urls(base_url))
+            .field("model", model)
+            .field("api_key", &secret(api_key))
+            .field("timeout_ms", timeout_ms)
+            .field("max_retries", max_retries)
             .finish()
     }
 }
@@ -209,8 +222,9 @@ fn real_path_of(path: &std::path::Path) -> PathBuf {
     }
 }
 
-/// Everything the service needs to run, already validated.
-#[derive(Debug, Clone)]
+/// Everything the service needs to run, already validated. Its `Debug` form
+/// shows whether the token and the model's key are set, never their values.
+#[derive(Clone)]
 pub struct Config {
     pub notes_root: PathBuf,
     pub host: String,
@@ -244,6 +258,52 @@ pub struct Config {
     /// Whether `cache_dir` was set by `MIRAI_CACHE_DIR` (then a cache inside
     /// the notes root stops start-up rather than being skipped).
     pub cache_dir_explicit: bool,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured, so a new field cannot be added without deciding how it is shown.
+        let Config {
+            notes_root,
+            host,
+            port,
+            policy,
+            api_token,
+            max_body_bytes,
+            body_timeout_ms,
+            max_edits,
+            git_identity,
+            dirty_notes,
+            sandbox,
+            llm,
+            agent,
+            allowed_origins,
+            allowed_hosts,
+            mcp_max_result_bytes,
+            cache_dir,
+            cache_dir_explicit,
+        } = self;
+        f.debug_struct("Config")
+            .field("notes_root", notes_root)
+            .field("host", host)
+            .field("port", port)
+            .field("policy", policy)
+            .field("api_token", &secret(api_token))
+            .field("max_body_bytes", max_body_bytes)
+            .field("body_timeout_ms", body_timeout_ms)
+            .field("max_edits", max_edits)
+            .field("git_identity", git_identity)
+            .field("dirty_notes", dirty_notes)
+            .field("sandbox", sandbox)
+            .field("llm", llm)
+            .field("agent", agent)
+            .field("allowed_origins", allowed_origins)
+            .field("allowed_hosts", allowed_hosts)
+            .field("mcp_max_result_bytes", mcp_max_result_bytes)
+            .field("cache_dir", cache_dir)
+            .field("cache_dir_explicit", cache_dir_explicit)
+            .finish()
+    }
 }
 
 impl Config {
@@ -473,6 +533,29 @@ mod tests {
             ]))
             .unwrap();
         assert_eq!(c.policy, PolicyMode::AllowAll);
+    }
+
+    #[test]
+    fn debug_shows_that_secrets_are_set_but_never_their_values() {
+        let c = Config::new("n")
+            .with_environment(&env_of(&[
+                ("MIRAI_API_TOKEN", "tok-s3cret"),
+                ("MIRAI_LLM_API_KEY", "sk-s3cret"),
+                (
+                    "MIRAI_LLM_BASE_URL",
+                    "https://me:pw-s3cret@llm.example/v1?api-key=q-s3cret",
+                ),
+            ]))
+            .unwrap();
+        assert_eq!(c.api_token.as_deref(), Some("tok-s3cret"));
+        for shown in [format!("{c:?}"), format!("{c:#?}"), format!("{:?}", c.llm)] {
+            assert!(!shown.contains("s3cret"), "{shown}");
+            assert!(shown.contains("\"<set>\""), "{shown}");
+            assert!(shown.contains("llm.example/v1"), "{shown}");
+        }
+        assert!(format!("{c:?}").contains("api_token: Some(\"<set>\")"));
+        assert!(format!("{:?}", c.llm).contains("api_key: Some(\"<set>\")"));
+        assert!(format!("{:?}", Config::new("n")).contains("api_token: None"));
     }
 
     #[test]

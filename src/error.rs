@@ -189,6 +189,12 @@ impl Error {
     pub fn internal(message: impl Into<String>) -> Self {
         Error::new(ErrorCode::Internal, message)
     }
+
+    /// The one error shape every adapter answers with (HTTP bodies, server-sent
+    /// events, the sandbox's answer to the guest): `{"error":{"code","message"}}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ "error": self })
+    }
 }
 
 /// Shorthand used across the domain.
@@ -205,5 +211,14 @@ mod tests {
             assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
         }
         assert_eq!(ErrorCode::from_wire("nope"), None);
+    }
+
+    #[test]
+    fn an_error_renders_as_the_one_error_shape() {
+        let err = Error::not_found("note not found: \"a.md\"");
+        assert_eq!(
+            err.to_json(),
+            serde_json::json!({"error": {"code": "not_found", "message": "note not found: \"a.md\""}})
+        );
     }
 }

@@ -6,6 +6,7 @@
 //! render the answer. See ARCHITECTURE.md for the codemap.
 
 pub mod agent;
+pub mod app;
 pub mod bootstrap;
 pub mod config;
 pub mod error;

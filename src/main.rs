@@ -3,22 +3,20 @@
 //! stops start-up with one line on stderr and exit code 2.
 
 use std::net::TcpListener;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
 
-use mirai::agent::Agent;
-use mirai::bootstrap::{self, Prepared};
+use mirai::app;
 use mirai::config::{self, Config};
-use mirai::http::{self, AppState};
+use mirai::http;
 use mirai::mcp::Mcp;
 use mirai::notes::Notes;
 use mirai::ops::{self, Context, Input};
-use mirai::sandbox::{EvalRequest, Sandbox};
+use mirai::sandbox::EvalRequest;
 
 /// A git-backed notes service that people and untrusted AI models can read and change safely.
 #[derive(Debug, Parser)]
@@ -147,59 +145,6 @@ fn refuse_root() -> Result<(), Failure> {
     )))
 }
 
-/// libgit2 refuses a repository whose work tree or .git another user owns,
-/// unless `safe.directory` (system or global git config) names it. That check
-/// stays on; this says so at start-up, with the fix, before anything is written
-/// (DESIGN 6: in the container the service user owns /notes, and the image's
-/// /etc/gitconfig names /notes for a MIRAI_UID that does not).
-fn trust_notes_root_owner(root: &Path) -> Result<(), Failure> {
-    let Ok(meta) = std::fs::metadata(root) else {
-        return Ok(()); // `serve` creates it, owned by this user
-    };
-    let trusted = match git2::Repository::open(root) {
-        Ok(_) => true,
-        Err(e) if e.code() == git2::ErrorCode::Owner => false,
-        // Not a repository yet: the one `serve` creates would be refused later.
-        Err(_) => meta.uid() == rustix::process::geteuid().as_raw() || listed_safe(root),
-    };
-    if trusted {
-        return Ok(());
-    }
-    let shown = root.display();
-    Err(Failure::config(format!(
-        "git does not trust notes root {shown}: it (or its .git) belongs to another user \
-         than the one running mirai (uid {}); run mirai as its owner (uid {}), \
-         or trust it with: git config --global --add safe.directory {shown}",
-        rustix::process::geteuid().as_raw(),
-        meta.uid()
-    )))
-}
-
-/// Whether the system or global git config lists `root` (or `*`) under
-/// `safe.directory`, read as libgit2 reads it: the last empty value resets the list.
-fn listed_safe(root: &Path) -> bool {
-    let (Ok(config), Ok(root)) = (git2::Config::open_default(), root.canonicalize()) else {
-        return false;
-    };
-    let Ok(mut entries) = config.multivar("safe.directory", None) else {
-        return false;
-    };
-    let mut safe = false;
-    while let Some(Ok(entry)) = entries.next() {
-        match entry.value() {
-            None | Some("") => safe = false,
-            Some("*") => safe = true,
-            Some(value) => {
-                let value = value.strip_prefix("%(prefix)/").unwrap_or(value);
-                if !value.ends_with('/') && Path::new(value) == root.as_path() {
-                    safe = true;
-                }
-            }
-        }
-    }
-    safe
-}
-
 /// `mirai index rebuild|status`: the same operations as the HTTP routes, with
 /// the same policy (a read_only deployment's cron job sets allow_all itself).
 fn index(action: IndexAction) -> Result<(), Failure> {
@@ -210,7 +155,7 @@ fn index(action: IndexAction) -> Result<(), Failure> {
     let (config, notes) = open_notes(args)?;
     let ctx = Context::new(notes, &config);
     if matches!(action, IndexAction::Rebuild(_)) {
-        recover(&ctx);
+        app::recover(&ctx);
     }
     let started = Instant::now();
     let answer =
@@ -242,16 +187,7 @@ fn open_notes(args: &NotesArgs) -> Result<(Config, Notes), Failure> {
     let config = Config::new(&args.notes_root)
         .with_environment(&config::process_env)
         .map_err(Failure::config)?;
-    trust_notes_root_owner(&config.notes_root)?;
-    let meta = std::fs::metadata(&config.notes_root)
-        .map_err(|e| Failure::config(format!("notes root {}: {e}", config.notes_root.display())))?;
-    if !meta.is_dir() {
-        return Err(Failure::config(format!(
-            "notes root {} is not a directory",
-            config.notes_root.display()
-        )));
-    }
-    let notes = Notes::open(&config.notes_root).map_err(|e| Failure::config(e.message))?;
+    let notes = app::open_notes(&config).map_err(Failure::config)?;
     Ok((config, notes))
 }
 
@@ -267,18 +203,16 @@ fn eval(args: EvalArgs) -> Result<(), Failure> {
     let (config, notes) = open_notes(&args.notes)?;
     let ctx = Context::new(notes, &config);
     if !args.dry_run {
-        recover(&ctx);
+        app::recover(&ctx);
     }
-    let sandbox = start_sandbox(&config)?;
+    let sandbox = app::sandbox(&config).map_err(Failure::config)?;
     let request = EvalRequest {
         code,
         dry_run: args.dry_run,
     };
     let evaluation = sandbox.eval(&ctx, &request).map_err(Failure::operation)?;
     // Writes made by the program reach the artifact before the process ends.
-    if let Err(e) = ctx.index.flush() {
-        log::warn!("could not write the index artifact: {e}");
-    }
+    app::persist_index(&ctx, "before exit");
     let text = serde_json::to_string_pretty(&evaluation).map_err(|e| Failure {
         code: 1,
         message: e.to_string(),
@@ -296,8 +230,8 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
     use std::io::{BufRead, Write};
     let (config, notes) = open_notes(&args)?;
     let ctx = Arc::new(Context::new(notes, &config));
-    recover(&ctx);
-    let sandbox = Arc::new(start_sandbox(&config)?);
+    app::recover(&ctx);
+    let sandbox = Arc::new(app::sandbox(&config).map_err(Failure::config)?);
     let mcp = Mcp::new(ctx.clone(), sandbox, config.mcp_max_result_bytes);
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout().lock();
@@ -318,52 +252,8 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
             }
         }
     }
-    if let Err(e) = ctx.index.flush() {
-        log::warn!("could not write the index artifact: {e}");
-    }
+    app::persist_index(&ctx, "before exit");
     Ok(())
-}
-
-/// The start-up hook of every command that writes: opening the repository for
-/// writes takes this process's intent file (`.mirai/intents/`), finishes what
-/// a killed mirai left half-done, frees its locks and sweeps its temp files
-/// (logged). A read_only deployment writes nothing, so it skips this; a
-/// failure is logged and the command goes on (writes then say what is wrong).
-fn recover(ctx: &Context) {
-    if ctx.policy == config::PolicyMode::ReadOnly {
-        return;
-    }
-    if let Err(e) = ctx.writer() {
-        log::warn!(
-            "could not open the notes repository for writes: {}",
-            e.message
-        );
-    }
-}
-
-/// Compiles (or loads from the cache) the guest module once for this process.
-fn start_sandbox(config: &Config) -> Result<Sandbox, Failure> {
-    let cache_dir = config.usable_cache_dir().map_err(Failure::config)?;
-    if cache_dir.is_none() && config.cache_dir.is_some() {
-        log::warn!("the default module cache folder is inside the notes root, so it is not used; set MIRAI_CACHE_DIR to a folder outside NOTES_ROOT to keep start-up fast");
-    }
-    let (sandbox, startup) = Sandbox::new(config.sandbox, cache_dir.as_deref())
-        .map_err(|e| Failure::config(e.message))?;
-    if startup.module_from_cache {
-        log::info!(
-            "sandbox ready: guest module loaded from cache in {:.1} ms",
-            startup.module_ms
-        );
-    } else {
-        log::info!(
-            "sandbox ready: guest module compiled in {:.0} ms",
-            startup.module_ms
-        );
-    }
-    if let Some(problem) = startup.cache_problem {
-        log::warn!("the module cache was not used ({problem}); the guest was compiled instead (MIRAI_CACHE_DIR)");
-    }
-    Ok(sandbox)
 }
 
 fn serve(args: ServeArgs) -> Result<(), Failure> {
@@ -373,19 +263,8 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     let config = config
         .with_environment(&config::process_env)
         .map_err(Failure::config)?;
-    trust_notes_root_owner(&config.notes_root)?;
-    match bootstrap::prepare_notes_root(&config.notes_root, config.policy, &config.git_identity)
-        .map_err(Failure::config)?
-    {
-        Prepared::Initialized => log::info!(
-            "initialized a git repository at {} with a welcome note",
-            config.notes_root.display()
-        ),
-        Prepared::Created => log::info!("created notes root {}", config.notes_root.display()),
-        Prepared::Existing => {}
-    }
-    let notes = Notes::open(&config.notes_root).map_err(|e| Failure::config(e.message))?;
-    let sandbox = Arc::new(start_sandbox(&config)?);
+    let app = app::build(config).map_err(Failure::config)?;
+    let config = &app.config;
     let listener = TcpListener::bind((config.host.as_str(), config.port)).map_err(|e| {
         Failure::config(format!(
             "cannot listen on {}:{}: {e}",
@@ -395,7 +274,7 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     let address = listener.local_addr().map_err(Failure::config)?;
     log::info!(
         "serving {} on http://{address} (policy {}{})",
-        notes.root().display(),
+        app.ctx.notes.root().display(),
         config.policy.as_str(),
         if config.api_token.is_some() {
             ", bearer token required"
@@ -403,40 +282,11 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
             ""
         }
     );
-
-    let ctx = Arc::new(Context::new(notes, &config));
-    recover(&ctx);
-    ctx.index.warm_up();
-    ctx.index.watch(mirai::index::live::WATCH_EVERY);
-    let agent = Arc::new(Agent::new(&config, sandbox.clone()));
-    if config.llm.is_configured() {
-        log::info!(
-            "agent: model {} at {}",
-            config.llm.model,
-            mirai::redact::urls(&config.llm.base_url)
-        );
-    } else {
-        log::info!("agent: no model configured (set MIRAI_LLM_API_KEY or MIRAI_LLM_BASE_URL to enable POST /agent/run)");
-    }
-    let mcp = Arc::new(Mcp::new(
-        ctx.clone(),
-        sandbox.clone(),
-        config.mcp_max_result_bytes,
-    ));
-    let state = AppState {
-        ctx: ctx.clone(),
-        sandbox,
-        agent,
-        mcp,
-        mcp_sessions: Default::default(),
-        config,
-    };
+    let ctx = app.ctx.clone();
     let served =
-        actix_web::rt::System::new().block_on(async move { http::serve(state, listener)?.await });
+        actix_web::rt::System::new().block_on(async move { http::serve(app, listener)?.await });
     // Applies since the last background persist reach the artifact before we go.
-    if let Err(e) = ctx.index.flush() {
-        log::warn!("could not write the index artifact at shutdown: {e}");
-    }
+    app::persist_index(&ctx, "at shutdown");
     served.map_err(|e| Failure {
         code: 1,
         message: format!("server stopped: {e}"),

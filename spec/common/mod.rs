@@ -11,16 +11,10 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::mpsc;
-use std::sync::Arc;
 
-use mirai::agent::Agent;
-use mirai::bootstrap;
+use mirai::app;
 use mirai::config::Config;
-use mirai::http::{self, AppState};
-use mirai::mcp::Mcp;
-use mirai::notes::Notes;
-use mirai::ops::Context;
-use mirai::sandbox::Sandbox;
+use mirai::http;
 use reqwest::blocking::{Client, RequestBuilder};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -85,39 +79,15 @@ impl TestServer {
         let mut config = Config::new(&root);
         config.cache_dir = Some(guest_cache());
         adjust(&mut config);
-        bootstrap::prepare_notes_root(&root, config.policy, &config.git_identity)
-            .expect("prepare notes root");
         let token = config.api_token.clone();
-        let notes = Notes::open(&root).expect("open notes");
-        let ctx = Arc::new(Context::new(notes, &config));
-        // As `mirai serve` does: changes made beside mirai reach the index.
-        ctx.index.watch(mirai::index::live::WATCH_EVERY);
-        let (sandbox, _) =
-            Sandbox::new(config.sandbox, config.cache_dir.as_deref()).expect("sandbox");
-        let sandbox = Arc::new(sandbox);
-        let agent = Arc::new(Agent::new(&config, sandbox.clone()));
-        let mcp = Arc::new(Mcp::new(
-            ctx.clone(),
-            sandbox.clone(),
-            config.mcp_max_result_bytes,
-        ));
+        // Wired as `mirai serve` wires it: bootstrap, recovery, index warm-up and watch.
+        let app = app::build(config).expect("the app builds");
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             actix_web::rt::System::new().block_on(async move {
-                let server = http::serve(
-                    AppState {
-                        ctx,
-                        sandbox,
-                        agent,
-                        mcp,
-                        mcp_sessions: Default::default(),
-                        config,
-                    },
-                    listener,
-                )
-                .expect("serve");
+                let server = http::serve(app, listener).expect("serve");
                 tx.send(server.handle()).expect("send handle");
                 server.await.expect("server runs");
             })

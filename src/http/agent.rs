@@ -9,9 +9,9 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::respond::{error_response, read_body, render};
-use super::AppState;
 use crate::agent::transcript::{self, Event};
 use crate::agent::RunRequest;
+use crate::app::App;
 use crate::error::{Error, ErrorCode};
 use crate::sandbox::EvalRequest;
 
@@ -19,9 +19,9 @@ use crate::sandbox::EvalRequest;
 const RECENT_RUNS: usize = 50;
 
 /// Code mode: one program in the sandbox. Its failure is a 200 with `error` set.
-pub async fn eval(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
+pub async fn eval(app: web::Data<App>, payload: web::Payload) -> HttpResponse {
     let request: EvalRequest = match body(
-        &state,
+        &app,
         payload,
         r#"{"code": "<JavaScript>", "dry_run"?: bool}"#,
     )
@@ -30,8 +30,8 @@ pub async fn eval(state: web::Data<AppState>, payload: web::Payload) -> HttpResp
         Ok(request) => request,
         Err(err) => return error_response(&err),
     };
-    let ctx = state.ctx.clone();
-    let sandbox = state.sandbox.clone();
+    let ctx = app.ctx.clone();
+    let sandbox = app.sandbox.clone();
     render(
         web::block(move || sandbox.eval(&ctx, &request)).await,
         "/agent/eval",
@@ -39,13 +39,9 @@ pub async fn eval(state: web::Data<AppState>, payload: web::Payload) -> HttpResp
 }
 
 /// One agent run, answered as a report, or streamed as it happens.
-pub async fn run(
-    state: web::Data<AppState>,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> HttpResponse {
+pub async fn run(app: web::Data<App>, req: HttpRequest, payload: web::Payload) -> HttpResponse {
     let request: RunRequest = match body(
-        &state,
+        &app,
         payload,
         r#"{"task": "<what to do>", "max_steps"?: 1-32, "dry_run"?: bool}"#,
     )
@@ -54,11 +50,11 @@ pub async fn run(
         Ok(request) => request,
         Err(err) => return error_response(&err),
     };
-    if let Err(err) = state.agent.check(&request) {
+    if let Err(err) = app.agent.check(&request) {
         return error_response(&err);
     }
-    let ctx = state.ctx.clone();
-    let agent = state.agent.clone();
+    let ctx = app.ctx.clone();
+    let agent = app.agent.clone();
     let streaming = req
         .headers()
         .get(header::ACCEPT)
@@ -79,10 +75,7 @@ pub async fn run(
                 "report",
                 &serde_json::to_string(&report).unwrap_or_default(),
             ),
-            Err(err) => frame(
-                "error",
-                &json!({"error": {"code": err.code, "message": err.message}}).to_string(),
-            ),
+            Err(err) => frame("error", &err.to_json().to_string()),
         };
         let _ = tx.send(last);
     });
@@ -98,8 +91,8 @@ pub async fn run(
 }
 
 /// Recent runs, newest first.
-pub async fn runs(state: web::Data<AppState>) -> HttpResponse {
-    let dir = state.agent.runs().clone();
+pub async fn runs(app: web::Data<App>) -> HttpResponse {
+    let dir = app.agent.runs().clone();
     render(
         web::block(move || transcript::list(&dir, RECENT_RUNS)).await,
         "/agent/runs",
@@ -107,8 +100,8 @@ pub async fn runs(state: web::Data<AppState>) -> HttpResponse {
 }
 
 /// Every event of one run.
-pub async fn transcript(state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
-    let dir = state.agent.runs().clone();
+pub async fn transcript(app: web::Data<App>, path: web::Path<String>) -> HttpResponse {
+    let dir = app.agent.runs().clone();
     let run_id = path.into_inner();
     let read = web::block(move || {
         transcript::read(&dir, &run_id).map(|events| json!({"run_id": run_id, "events": events}))
@@ -120,11 +113,11 @@ pub async fn transcript(state: web::Data<AppState>, path: web::Path<String>) -> 
 /// Reads and parses a JSON body (strictly: a repeated key is malformed); a
 /// malformed one is `invalid_request` naming the shape.
 async fn body<T: DeserializeOwned>(
-    state: &web::Data<AppState>,
+    app: &web::Data<App>,
     payload: web::Payload,
     shape: &str,
 ) -> Result<T, Error> {
-    let bytes = read_body(state, payload).await?;
+    let bytes = read_body(&app.config, payload).await?;
     let malformed = |e: serde_json::Error| {
         Error::new(
             ErrorCode::InvalidRequest,

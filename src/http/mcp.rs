@@ -15,7 +15,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 
 use super::respond::read_body;
-use super::AppState;
+use crate::app::App;
 use crate::mcp::{code, requested_version, Mcp, PROTOCOL_VERSIONS};
 
 const SESSION_HEADER: &str = "Mcp-Session-Id";
@@ -62,11 +62,12 @@ impl Sessions {
 
 /// `POST /mcp`: one JSON-RPC message.
 pub async fn post(
-    state: web::Data<AppState>,
+    app: web::Data<App>,
+    sessions: web::Data<Sessions>,
     req: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
-    let body = match read_body(&state, payload).await {
+    let body = match read_body(&app.config, payload).await {
         Ok(body) => body,
         Err(err) => {
             return rpc_error(
@@ -105,7 +106,7 @@ pub async fn post(
                 "missing Mcp-Session-Id: send initialize first and then the session id it answered",
             );
         };
-        let Some(negotiated) = state.mcp_sessions.version(&id) else {
+        let Some(negotiated) = sessions.version(&id) else {
             return rpc_error(
                 StatusCode::NOT_FOUND,
                 code::INVALID_REQUEST,
@@ -122,7 +123,7 @@ pub async fn post(
             }
         }
     }
-    let mcp = state.mcp.clone();
+    let mcp = app.mcp.clone();
     let answered = web::block(move || {
         let response = mcp.handle(&message);
         (message, response)
@@ -145,7 +146,7 @@ pub async fn post(
     let mut answer = HttpResponse::build(status);
     if initializing && response.get("result").is_some() {
         let version = Mcp::negotiate(message["params"]["protocolVersion"].as_str());
-        answer.insert_header((SESSION_HEADER, state.mcp_sessions.open(version)));
+        answer.insert_header((SESSION_HEADER, sessions.open(version)));
     }
     answer.json(response)
 }
@@ -206,9 +207,9 @@ pub async fn get() -> HttpResponse {
 }
 
 /// `DELETE /mcp`: the client ends its session.
-pub async fn delete(state: web::Data<AppState>, req: HttpRequest) -> HttpResponse {
+pub async fn delete(sessions: web::Data<Sessions>, req: HttpRequest) -> HttpResponse {
     match header_value(&req, SESSION_HEADER) {
-        Some(id) if state.mcp_sessions.close(&id) => HttpResponse::NoContent().finish(),
+        Some(id) if sessions.close(&id) => HttpResponse::NoContent().finish(),
         Some(_) => rpc_error(
             StatusCode::NOT_FOUND,
             code::INVALID_REQUEST,

@@ -14,8 +14,8 @@ use futures_util::FutureExt;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::respond::error_response;
-use super::AppState;
+use super::respond::{error_response, internal_error};
+use crate::app::App;
 use crate::config::Config;
 use crate::error::{Error, ErrorCode};
 use crate::origin::{self, OwnNames};
@@ -120,8 +120,8 @@ pub async fn require_token(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let expected = req
-        .app_data::<web::Data<AppState>>()
-        .and_then(|state| state.config.api_token.clone());
+        .app_data::<web::Data<App>>()
+        .and_then(|app| app.config.api_token.clone());
     if let Some(expected) = expected {
         if req.path() != "/health" && !bearer_matches(&req, &expected) {
             let err = Error::new(
@@ -167,13 +167,6 @@ pub async fn catch_panic(
             Err(internal_error().into())
         }
     }
-}
-
-/// The answer when something inside mirai broke; details stay in the log.
-pub fn internal_error() -> Error {
-    Error::internal(
-        "internal error: the request could not be completed; the server log has details",
-    )
 }
 
 #[cfg(test)]

@@ -5,48 +5,40 @@
 //! (`Origin` and `Host`, DESIGN 8.3) and then the bearer token (DESIGN 7.4),
 //! both before routing; one log line per request; body limits and the time a
 //! body may take to arrive; and turning a panic into a plain 500.
+//!
+//! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp` ->
+//! `respond`; `middleware` -> `respond`; this file -> `routes`, `middleware`, `mcp`.
 
 mod agent;
 mod mcp;
 mod middleware;
 mod respond;
 mod routes;
+mod row;
 
-pub use routes::{Endpoint, Verb, ENDPOINTS};
+pub use crate::ops::Verb;
+pub use routes::{endpoints, Endpoint};
 
 use std::net::TcpListener;
-use std::sync::Arc;
 
 use actix_web::dev::Server;
-use actix_web::{web, App, HttpServer};
+use actix_web::{web, HttpServer};
 
-use crate::agent::Agent;
-use crate::config::Config;
-use crate::mcp::Mcp;
-use crate::ops::Context;
-use crate::sandbox::Sandbox;
+use crate::app::App;
 
-/// Shared by every worker.
-pub struct AppState {
-    pub ctx: Arc<Context>,
-    pub sandbox: Arc<Sandbox>,
-    pub agent: Arc<Agent>,
-    pub mcp: Arc<Mcp>,
-    pub mcp_sessions: mcp::Sessions,
-    pub config: Config,
-}
-
-/// Builds the server on an already-bound listener (port 0 in tests).
-pub fn serve(state: AppState, listener: TcpListener) -> std::io::Result<Server> {
-    let browsers = web::Data::new(middleware::Browsers::new(&state.config));
-    let state = web::Data::new(state);
+/// Builds the server for `app` on an already-bound listener (port 0 in tests).
+pub fn serve(app: App, listener: TcpListener) -> std::io::Result<Server> {
+    let browsers = web::Data::new(middleware::Browsers::new(&app.config));
+    let sessions = web::Data::new(mcp::Sessions::default());
+    let app = web::Data::new(app);
     // The last `wrap` runs first: log, then the browser check, then the token.
     let server = HttpServer::new(move || {
-        App::new()
-            .app_data(state.clone())
+        actix_web::App::new()
+            .app_data(app.clone())
             .app_data(browsers.clone())
+            .app_data(sessions.clone())
             .configure(routes::configure)
-            .default_service(web::to(respond::unknown_route))
+            .default_service(web::to(routes::unknown_route))
             .wrap(actix_web::middleware::from_fn(middleware::catch_panic))
             .wrap(actix_web::middleware::from_fn(middleware::require_token))
             .wrap(actix_web::middleware::from_fn(middleware::refuse_browsers))

@@ -1,26 +1,26 @@
-//! Turning operation results into HTTP answers, and requests into operation input.
+//! Answers: an [`Error`] as an HTTP response in the one error shape, blocking
+//! work's outcome as JSON, and request bodies read within their limits. The
+//! other http modules build on this one; it builds on none of them.
 
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpRequest, HttpResponse};
-use serde_json::{json, Value};
+use actix_web::{web, HttpResponse};
 
-use super::middleware::internal_error;
-use super::routes::ENDPOINTS;
-use super::AppState;
+use crate::config::Config;
 use crate::error::{Error, ErrorCode};
-use crate::ops::{self, Input};
 
-/// The one error shape: `{"error":{"code","message"}}`.
+/// The HTTP status of `err`'s code.
+fn status(err: &Error) -> StatusCode {
+    StatusCode::from_u16(err.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// `err` as an answer: its code's status and [`Error::to_json`]'s body.
 pub fn error_response(err: &Error) -> HttpResponse {
-    let status =
-        StatusCode::from_u16(err.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    HttpResponse::build(status)
-        .json(json!({"error": {"code": err.code.as_str(), "message": err.message}}))
+    HttpResponse::build(status(err)).json(err.to_json())
 }
 
 impl actix_web::ResponseError for Error {
     fn status_code(&self) -> StatusCode {
-        StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+        status(self)
     }
 
     fn error_response(&self) -> HttpResponse {
@@ -28,26 +28,11 @@ impl actix_web::ResponseError for Error {
     }
 }
 
-/// Request input an operation will get, owned so it can move to a blocking thread.
-pub enum OwnedInput {
-    Json(Value),
-    Body(web::Bytes),
-}
-
-/// Runs an operation off the async workers (operations do file and git I/O)
-/// and renders its result. A panic inside the operation becomes 500 `internal`.
-pub async fn run_operation(
-    state: &web::Data<AppState>,
-    name: &'static str,
-    input: OwnedInput,
-) -> HttpResponse {
-    let ctx = state.ctx.clone();
-    let outcome = web::block(move || match input {
-        OwnedInput::Json(value) => ops::dispatch(&ctx, name, Input::Json(value)),
-        OwnedInput::Body(bytes) => ops::dispatch(&ctx, name, Input::Body(&bytes)),
-    })
-    .await;
-    render(outcome, name)
+/// The answer when something inside mirai broke; details stay in the log.
+pub fn internal_error() -> Error {
+    Error::internal(
+        "internal error: the request could not be completed; the server log has details",
+    )
 }
 
 /// Renders blocking work's outcome: the value as JSON, its error in the one
@@ -74,12 +59,9 @@ pub fn render<T: serde::Serialize>(
 /// Reads a request body up to the configured limit; larger bodies are 413,
 /// and one that has not arrived in `MIRAI_BODY_TIMEOUT_MS` is 408 (the
 /// connection is then closed, since the rest of the body is never read).
-pub async fn read_body(
-    state: &web::Data<AppState>,
-    payload: web::Payload,
-) -> Result<web::Bytes, Error> {
-    let limit = state.config.max_body_bytes;
-    let timeout_ms = state.config.body_timeout_ms;
+pub async fn read_body(config: &Config, payload: web::Payload) -> Result<web::Bytes, Error> {
+    let limit = config.max_body_bytes;
+    let timeout_ms = config.body_timeout_ms;
     let too_large = || {
         Error::new(
             ErrorCode::PayloadTooLarge,
@@ -106,40 +88,4 @@ pub async fn read_body(
             ),
         )),
     }
-}
-
-/// Every path no route matches.
-pub async fn unknown_route(req: HttpRequest) -> HttpResponse {
-    error_response(&Error::not_found(format!(
-        "no route {} {}; GET /mcp/notes lists notes, and spec/openapi.yaml lists every route",
-        req.method(),
-        req.path()
-    )))
-}
-
-/// A known path asked with a method it does not serve; `Allow` names the ones it does.
-pub async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
-    let pattern = req
-        .match_pattern()
-        .unwrap_or_else(|| req.path().to_string());
-    let allowed: Vec<&str> = ENDPOINTS
-        .iter()
-        .filter(|e| e.path == pattern)
-        .map(|e| e.method.as_str())
-        .collect();
-    let allowed = allowed.join(", ");
-    let mut response = error_response(&Error::new(
-        ErrorCode::MethodNotAllowed,
-        format!(
-            "{} is not allowed on {}; use {allowed}",
-            req.method(),
-            req.path()
-        ),
-    ));
-    if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&allowed) {
-        response
-            .headers_mut()
-            .insert(actix_web::http::header::ALLOW, value);
-    }
-    response
 }

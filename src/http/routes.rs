@@ -1,107 +1,110 @@
-//! The route table: every endpoint with its method, path and handler. The
-//! server is built from it, and the OpenAPI test checks the spec against it.
+//! The route table: every row of the operation table at the route it declares
+//! (served by the one handler in `row.rs`), and the routes of mirai's own
+//! (`/health`, `/config`, `/agent/*`, `/mcp`). The server is built from
+//! [`endpoints`], and the OpenAPI spec is checked against it. Paths no route
+//! matches, and methods a path does not serve, are answered here too.
 
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse, Route};
-use serde_json::{json, Map, Value};
+use serde_json::json;
 
-use super::respond::{error_response, method_not_allowed, read_body, run_operation, OwnedInput};
-use super::AppState;
-use super::{agent, mcp};
+use super::respond::error_response;
+use super::{agent, mcp, row};
+use crate::app::App;
 use crate::error::{Error, ErrorCode};
+use crate::ops::{OpEntry, Verb, TABLE};
 
 /// One served route.
+#[derive(Clone, Copy)]
 pub struct Endpoint {
     pub method: Verb,
     pub path: &'static str,
-    route: fn() -> Route,
+    handler: Handler,
 }
 
-/// The HTTP methods mirai serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verb {
-    Get,
-    Post,
-    Delete,
+#[derive(Clone, Copy)]
+enum Handler {
+    /// A row of the operation table, served by `row::serve`.
+    Row(&'static OpEntry),
+    /// A route of its own.
+    Own(fn() -> Route),
 }
 
-impl Verb {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verb::Get => "GET",
-            Verb::Post => "POST",
-            Verb::Delete => "DELETE",
+impl Endpoint {
+    /// The row this route serves; `None` for the routes of mirai's own.
+    pub fn row(&self) -> Option<&'static OpEntry> {
+        match self.handler {
+            Handler::Row(op) => Some(op),
+            Handler::Own(_) => None,
         }
     }
 
-    fn method(self) -> Method {
-        match self {
-            Verb::Get => Method::GET,
-            Verb::Post => Method::POST,
-            Verb::Delete => Method::DELETE,
-        }
+    fn route(&self) -> Route {
+        let route = match self.handler {
+            Handler::Row(op) => web::route().to(
+                move |app: web::Data<App>, req: HttpRequest, payload: web::Payload| {
+                    row::serve(app, op, req, payload)
+                },
+            ),
+            Handler::Own(route) => route(),
+        };
+        route.method(method(self.method))
     }
 }
 
-const fn get(path: &'static str, route: fn() -> Route) -> Endpoint {
+fn method(verb: Verb) -> Method {
+    match verb {
+        Verb::Get => Method::GET,
+        Verb::Post => Method::POST,
+        Verb::Delete => Method::DELETE,
+    }
+}
+
+const fn own(method: Verb, path: &'static str, route: fn() -> Route) -> Endpoint {
     Endpoint {
-        method: Verb::Get,
+        method,
         path,
-        route,
+        handler: Handler::Own(route),
     }
 }
 
-const fn delete(path: &'static str, route: fn() -> Route) -> Endpoint {
-    Endpoint {
-        method: Verb::Delete,
-        path,
-        route,
-    }
-}
-
-const fn post(path: &'static str, route: fn() -> Route) -> Endpoint {
-    Endpoint {
-        method: Verb::Post,
-        path,
-        route,
-    }
-}
-
-/// Every route the server answers.
+/// The routes that are not rows.
 #[rustfmt::skip]
-pub static ENDPOINTS: &[Endpoint] = &[
-    get("/health", || web::route().to(health)),
-    get("/config", || web::route().to(config)),
-    get("/mcp/notes", || web::route().to(notes_list)),
-    get("/mcp/notes/read", || web::route().to(notes_read)),
-    post("/mcp/notes/read_batch", || web::route().to(notes_read_batch)),
-    post("/mcp/patch/propose", || web::route().to(patch_propose)),
-    post("/mcp/patch/apply", || web::route().to(patch_apply)),
-    post("/mcp/patch/make", || web::route().to(patch_make)),
-    post("/mcp/notes/write", || web::route().to(notes_write)),
-    post("/mcp/notes/edit", || web::route().to(notes_edit)),
-    post("/mcp/index/rebuild", || web::route().to(index_rebuild)),
-    get("/mcp/index/status", || web::route().to(index_status)),
-    get("/mcp/index/query", || web::route().to(index_query)),
-    post("/mcp/index/invalidate", || web::route().to(index_invalidate)),
-    post("/agent/eval", || web::route().to(agent::eval)),
-    post("/agent/run", || web::route().to(agent::run)),
-    get("/agent/runs", || web::route().to(agent::runs)),
-    get("/agent/runs/{run_id}", || web::route().to(agent::transcript)),
-    post("/mcp", || web::route().to(mcp::post)),
-    get("/mcp", || web::route().to(mcp::get)),
-    delete("/mcp", || web::route().to(mcp::delete)),
+static OWN: &[Endpoint] = &[
+    own(Verb::Get, "/health", || web::route().to(health)),
+    own(Verb::Get, "/config", || web::route().to(config)),
+    own(Verb::Post, "/agent/eval", || web::route().to(agent::eval)),
+    own(Verb::Post, "/agent/run", || web::route().to(agent::run)),
+    own(Verb::Get, "/agent/runs", || web::route().to(agent::runs)),
+    own(Verb::Get, "/agent/runs/{run_id}", || web::route().to(agent::transcript)),
+    own(Verb::Post, "/mcp", || web::route().to(mcp::post)),
+    own(Verb::Get, "/mcp", || web::route().to(mcp::get)),
+    own(Verb::Delete, "/mcp", || web::route().to(mcp::delete)),
 ];
+
+/// Every route the server answers: each row at its declared route, then mirai's own.
+pub fn endpoints() -> Vec<Endpoint> {
+    TABLE
+        .iter()
+        .map(|op| Endpoint {
+            method: op.http.verb,
+            path: op.http.path,
+            handler: Handler::Row(op),
+        })
+        .chain(OWN.iter().copied())
+        .collect()
+}
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     // One resource per path, holding every method served there; paths are exact, so order is free.
-    let mut paths: Vec<&str> = ENDPOINTS.iter().map(|e| e.path).collect();
+    let endpoints = endpoints();
+    let mut paths: Vec<&str> = endpoints.iter().map(|e| e.path).collect();
     paths.sort_unstable();
     paths.dedup();
     for path in paths {
         let mut resource = web::resource(path).default_service(web::to(method_not_allowed));
-        for endpoint in ENDPOINTS.iter().filter(|e| e.path == path) {
-            resource = resource.route((endpoint.route)().method(endpoint.method.method()));
+        for endpoint in endpoints.iter().filter(|e| e.path == path) {
+            resource = resource.route(endpoint.route());
         }
         cfg.service(resource);
     }
@@ -111,8 +114,8 @@ async fn health() -> HttpResponse {
     HttpResponse::Ok().json(json!({"ok": true}))
 }
 
-async fn config(state: web::Data<AppState>) -> HttpResponse {
-    let config = &state.config;
+async fn config(app: web::Data<App>) -> HttpResponse {
+    let config = &app.config;
     HttpResponse::Ok().json(json!({
         "notes_root": config.notes_root.display().to_string(),
         "policy_mode": config.policy.as_str(),
@@ -139,82 +142,89 @@ async fn config(state: web::Data<AppState>) -> HttpResponse {
     }))
 }
 
-async fn notes_list(state: web::Data<AppState>) -> HttpResponse {
-    run_operation(&state, "notes.list", OwnedInput::Json(json!({}))).await
+/// Every path no route matches.
+pub async fn unknown_route(req: HttpRequest) -> HttpResponse {
+    error_response(&Error::not_found(format!(
+        "no route {} {}; GET /mcp/notes lists notes, and spec/openapi.yaml lists every route",
+        req.method(),
+        req.path()
+    )))
 }
 
-async fn notes_read(state: web::Data<AppState>, req: HttpRequest) -> HttpResponse {
-    match query_object(&req, &["path"]) {
-        Ok(request) => run_operation(&state, "notes.read", OwnedInput::Json(request)).await,
-        Err(err) => error_response(&Error::invalid_path(err)),
+/// A known path asked with a method it does not serve; `Allow` names the ones it does.
+async fn method_not_allowed(req: HttpRequest) -> HttpResponse {
+    let pattern = req
+        .match_pattern()
+        .unwrap_or_else(|| req.path().to_string());
+    let allowed: Vec<&str> = endpoints()
+        .iter()
+        .filter(|e| e.path == pattern)
+        .map(|e| e.method.as_str())
+        .collect();
+    let allowed = allowed.join(", ");
+    let mut response = error_response(&Error::new(
+        ErrorCode::MethodNotAllowed,
+        format!(
+            "{} is not allowed on {}; use {allowed}",
+            req.method(),
+            req.path()
+        ),
+    ));
+    if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&allowed) {
+        response
+            .headers_mut()
+            .insert(actix_web::http::header::ALLOW, value);
     }
+    response
 }
 
-async fn notes_read_batch(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
-    body_operation(&state, "notes.read_batch", payload).await
-}
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
 
-async fn patch_propose(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
-    body_operation(&state, "patch.propose", payload).await
-}
+    use super::*;
 
-async fn patch_apply(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
-    body_operation(&state, "patch.apply", payload).await
-}
-
-async fn patch_make(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
-    body_operation(&state, "patch.make", payload).await
-}
-
-async fn notes_write(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
-    body_operation(&state, "notes.write", payload).await
-}
-
-async fn notes_edit(state: web::Data<AppState>, payload: web::Payload) -> HttpResponse {
-    body_operation(&state, "notes.edit", payload).await
-}
-
-async fn index_rebuild(state: web::Data<AppState>) -> HttpResponse {
-    run_operation(&state, "index.rebuild", OwnedInput::Json(json!({}))).await
-}
-
-async fn index_status(state: web::Data<AppState>) -> HttpResponse {
-    run_operation(&state, "index.status", OwnedInput::Json(json!({}))).await
-}
-
-async fn index_query(state: web::Data<AppState>, req: HttpRequest) -> HttpResponse {
-    match query_object(&req, &["q", "limit", "path_prefix"]) {
-        Ok(request) => run_operation(&state, "index.query", OwnedInput::Json(request)).await,
-        Err(err) => error_response(&Error::new(ErrorCode::InvalidQuery, err)),
-    }
-}
-
-async fn index_invalidate(state: web::Data<AppState>) -> HttpResponse {
-    run_operation(&state, "index.invalidate", OwnedInput::Json(json!({}))).await
-}
-
-/// An operation whose request is the JSON body. Policy is checked before the body is parsed.
-async fn body_operation(
-    state: &web::Data<AppState>,
-    name: &'static str,
-    payload: web::Payload,
-) -> HttpResponse {
-    match read_body(state, payload).await {
-        Ok(body) => run_operation(state, name, OwnedInput::Body(body)).await,
-        Err(err) => error_response(&err),
-    }
-}
-
-/// Builds a JSON object from the named query parameters (first value wins;
-/// absent ones are left out, so the operation reports them as missing).
-fn query_object(req: &HttpRequest, names: &[&str]) -> Result<Value, String> {
-    let pairs = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
-        .map_err(|e| format!("the query string could not be decoded: {e}"))?;
-    let mut object = Map::new();
-    for (key, value) in pairs.into_inner() {
-        if names.contains(&key.as_str()) && !object.contains_key(&key) {
-            object.insert(key, Value::String(value));
+    #[test]
+    fn every_row_has_its_route_and_every_route_a_row_or_a_handler_of_its_own() {
+        let endpoints = endpoints();
+        for op in TABLE {
+            let serving: Vec<&Endpoint> = endpoints
+                .iter()
+                .filter(|e| e.row().is_some_and(|row| std::ptr::eq(row, op)))
+                .collect();
+            assert_eq!(serving.len(), 1, "{} must have exactly one route", op.name);
+            assert_eq!(
+                (serving[0].method, serving[0].path),
+                (op.http.verb, op.http.path),
+                "{}",
+                op.name
+            );
         }
+        for endpoint in &endpoints {
+            match endpoint.row() {
+                Some(row) => assert!(
+                    TABLE.iter().any(|op| std::ptr::eq(op, row)),
+                    "{} {} names a row that is not in the table",
+                    endpoint.method.as_str(),
+                    endpoint.path
+                ),
+                // /mcp/... belongs to the rows; mirai's own routes live elsewhere.
+                None => assert!(
+                    !endpoint.path.starts_with("/mcp/"),
+                    "{} {} is under /mcp/ but serves no row",
+                    endpoint.method.as_str(),
+                    endpoint.path
+                ),
+            }
+        }
+        let distinct: BTreeSet<(&str, &str)> = endpoints
+            .iter()
+            .map(|e| (e.method.as_str(), e.path))
+            .collect();
+        assert_eq!(
+            distinct.len(),
+            endpoints.len(),
+            "two routes share a method and path"
+        );
     }
-    Ok(Value::Object(object))
 }

@@ -128,7 +128,7 @@ impl Mcp {
             "initialize" => Ok(self.initialize(params)),
             "server/discover" if era == Era::Stateless => Ok(self.discover()),
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(tools::list(self.read_only())),
+            "tools/list" => Ok(tools::list(self)),
             "tools/call" => tools::call(self, params),
             "resources/list" => resources::list(self, params),
             "resources/templates/list" => Ok(resources::templates()),

@@ -19,7 +19,9 @@ pub fn tool_name(op: &OpEntry) -> String {
 }
 
 /// Every tool a client may call; write tools are left out in `read_only` mode.
-pub fn list(read_only: bool) -> Value {
+pub fn list(mcp: &Mcp) -> Value {
+    let read_only = mcp.read_only();
+    let limits = mcp.sandbox.limits();
     let mut tools: Vec<Value> = TABLE
         .iter()
         .filter(|op| !(read_only && op.class == Class::Write))
@@ -47,7 +49,12 @@ pub fn list(read_only: bool) -> Value {
             "Run a JavaScript program in mirai's sandbox (QuickJS in WebAssembly) to do many operations in one call. \
              The program runs as the body of an async function: `await` the functions below and `return` a JSON value. \
              console.log is captured. A failed call throws an Error with `.code`. With dry_run, writes stay in memory \
-             and the answer lists the diff per note. Limits per call: memory, time, 200 calls, 64 KiB of output.\n{}",
+             and the answer lists the diff per note. Limits per call: {} MiB of memory, {} ms, {} calls, \
+             {} bytes of console output and result.\n{}",
+            limits.memory_bytes / (1024 * 1024),
+            limits.timeout_ms,
+            limits.max_calls,
+            limits.max_output_bytes,
             api_reference(read_only)
         ),
         "inputSchema": {

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Class, Context, Empty, Operation};
+use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation};
 use crate::error::{Error, ErrorCode, Result};
 use crate::{bootstrap, index};
 
@@ -26,6 +26,7 @@ impl Operation for IndexRebuild {
     const SUMMARY: &'static str =
         "Rebuild the search index from every note and write the artifact .mirai/index.json.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::post("/mcp/index/rebuild", HttpInput::Nothing);
     type Request = Empty;
     type Response = RebuildResponse;
 
@@ -76,6 +77,7 @@ impl Operation for IndexStatus {
     const SUMMARY: &'static str =
         "Describe the index artifact: when it was built, from which commit, its size, and whether notes changed since.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::get("/mcp/index/status", HttpInput::Nothing);
     type Request = Empty;
     type Response = StatusResponse;
 
@@ -130,13 +132,28 @@ pub struct QueryRequest {
     #[serde(default)]
     #[schemars(required, with = "String")]
     pub q: Option<String>,
-    /// How many chunks to answer, 1 to 50 (default 10). A number, or a decimal string.
+    /// How many chunks to answer, 1 to [`index::MAX_LIMIT`] (default
+    /// [`index::DEFAULT_LIMIT`]). A number, or a decimal string.
     #[serde(default)]
-    #[schemars(with = "Option<u32>")]
+    #[schemars(
+        with = "Option<u32>",
+        description = limit_description(),
+        extend("default" = index::DEFAULT_LIMIT)
+    )]
     pub limit: Option<Value>,
     /// Only notes under this folder, e.g. "projects/".
     #[serde(default)]
     pub path_prefix: Option<String>,
+}
+
+/// The `limit` field's description as models and MCP clients read it, from the
+/// numbers the server uses.
+fn limit_description() -> String {
+    format!(
+        "How many chunks to answer, 1 to {} (default {}). A number, or a decimal string.",
+        index::MAX_LIMIT,
+        index::DEFAULT_LIMIT
+    )
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -181,6 +198,10 @@ impl Operation for IndexQuery {
     const SUMMARY: &'static str =
         "Search the notes: the best-matching chunks for a query, with scores, matched terms and snippet offsets.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidQuery;
+    const HTTP: HttpRoute = HttpRoute::get(
+        "/mcp/index/query",
+        HttpInput::Query(&["q", "limit", "path_prefix"]),
+    );
     type Request = QueryRequest;
     type Response = QueryResponse;
 
@@ -193,7 +214,10 @@ impl Operation for IndexQuery {
             Some(other) => {
                 return Err(Error::new(
                     ErrorCode::InvalidLimit,
-                    format!("limit must be a whole number from 1 to 50, not {other}"),
+                    format!(
+                        "limit must be a whole number from 1 to {}, not {other}",
+                        index::MAX_LIMIT
+                    ),
                 ))
             }
         };
@@ -246,6 +270,7 @@ impl Operation for IndexInvalidate {
     const SUMMARY: &'static str =
         "Delete the index artifact; later queries index on demand until the next rebuild.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::post("/mcp/index/invalidate", HttpInput::Nothing);
     type Request = Empty;
     type Response = InvalidateResponse;
 

@@ -242,6 +242,63 @@ impl Deref for Writer<'_> {
 #[derive(Debug, Default, serde::Deserialize, schemars::JsonSchema)]
 pub struct Empty {}
 
+/// The HTTP methods mirai serves. Plain data: the HTTP adapter maps them to its own types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Get,
+    Post,
+    Delete,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::Post => "POST",
+            Verb::Delete => "DELETE",
+        }
+    }
+}
+
+/// Where HTTP finds a row's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpInput {
+    /// None: the row takes no fields and the body is not read.
+    Nothing,
+    /// The query string: these parameters, each a string (the first value wins;
+    /// others are ignored). One that cannot be decoded gets the row's `MALFORMED` code.
+    Query(&'static [&'static str]),
+    /// The JSON body, parsed once the policy allows the row.
+    Body,
+}
+
+/// How HTTP serves a row: method, path and where the request comes from. A
+/// malformed input gets the row's `MALFORMED` code, wherever it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpRoute {
+    pub verb: Verb,
+    pub path: &'static str,
+    pub input: HttpInput,
+}
+
+impl HttpRoute {
+    pub const fn get(path: &'static str, input: HttpInput) -> HttpRoute {
+        HttpRoute {
+            verb: Verb::Get,
+            path,
+            input,
+        }
+    }
+
+    pub const fn post(path: &'static str, input: HttpInput) -> HttpRoute {
+        HttpRoute {
+            verb: Verb::Post,
+            path,
+            input,
+        }
+    }
+}
+
 /// One row of the table, in typed form.
 pub trait Operation {
     const NAME: &'static str;
@@ -251,6 +308,8 @@ pub trait Operation {
     const EXAMPLE: &'static str;
     /// The code a malformed request gets: each endpoint keeps its own (DESIGN 7.2).
     const MALFORMED: ErrorCode;
+    /// How HTTP serves it (the adapter has one handler for every row).
+    const HTTP: HttpRoute;
     type Request: DeserializeOwned + JsonSchema;
     type Response: Serialize + JsonSchema;
     fn run(ctx: &Context, request: Self::Request) -> Result<Self::Response>;
@@ -263,6 +322,7 @@ pub struct OpEntry {
     pub summary: &'static str,
     pub example: &'static str,
     pub malformed: ErrorCode,
+    pub http: HttpRoute,
     /// JSON Schemas of the request and the response, generated from their types.
     pub request_schema: fn() -> Schema,
     pub response_schema: fn() -> Schema,
@@ -276,6 +336,7 @@ const fn entry<O: Operation>() -> OpEntry {
         summary: O::SUMMARY,
         example: O::EXAMPLE,
         malformed: O::MALFORMED,
+        http: O::HTTP,
         request_schema: || schema_for!(O::Request),
         response_schema: || schema_for!(O::Response),
         call: call_typed::<O>,
@@ -374,6 +435,7 @@ mod tests {
             summary: "",
             example: "",
             malformed: ErrorCode::InvalidRequest,
+            http: HttpRoute::post("/x/write", HttpInput::Body),
             request_schema: || schema_for!(Empty),
             response_schema: || schema_for!(Empty),
             call: |_, v| Ok(v),

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Class, Context, Empty, Operation};
+use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation};
 use crate::error::{Error, ErrorCode, Result};
 
 /// Most paths one `notes.read_batch` may ask for.
@@ -24,6 +24,7 @@ impl Operation for NotesList {
     const SUMMARY: &'static str =
         "List every markdown note, as paths relative to the notes root, sorted.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::get("/mcp/notes", HttpInput::Nothing);
     type Request = Empty;
     type Response = NotesListResponse;
 
@@ -55,6 +56,7 @@ impl Operation for NotesRead {
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str = "Read one note's full text.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidPath;
+    const HTTP: HttpRoute = HttpRoute::get("/mcp/notes/read", HttpInput::Query(&["path"]));
     type Request = NotesReadRequest;
     type Response = NoteContent;
 
@@ -89,6 +91,7 @@ impl Operation for NotesReadBatch {
     const SUMMARY: &'static str =
         "Read up to 20 notes at once, in request order; fails on the first bad path.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidPath;
+    const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/read_batch", HttpInput::Body);
     type Request = NotesReadBatchRequest;
     type Response = NotesReadBatchResponse;
 

@@ -6,7 +6,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Class, Context, Operation};
+use super::{Class, Context, HttpInput, HttpRoute, Operation};
 use crate::config::DirtyNotes;
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
@@ -51,6 +51,7 @@ impl Operation for PatchPropose {
     const SUMMARY: &'static str =
         "Check a single-file unified diff against the note as it is now, exactly as patch.apply would, without writing.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidPatch;
+    const HTTP: HttpRoute = HttpRoute::post("/mcp/patch/propose", HttpInput::Body);
     type Request = PatchRequest;
     type Response = PatchSummary;
 
@@ -70,6 +71,7 @@ impl Operation for PatchApply {
     const SUMMARY: &'static str =
         "Apply a single-file unified diff to a note and commit it; answers the new commit.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidPatch;
+    const HTTP: HttpRoute = HttpRoute::post("/mcp/patch/apply", HttpInput::Body);
     type Request = PatchRequest;
     type Response = PatchApplied;
 

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::patch::{check_size, commit_plan, plan_patch, Plan};
-use super::{Class, Context, Operation};
+use super::{Class, Context, HttpInput, HttpRoute, Operation};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
 use crate::patch::{self, Edit};
@@ -49,6 +49,7 @@ impl Operation for PatchMake {
     const SUMMARY: &'static str =
         "Make the unified diff (3 lines of context) that turns a note into the given content; null content makes a deletion diff. Writes nothing.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::post("/mcp/patch/make", HttpInput::Body);
     type Request = MakeRequest;
     type Response = MadePatch;
 
@@ -97,6 +98,7 @@ impl Operation for NotesWrite {
     const SUMMARY: &'static str =
         "Create a note or replace its whole text; committed like patch.apply. Same text as now: no commit.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/write", HttpInput::Body);
     type Request = WriteRequest;
     type Response = Written;
 
@@ -131,6 +133,7 @@ impl Operation for NotesEdit {
     const SUMMARY: &'static str =
         "Replace text inside a note: each edit's `old` must occur exactly once (after the edits before it); all edits or none, one commit.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/edit", HttpInput::Body);
     type Request = EditRequest;
     type Response = Written;
 

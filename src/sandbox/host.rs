@@ -216,7 +216,7 @@ fn host_call(
     let ms = took.as_secs_f64() * 1000.0;
     let answer = match &outcome {
         Ok(value) => json!({ "ok": value }),
-        Err(err) => json!({ "error": { "code": err.code, "message": err.message } }),
+        Err(err) => err.to_json(),
     };
     let state = caller.data_mut();
     let longest = state.longest.entry(name.clone()).or_default();

@@ -1,0 +1,211 @@
+//! The composition root: everything `mirai serve` runs on, wired in one place
+//! from a validated [`Config`]. `main.rs` (every command), the specs' test
+//! server and anything else that serves in-process build the service here, so
+//! the tests exercise the wiring the server runs with, index warm-up included.
+//!
+//! The pieces the other commands share (opening the notes root, recovering a
+//! killed process's half-done write, starting the sandbox) are public too.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::agent::Agent;
+use crate::bootstrap::{self, Prepared};
+use crate::config::{Config, PolicyMode};
+use crate::index::live::WATCH_EVERY;
+use crate::mcp::Mcp;
+use crate::notes::Notes;
+use crate::ops::Context;
+use crate::sandbox::Sandbox;
+
+/// Why the service cannot start: one line for the operator (the CLI exits 2).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StartError(String);
+
+impl StartError {
+    fn new(message: impl ToString) -> StartError {
+        StartError(message.to_string())
+    }
+}
+
+/// The running service, minus the listener: what every adapter serves from.
+pub struct App {
+    pub config: Config,
+    pub ctx: Arc<Context>,
+    pub sandbox: Arc<Sandbox>,
+    pub agent: Arc<Agent>,
+    pub mcp: Arc<Mcp>,
+}
+
+/// Builds what `mirai serve` runs: the notes root prepared (created and
+/// git-initialized when missing), a context over it with a killed process's
+/// work recovered, the live index loading in the background and watching the
+/// disk, the sandbox, the agent and MCP. Logs what start-up did.
+pub fn build(config: Config) -> Result<App, StartError> {
+    let notes = prepare_notes(&config)?;
+    let sandbox = Arc::new(sandbox(&config)?);
+    let ctx = Arc::new(Context::new(notes, &config));
+    recover(&ctx);
+    ctx.index.warm_up();
+    ctx.index.watch(WATCH_EVERY);
+    let agent = Arc::new(Agent::new(&config, sandbox.clone()));
+    if config.llm.is_configured() {
+        log::info!(
+            "agent: model {} at {}",
+            config.llm.model,
+            crate::redact::origin(&config.llm.base_url)
+        );
+    } else {
+        log::info!("agent: no model configured (set MIRAI_LLM_API_KEY or MIRAI_LLM_BASE_URL to enable POST /agent/run)");
+    }
+    let mcp = Arc::new(Mcp::new(
+        ctx.clone(),
+        sandbox.clone(),
+        config.mcp_max_result_bytes,
+    ));
+    Ok(App {
+        config,
+        ctx,
+        sandbox,
+        agent,
+        mcp,
+    })
+}
+
+/// The notes root for serving: checked for an owner git trusts, then created
+/// and git-initialized with a welcome note when missing (logged).
+pub fn prepare_notes(config: &Config) -> Result<Notes, StartError> {
+    trust_notes_root_owner(&config.notes_root)?;
+    let root = &config.notes_root;
+    match bootstrap::prepare_notes_root(root, config.policy, &config.git_identity)
+        .map_err(StartError::new)?
+    {
+        Prepared::Initialized => log::info!(
+            "initialized a git repository at {} with a welcome note",
+            root.display()
+        ),
+        Prepared::Created => log::info!("created notes root {}", root.display()),
+        Prepared::Existing => {}
+    }
+    Notes::open(root).map_err(|e| StartError::new(e.message))
+}
+
+/// An existing notes root, for the commands that do not serve (they never create one).
+pub fn open_notes(config: &Config) -> Result<Notes, StartError> {
+    let root = &config.notes_root;
+    trust_notes_root_owner(root)?;
+    let meta = std::fs::metadata(root)
+        .map_err(|e| StartError::new(format!("notes root {}: {e}", root.display())))?;
+    if !meta.is_dir() {
+        return Err(StartError::new(format!(
+            "notes root {} is not a directory",
+            root.display()
+        )));
+    }
+    Notes::open(root).map_err(|e| StartError::new(e.message))
+}
+
+/// The start-up hook of every command that writes: opening the repository for
+/// writes takes this process's intent file (`.mirai/intents/`), finishes what
+/// a killed mirai left half-done, frees its locks and sweeps its temp files
+/// (logged). A read_only deployment writes nothing, so it skips this; a
+/// failure is logged and the command goes on (writes then say what is wrong).
+pub fn recover(ctx: &Context) {
+    if ctx.policy == PolicyMode::ReadOnly {
+        return;
+    }
+    if let Err(e) = ctx.writer() {
+        log::warn!(
+            "could not open the notes repository for writes: {}",
+            e.message
+        );
+    }
+}
+
+/// Writes applies made since the last background persist to the index
+/// artifact, before the process ends (`when` names the moment in the warning).
+pub fn persist_index(ctx: &Context, when: &str) {
+    if let Err(e) = ctx.index.flush() {
+        log::warn!("could not write the index artifact {when}: {e}");
+    }
+}
+
+/// Compiles (or loads from the cache) the guest module once for this process (logged).
+pub fn sandbox(config: &Config) -> Result<Sandbox, StartError> {
+    let cache_dir = config.usable_cache_dir().map_err(StartError::new)?;
+    if cache_dir.is_none() && config.cache_dir.is_some() {
+        log::warn!("the default module cache folder is inside the notes root, so it is not used; set MIRAI_CACHE_DIR to a folder outside NOTES_ROOT to keep start-up fast");
+    }
+    let (sandbox, startup) = Sandbox::new(config.sandbox, cache_dir.as_deref())
+        .map_err(|e| StartError::new(e.message))?;
+    if startup.module_from_cache {
+        log::info!(
+            "sandbox ready: guest module loaded from cache in {:.1} ms",
+            startup.module_ms
+        );
+    } else {
+        log::info!(
+            "sandbox ready: guest module compiled in {:.0} ms",
+            startup.module_ms
+        );
+    }
+    if let Some(problem) = startup.cache_problem {
+        log::warn!("the module cache was not used ({problem}); the guest was compiled instead (MIRAI_CACHE_DIR)");
+    }
+    Ok(sandbox)
+}
+
+/// libgit2 refuses a repository whose work tree or .git another user owns,
+/// unless `safe.directory` (system or global git config) names it. That check
+/// stays on; this says so at start-up, with the fix, before anything is written
+/// (in the container the service user owns /notes, and the image's
+/// /etc/gitconfig names /notes for a MIRAI_UID that does not).
+fn trust_notes_root_owner(root: &Path) -> Result<(), StartError> {
+    let Ok(meta) = std::fs::metadata(root) else {
+        return Ok(()); // `serve` creates it, owned by this user
+    };
+    let trusted = match git2::Repository::open(root) {
+        Ok(_) => true,
+        Err(e) if e.code() == git2::ErrorCode::Owner => false,
+        // Not a repository yet: the one `serve` creates would be refused later.
+        Err(_) => meta.uid() == rustix::process::geteuid().as_raw() || listed_safe(root),
+    };
+    if trusted {
+        return Ok(());
+    }
+    let shown = root.display();
+    Err(StartError::new(format!(
+        "git does not trust notes root {shown}: it (or its .git) belongs to another user \
+         than the one running mirai (uid {}); run mirai as its owner (uid {}), \
+         or trust it with: git config --global --add safe.directory {shown}",
+        rustix::process::geteuid().as_raw(),
+        meta.uid()
+    )))
+}
+
+/// Whether the system or global git config lists `root` (or `*`) under
+/// `safe.directory`, read as libgit2 reads it: the last empty value resets the list.
+fn listed_safe(root: &Path) -> bool {
+    let (Ok(config), Ok(root)) = (git2::Config::open_default(), root.canonicalize()) else {
+        return false;
+    };
+    let Ok(mut entries) = config.multivar("safe.directory", None) else {
+        return false;
+    };
+    let mut safe = false;
+    while let Some(Ok(entry)) = entries.next() {
+        match entry.value() {
+            None | Some("") => safe = false,
+            Some("*") => safe = true,
+            Some(value) => {
+                let value = value.strip_prefix("%(prefix)/").unwrap_or(value);
+                if !value.ends_with('/') && Path::new(value) == root.as_path() {
+                    safe = true;
+                }
+            }
+        }
+    }
+    safe
+}
