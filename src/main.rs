@@ -274,7 +274,7 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     let address = listener.local_addr().map_err(Failure::config)?;
     log::info!(
         "serving {} on http://{address} (policy {}{})",
-        app.ctx.notes.root().display(),
+        app.ctx.view.disk_notes().root().display(),
         config.policy.as_str(),
         if config.api_token.is_some() {
             ", bearer token required"

@@ -12,6 +12,7 @@
 //! revision that has a handshake, as the specification says.
 
 mod resources;
+mod rpc;
 mod tools;
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use serde_json::{json, Value};
 
 use crate::ops::Context;
 use crate::sandbox::Sandbox;
+pub use rpc::{code, Era, RpcError};
 
 /// Revisions negotiated in `initialize`, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
@@ -29,38 +31,6 @@ pub const STATELESS_VERSIONS: [&str; 1] = ["2026-07-28"];
 
 /// Where a 2026-07-28 request names its revision.
 pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-
-/// JSON-RPC error codes.
-pub mod code {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-    pub const RESOURCE_NOT_FOUND: i64 = -32002;
-    /// 2026-07-28: an HTTP header does not match the body, or is missing.
-    pub const HEADER_MISMATCH: i64 = -32020;
-    /// 2026-07-28: the requested revision is not served.
-    pub const UNSUPPORTED_VERSION: i64 = -32022;
-}
-
-/// A protocol fault, answered as a JSON-RPC error (operation failures are
-/// tool results with `isError`, not these).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RpcError {
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
-}
-
-impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
-        RpcError {
-            code,
-            message: message.into(),
-            data: None,
-        }
-    }
-}
 
 /// The protocol over the table, shared by both transports.
 pub struct Mcp {
@@ -128,11 +98,11 @@ impl Mcp {
             "initialize" => Ok(self.initialize(params)),
             "server/discover" if era == Era::Stateless => Ok(self.discover()),
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(tools::list(self)),
-            "tools/call" => tools::call(self, params),
-            "resources/list" => resources::list(self, params),
+            "tools/list" => Ok(tools::list(self.read_only(), &self.sandbox)),
+            "tools/call" => tools::call(&self.ctx, &self.sandbox, self.max_result_bytes, params),
+            "resources/list" => resources::list(&self.ctx, params),
             "resources/templates/list" => Ok(resources::templates()),
-            "resources/read" => resources::read(self, params, era),
+            "resources/read" => resources::read(&self.ctx, params, era),
             other => Err(RpcError::new(
                 code::METHOD_NOT_FOUND,
                 format!("method not found: {other}"),
@@ -193,14 +163,6 @@ impl Mcp {
     fn read_only(&self) -> bool {
         self.ctx.policy == crate::config::PolicyMode::ReadOnly
     }
-}
-
-/// Which lifecycle a request belongs to: a session opened by `initialize`
-/// (2025-11-25 and before) or a self-describing request (2026-07-28).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Era {
-    Handshake,
-    Stateless,
 }
 
 const INSTRUCTIONS: &str =

@@ -4,15 +4,15 @@
 
 use serde_json::{json, Value};
 
-use super::{code, Era, Mcp, RpcError};
+use super::rpc::{code, Era, RpcError};
 use crate::error::ErrorCode;
-use crate::ops::{self, Input};
+use crate::ops::{self, Context, Input};
 
 const SCHEME: &str = "mirai://notes/";
 /// Notes per `resources/list` page.
 const PAGE: usize = 100;
 
-pub fn list(mcp: &Mcp, params: &Value) -> Result<Value, RpcError> {
+pub fn list(ctx: &Context, params: &Value) -> Result<Value, RpcError> {
     let cursor = match params.get("cursor") {
         None | Some(Value::Null) => None,
         Some(cursor) => Some(
@@ -21,7 +21,7 @@ pub fn list(mcp: &Mcp, params: &Value) -> Result<Value, RpcError> {
                 .ok_or_else(|| bad_cursor(&cursor.to_string()))?,
         ),
     };
-    let listed = ops::dispatch(&mcp.ctx, "notes.list", Input::Json(json!({})))
+    let listed = ops::dispatch(ctx, "notes.list", Input::Json(json!({})))
         .map_err(|e| RpcError::new(code::INVALID_PARAMS, format!("{}: {}", e.code, e.message)))?;
     let notes: Vec<&str> = listed["notes"]
         .as_array()
@@ -73,7 +73,7 @@ pub fn templates() -> Value {
     }]})
 }
 
-pub fn read(mcp: &Mcp, params: &Value, era: Era) -> Result<Value, RpcError> {
+pub fn read(ctx: &Context, params: &Value, era: Era) -> Result<Value, RpcError> {
     let uri = params
         .get("uri")
         .and_then(Value::as_str)
@@ -85,7 +85,7 @@ pub fn read(mcp: &Mcp, params: &Value, era: Era) -> Result<Value, RpcError> {
         ),
         data: Some(json!({"uri": uri})),
     })?;
-    match ops::dispatch(&mcp.ctx, "notes.read", Input::Json(json!({ "path": path }))) {
+    match ops::dispatch(ctx, "notes.read", Input::Json(json!({ "path": path }))) {
         Ok(note) => Ok(json!({"contents": [{
             "uri": uri,
             "mimeType": "text/markdown",

@@ -4,11 +4,11 @@
 
 use serde_json::{json, Value};
 
-use super::{code, Mcp, RpcError};
+use super::rpc::{code, RpcError};
 use crate::agent::prompt::api_reference;
 use crate::error::Error;
-use crate::ops::{self, Class, Input, OpEntry, TABLE};
-use crate::sandbox::EvalRequest;
+use crate::ops::{self, Class, Context, Input, OpEntry, TABLE};
+use crate::sandbox::{EvalRequest, Sandbox};
 
 /// The code-mode tool's name.
 pub const AGENT_EVAL: &str = "agent_eval";
@@ -19,9 +19,8 @@ pub fn tool_name(op: &OpEntry) -> String {
 }
 
 /// Every tool a client may call; write tools are left out in `read_only` mode.
-pub fn list(mcp: &Mcp) -> Value {
-    let read_only = mcp.read_only();
-    let limits = mcp.sandbox.limits();
+pub fn list(read_only: bool, sandbox: &Sandbox) -> Value {
+    let limits = sandbox.limits();
     let mut tools: Vec<Value> = TABLE
         .iter()
         .filter(|op| !(read_only && op.class == Class::Write))
@@ -77,7 +76,12 @@ pub fn list(mcp: &Mcp) -> Value {
 
 /// Calls a tool: the row through `ops::dispatch` (same policy, validation and
 /// errors as HTTP), or the sandbox for `agent_eval`.
-pub fn call(mcp: &Mcp, params: &Value) -> Result<Value, RpcError> {
+pub fn call(
+    ctx: &Context,
+    sandbox: &Sandbox,
+    max_result_bytes: usize,
+    params: &Value,
+) -> Result<Value, RpcError> {
     let name = params
         .get("name")
         .and_then(Value::as_str)
@@ -93,21 +97,19 @@ pub fn call(mcp: &Mcp, params: &Value) -> Result<Value, RpcError> {
         }
     };
     if name == AGENT_EVAL {
-        return Ok(eval(mcp, arguments));
+        return Ok(eval(ctx, sandbox, max_result_bytes, arguments));
     }
     let op = TABLE
         .iter()
         .find(|op| tool_name(op) == name)
         .ok_or_else(|| RpcError::new(code::INVALID_PARAMS, format!("unknown tool: {name}")))?;
-    Ok(
-        match ops::dispatch(&mcp.ctx, op.name, Input::Json(arguments)) {
-            Ok(value) => success(mcp, value, true),
-            Err(err) => failure(&err),
-        },
-    )
+    Ok(match ops::dispatch(ctx, op.name, Input::Json(arguments)) {
+        Ok(value) => success(max_result_bytes, value, true),
+        Err(err) => failure(&err),
+    })
 }
 
-fn eval(mcp: &Mcp, arguments: Value) -> Value {
+fn eval(ctx: &Context, sandbox: &Sandbox, max_result_bytes: usize, arguments: Value) -> Value {
     let request: EvalRequest = match serde_json::from_value(arguments) {
         Ok(request) => request,
         Err(e) => {
@@ -117,11 +119,11 @@ fn eval(mcp: &Mcp, arguments: Value) -> Value {
             ))
         }
     };
-    match mcp.sandbox.eval(&mcp.ctx, &request) {
+    match sandbox.eval(ctx, &request) {
         Ok(evaluation) => {
             let failed = evaluation.error.is_some();
             let value = serde_json::to_value(&evaluation).unwrap_or(Value::Null);
-            let mut result = success(mcp, value, false);
+            let mut result = success(max_result_bytes, value, false);
             result["isError"] = json!(failed);
             result
         }
@@ -131,15 +133,15 @@ fn eval(mcp: &Mcp, arguments: Value) -> Value {
 
 /// A successful result: the answer as JSON text (cut to the cap, with the cap
 /// stated, as a valid JSON object) and, when whole, as `structuredContent`.
-fn success(mcp: &Mcp, value: Value, structured: bool) -> Value {
+fn success(max_result_bytes: usize, value: Value, structured: bool) -> Value {
     let text = value.to_string();
-    if text.len() > mcp.max_result_bytes {
+    if text.len() > max_result_bytes {
         let notice = json!({
             "truncated": true,
             "bytes": text.len(),
-            "max_result_bytes": mcp.max_result_bytes,
+            "max_result_bytes": max_result_bytes,
             "note": "the answer is larger than MIRAI_MCP_MAX_RESULT_BYTES; ask for less (a smaller limit, fewer paths) or use agent_eval to return only what you need",
-            "preview": preview(&text, mcp.max_result_bytes / 2),
+            "preview": preview(&text, max_result_bytes / 2),
         });
         return json!({"content": [{"type": "text", "text": notice.to_string()}], "isError": false});
     }

@@ -8,6 +8,7 @@
 pub mod overlay;
 pub mod path;
 pub mod root;
+pub mod view;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use cap_std::fs::FileType;
 use crate::error::{Error, Result};
 pub use path::{Existence, NotePath};
 use root::{Kind, Real, Refusal, Root, Slot, WalkEnd, WALK_LIMITS};
+pub use view::{Landing, View};
 
 /// A notes root, canonicalized and opened once. Cheap to clone.
 #[derive(Debug, Clone)]

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation};
 use crate::error::{Error, ErrorCode, Result};
+use crate::notes::Landing;
 use crate::{bootstrap, index};
 
 /// `index.rebuild`: index every note and write `.mirai/index.json`.
@@ -36,11 +37,13 @@ impl Operation for IndexRebuild {
         let repo = ctx.writer()?;
         let head = repo.head()?;
         // A root never served (only rebuilt from cron) gets the exclusion here.
-        bootstrap::exclude_mirai_folder(&ctx.notes.root().join(".git")).map_err(|e| {
-            Error::internal(format!(
-                "cannot keep .mirai/ out of git (.git/info/exclude): {e}"
-            ))
-        })?;
+        bootstrap::exclude_mirai_folder(&ctx.view.disk_notes().root().join(".git")).map_err(
+            |e| {
+                Error::internal(format!(
+                    "cannot keep .mirai/ out of git (.git/info/exclude): {e}"
+                ))
+            },
+        )?;
         let rebuilt = ctx.index.rebuild(head.as_deref())?;
         Ok(RebuildResponse {
             notes_indexed: rebuilt.notes_indexed,
@@ -222,13 +225,9 @@ impl Operation for IndexQuery {
             }
         };
         let prefix = index::validate_path_prefix(request.path_prefix.as_deref())?;
-        let hits = match ctx.overlay() {
-            None => ctx.index.query(&query, limit, prefix.as_deref())?,
-            Some(overlay) => {
-                ctx.index
-                    .query_as_if(&query, limit, prefix.as_deref(), &overlay.written())?
-            }
-        };
+        let hits = ctx
+            .index
+            .query_as_if(&query, limit, prefix.as_deref(), &ctx.view.unsaved())?;
         let chunks = hits
             .into_iter()
             .map(|hit| QueryChunk {
@@ -285,7 +284,7 @@ impl Operation for IndexInvalidate {
 /// The artifact lives on disk: a dry run, which writes nothing, cannot rebuild
 /// or delete it.
 fn refuse_in_dry_run(ctx: &Context, name: &str) -> Result<()> {
-    if ctx.overlay().is_some() {
+    if let Landing::Overlay(_) = ctx.view.landing() {
         return Err(Error::new(
             ErrorCode::PolicyDenied,
             format!("action {name} is denied in a dry run: it writes the index artifact, and a dry run writes nothing"),

@@ -4,6 +4,7 @@
 //! Adapters (HTTP, the CLI, later the sandbox and MCP) call [`dispatch`] and
 //! nothing else, so validation, policy and errors exist exactly once.
 
+mod change;
 mod index;
 mod notes;
 mod patch;
@@ -27,7 +28,7 @@ use crate::config::{Config, DirtyNotes, GitIdentity, PolicyMode};
 use crate::error::{Error, ErrorCode, Result};
 use crate::index::live::LiveIndex;
 use crate::notes::overlay::Overlay;
-use crate::notes::{Existence, NotePath, Notes};
+use crate::notes::{Notes, View};
 use crate::repo::{Author, Repo};
 
 /// What an operation does to the notes: `read_only` mode denies every `Write`.
@@ -38,14 +39,15 @@ pub enum Class {
     Write,
 }
 
-/// What operations run against: the notes, the policy, the live index, and
-/// the repository, which one writer at a time may hold.
+/// What operations run against: the notes as this context sees them, the
+/// policy, the live index, and the repository, which one writer at a time may hold.
 ///
 /// Cloning is cheap and shares everything; [`Context::dry_run`] makes a
-/// context whose writes land in an [`Overlay`] instead.
+/// context whose view has an [`Overlay`] on top, where its writes land.
 #[derive(Clone)]
 pub struct Context {
-    pub notes: Notes,
+    /// The notes: resolve, read and list through it, in a dry run or not.
+    pub view: View,
     pub policy: PolicyMode,
     pub index: Arc<LiveIndex>,
     /// Largest note content a write may produce (the request body limit).
@@ -56,8 +58,6 @@ pub struct Context {
     pub dirty_notes: DirtyNotes,
     identity: GitIdentity,
     writer: Arc<Mutex<Option<Repo>>>,
-    /// Set in a dry run: writes land here and reads see them.
-    overlay: Option<Arc<Overlay>>,
     /// Set in an agent run: its commits carry `Mirai-Run: <id>`.
     run_id: Option<Arc<str>>,
     /// Set for a sandbox program: a write does not wait for the writer past it.
@@ -68,14 +68,13 @@ impl Context {
     pub fn new(notes: Notes, config: &Config) -> Context {
         Context {
             index: Arc::new(LiveIndex::new(notes.clone())),
-            notes,
+            view: View::disk(notes),
             policy: config.policy,
             max_content_bytes: config.max_body_bytes,
             max_edits: config.max_edits,
             dirty_notes: config.dirty_notes,
             identity: config.git_identity.clone(),
             writer: Arc::new(Mutex::new(None)),
-            overlay: None,
             run_id: None,
             deadline: None,
         }
@@ -109,83 +108,9 @@ impl Context {
     /// This context, with writes going to `overlay` instead of disk and git.
     pub fn dry_run(&self, overlay: Arc<Overlay>) -> Context {
         Context {
-            overlay: Some(overlay),
+            view: self.view.with_overlay(overlay),
             ..self.clone()
         }
-    }
-
-    /// The dry run's overlay, when this context has one.
-    pub fn overlay(&self) -> Option<&Overlay> {
-        self.overlay.as_deref()
-    }
-
-    /// Checks an untrusted path; a note that exists only in the overlay exists.
-    pub fn resolve(&self, raw: &str, existence: Existence) -> Result<NotePath> {
-        self.resolve_with(raw, existence, Notes::resolve)
-    }
-
-    /// Checks the path of a note about to be written: as [`Context::resolve`],
-    /// and never a symlink or through one.
-    pub fn resolve_for_write(&self, raw: &str, existence: Existence) -> Result<NotePath> {
-        self.resolve_with(raw, existence, Notes::resolve_for_write)
-    }
-
-    fn resolve_with(
-        &self,
-        raw: &str,
-        existence: Existence,
-        resolve: fn(&Notes, &str, Existence) -> Result<NotePath>,
-    ) -> Result<NotePath> {
-        let Some(overlay) = self.overlay() else {
-            return resolve(&self.notes, raw, existence);
-        };
-        let note = resolve(&self.notes, raw, Existence::MayBeMissing)?;
-        match (existence, overlay.get(&note.rel)) {
-            (Existence::MayBeMissing, _) | (Existence::MustExist, Some(Some(_))) => Ok(note),
-            (Existence::MustExist, Some(None)) => {
-                Err(Error::not_found(format!("note not found: {:?}", note.rel)))
-            }
-            (Existence::MustExist, None) => resolve(&self.notes, raw, existence),
-        }
-    }
-
-    /// A note's text, as a dry run sees it.
-    pub fn read_note(&self, raw: &str) -> Result<(NotePath, String)> {
-        match self.overlay() {
-            None => self.notes.read(raw),
-            Some(overlay) => {
-                let note = self.resolve(raw, Existence::MustExist)?;
-                match overlay.get(&note.rel) {
-                    Some(Some(content)) => Ok((note, content)),
-                    _ => self.notes.read(raw),
-                }
-            }
-        }
-    }
-
-    /// A note's text now (`None`: no note there yet), as a dry run sees it.
-    pub fn current_text(&self, note: &NotePath) -> Result<Option<String>> {
-        match self.overlay().and_then(|overlay| overlay.get(&note.rel)) {
-            Some(current) => Ok(current),
-            None => match self.notes.read_bytes(note)? {
-                None => Ok(None),
-                Some(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
-                    Error::conflict(format!(
-                        "{} is not valid UTF-8 text; mirai changes text notes only",
-                        note.rel
-                    ))
-                }),
-            },
-        }
-    }
-
-    /// Every note, as a dry run sees them.
-    pub fn list_notes(&self) -> Result<Vec<String>> {
-        let committed = self.notes.list()?;
-        Ok(match self.overlay() {
-            None => committed,
-            Some(overlay) => overlay.list(committed),
-        })
     }
 
     /// Takes the repository for one write. Writes are serialized; reads never wait for this.
@@ -211,7 +136,7 @@ impl Context {
             },
         };
         if guard.is_none() {
-            *guard = Some(Repo::open(&self.notes)?);
+            *guard = Some(Repo::open(self.view.disk_notes())?);
         }
         Ok(Writer(guard))
     }

@@ -30,7 +30,7 @@ impl Operation for NotesList {
 
     fn run(ctx: &Context, _request: Empty) -> Result<NotesListResponse> {
         Ok(NotesListResponse {
-            notes: ctx.list_notes()?,
+            notes: ctx.view.list()?,
         })
     }
 }
@@ -61,7 +61,7 @@ impl Operation for NotesRead {
     type Response = NoteContent;
 
     fn run(ctx: &Context, request: NotesReadRequest) -> Result<NoteContent> {
-        let (note, content) = ctx.read_note(&request.path)?;
+        let (note, content) = ctx.view.read(&request.path)?;
         Ok(NoteContent {
             path: note.rel,
             content,
@@ -111,7 +111,7 @@ impl Operation for NotesReadBatch {
             .paths
             .iter()
             .map(|raw| {
-                let (note, content) = ctx.read_note(raw)?;
+                let (note, content) = ctx.view.read(raw)?;
                 Ok(NoteContent {
                     path: note.rel,
                     content,

@@ -1,11 +1,11 @@
 //! Model-friendly writes: `patch.make` turns whole texts into a diff;
 //! `notes.write` and `notes.edit` make that diff and send it down the very
-//! same path as `patch.apply` (see [`super::patch::apply_text`]).
+//! same path as `patch.apply` (see [`super::change::plan_text`]).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::patch::{check_size, commit_plan, plan_patch, Plan};
+use super::change::{check_size, land, plan_text};
 use super::{Class, Context, HttpInput, HttpRoute, Operation};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
@@ -104,9 +104,11 @@ impl Operation for NotesWrite {
 
     fn run(ctx: &Context, request: WriteRequest) -> Result<Written> {
         write_through_patch(ctx, request.base_commit.as_deref(), |ctx| {
-            let note = ctx.resolve_for_write(&request.path, Existence::MayBeMissing)?;
+            let note = ctx
+                .view
+                .resolve_for_write(&request.path, Existence::MayBeMissing)?;
             check_size(ctx, &note, &request.content)?;
-            let current = ctx.current_text(&note)?;
+            let current = ctx.view.current_text(&note)?;
             Ok((note, current, request.content.clone()))
         })
     }
@@ -155,8 +157,11 @@ impl Operation for NotesEdit {
             ));
         }
         write_through_patch(ctx, request.base_commit.as_deref(), |ctx| {
-            let note = ctx.resolve_for_write(&request.path, Existence::MustExist)?;
+            let note = ctx
+                .view
+                .resolve_for_write(&request.path, Existence::MustExist)?;
             let current = ctx
+                .view
                 .current_text(&note)?
                 .ok_or_else(|| Error::not_found(format!("note not found: {:?}", note.rel)))?;
             let edited = patch::apply_edits(&note.rel, &current, &request.edits)?;
@@ -177,11 +182,11 @@ fn note_and_text(
     } else {
         Existence::MustExist
     };
-    let note = ctx.resolve(raw_path, existence)?;
+    let note = ctx.view.resolve(raw_path, existence)?;
     if let Some(content) = content {
         check_size(ctx, &note, content)?;
     }
-    let current = ctx.current_text(&note)?;
+    let current = ctx.view.current_text(&note)?;
     Ok((note, current))
 }
 
@@ -211,16 +216,9 @@ fn write_through_patch(
     base_commit: Option<&str>,
     read: impl Fn(&Context) -> Result<(NotePath, Option<String>, String)>,
 ) -> Result<Written> {
-    let (plan, commit) = commit_plan(ctx, base_commit, |ctx| {
+    let (plan, commit) = land(ctx, base_commit, |ctx| {
         let (note, current, content) = read(ctx)?;
-        // The diff goes down patch.apply's own path, which counts its hunks.
-        let Some(diff) = patch::make(&note.rel, current.as_deref(), Some(&content)) else {
-            return Ok(Plan::unchanged(note, current));
-        };
-        let mut plan = plan_patch(ctx, &diff)?;
-        // The diff names the note by its normalized path; answer the same.
-        plan.note = note;
-        Ok(plan)
+        plan_text(ctx, note, current, &content)
     })?;
     Ok(Written {
         path: plan.note.rel,

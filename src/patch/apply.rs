@@ -15,7 +15,8 @@
 //! jumping back and forth over a huge note) is refused with a conflict that says
 //! how to fix it.
 
-use super::search::{Kmp, LineIds};
+use super::matching::{Anchor, ImgLine, LineIds};
+use super::search::Kmp;
 use super::{conflict, LineKind, Patch, Target};
 use crate::error::{Error, Result};
 
@@ -34,27 +35,6 @@ pub struct Applied {
     pub hunk_count: usize,
     /// Added lines minus removed lines.
     pub net_line_delta: i64,
-}
-
-/// One line of the note while hunks are being applied.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct ImgLine<'a> {
-    /// The line with its terminator, as bytes of the note.
-    pub text: &'a str,
-    /// Its 1-based number in the note as it was, or `None` if a hunk added it.
-    pub origin: Option<usize>,
-    /// Written by an earlier hunk, so no later hunk may match it (git's LINE_PATCHED).
-    pub patched: bool,
-}
-
-/// Where a hunk may land, as git decides it from the hunk's shape.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Anchor {
-    /// Where the search starts (0-based), from the hunk's new-side line number:
-    /// earlier hunks have already shifted the note.
-    pub pos: usize,
-    pub match_beginning: bool,
-    pub match_end: bool,
 }
 
 /// The note's lines while hunks apply: `left` is lines `0..left.len()`, `right`

@@ -12,8 +12,8 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use super::apply::{Anchor, ImgLine};
-use super::search::{Kmp, LineIds, NOT_IN_NOTE};
+use super::matching::{Anchor, ImgLine, LineIds, NOT_IN_NOTE};
+use super::search::Kmp;
 use super::{Patch, Target};
 use crate::error::Error;
 

@@ -11,6 +11,7 @@ mod apply;
 mod conflict;
 mod edit;
 mod make;
+mod matching;
 mod parse;
 mod search;
 

@@ -1,11 +1,7 @@
-//! Linear-time searches the patch code shares, so no request can make it compare
-//! every position with every other: Knuth–Morris–Pratt over any sequence of
-//! comparable items (bytes of a note, or lines turned into numbers), and the
-//! numbering of a note's lines that lets a line compare in one step.
-
-use std::collections::HashMap;
-
-use super::apply::ImgLine;
+//! The linear-time search the patch code shares, so no request can make it
+//! compare every position with every other: Knuth–Morris–Pratt over any sequence
+//! of comparable items (bytes of a note, or lines turned into numbers by
+//! [`super::matching::LineIds`]).
 
 /// A needle prepared for Knuth–Morris–Pratt: finds every occurrence, overlapping
 /// ones included, in `O(haystack + needle)` comparisons.
@@ -56,55 +52,6 @@ impl<'n, T: PartialEq> Kmp<'n, T> {
                 }
                 k = self.border[k - 1];
             }
-        }
-    }
-}
-
-/// A number for a line no note line has (an expected line that is not in the note).
-pub(super) const NOT_IN_NOTE: u32 = u32::MAX;
-/// A number for a working line that must match nothing (written by an earlier hunk).
-pub(super) const UNMATCHABLE: u32 = u32::MAX - 1;
-
-/// The note's lines as numbers: equal lines get equal numbers, so comparing two
-/// lines costs one step however long they are.
-pub(super) struct LineIds<'a> {
-    by_text: HashMap<&'a str, u32>,
-    /// The number of the note's line `n` (1-based) at `n - 1`.
-    by_origin: Vec<u32>,
-}
-
-impl<'a> LineIds<'a> {
-    pub(super) fn of_note(note: &'a str) -> Self {
-        let mut by_text = HashMap::new();
-        let by_origin = note
-            .split_inclusive('\n')
-            .map(|line| {
-                let next = by_text.len() as u32;
-                *by_text.entry(line).or_insert(next)
-            })
-            .collect();
-        LineIds { by_text, by_origin }
-    }
-
-    /// The number of an expected line (context or removed) of a hunk.
-    pub(super) fn expected(&self, line: &str) -> u32 {
-        self.by_text.get(line).copied().unwrap_or(NOT_IN_NOTE)
-    }
-
-    /// The number of a working line for an exact match: lines an earlier hunk
-    /// wrote match nothing.
-    pub(super) fn working(&self, line: &ImgLine) -> u32 {
-        match line.origin {
-            Some(n) if !line.patched => self.by_origin[n - 1],
-            _ => UNMATCHABLE,
-        }
-    }
-
-    /// The number of a working line by its text alone, written by a hunk or not.
-    pub(super) fn text_of(&self, line: &ImgLine) -> u32 {
-        match line.origin {
-            Some(n) => self.by_origin[n - 1],
-            None => self.by_text.get(line.text).copied().unwrap_or(UNMATCHABLE),
         }
     }
 }

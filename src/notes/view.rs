@@ -1,0 +1,196 @@
+//! The notes as one caller sees them: the notes on disk or, in a dry run, the
+//! notes on disk with the run's [`Overlay`] on top. Operations resolve, read and
+//! list through a [`View`] and never ask which of the two it is; the one place
+//! that must know is where a write lands ([`View::landing`]).
+
+use std::sync::Arc;
+
+use super::overlay::Overlay;
+use super::{Existence, NotePath, Notes};
+use crate::error::{Error, Result};
+
+/// The notes as one context sees them. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct View {
+    notes: Notes,
+    /// Set in a dry run: its writes, which reads see.
+    overlay: Option<Arc<Overlay>>,
+}
+
+/// Where a write through a [`View`] lands.
+pub enum Landing<'a> {
+    /// The notes on disk: the note is written and committed.
+    Disk,
+    /// A dry run: the write is recorded in memory, and nothing reaches the disk or git.
+    Overlay(&'a Overlay),
+}
+
+impl View {
+    /// The notes on disk as they are.
+    pub fn disk(notes: Notes) -> View {
+        View {
+            notes,
+            overlay: None,
+        }
+    }
+
+    /// The same notes, with writes landing in `overlay` and reads seeing them.
+    pub fn with_overlay(&self, overlay: Arc<Overlay>) -> View {
+        View {
+            notes: self.notes.clone(),
+            overlay: Some(overlay),
+        }
+    }
+
+    /// The notes on disk underneath (for the repository and the root folder).
+    pub fn disk_notes(&self) -> &Notes {
+        &self.notes
+    }
+
+    /// Where writes through this view land.
+    pub fn landing(&self) -> Landing<'_> {
+        match self.overlay.as_deref() {
+            None => Landing::Disk,
+            Some(overlay) => Landing::Overlay(overlay),
+        }
+    }
+
+    /// Checks an untrusted path (see [`Notes::resolve`]); a note the view
+    /// created exists, one it deleted does not.
+    pub fn resolve(&self, raw: &str, existence: Existence) -> Result<NotePath> {
+        self.resolve_with(raw, existence, Notes::resolve)
+    }
+
+    /// Checks the path of a note about to be written: as [`View::resolve`], and
+    /// never a symlink or through one (see [`Notes::resolve_for_write`]).
+    pub fn resolve_for_write(&self, raw: &str, existence: Existence) -> Result<NotePath> {
+        self.resolve_with(raw, existence, Notes::resolve_for_write)
+    }
+
+    fn resolve_with(
+        &self,
+        raw: &str,
+        existence: Existence,
+        resolve: fn(&Notes, &str, Existence) -> Result<NotePath>,
+    ) -> Result<NotePath> {
+        let Some(overlay) = self.overlay.as_deref() else {
+            return resolve(&self.notes, raw, existence);
+        };
+        let note = resolve(&self.notes, raw, Existence::MayBeMissing)?;
+        match (existence, overlay.get(&note.rel)) {
+            (Existence::MayBeMissing, _) | (Existence::MustExist, Some(Some(_))) => Ok(note),
+            (Existence::MustExist, Some(None)) => {
+                Err(Error::not_found(format!("note not found: {:?}", note.rel)))
+            }
+            (Existence::MustExist, None) => resolve(&self.notes, raw, existence),
+        }
+    }
+
+    /// Reads a note as text (see [`Notes::read`]).
+    pub fn read(&self, raw: &str) -> Result<(NotePath, String)> {
+        let Some(overlay) = self.overlay.as_deref() else {
+            return self.notes.read(raw);
+        };
+        let note = self.resolve(raw, Existence::MustExist)?;
+        match overlay.get(&note.rel) {
+            Some(Some(content)) => Ok((note, content)),
+            _ => self.notes.read(raw),
+        }
+    }
+
+    /// A resolved note's text now (`None`: no note there yet), for a change to
+    /// it: a note that is not UTF-8 is a conflict, never replaced by a lossy copy.
+    pub fn current_text(&self, note: &NotePath) -> Result<Option<String>> {
+        if let Some(current) = self.overlay.as_deref().and_then(|o| o.get(&note.rel)) {
+            return Ok(current);
+        }
+        match self.notes.read_bytes(note)? {
+            None => Ok(None),
+            Some(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
+                Error::conflict(format!(
+                    "{} is not valid UTF-8 text; mirai changes text notes only",
+                    note.rel
+                ))
+            }),
+        }
+    }
+
+    /// Every note, as normalized relative paths sorted by their bytes (see [`Notes::list`]).
+    pub fn list(&self) -> Result<Vec<String>> {
+        let on_disk = self.notes.list()?;
+        Ok(match self.overlay.as_deref() {
+            None => on_disk,
+            Some(overlay) => overlay.list(on_disk),
+        })
+    }
+
+    /// The notes this view holds differently from the disk, with their text
+    /// (`None`: deleted); empty for the disk itself.
+    pub fn unsaved(&self) -> Vec<(String, Option<String>)> {
+        self.overlay
+            .as_deref()
+            .map(Overlay::written)
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn notes_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Notes) {
+        let dir = tempfile::tempdir().unwrap();
+        for (rel, text) in files {
+            let path = dir.path().join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let notes = Notes::open(dir.path()).unwrap();
+        (dir, notes)
+    }
+
+    #[test]
+    fn a_view_of_the_disk_answers_what_the_disk_holds() {
+        let (_dir, notes) = notes_with(&[("a.md", "one\n"), ("b/c.md", "two\n")]);
+        let view = View::disk(notes);
+        assert_eq!(view.list().unwrap(), ["a.md", "b/c.md"]);
+        assert_eq!(view.read("a.md").unwrap().1, "one\n");
+        let missing = view.resolve("new.md", Existence::MayBeMissing).unwrap();
+        assert_eq!(view.current_text(&missing).unwrap(), None);
+        assert!(view.unsaved().is_empty());
+        assert!(matches!(view.landing(), Landing::Disk));
+    }
+
+    #[test]
+    fn a_dry_run_view_sees_its_own_writes_and_leaves_the_disk_alone() {
+        let (dir, notes) = notes_with(&[("a.md", "one\n"), ("gone.md", "bye\n")]);
+        let overlay = Arc::new(Overlay::new());
+        let view = View::disk(notes).with_overlay(Arc::clone(&overlay));
+        let Landing::Overlay(landing) = view.landing() else {
+            panic!("a dry run's writes land in its overlay");
+        };
+        landing.write("a.md", Some("one\n"), Some("changed\n"));
+        landing.write("new.md", None, Some("fresh\n"));
+        landing.write("gone.md", Some("bye\n"), None);
+
+        assert_eq!(view.list().unwrap(), ["a.md", "new.md"]);
+        assert_eq!(view.read("a.md").unwrap().1, "changed\n");
+        assert_eq!(view.read("new.md").unwrap().1, "fresh\n");
+        let err = view.read("gone.md").unwrap_err();
+        assert_eq!(err.message, "note not found: \"gone.md\"");
+        let new = view
+            .resolve_for_write("new.md", Existence::MustExist)
+            .unwrap();
+        assert_eq!(view.current_text(&new).unwrap().as_deref(), Some("fresh\n"));
+        assert_eq!(view.unsaved().len(), 3);
+
+        // The disk is untouched, and a view of it sees none of the run.
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.md")).unwrap(),
+            "one\n"
+        );
+        assert!(!dir.path().join("new.md").exists());
+        let disk = View::disk(view.disk_notes().clone());
+        assert_eq!(disk.list().unwrap(), ["a.md", "gone.md"]);
+    }
+}

@@ -1,0 +1,192 @@
+//! The one write path: every write operation plans a change to one note here
+//! and lands it here, so `patch.propose`, `patch.apply`, `notes.write` and
+//! `notes.edit` accept and refuse exactly the same changes.
+//!
+//! A [`Plan`] is made from a unified diff ([`plan_patch`]) or from a note's whole
+//! new text ([`plan_text`], which makes the diff and plans that). [`land`] checks
+//! it again under the writer lock and writes it where the context's view says
+//! writes land: a commit on disk, or a dry run's overlay.
+
+use super::Context;
+use crate::config::DirtyNotes;
+use crate::error::{Error, ErrorCode, Result};
+use crate::notes::{Existence, Landing, NotePath};
+use crate::patch::{self, Target};
+use crate::repo::{self, Repo};
+
+/// A change to one note, planned: its path passed the rules, and the patch
+/// applies to the note as it is.
+pub(super) struct Plan {
+    pub note: NotePath,
+    /// The note's text before the change (`None`: it does not exist yet).
+    pub before: Option<String>,
+    /// The note's text after it (`None`: the change deletes it).
+    pub content: Option<String>,
+    /// The unified diff of the change (empty: it changes nothing).
+    pub patch: String,
+    pub hunk_count: usize,
+    pub net_line_delta: i64,
+}
+
+impl Plan {
+    /// A plan for a write whose result equals the note (DESIGN 7.6).
+    fn unchanged(note: NotePath, text: Option<String>) -> Plan {
+        Plan {
+            note,
+            before: text.clone(),
+            content: text,
+            patch: String::new(),
+            hunk_count: 0,
+            net_line_delta: 0,
+        }
+    }
+
+    fn is_noop(&self) -> bool {
+        self.patch.is_empty()
+    }
+}
+
+/// Plans a unified diff: parse, resolve the path for a write, read the note,
+/// apply the hunks, check the size.
+pub(super) fn plan_patch(ctx: &Context, text: &str) -> Result<Plan> {
+    let parsed = patch::parse(text)?;
+    let existence = match parsed.target {
+        Target::Create => Existence::MayBeMissing,
+        Target::Modify | Target::Delete => Existence::MustExist,
+    };
+    let note = ctx.view.resolve_for_write(&parsed.path, existence)?;
+    let before = ctx.view.current_text(&note)?;
+    let applied = patch::apply(&parsed, before.as_deref())?;
+    if let Some(content) = &applied.content {
+        check_size(ctx, &note, content)?;
+    }
+    Ok(Plan {
+        note,
+        before,
+        content: applied.content,
+        patch: text.to_string(),
+        hunk_count: applied.hunk_count,
+        net_line_delta: applied.net_line_delta,
+    })
+}
+
+/// Plans turning `note`, whose text is `current` now, into `content`: by the
+/// diff between them, planned as [`plan_patch`] plans any diff (which counts its
+/// hunks). The same text makes a plan that changes nothing.
+pub(super) fn plan_text(
+    ctx: &Context,
+    note: NotePath,
+    current: Option<String>,
+    content: &str,
+) -> Result<Plan> {
+    let Some(diff) = patch::make(&note.rel, current.as_deref(), Some(content)) else {
+        return Ok(Plan::unchanged(note, current));
+    };
+    let mut plan = plan_patch(ctx, &diff)?;
+    // The diff names the note by its normalized path; answer the same.
+    plan.note = note;
+    Ok(plan)
+}
+
+/// A note may not grow past the request body limit, whichever way it is written.
+pub(super) fn check_size(ctx: &Context, note: &NotePath, content: &str) -> Result<()> {
+    if content.len() > ctx.max_content_bytes {
+        return Err(Error::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "{} would be {} bytes; notes may hold at most {} bytes (MIRAI_MAX_BODY_BYTES)",
+                note.rel,
+                content.len(),
+                ctx.max_content_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Plans a change and lands it: every write operation ends here.
+///
+/// `planner` makes the change (parse, resolve, read, apply: the work that grows
+/// with the request) without the writer lock, so a costly request never makes
+/// other writes wait. Under the lock the note is read again; if it changed
+/// meanwhile, the change is planned again against it. Then the base commit is
+/// checked and the change lands: written and committed, or recorded in a dry
+/// run's overlay (answering no commit). A plan that changes nothing answers
+/// `None` and lands nowhere.
+pub(super) fn land(
+    ctx: &Context,
+    base_commit: Option<&str>,
+    planner: impl Fn(&Context) -> Result<Plan>,
+) -> Result<(Plan, Option<String>)> {
+    let mut plan = planner(ctx)?;
+    if plan.is_noop() {
+        return Ok((plan, None));
+    }
+    let repo = ctx.writer()?;
+    if ctx.view.current_text(&plan.note)? != plan.before {
+        plan = planner(ctx)?;
+        if plan.is_noop() {
+            return Ok((plan, None));
+        }
+    }
+    if let Some(base) = base_commit.map(str::trim).filter(|b| !b.is_empty()) {
+        check_base(&repo, base, &plan.note.rel)?;
+    }
+    let commit = match ctx.view.landing() {
+        Landing::Overlay(overlay) => {
+            overlay.write(
+                &plan.note.rel,
+                plan.before.as_deref(),
+                plan.content.as_deref(),
+            );
+            None
+        }
+        Landing::Disk => Some(commit(ctx, &repo, &plan)?),
+    };
+    Ok((plan, commit))
+}
+
+/// Refuses a change to `rel` made against `base` when the note changed between
+/// that commit and HEAD.
+fn check_base(repo: &Repo, base: &str, rel: &str) -> Result<()> {
+    if !repo.changed_since(base, rel)? {
+        return Ok(());
+    }
+    let head = repo.head()?.unwrap_or_default();
+    let by = repo
+        .last_change_since(base, rel)
+        .map(|change| format!(" (last changed in {change})"))
+        .unwrap_or_default();
+    Err(Error::conflict(format!(
+        "{rel} changed between base_commit {} and HEAD {}{by}; read the note again and rebuild the change against HEAD",
+        short(base),
+        short(&head)
+    )))
+}
+
+/// Writes the plan's note and commits it (snapshotting someone else's
+/// uncommitted changes first, when the operator chose that), then tells the
+/// live index.
+fn commit(ctx: &Context, repo: &Repo, plan: &Plan) -> Result<String> {
+    if ctx.dirty_notes == DirtyNotes::Snapshot {
+        if let Some(snapshot) = repo::snapshot(repo, &plan.note.rel, &ctx.author())? {
+            ctx.index
+                .note_changed(&plan.note.rel, plan.before.as_deref(), &snapshot);
+        }
+    }
+    let message = ctx.commit_message(&plan.note.rel);
+    let commit = repo::write_and_commit(
+        repo,
+        &plan.note.rel,
+        plan.content.as_deref(),
+        &message,
+        &ctx.author(),
+    )?;
+    ctx.index
+        .note_changed(&plan.note.rel, plan.content.as_deref(), &commit);
+    Ok(commit)
+}
+
+fn short(sha: &str) -> &str {
+    sha.get(..12).unwrap_or(sha)
+}
