@@ -1,11 +1,14 @@
-//! Propose and apply through HTTP on a large vault, against `git apply` +
-//! `git commit` as subprocesses on the same repository in the same run.
+//! Propose and apply through HTTP on large vaults, one keep-alive connection,
+//! against baselines measured in the same run: a `GET /health` round trip
+//! before each sample, propose of the same patch, and `git apply` +
+//! `git commit` as subprocesses on the same repository. After mirai's applies
+//! `git status --porcelain` must be empty (the bench fails otherwise).
 //!
-//! cargo bench --bench patch_apply -- VAULT   (a vault from the gen-notes example, with --git)
+//! cargo bench --bench patch_apply -- VAULT [VAULT...]   (git vaults from the gen-notes example, e.g. 1,000 and 10,000 notes)
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::json;
@@ -52,10 +55,46 @@ fn git(repo: &Path, args: &[&str]) {
 }
 
 fn main() {
-    let vault = vault_arg("patch_apply");
+    let vaults: Vec<PathBuf> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .map(PathBuf::from)
+        .collect();
+    if vaults.is_empty() || vaults.iter().any(|v| !v.is_dir()) {
+        // Prints how to make a vault, and exits.
+        vault_arg("patch_apply");
+    }
+    let mut summary = Vec::new();
+    for vault in &vaults {
+        summary.push(bench_vault(vault));
+    }
+    println!("\nsummary (medians, ms)");
+    println!(
+        "{:<10} {:>8} {:>9} {:>9} {:>15} {:>11}",
+        "notes", "health", "propose", "apply", "apply, indexed", "git baseline"
+    );
+    for row in summary {
+        println!(
+            "{:<10} {:>8.3} {:>9.3} {:>9.3} {:>15.3} {:>11.3}",
+            row.notes, row.health, row.propose, row.apply, row.apply_indexed, row.git
+        );
+    }
+}
+
+/// One vault's medians.
+struct Row {
+    notes: usize,
+    health: f64,
+    propose: f64,
+    apply: f64,
+    apply_indexed: f64,
+    git: f64,
+}
+
+fn bench_vault(vault: &Path) -> Row {
     let work = tempfile::tempdir().unwrap();
     let root = work.path().join("vault");
-    copy_tree(&vault, &root);
+    copy_tree(vault, &root);
     let server = Server::start(&root);
 
     let notes: Vec<String> = serde_json::from_value(
@@ -77,7 +116,7 @@ fn main() {
         }
         Some((path.clone(), content))
     });
-    println!("vault: {} notes at {}", notes.len(), vault.display());
+    println!("\nvault: {} notes at {}", notes.len(), vault.display());
 
     let post = |route: &str, patch: &str| {
         let response = server
@@ -94,26 +133,29 @@ fn main() {
         );
     };
 
+    // Each sample: a /health round trip (the floor of any request), a propose
+    // and an apply of the same patch, one after the other on one connection.
     let mut run = |tag: &str| {
-        let mut propose = Vec::new();
-        let mut apply = Vec::new();
+        let (mut health, mut propose, mut apply) = (Vec::new(), Vec::new(), Vec::new());
         let mut taken = 0;
         while apply.len() < SAMPLES {
             let (path, content) = candidates.next().expect("enough notes");
             let Some(patch) = append_patch(&path, &content, tag) else {
                 continue;
             };
+            let h = server.health_ms();
             let p = time_ms(|| post("/mcp/patch/propose", &patch));
             let a = time_ms(|| post("/mcp/patch/apply", &patch));
             taken += 1;
             if taken > WARMUP {
+                health.push(h);
                 propose.push(p);
                 apply.push(a);
             }
         }
-        (propose, apply)
+        (health, propose, apply)
     };
-    let (mut propose, mut apply) = run("mirai");
+    let (_, mut propose, mut apply) = run("mirai");
     // The same again with the index loaded: every apply also updates it.
     let rebuilt = server
         .client
@@ -121,7 +163,20 @@ fn main() {
         .send()
         .unwrap();
     assert_eq!(rebuilt.status().as_u16(), 200);
-    let (_, mut apply_indexed) = run("indexed");
+    let (mut health, mut propose_indexed, mut apply_indexed) = run("indexed");
+    let porcelain = |root: &Path| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(["status", "--porcelain"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // mirai's commits leave nothing for git to report.
+    let status = porcelain(&root);
+    assert_eq!(status, "", "git status after mirai's applies");
 
     let mut baseline = Vec::new();
     let diff_file = work.path().join("bench.diff");
@@ -145,16 +200,19 @@ fn main() {
     }
 
     println!();
-    report("patch.propose over HTTP", &mut propose);
-    let mirai = report("patch.apply + commit over HTTP", &mut apply);
-    report("patch.apply + commit, index loaded", &mut apply_indexed);
+    let health = report("baseline: GET /health", &mut health);
+    let propose = report("patch.propose over HTTP", &mut propose);
+    report("patch.propose, index loaded", &mut propose_indexed);
+    let apply = report("patch.apply + commit over HTTP", &mut apply);
+    let apply_indexed = report("patch.apply + commit, index loaded", &mut apply_indexed);
     let git_median = report(
         "baseline: git apply + git commit (processes)",
         &mut baseline,
     );
     println!(
-        "\napply median / baseline median: {:.2}",
-        mirai / git_median
+        "\napply (index loaded) / propose: {:.2}   apply / git baseline: {:.2}",
+        apply_indexed / propose,
+        apply / git_median
     );
     let fsck = Command::new("git")
         .arg("-C")
@@ -163,11 +221,19 @@ fn main() {
         .output()
         .unwrap();
     println!(
-        "git fsck after the run: {}",
+        "git status after mirai's applies: clean; git fsck after the run: {}",
         if fsck.status.success() {
             "clean"
         } else {
             "FAILED"
         }
     );
+    Row {
+        notes: notes.len(),
+        health,
+        propose,
+        apply,
+        apply_indexed,
+        git: git_median,
+    }
 }

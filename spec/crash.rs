@@ -282,6 +282,41 @@ fn a_dead_mirais_index_and_ref_locks_are_removed_at_start_up_and_writes_work() {
 }
 
 #[test]
+fn an_intent_file_of_appended_records_is_read_by_its_last_line() {
+    let (dir, root) = seeded(&[("a.md", "alpha\n")]);
+    let lock = hold_lock(&root);
+    // Records are appended one line per step; the last line is the one in force.
+    let mut lines = Vec::new();
+    for record in [
+        intent(json!({"stage": "idle"})),
+        intent(json!({"stage": "locking", "index_lock": [{"ino": 1, "mtime_ns": 2}]})),
+        intent(json!({"stage": "locking", "index_lock": [file_id(&lock)]})),
+    ] {
+        lines.extend(serde_json::to_vec(&record).unwrap());
+        lines.push(b'\n');
+    }
+    let dead = root.join(".mirai/intents/999999-lines.json");
+    fs::create_dir_all(dead.parent().unwrap()).unwrap();
+    fs::write(&dead, &lines).unwrap();
+    // A copy whose newest line was cut short: the line before it counts.
+    let mut cut = lines.clone();
+    cut.extend_from_slice(br#"{"version":1,"pid":999999,"stage":"wri"#);
+    let second = root.join(".mirai/intents/999998-cut.json");
+    fs::write(&second, &cut).unwrap();
+
+    let mirai = Mirai::start(&root, &log_of(dir.path()));
+    assert!(!lock.exists(), "the lock the last line names is removed");
+    assert!(
+        !dead.exists() && !second.exists(),
+        "{:?}",
+        intent_files(&root)
+    );
+    let answer = mirai.write("a.md", "alpha 2\n").unwrap();
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(status(&root), "");
+}
+
+#[test]
 fn a_stale_lock_without_an_intent_of_ours_is_left_alone() {
     let (dir, root) = seeded(&[("a.md", "alpha\n")]);
     let lock = hold_lock(&root);

@@ -519,6 +519,12 @@ impl Slot {
         }
     }
 
+    /// Hard-links the note (not following a symlink) into `into` as `name`,
+    /// so replacing or removing it frees nothing (`repo`'s deferred release).
+    pub fn link_into(&self, into: &Dir, name: &str) -> io::Result<()> {
+        self.dir.hard_link(&self.name, into, name)
+    }
+
     /// Puts the note back as it was: `before`'s bytes, or no file.
     pub fn restore(&self, before: Option<&[u8]>) -> io::Result<()> {
         match before {

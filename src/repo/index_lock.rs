@@ -7,12 +7,11 @@
 //! back a stale copy of the index over the other's change.
 
 use std::fs;
-use std::io;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-use git2::{Index, IndexEntry};
 
 use super::intent::{FileId, Journal, Stage};
 use crate::error::{Error, Result};
@@ -101,42 +100,28 @@ impl IndexLock {
         }
     }
 
-    /// The index as it is now, read under the lock (empty when there is none yet).
-    /// The index file's modification time (seconds, nanoseconds) as read under
-    /// the lock: entries at least this new are "racily clean" (see git's
-    /// racy-git rules).
-    pub fn index_mtime(&self) -> Option<(i64, u32)> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = fs::metadata(self.git_dir.join("index")).ok()?;
-        Some((meta.mtime(), meta.mtime_nsec() as u32))
+    /// Where the index is (read under the lock with [`super::index_file::Kept::read`]).
+    pub fn index_path(&self) -> PathBuf {
+        self.git_dir.join("index")
     }
 
-    pub fn read(&self) -> Result<Index> {
-        Index::open(&self.git_dir.join("index"))
-            .map_err(|e| Error::git(format!("cannot read the index: {}", e.message())))
-    }
-
-    /// Writes `entries` (sorted as the index keeps them) as the new index into
-    /// the lock file, as git does; it replaces the index at [`IndexLock::commit`].
+    /// Writes `bytes` (a whole index file) into a fresh temp file with one
+    /// `write` and renames it over the lock file, as git writes the new index
+    /// into the lock; it replaces the index at [`IndexLock::commit`].
     /// `announce` records the staged file's identity before it becomes the lock.
-    pub fn stage(
-        &self,
-        version: u32,
-        entries: impl Iterator<Item = IndexEntry>,
-        announce: impl FnOnce(FileId) -> Result<()>,
-    ) -> Result<()> {
+    pub fn stage(&self, bytes: &[u8], announce: impl FnOnce(FileId) -> Result<()>) -> Result<()> {
         let temp = temp_path(&self.git_dir);
-        let written = (|| -> std::result::Result<(), git2::Error> {
-            let mut out = Index::open(&temp)?;
-            out.set_version(version)?;
-            for entry in entries {
-                out.add(&entry)?;
-            }
-            out.write()
-        })();
+        let written = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&temp)
+            .and_then(|mut file| {
+                file.write_all(bytes)?;
+                file.metadata()
+            });
         let renamed = written
-            .map_err(|e| e.message().to_string())
-            .and_then(|()| fs::metadata(&temp).map_err(|e| e.to_string()))
+            .map_err(|e| e.to_string())
             .and_then(|meta| announce(FileId::of(&meta)).map_err(|e| e.message))
             .and_then(|()| fs::rename(&temp, &self.lock).map_err(|e| e.to_string()));
         if let Err(e) = renamed {

@@ -4,11 +4,14 @@
 //! Each process that writes keeps one file of its own, `.mirai/intents/<pid>-<uuid>.json`,
 //! and holds an exclusive `flock` on it for its whole life (pids are reused in
 //! containers; the lock, not the pid, says whether the owner is alive). Before
-//! each step of a commit the file is rewritten (temp file, lock, rename) with
-//! what the step may leave behind: the note, its blob before and after, the
-//! commit's parent and, once made, the commit; the lock files by inode and
-//! mtime (`index.lock` is made by linking a file whose identity was recorded
-//! first, so no instant exists where the lock is ours and unrecorded).
+//! each step of a commit one JSON line is appended to it (one `write`, no new
+//! file) with what the step may leave behind: the note, its blob before and
+//! after, the commit's parent and, once made, the commit; the lock files by
+//! inode and mtime (`index.lock` is made by linking a file whose identity was
+//! recorded first, so no instant exists where the lock is ours and
+//! unrecorded). The last line is the record in force; a line cut short (a
+//! failed write) does not count. Past [`COMPACT_AT`] bytes the file is
+//! replaced by one holding only the newest line (temp file, lock, rename).
 //!
 //! [`recover`] reads the others' files: one whose `flock` is free belongs to a
 //! dead mirai. Its lock files are removed only while they are still the ones
@@ -46,6 +49,14 @@ const VERSION: u32 = 1;
 /// lock an empty ref lock may appear and still be taken for its own (libgit2
 /// creates it a few microseconds after the record).
 const REF_LOCK_WINDOW_NS: u64 = 1_000_000_000;
+
+/// An intent file longer than this is replaced by one holding only its newest
+/// record instead of growing by another line.
+const COMPACT_AT: u64 = 16 * 1024;
+
+/// A file longer than this is not a mirai intent file (records are compacted
+/// well before it).
+const MAX_FILE: usize = 64 * 1024;
 
 /// File times come from the kernel's coarse clock, up to a few ticks behind
 /// the clock the record's time is read from.
@@ -127,8 +138,10 @@ static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 pub struct Journal {
     dir: Dir,
     name: String,
-    /// The open file holding the `flock` (replaced with each rewrite).
+    /// The open file holding the `flock`, appended to (replaced when compacted).
     held: fs::File,
+    /// Its length; `None` after a failed append, so the next record compacts.
+    len: Option<u64>,
     current: Intent,
 }
 
@@ -161,11 +174,13 @@ impl Journal {
             pid: std::process::id(),
             ..Intent::default()
         };
-        let held = write_locked(&dir, &name, &current)?;
+        let line = record_line(&current)?;
+        let held = write_locked(&dir, &name, &line)?;
         Ok(Journal {
             dir,
             name,
             held,
+            len: Some(line.len() as u64),
             current,
         })
     }
@@ -180,14 +195,32 @@ impl Journal {
         &self.current
     }
 
-    /// Rewrites the intent file with `change` applied, atomically; the new
-    /// file is locked before it replaces the old one, so the path always names
-    /// a locked file.
+    /// Records the intent with `change` applied: one line appended to the
+    /// intent file, in force once the write returns. A file grown past
+    /// [`COMPACT_AT`] (or left with a cut-short line) is replaced atomically
+    /// by one holding only this record; the new file is locked before it
+    /// replaces the old one, so the path always names a locked file.
     pub fn record(&mut self, change: impl FnOnce(&mut Intent)) -> Result<()> {
         let mut next = self.current.clone();
         change(&mut next);
         next.recorded_ns = now_ns();
-        self.held = write_locked(&self.dir, &self.name, &next)?;
+        let line = record_line(&next)?;
+        match self.len {
+            Some(len) if len + line.len() as u64 <= COMPACT_AT => {
+                if let Err(e) = (&self.held).write_all(&line) {
+                    self.len = None;
+                    return Err(Error::internal(format!(
+                        "cannot record mirai's intent in .mirai/{INTENTS_DIR}/{}: {e}",
+                        self.name
+                    )));
+                }
+                self.len = Some(len + line.len() as u64);
+            }
+            _ => {
+                self.held = write_locked(&self.dir, &self.name, &line)?;
+                self.len = Some(line.len() as u64);
+            }
+        }
         self.current = next;
         Ok(())
     }
@@ -211,17 +244,26 @@ impl Journal {
     }
 }
 
-/// Writes `intent` into a temp file in `dir`, locks it, and renames it to `name`.
-fn write_locked(dir: &Dir, name: &str, intent: &Intent) -> Result<fs::File> {
+/// One record as a line of the intent file.
+fn record_line(intent: &Intent) -> Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(intent)
+        .map_err(|e| Error::internal(format!("cannot encode mirai's intent: {e}")))?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// Writes `line` into a temp file in `dir`, locks it, and renames it to
+/// `name`; answers the file, open for appending.
+fn write_locked(dir: &Dir, name: &str, line: &[u8]) -> Result<fs::File> {
     let temp = format!(
         "{name}.tmp-{}",
         TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     );
     let result = (|| -> io::Result<fs::File> {
         let mut options = cap_std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
+        options.append(true).create_new(true);
         let mut file = dir.open_with(&temp, &options)?.into_std();
-        file.write_all(&serde_json::to_vec(intent).map_err(io::Error::other)?)?;
+        file.write_all(line)?;
         file.try_lock().map_err(io::Error::other)?;
         dir.rename(&temp, dir, name)?;
         Ok(file)
@@ -288,7 +330,7 @@ pub(super) fn recover(repo: &Repo, journal: &mut Journal, sweep: bool) -> Result
         drop(file);
     }
     if sweep && done.live == 0 {
-        done.temps_removed = sweep_temps(git, notes, &dir, own);
+        done.temps_removed = sweep_temps(git, notes, &dir, own) + repo.releaser.sweep();
     }
     Ok(done)
 }
@@ -318,21 +360,41 @@ fn open_dead(dir: &Dir, name: &str, done: &mut Recovery) -> Option<(fs::File, In
         return None;
     }
     let mut bytes = Vec::new();
-    if file.read_to_end(&mut bytes).is_err() || bytes.len() > 64 * 1024 {
+    if (&mut file)
+        .take(MAX_FILE as u64 + 1)
+        .read_to_end(&mut bytes)
+        .is_err()
+        || bytes.len() > MAX_FILE
+    {
         done.ignored += 1;
         return None;
     }
-    let parsed = crate::json::from_slice(&bytes)
-        .ok()
-        .and_then(|value| serde_json::from_value::<Intent>(value).ok())
-        .filter(|intent| intent.version == VERSION);
-    match parsed {
+    match last_record(&bytes) {
         Some(intent) => Some((file, intent)),
         None => {
             log::warn!("ignoring .mirai/{INTENTS_DIR}/{name}: it is not a mirai intent record");
             done.ignored += 1;
             None
         }
+    }
+}
+
+/// The record in force in an intent file's bytes: its last line, or the one
+/// before when the last was cut short (no newline after it) and does not parse.
+/// `None`: not a mirai intent file.
+fn last_record(bytes: &[u8]) -> Option<Intent> {
+    let parse = |line: &[u8]| {
+        crate::json::from_slice(line)
+            .ok()
+            .and_then(|value| serde_json::from_value::<Intent>(value).ok())
+            .filter(|intent| intent.version == VERSION)
+    };
+    let mut lines = bytes.split(|b| *b == b'\n').filter(|line| !line.is_empty());
+    let last = lines.next_back()?;
+    match parse(last) {
+        Some(intent) => Some(intent),
+        None if !bytes.ends_with(b"\n") => lines.next_back().and_then(parse),
+        None => None,
     }
 }
 
@@ -544,4 +606,81 @@ fn sweep_temps(git: &Repository, notes: &Notes, intents: &Dir, own: &str) -> usi
         log::info!("recovery: removed {removed} temporary file(s) left by a mirai that died");
     }
     removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn intent_path(root: &Path, journal: &Journal) -> std::path::PathBuf {
+        root.join(".mirai").join(INTENTS_DIR).join(journal.name())
+    }
+
+    #[test]
+    fn records_are_appended_to_the_locked_file_and_compacted_when_long() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = Notes::open(dir.path()).unwrap();
+        let mut journal = Journal::open(&notes).unwrap();
+        let path = intent_path(dir.path(), &journal);
+        let inode = fs::metadata(&path).unwrap().ino();
+        journal
+            .record(|intent| intent.stage = Stage::Locking)
+            .unwrap();
+        journal
+            .record(|intent| {
+                intent.stage = Stage::Writing;
+                intent.note = Some("a.md".into());
+            })
+            .unwrap();
+        let bytes = fs::read(&path).unwrap();
+        assert_eq!(bytes.iter().filter(|b| **b == b'\n').count(), 3);
+        assert_eq!(fs::metadata(&path).unwrap().ino(), inode, "no new file");
+        assert_eq!(last_record(&bytes).as_ref(), Some(journal.current()));
+
+        while fs::metadata(&path).unwrap().ino() == inode {
+            journal
+                .record(|intent| intent.stage = Stage::Committing)
+                .unwrap();
+            journal.idle();
+            assert!(fs::metadata(&path).unwrap().len() <= COMPACT_AT);
+        }
+        // The compacted file holds the record that replaced it (and the idle one after).
+        let bytes = fs::read(&path).unwrap();
+        assert!(bytes.iter().filter(|b| **b == b'\n').count() <= 2);
+        assert_eq!(last_record(&bytes).as_ref(), Some(journal.current()));
+        // The file the path names now is the one locked.
+        let other = fs::File::open(&path).unwrap();
+        assert!(matches!(
+            other.try_lock(),
+            Err(fs::TryLockError::WouldBlock)
+        ));
+    }
+
+    #[test]
+    fn the_last_whole_line_is_the_record_in_force() {
+        let record = |stage| Intent {
+            version: VERSION,
+            pid: 7,
+            stage,
+            ..Intent::default()
+        };
+        let mut bytes = record_line(&record(Stage::Locking)).unwrap();
+        bytes.extend(record_line(&record(Stage::Writing)).unwrap());
+        assert_eq!(last_record(&bytes).unwrap().stage, Stage::Writing);
+        // A line cut short by a failed write does not count.
+        let cut = record_line(&record(Stage::Committing)).unwrap();
+        bytes.extend_from_slice(&cut[..cut.len() / 2]);
+        assert_eq!(last_record(&bytes).unwrap().stage, Stage::Writing);
+        // One record without a newline (as older mirai wrote it) is read.
+        assert_eq!(
+            last_record(&cut[..cut.len() - 1]).unwrap().stage,
+            Stage::Committing
+        );
+        // A whole last line that is not a record makes the file not mirai's.
+        bytes.truncate(bytes.len() - cut.len() / 2);
+        bytes.extend_from_slice(b"{\"stage\":\"idle\"}\n");
+        assert_eq!(last_record(&bytes), None);
+        assert_eq!(last_record(b"not json"), None);
+        assert_eq!(last_record(b""), None);
+    }
 }

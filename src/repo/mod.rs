@@ -26,15 +26,19 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use git2::build::TreeUpdateBuilder;
-use git2::{FileMode, Index, IndexEntry, IndexTime, Oid, Repository, Signature};
+use git2::{FileMode, IndexEntry, IndexTime, Oid, Repository, Signature};
 
 use crate::error::{Error, Result};
 use crate::notes::{refused, Notes};
+use index_file::{Entries, Kept};
 use index_lock::{held_error, IndexLock, LOCK_WAIT};
 use intent::{Journal, Recovery, Stage};
+use release::Releaser;
 
+mod index_file;
 mod index_lock;
 pub mod intent;
+mod release;
 
 /// Who a commit is by (author and committer alike).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +55,10 @@ pub struct Repo {
     /// This process's intent file, locked for the repository's life; held
     /// for a whole write, so writes record their steps one at a time.
     journal: Mutex<Journal>,
+    /// The index entries mirai wrote last, reused while `.git/index` is that file.
+    kept_index: Mutex<Kept>,
+    /// Replaced files are freed after the answer, not inside the rename.
+    releaser: Releaser,
 }
 
 fn git_error(context: &str, e: git2::Error) -> Error {
@@ -71,10 +79,13 @@ impl Repo {
             ));
         }
         let journal = Journal::open(notes)?;
+        let releaser = Releaser::open(git.path(), notes);
         let repo = Repo {
             git,
             notes: notes.clone(),
             journal: Mutex::new(journal),
+            kept_index: Mutex::new(Kept::default()),
+            releaser,
         };
         match repo.recover(true) {
             Ok(done) if done != Recovery::default() => log::info!(
@@ -140,8 +151,8 @@ impl Repo {
         let Some(lock) = IndexLock::acquire(self.git.path(), LOCK_WAIT, journal)? else {
             return Err(held_error(LOCK_WAIT));
         };
-        let index = lock.read()?;
-        let current = index.get_path(Path::new(rel_path), 0).map(|entry| entry.id);
+        let index = self.read_index(&lock)?;
+        let current = index.get(rel_path, 0).map(|entry| entry.id);
         if current == after || current != index_before {
             journal.idle();
             return Ok(false);
@@ -161,13 +172,17 @@ impl Repo {
             }
             None => None,
         };
-        let entries = self.carried_entries(&lock, &index, rel_path, new_entry);
-        let staged = lock.stage(index.version(), entries.into_iter(), |id| {
+        let entries = self.carried_entries(index, rel_path, new_entry);
+        let (bytes, stamp) = index_file::encode(&entries);
+        let staged = lock.stage(&bytes, |id| {
             journal.record(|intent| intent.index_lock.push(id))
         });
         let committed = staged.and_then(|()| lock.commit());
         journal.idle();
-        committed.map(|()| true)
+        committed.map(|()| {
+            self.kept_index().keep(stamp, entries);
+            true
+        })
     }
 
     /// The commit HEAD points at, or `None` on an unborn branch.
@@ -205,42 +220,44 @@ impl Repo {
         }
     }
 
-    /// Commits `rel_path` as `written` says (the bytes mirai wrote and the
-    /// file's metadata after writing them; `None`: deleted) on top of HEAD,
-    /// holding `lock`, and returns the new commit's id. Only that path changes,
-    /// in the commit and in the index (`index`, read under the lock). The new
-    /// index waits in `index.lock` while HEAD moves by compare-and-swap, and
-    /// replaces the index only once HEAD has moved; a failure on the way
-    /// leaves HEAD and the index as they were.
-    #[allow(clippy::too_many_arguments)]
+    /// The index as it is now, read under `lock` (the entries mirai wrote
+    /// last when the file is still theirs; empty when there is none yet).
+    fn read_index(&self, lock: &IndexLock) -> Result<Entries> {
+        self.kept_index().read(&lock.index_path())
+    }
+
+    fn kept_index(&self) -> MutexGuard<'_, Kept> {
+        self.kept_index
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// The new index's entries: every other entry (staged work of others
-    /// included) as it is, ours replaced, sorted. As git does when it writes an
+    /// included) as it is, ours replaced. As git does when it writes an
     /// index, an entry as new as the index it was read from ("racily clean":
     /// its file may have changed within the same clock tick without its stat
     /// data showing it) whose file now differs gets its size zeroed, so git
     /// looks at the content again instead of calling the change clean.
     fn carried_entries(
         &self,
-        lock: &IndexLock,
-        index: &Index,
+        mut index: Entries,
         rel_path: &str,
         new_entry: Option<IndexEntry>,
-    ) -> Vec<IndexEntry> {
-        let read_at = lock.index_mtime();
-        let mut entries: Vec<IndexEntry> = index
-            .iter()
-            .filter(|entry| entry.path != rel_path.as_bytes())
-            .map(|mut entry| {
+    ) -> Entries {
+        index.set(rel_path, new_entry);
+        if let Some(read_at) = index.mtime {
+            for entry in &mut index.list {
                 let stamp = (i64::from(entry.mtime.seconds()), entry.mtime.nanoseconds());
-                if read_at.is_some_and(|read_at| read_at <= stamp) && self.differs(&entry) {
+                if read_at <= stamp
+                    && entry.file_size != 0
+                    && entry.path != rel_path.as_bytes()
+                    && self.differs(entry)
+                {
                     entry.file_size = 0;
                 }
-                entry
-            })
-            .chain(new_entry)
-            .collect();
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
-        entries
+            }
+        }
+        index
     }
 
     /// Whether the working-tree file of `entry` no longer holds its blob
@@ -255,11 +272,18 @@ impl Repo {
         }
     }
 
+    /// Commits `rel_path` as `written` says (the bytes mirai wrote and the
+    /// file's metadata after writing them; `None`: deleted) on top of HEAD,
+    /// holding `lock`, and returns the new commit's id. Only that path changes,
+    /// in the commit and in the index (`index`, read under the lock). The new
+    /// index waits in `index.lock` while HEAD moves by compare-and-swap, and
+    /// replaces the index only once HEAD has moved; a failure on the way
+    /// leaves HEAD and the index as they were.
     fn commit_locked(
         &self,
         journal: &mut Journal,
         lock: IndexLock,
-        index: &Index,
+        index: Entries,
         rel_path: &str,
         written: Option<(&[u8], &std::fs::Metadata)>,
         (message, author): (&str, &Author),
@@ -307,8 +331,9 @@ impl Repo {
             })
             .map_err(|e| git_error("cannot create the commit", e))?;
 
-        let entries = self.carried_entries(&lock, index, rel_path, new_entry);
-        lock.stage(index.version(), entries.into_iter(), |id| {
+        let entries = self.carried_entries(index, rel_path, new_entry);
+        let (bytes, stamp) = index_file::encode(&entries);
+        lock.stage(&bytes, |id| {
             journal.record(|intent| {
                 intent.stage = Stage::Committing;
                 intent.commit = Some(commit_id.to_string());
@@ -322,10 +347,12 @@ impl Repo {
             None => format!("commit (initial): {subject}"),
         };
         self.move_reference(journal, &reference, parent_id, commit_id, author, &log)?;
-        if let Err(e) = lock.commit() {
+        self.releaser.keep_git_file(&lock.index_path());
+        match lock.commit() {
+            Ok(()) => self.kept_index().keep(stamp, entries),
             // HEAD has the commit; only git's index is behind (a later write or
             // `git status` shows it). The commit is not taken back.
-            log::warn!("committed {rel_path} but could not replace the index: {e}");
+            Err(e) => log::warn!("committed {rel_path} but could not replace the index: {e}"),
         }
         Ok(commit_id.to_string())
     }
@@ -368,6 +395,7 @@ impl Repo {
         }
         let sig = Signature::now(&author.name, &author.email)
             .map_err(|e| git_error("cannot sign the reflog entry", e))?;
+        self.releaser.keep_git_file(&git.path().join(reference));
         transaction
             .set_target(reference, commit, Some(&sig), log)
             .and_then(|()| transaction.commit())
@@ -377,7 +405,12 @@ impl Repo {
     /// Whether `rel_path` holds changes that are not in HEAD: a staged entry
     /// that differs from HEAD's (or a merge conflict), or working-tree bytes
     /// (`work`; `None`: no file) that differ from HEAD's blob.
-    fn has_uncommitted(&self, index: &Index, rel_path: &str, work: Option<&[u8]>) -> Result<bool> {
+    fn has_uncommitted(
+        &self,
+        index: &Entries,
+        rel_path: &str,
+        work: Option<&[u8]>,
+    ) -> Result<bool> {
         let path = Path::new(rel_path);
         let head = match self.head_target()?.1 {
             Some(id) => {
@@ -389,10 +422,10 @@ impl Repo {
             }
             None => None,
         };
-        if (1..=3).any(|stage| index.get_path(path, stage).is_some()) {
+        if (1..=3).any(|stage| index.get(rel_path, stage).is_some()) {
             return Ok(true);
         }
-        if index.get_path(path, 0).map(|entry| entry.id) != head {
+        if index.get(rel_path, 0).map(|entry| entry.id) != head {
             return Ok(true);
         }
         Ok(work.map(blob_id).transpose()? != head)
@@ -612,7 +645,7 @@ fn write_and_commit_recorded(
     author: &Author,
 ) -> Result<String> {
     let lock = repo.lock_index(journal)?;
-    let index = lock.read()?;
+    let index = repo.read_index(&lock)?;
     let slot = repo.notes.slot(rel_path, new_content.is_some())?;
     let before = match slot.read() {
         Ok(before) => before,
@@ -645,6 +678,10 @@ fn write_and_commit_recorded(
         slot.remove_created_folders();
         return Err(e);
     }
+    if before.is_some() {
+        repo.releaser
+            .keep_note(|into, name| slot.link_into(into, name));
+    }
     let written = match new_content {
         Some(content) => match slot.write(content.as_bytes()) {
             Ok(meta) => Some((content.as_bytes(), meta)),
@@ -659,7 +696,7 @@ fn write_and_commit_recorded(
         }
     };
     let staged = written.as_ref().map(|(bytes, meta)| (*bytes, meta));
-    match repo.commit_locked(journal, lock, &index, rel_path, staged, (message, author)) {
+    match repo.commit_locked(journal, lock, index, rel_path, staged, (message, author)) {
         Ok(sha) => Ok(sha),
         Err(mut e) => {
             let restored = slot.restore(before.as_deref());
@@ -695,7 +732,7 @@ fn snapshot_recorded(
     author: &Author,
 ) -> Result<Option<String>> {
     let lock = repo.lock_index(journal)?;
-    let index = lock.read()?;
+    let index = repo.read_index(&lock)?;
     let slot = repo.notes.existing_slot(rel_path)?;
     let (work, meta) = match &slot {
         Some(slot) => {
@@ -720,15 +757,13 @@ fn snapshot_recorded(
         intent.note = Some(rel_path.to_string());
         intent.before = work_id.map(|id| id.to_string());
         intent.after = intent.before.clone();
-        intent.index_before = index
-            .get_path(Path::new(rel_path), 0)
-            .map(|entry| entry.id.to_string());
+        intent.index_before = index.get(rel_path, 0).map(|entry| entry.id.to_string());
         intent.parent = parent.map(|id| id.to_string());
         intent.reference = Some(reference);
     })?;
     let message = format!("mirai: snapshot of uncommitted edits to {rel_path}\n");
     let staged = work.as_deref().zip(meta.as_ref());
-    repo.commit_locked(journal, lock, &index, rel_path, staged, (&message, author))
+    repo.commit_locked(journal, lock, index, rel_path, staged, (&message, author))
         .map(Some)
 }
 
@@ -959,6 +994,66 @@ mod tests {
             err.message
         );
         assert_eq!(fs::read_to_string(root.join("a.md")).unwrap(), "alpha\n");
+    }
+
+    #[test]
+    fn replaced_files_are_released_after_the_commit_and_leftovers_swept_at_start() {
+        let dir = seeded();
+        let root = dir.path();
+        let repo = open_repo(root).unwrap();
+        for n in 0..5 {
+            let text = format!("alpha {n}\n");
+            write_and_commit(&repo, "a.md", Some(&text), "m\n", &author()).unwrap();
+        }
+        write_and_commit(&repo, "b.md", None, "m\n", &author()).unwrap();
+        drop(repo); // waits for the links still queued
+        let listing = |folder: &str| -> Vec<String> {
+            fs::read_dir(root.join(folder))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect()
+        };
+        assert_eq!(listing(".mirai/released"), Vec::<String>::new());
+        assert_eq!(listing(".git/mirai-released"), Vec::<String>::new());
+        assert_eq!(git(root, &["status", "--porcelain"]), "");
+        assert_eq!(fs::read_to_string(root.join("a.md")).unwrap(), "alpha 4\n");
+
+        // What a killed mirai leaves: extra links to old versions, removed at start-up.
+        fs::hard_link(root.join("a.md"), root.join(".mirai/released/999999-1")).unwrap();
+        fs::hard_link(
+            root.join(".git/index"),
+            root.join(".git/mirai-released/999999-2"),
+        )
+        .unwrap();
+        let repo = open_repo(root).unwrap();
+        assert_eq!(listing(".mirai/released"), Vec::<String>::new());
+        assert_eq!(listing(".git/mirai-released"), Vec::<String>::new());
+        write_and_commit(&repo, "a.md", Some("alpha 5\n"), "m\n", &author()).unwrap();
+        assert_eq!(git(root, &["status", "--porcelain"]), "");
+        assert_fsck_clean(root);
+    }
+
+    #[test]
+    fn a_person_staging_between_two_writes_is_read_from_disk_and_kept() {
+        let dir = seeded();
+        let root = dir.path();
+        let repo = open_repo(root).unwrap();
+        write_and_commit(&repo, "a.md", Some("alpha 2\n"), "m\n", &author()).unwrap();
+        // The index is no longer the file mirai wrote: its kept entries must not be used.
+        fs::write(root.join("b.md"), "beta staged\n").unwrap();
+        git(root, &["add", "b.md"]);
+        fs::write(root.join("c.md"), "new\n").unwrap();
+        git(root, &["add", "-N", "c.md"]);
+        write_and_commit(&repo, "a.md", Some("alpha 3\n"), "m\n", &author()).unwrap();
+        assert_eq!(git(root, &["status", "--porcelain"]), "M  b.md\n A c.md\n");
+        assert_eq!(git(root, &["show", ":b.md"]), "beta staged\n");
+        // And the entries mirai kept from that write serve the next one.
+        write_and_commit(&repo, "a.md", Some("alpha 4\n"), "m\n", &author()).unwrap();
+        assert_eq!(git(root, &["status", "--porcelain"]), "M  b.md\n A c.md\n");
+        assert_eq!(
+            git(root, &["show", "--name-only", "--format=", "HEAD"]).trim(),
+            "a.md"
+        );
     }
 
     #[test]
