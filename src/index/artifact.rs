@@ -19,7 +19,8 @@ use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{parallelism, Fingerprint, Index, Params, Source};
+use super::build::{parallelism, Source};
+use super::{Fingerprint, Index, Params};
 use crate::error::{Error, ErrorCode, Result};
 
 pub const VERSION: u64 = 1;
