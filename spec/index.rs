@@ -129,6 +129,60 @@ fn rebuilds_are_byte_identical_apart_from_generated_at() {
     );
 }
 
+/// A rebuild after notes changed beside mirai reuses the unchanged notes from
+/// the index in memory; what it writes is what a cold rebuild (after
+/// invalidate, nothing to reuse) writes, byte for byte apart from
+/// `generated_at`, and it answers queries alike.
+#[test]
+fn a_rebuild_that_reuses_notes_writes_what_a_cold_one_writes() {
+    let server = server_with_notes();
+    for i in 0..12 {
+        server.write(
+            &format!("filler/n{i}.md"),
+            format!("# Filler {i}\n\nCompost and mulch, bed {i}.\n"),
+        );
+    }
+    rebuild(&server);
+    server.write(
+        "garden/roses.md",
+        "# Roses\n\nPrune roses in early spring; feed with compost.\n",
+    );
+    server.write(
+        "garden/new.md",
+        "# Beans\n\nBeans climb the compost fence.\n",
+    );
+    std::fs::remove_file(server.root.join("filler/n3.md")).unwrap();
+    let reused_counts = rebuild(&server);
+    let reused = std::fs::read_to_string(artifact(&server)).unwrap();
+    let reused_hits = query(&server, "compost roses", "&limit=50").body;
+
+    let answer = server.post_raw("/mcp/index/invalidate", "");
+    assert_eq!(answer.body, json!({"invalidated": true}));
+    let cold_counts = rebuild(&server);
+    let cold = std::fs::read_to_string(artifact(&server)).unwrap();
+    let cut = |t: &str| {
+        let start = t.find("\"generated_at\"").unwrap();
+        let end = start + t[start..].find(',').unwrap();
+        format!("{}{}", &t[..start], &t[end..])
+    };
+    assert_eq!(reused_counts, cold_counts);
+    let listed = server.get("/mcp/notes").body["notes"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(reused_counts["notes_indexed"], listed);
+    assert!(reused.contains("early spring") && !reused.contains("bed 3."));
+    assert_eq!(
+        cut(&reused),
+        cut(&cold),
+        "same bytes apart from generated_at"
+    );
+    assert_eq!(
+        reused_hits,
+        query(&server, "compost roses", "&limit=50").body
+    );
+}
+
 #[test]
 fn status_without_an_artifact_is_all_nulls() {
     let server = server_with_notes();

@@ -3,6 +3,8 @@
 //! about equal size, each indexed on its own thread into an index of its own,
 //! and the parts are appended in path order.
 
+use std::sync::Arc;
+
 use super::update::{cut, title_field};
 use super::{chunker, Fingerprint, Index, Params};
 
@@ -28,6 +30,20 @@ pub(super) fn parallelism() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
+/// Sorts `notes` by path, keeping the last of any path given twice: the
+/// stable sort keeps duplicates in input order, and each later one is swapped
+/// into the place of the earlier one that `dedup_by` keeps.
+fn sort_keeping_last<T>(notes: &mut Vec<(String, T)>) {
+    notes.sort_by(|a, b| a.0.cmp(&b.0));
+    notes.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            std::mem::swap(later, kept);
+        }
+        same
+    });
+}
+
 impl Index {
     /// Indexes `notes` (relative path, content) with the default parameters.
     /// A path given twice keeps its last content.
@@ -43,6 +59,99 @@ impl Index {
         Index::from_sources(notes, params, parallelism())
     }
 
+    /// Indexes `notes` as [`Index::build`] does, reusing from `previous` each
+    /// note it indexed from the same text (same size and content hash) with
+    /// the chunks this chunker cuts from it: an unchanged vault costs one hash
+    /// per note, a few changed notes a copy of the index and their updates.
+    /// The result answers every query and writes its artifact exactly as a
+    /// build from the same notes would (different slots, nothing observable).
+    pub fn refreshed(previous: &Arc<Index>, mut notes: Vec<(String, String)>) -> Arc<Index> {
+        sort_keeping_last(&mut notes);
+        let reusable = previous.reusable(&notes);
+        let kept = reusable.iter().filter(|&&r| r).count();
+        let changed = notes.len() - kept;
+        let removed = previous.notes_indexed() - kept;
+        if changed == 0 && removed == 0 {
+            return Arc::clone(previous);
+        }
+        // Replacing a note costs about twice what indexing it does, on one
+        // thread: past a quarter of the notes a build on every core is faster.
+        if (changed + removed) * 4 > notes.len() {
+            return Arc::new(Index::build_with(notes, previous.params));
+        }
+        let mut idx = Index::clone(previous);
+        let gone: Vec<String> = previous
+            .paths()
+            .filter(|path| {
+                notes
+                    .binary_search_by(|(p, _)| p.as_str().cmp(path))
+                    .is_err()
+            })
+            .map(str::to_string)
+            .collect();
+        for path in gone {
+            idx.remove_note(&path);
+        }
+        for ((path, content), reuse) in notes.iter().zip(reusable) {
+            if !reuse {
+                idx.upsert_note(path, content);
+            }
+        }
+        Arc::new(idx)
+    }
+
+    /// For each of `notes` (sorted, distinct paths), whether this index holds
+    /// it as a build from that text would: hashed on one thread per core.
+    fn reusable(&self, notes: &[(String, String)]) -> Vec<bool> {
+        let per_part = notes.len().div_ceil(parallelism()).max(1);
+        std::thread::scope(|scope| {
+            let parts: Vec<_> = notes
+                .chunks(per_part)
+                .map(|part| {
+                    scope.spawn(move || {
+                        part.iter()
+                            .map(|(path, content)| self.holds(path, content))
+                            .collect::<Vec<bool>>()
+                    })
+                })
+                .collect();
+            parts
+                .into_iter()
+                .flat_map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        })
+    }
+
+    /// Whether the note at `path` was indexed from `content`, cut as this
+    /// chunker cuts it.
+    fn holds(&self, path: &str, content: &str) -> bool {
+        let Some(note) = self
+            .by_path
+            .get(path)
+            .and_then(|&slot| self.notes[slot as usize].as_ref())
+        else {
+            return false;
+        };
+        if Fingerprint::of(content)
+            != (Fingerprint {
+                bytes: note.bytes,
+                hash: note.hash,
+            })
+        {
+            return false;
+        }
+        if note.cut_here {
+            return true;
+        }
+        let ranges = chunker::chunk_ranges(content, self.params.chunks);
+        ranges.len() == note.chunks.len()
+            && ranges.iter().zip(&note.chunks).all(|(&(s, e), &slot)| {
+                self.chunks[slot as usize]
+                    .as_ref()
+                    .is_some_and(|chunk| chunk.content == content[s..e])
+            })
+    }
+
     /// Indexes `notes` on `parts` threads: each indexes a slice of about
     /// equal size into an index of its own, and the parts are appended to the
     /// first in order. Slots and term ids differ from a one-thread build, but
@@ -53,18 +162,8 @@ impl Index {
         params: Params,
         parts: usize,
     ) -> Index {
-        // A path given twice keeps its last content; after this, no part
-        // replaces a note, and no two parts hold the same path. The stable sort
-        // keeps duplicates in input order, and each later one is swapped into
-        // the place of the earlier one that `dedup_by` keeps.
-        notes.sort_by(|a, b| a.0.cmp(&b.0));
-        notes.dedup_by(|later, kept| {
-            let same = later.0 == kept.0;
-            if same {
-                std::mem::swap(later, kept);
-            }
-            same
-        });
+        // After this, no part replaces a note, and no two parts hold the same path.
+        sort_keeping_last(&mut notes);
         let total: usize = notes.iter().map(|(_, src)| src.len()).sum();
         let parts = parts.clamp(1, notes.len().max(1));
         let mut slices: Vec<Vec<(String, Source)>> = Vec::with_capacity(parts);
@@ -177,12 +276,13 @@ impl Index {
                 } else {
                     cut(&content, &ranges)
                 };
-                self.insert_chunks(path, &title, chunks, fingerprint);
+                self.insert_chunks(path, &title, chunks, fingerprint, true);
             }
             Source::Chunks(chunks, fingerprint) => {
                 let content = chunks.concat();
                 let fingerprint = fingerprint.unwrap_or_else(|| Fingerprint::of(&content));
-                self.insert_chunks(path, &title_field(path, &content), chunks, fingerprint);
+                let title = title_field(path, &content);
+                self.insert_chunks(path, &title, chunks, fingerprint, false);
             }
         }
     }

@@ -98,6 +98,10 @@ struct Note {
     len: u64,
     bytes: u64,
     hash: u64,
+    /// Its chunks are what [`chunker`] cuts from the text it was indexed
+    /// from (false for an artifact's chunks, which another chunker may have
+    /// cut): [`Index::refreshed`] reuses such a note without cutting it again.
+    cut_here: bool,
 }
 
 /// A note's identity for freshness checks: its size and a content hash.

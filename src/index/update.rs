@@ -14,18 +14,20 @@ impl Index {
             &title,
             cut(content, &ranges),
             Fingerprint::of(content),
+            true,
         );
     }
 
     /// Inserts a note whose chunks are already cut (an artifact's chunks are
-    /// served as they are, whatever chunker wrote them), with the text of its
-    /// title field.
+    /// served as they are, whatever chunker wrote them; `cut_here` says this
+    /// chunker cut them), with the text of its title field.
     pub(super) fn insert_chunks(
         &mut self,
         path: &str,
         title: &str,
         chunks: Vec<String>,
         fingerprint: Fingerprint,
+        cut_here: bool,
     ) {
         self.remove_note(path);
         let mut title_counts: Vec<u32> = Vec::new();
@@ -89,6 +91,7 @@ impl Index {
             len: note_len,
             bytes: fingerprint.bytes,
             hash: fingerprint.hash,
+            cut_here,
         });
         self.by_path.insert(path.to_string(), note_slot);
     }
