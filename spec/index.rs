@@ -183,6 +183,48 @@ fn a_rebuild_that_reuses_notes_writes_what_a_cold_one_writes() {
     );
 }
 
+/// The rebuild reads the vault in one walk: it indexes exactly the notes
+/// the listing gives (a symlinked note inside the root too, under its own
+/// name), and never a file a symlink leads to outside the root, a hidden one
+/// or one behind a symlinked folder.
+#[test]
+fn a_rebuild_indexes_exactly_the_listed_notes() {
+    use std::os::unix::fs::symlink;
+    let server = TestServer::start();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.md"), "outsideword\n").unwrap();
+    server.write("real/target.md", "targetword\n");
+    server.write(".hidden/h.md", "hiddenword\n");
+    symlink("real/target.md", server.root.join("alias.md")).unwrap();
+    symlink("real", server.root.join("linked")).unwrap();
+    symlink(
+        outside.path().join("secret.md"),
+        server.root.join("leak.md"),
+    )
+    .unwrap();
+    symlink(outside.path(), server.root.join("away")).unwrap();
+
+    let counts = rebuild(&server);
+    let listed = server.get("/mcp/notes").body["notes"].clone();
+    assert_eq!(listed, json!(["alias.md", "real/target.md", "welcome.md"]));
+    let doc: Value = serde_json::from_slice(&std::fs::read(artifact(&server)).unwrap()).unwrap();
+    let indexed: Vec<&str> = doc["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(json!(indexed), listed);
+    assert_eq!(counts["notes_indexed"], 3);
+    assert_eq!(
+        paths(&query(&server, "targetword", "")),
+        vec!["alias.md", "real/target.md"]
+    );
+    for word in ["outsideword", "hiddenword"] {
+        assert!(paths(&query(&server, word, "")).is_empty(), "{word}");
+    }
+}
+
 #[test]
 fn status_without_an_artifact_is_all_nulls() {
     let server = server_with_notes();
