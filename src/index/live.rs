@@ -369,7 +369,7 @@ impl LiveIndex {
         drop(own_write);
         drop(replaced);
         release_freed_memory();
-        log::info!(
+        log::debug!(
             "index rebuilt: {} notes read in {} ms, {} by {} ms, artifact ({} bytes) written by {} ms, done in {} ms",
             rebuilt.notes_indexed,
             read.as_millis(),
