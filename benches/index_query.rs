@@ -1,5 +1,7 @@
-//! The index on a large vault, through HTTP: rebuild time, artifact size, the
-//! server's memory with the index loaded, and query latency, against the
+//! The index on a large vault, through HTTP: cold rebuilds (after
+//! `index.invalidate`, nothing to reuse) and unchanged rebuilds (every note
+//! reused from the index in memory), the server's memory after one and after
+//! ten rebuilds of each kind, artifact size, and query latency, against the
 //! server's own `/health` round trip measured in the same run.
 //!
 //! cargo bench --bench index_query -- VAULT   (a vault from `cargo run --release --example gen-notes`)
@@ -9,7 +11,7 @@ mod support;
 use serde_json::Value;
 use support::{copy_tree, report, time_ms, vault_arg, Server};
 
-const REBUILDS: usize = 3;
+const REBUILDS: usize = 10;
 const QUERIES: usize = 1000;
 
 fn main() {
@@ -22,10 +24,9 @@ fn main() {
     let url = |p: &str| format!("{}{p}", server.url);
     let rss_before = server.rss_mib();
 
-    let mut rebuilds = Vec::new();
     let mut counts = Value::Null;
-    for _ in 0..REBUILDS {
-        rebuilds.push(time_ms(|| {
+    let mut rebuild = || {
+        time_ms(|| {
             let response = server
                 .client
                 .post(url("/mcp/index/rebuild"))
@@ -33,7 +34,28 @@ fn main() {
                 .unwrap();
             assert_eq!(response.status().as_u16(), 200);
             counts = response.json().unwrap();
-        }));
+        })
+    };
+    let mut health = Vec::new();
+    let mut cold = Vec::new();
+    let mut rss_cold = Vec::new();
+    for _ in 0..REBUILDS {
+        let response = server
+            .client
+            .post(url("/mcp/index/invalidate"))
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        health.push(server.health_ms());
+        cold.push(rebuild());
+        rss_cold.push(server.rss_mib());
+    }
+    let mut unchanged = Vec::new();
+    let mut rss_unchanged = Vec::new();
+    for _ in 0..REBUILDS {
+        health.push(server.health_ms());
+        unchanged.push(rebuild());
+        rss_unchanged.push(server.rss_mib());
     }
     let artifact = std::fs::metadata(root.join(".mirai/index.json"))
         .unwrap()
@@ -82,7 +104,6 @@ fn main() {
         })
         .collect();
 
-    let mut health = Vec::new();
     let mut query = Vec::new();
     let mut hits = 0usize;
     for q in &queries {
@@ -117,20 +138,25 @@ fn main() {
     let rss_fresh_loaded = fresh.rss_mib();
 
     println!();
-    report(
-        "index.rebuild over HTTP (read, index, write)",
-        &mut rebuilds,
-    );
+    let c = report("index.rebuild, cold (after invalidate)", &mut cold);
+    let u = report("index.rebuild, unchanged (notes reused)", &mut unchanged);
     let q = report("index.query over HTTP (limit 5)", &mut query);
     let h = report("baseline: GET /health over HTTP", &mut health);
     println!(
-        "\nquery median / health median: {:.2}; {} hits over {} queries",
+        "\nunchanged / cold rebuild: {:.3}; cold / health: {:.0}; query / health: {:.2}; {} hits over {} queries",
+        u / c,
+        c / h,
         q / h,
         hits,
         queries.len()
     );
     println!(
-        "server RSS: {rss_before:.0} MiB at start, {rss_loaded:.0} MiB after rebuilds and queries"
+        "server RSS: {rss_before:.0} MiB at start; after cold rebuild 1: {:.0} MiB, 10: {:.0} MiB; \
+         after unchanged rebuild 1: {:.0} MiB, 10: {:.0} MiB; {rss_loaded:.0} MiB after queries",
+        rss_cold[0],
+        rss_cold[REBUILDS - 1],
+        rss_unchanged[0],
+        rss_unchanged[REBUILDS - 1],
     );
     println!(
         "restarted server: first query right after start (waits for the artifact load) {first_query_ms:.0} ms; RSS {rss_fresh:.0} MiB before, {rss_fresh_loaded:.0} MiB after"

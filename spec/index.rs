@@ -129,6 +129,102 @@ fn rebuilds_are_byte_identical_apart_from_generated_at() {
     );
 }
 
+/// A rebuild after notes changed beside mirai reuses the unchanged notes from
+/// the index in memory; what it writes is what a cold rebuild (after
+/// invalidate, nothing to reuse) writes, byte for byte apart from
+/// `generated_at`, and it answers queries alike.
+#[test]
+fn a_rebuild_that_reuses_notes_writes_what_a_cold_one_writes() {
+    let server = server_with_notes();
+    for i in 0..12 {
+        server.write(
+            &format!("filler/n{i}.md"),
+            format!("# Filler {i}\n\nCompost and mulch, bed {i}.\n"),
+        );
+    }
+    rebuild(&server);
+    server.write(
+        "garden/roses.md",
+        "# Roses\n\nPrune roses in early spring; feed with compost.\n",
+    );
+    server.write(
+        "garden/new.md",
+        "# Beans\n\nBeans climb the compost fence.\n",
+    );
+    std::fs::remove_file(server.root.join("filler/n3.md")).unwrap();
+    let reused_counts = rebuild(&server);
+    let reused = std::fs::read_to_string(artifact(&server)).unwrap();
+    let reused_hits = query(&server, "compost roses", "&limit=50").body;
+
+    let answer = server.post_raw("/mcp/index/invalidate", "");
+    assert_eq!(answer.body, json!({"invalidated": true}));
+    let cold_counts = rebuild(&server);
+    let cold = std::fs::read_to_string(artifact(&server)).unwrap();
+    let cut = |t: &str| {
+        let start = t.find("\"generated_at\"").unwrap();
+        let end = start + t[start..].find(',').unwrap();
+        format!("{}{}", &t[..start], &t[end..])
+    };
+    assert_eq!(reused_counts, cold_counts);
+    let listed = server.get("/mcp/notes").body["notes"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(reused_counts["notes_indexed"], listed);
+    assert!(reused.contains("early spring") && !reused.contains("bed 3."));
+    assert_eq!(
+        cut(&reused),
+        cut(&cold),
+        "same bytes apart from generated_at"
+    );
+    assert_eq!(
+        reused_hits,
+        query(&server, "compost roses", "&limit=50").body
+    );
+}
+
+/// The rebuild reads the vault in one walk: it indexes exactly the notes
+/// the listing gives (a symlinked note inside the root too, under its own
+/// name), and never a file a symlink leads to outside the root, a hidden one
+/// or one behind a symlinked folder.
+#[test]
+fn a_rebuild_indexes_exactly_the_listed_notes() {
+    use std::os::unix::fs::symlink;
+    let server = TestServer::start();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.md"), "outsideword\n").unwrap();
+    server.write("real/target.md", "targetword\n");
+    server.write(".hidden/h.md", "hiddenword\n");
+    symlink("real/target.md", server.root.join("alias.md")).unwrap();
+    symlink("real", server.root.join("linked")).unwrap();
+    symlink(
+        outside.path().join("secret.md"),
+        server.root.join("leak.md"),
+    )
+    .unwrap();
+    symlink(outside.path(), server.root.join("away")).unwrap();
+
+    let counts = rebuild(&server);
+    let listed = server.get("/mcp/notes").body["notes"].clone();
+    assert_eq!(listed, json!(["alias.md", "real/target.md", "welcome.md"]));
+    let doc: Value = serde_json::from_slice(&std::fs::read(artifact(&server)).unwrap()).unwrap();
+    let indexed: Vec<&str> = doc["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(json!(indexed), listed);
+    assert_eq!(counts["notes_indexed"], 3);
+    assert_eq!(
+        paths(&query(&server, "targetword", "")),
+        vec!["alias.md", "real/target.md"]
+    );
+    for word in ["outsideword", "hiddenword"] {
+        assert!(paths(&query(&server, word, "")).is_empty(), "{word}");
+    }
+}
+
 #[test]
 fn status_without_an_artifact_is_all_nulls() {
     let server = server_with_notes();

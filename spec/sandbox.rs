@@ -609,11 +609,14 @@ fn mirai_eval_runs_a_file_from_the_command_line() {
 
 #[test]
 fn the_deadline_bounds_host_calls_too() {
-    // A deadline with room for a loaded machine, and fuel for the busy wait below.
+    // A deadline with room for a loaded machine, fuel for the busy wait below,
+    // and calls enough that the loop at the end meets the deadline first (a
+    // rebuild of an unchanged vault reuses the index and takes milliseconds).
     let deadline = 6_000.0;
     let server = TestServer::start_with(|config| {
         config.sandbox.timeout_ms = deadline as u64;
         config.sandbox.fuel = u64::MAX / 2;
+        config.sandbox.max_calls = 1_000_000;
     });
     for i in 0..400 {
         let words: String = (0..300)

@@ -19,7 +19,8 @@ use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::{parallelism, Fingerprint, Index, Params, Source};
+use super::build::{parallelism, Source};
+use super::{Fingerprint, Index, Params};
 use crate::error::{Error, ErrorCode, Result};
 
 pub const VERSION: u64 = 1;
@@ -596,6 +597,84 @@ mod tests {
         for q in ["beta", "alpha x", "検索", "more line"] {
             assert_eq!(loaded.query(q, 10, None), built.query(q, 10, None), "{q}");
         }
+    }
+
+    /// The artifact's bytes for `idx`, written at a fixed time.
+    fn bytes_of(dir: &TempDir, idx: &Index) -> Vec<u8> {
+        write(&dir.handle(), idx, at(1_700_000_000), Some("abc")).unwrap();
+        fs::read(dir.0.join(FILE_NAME)).unwrap()
+    }
+
+    /// A rebuild that reuses the index in memory (all of it, a few notes
+    /// changed, or most changed) writes exactly what a cold build writes and
+    /// answers alike.
+    #[test]
+    fn a_refreshed_index_writes_the_bytes_a_cold_build_writes() {
+        use std::sync::Arc;
+        let dir = TempDir::new("refresh");
+        let mut before = notes();
+        for i in 0..40 {
+            before.push((
+                format!("d{}/n{i}.md", i % 3),
+                format!("# N{i}\nbeta alpha {i}\n\n## More\nline {}\n", i * 7),
+            ));
+        }
+        let previous = Arc::new(Index::build(before.clone()));
+        let same = Index::refreshed(&previous, before.clone());
+        assert!(
+            Arc::ptr_eq(&same, &previous),
+            "nothing changed: reused whole"
+        );
+
+        let mut few = before.clone();
+        few[0].1 = "# B\nbeta rewritten\n".into();
+        few.remove(7);
+        few.push((
+            "new.md".into(),
+            "# New\nfresh alpha\n\n# Two\nmore\n".into(),
+        ));
+        let mut most = before.clone();
+        for note in most.iter_mut().take(30) {
+            note.1.push_str("\n# Appended\ngamma\n");
+        }
+        for notes in [few, most] {
+            let refreshed = Index::refreshed(&previous, notes.clone());
+            assert!(!Arc::ptr_eq(&refreshed, &previous));
+            let cold = Index::build(notes);
+            assert!(bytes_of(&dir, &refreshed) == bytes_of(&dir, &cold));
+            for q in ["beta", "alpha line", "fresh", "gamma", "検索", "n3"] {
+                assert_eq!(refreshed.query(q, 50, None), cold.query(q, 50, None), "{q}");
+            }
+        }
+    }
+
+    /// A loaded artifact's chunks are reused only when they are what this
+    /// chunker cuts from the note: chunks cut another way (here by the
+    /// original service) are cut again, so the rebuild equals a cold one.
+    #[test]
+    fn an_artifacts_chunks_are_reused_only_when_cut_alike() {
+        use std::sync::Arc;
+        let dir = TempDir::new("reuse-loaded");
+        write(
+            &dir.handle(),
+            &Index::build(notes()),
+            at(1_700_000_000),
+            None,
+        )
+        .unwrap();
+        let (loaded, _) = read(&dir.handle()).unwrap().unwrap();
+        let loaded = Arc::new(loaded);
+        assert!(Arc::ptr_eq(&Index::refreshed(&loaded, notes()), &loaded));
+
+        let doc = r#"{"version":1,"generated_at":"2024-01-01T00:00:00Z","notes_indexed":1,"chunks_indexed":2,"chunks":[{"path":"a.md","chunk_index":0,"content":"hello "},{"path":"a.md","chunk_index":1,"content":"world"}]}"#;
+        fs::write(dir.0.join(FILE_NAME), doc).unwrap();
+        let (foreign, _) = read(&dir.handle()).unwrap().unwrap();
+        let foreign = Arc::new(foreign);
+        let disk = vec![("a.md".to_string(), "hello world".to_string())];
+        let refreshed = Index::refreshed(&foreign, disk.clone());
+        assert!(!Arc::ptr_eq(&refreshed, &foreign));
+        assert_eq!(refreshed.chunks_indexed(), 1);
+        assert!(bytes_of(&dir, &refreshed) == bytes_of(&dir, &Index::build(disk)));
     }
 
     #[test]

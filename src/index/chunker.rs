@@ -7,6 +7,8 @@
 //! heading with two lines under it, ranked alone, has too little text to be
 //! found or to be useful to the reader.
 
+use super::markdown::{self, Kind};
+
 /// Chunk size limits, in characters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkOptions {
@@ -50,85 +52,24 @@ pub fn chunk_ranges(content: &str, options: ChunkOptions) -> Vec<(usize, usize)>
 }
 
 /// Byte ranges of the sections: front matter and anything before the first
-/// heading form the first section; every heading outside a fence starts another.
+/// heading form the first section; every heading ([`markdown`]'s, so never
+/// one inside a fence or the front matter) starts another.
 fn sections(content: &str) -> Vec<(usize, usize)> {
-    let mut starts = vec![0usize];
-    let mut pos = 0usize;
-    let mut fence: Option<(u8, usize)> = None;
-    let mut first_line = true;
-    let mut in_front_matter = false;
-    for line in content.split_inclusive('\n') {
-        let line_start = pos;
-        pos += line.len();
-        let text = line.trim_end_matches(['\n', '\r']);
-        if first_line {
-            first_line = false;
-            if text == "---" {
-                in_front_matter = true;
-                continue;
-            }
-        }
-        if in_front_matter {
-            if text == "---" || text == "..." {
-                in_front_matter = false;
-            }
-            continue;
-        }
-        if let Some((ch, len)) = fence {
-            if closes_fence(text, ch, len) {
-                fence = None;
-            }
-            continue;
-        }
-        if let Some(open) = opens_fence(text) {
-            fence = Some(open);
-            continue;
-        }
-        if line_start > 0 && is_atx_heading(text) {
-            starts.push(line_start);
-        }
-    }
     if content.is_empty() {
         return Vec::new();
     }
+    let mut starts = vec![0usize];
+    starts.extend(
+        markdown::lines(content)
+            .filter(|line| line.start > 0 && matches!(line.kind, Kind::Heading(..)))
+            .map(|line| line.start),
+    );
     let mut out = Vec::with_capacity(starts.len());
     for (i, &s) in starts.iter().enumerate() {
         let e = starts.get(i + 1).copied().unwrap_or(content.len());
         out.push((s, e));
     }
     out
-}
-
-fn indent_ok(text: &str) -> Option<&str> {
-    let trimmed = text.trim_start_matches(' ');
-    (text.len() - trimmed.len() <= 3).then_some(trimmed)
-}
-
-fn is_atx_heading(text: &str) -> bool {
-    let Some(t) = indent_ok(text) else {
-        return false;
-    };
-    let hashes = t.bytes().take_while(|&b| b == b'#').count();
-    (1..=6).contains(&hashes) && matches!(t.as_bytes().get(hashes), None | Some(b' ' | b'\t'))
-}
-
-fn opens_fence(text: &str) -> Option<(u8, usize)> {
-    let t = indent_ok(text)?;
-    let ch = *t.as_bytes().first()?;
-    if ch != b'`' && ch != b'~' {
-        return None;
-    }
-    let len = t.bytes().take_while(|&b| b == ch).count();
-    // A backtick fence's info string may not contain a backtick (CommonMark).
-    (len >= 3 && !(ch == b'`' && t[len..].contains('`'))).then_some((ch, len))
-}
-
-fn closes_fence(text: &str, ch: u8, len: usize) -> bool {
-    let Some(t) = indent_ok(text) else {
-        return false;
-    };
-    let n = t.bytes().take_while(|&b| b == ch).count();
-    n >= len && t[n..].trim().is_empty()
 }
 
 fn split_capped(

@@ -113,18 +113,63 @@ impl Notes {
     /// and reading agree.
     pub fn list(&self) -> Result<Vec<String>> {
         let mut notes = Vec::new();
-        let mut links = Vec::new();
-        let end = self.handle.walk(WALK_LIMITS, |rel, file_type: FileType| {
+        let links = self.walk_notes(|rel, _| notes.push(rel.to_string()));
+        notes.extend(self.notes_behind(links));
+        notes.sort_unstable();
+        notes.dedup();
+        Ok(notes)
+    }
+
+    /// Every note with its text, sorted by path: what [`Notes::list`] and then
+    /// [`Notes::read`] of each would give, in one walk. A note is opened from
+    /// the handle of the folder the walk found it in (never following a
+    /// symlink), so reading a vault costs one open per note, not one per
+    /// folder on its path. A note deleted meanwhile is left out.
+    pub fn read_all(&self) -> Result<Vec<(String, String)>> {
+        let mut notes = Vec::new();
+        let mut again = Vec::new();
+        let links = self.walk_notes(|rel, dir| {
             let name = rel.rsplit('/').next().unwrap_or(rel);
-            if !path::is_plain_name(name) || rel != rel.trim() || !path::has_note_extension(rel) {
-                return;
-            }
-            if file_type.is_file() {
-                notes.push(rel.to_string());
-            } else if file_type.is_symlink() {
-                links.push(rel.to_string());
+            match Root::read_in(dir, name) {
+                Ok(bytes) => notes.push((rel.to_string(), text(bytes))),
+                Err(Refusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+                // Replaced since the folder was listed (by a link, say): read
+                // it the careful way, as a single read would.
+                Err(_) => again.push(rel.to_string()),
             }
         });
+        again.extend(self.notes_behind(links));
+        for rel in again {
+            match self.read(&rel) {
+                Ok((_, content)) => notes.push((rel, content)),
+                Err(e) if e.code == crate::error::ErrorCode::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        notes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        notes.dedup_by(|a, b| a.0 == b.0);
+        Ok(notes)
+    }
+
+    /// Walks the real folders and calls `file` with each regular file whose
+    /// name makes it a note, and the handle of its folder; answers the
+    /// symlinks with note names, for [`Notes::notes_behind`].
+    fn walk_notes(&self, mut file: impl FnMut(&str, &cap_std::fs::Dir)) -> Vec<String> {
+        let mut links = Vec::new();
+        let end = self
+            .handle
+            .walk(WALK_LIMITS, |rel, file_type: FileType, dir| {
+                let name = rel.rsplit('/').next().unwrap_or(rel);
+                if !path::is_plain_name(name) || rel != rel.trim() || !path::has_note_extension(rel)
+                {
+                    return;
+                }
+                if file_type.is_file() {
+                    file(rel, dir);
+                } else if file_type.is_symlink() {
+                    links.push(rel.to_string());
+                }
+            });
         match end {
             WalkEnd::Complete => {}
             WalkEnd::TooDeep => log::warn!(
@@ -136,17 +181,15 @@ impl Notes {
                 WALK_LIMITS.max_entries
             ),
         }
-        for link in links {
-            if self
-                .resolve(&link, Existence::MustExist)
-                .is_ok_and(|note| note.rel == link)
-            {
-                notes.push(link);
-            }
-        }
-        notes.sort_unstable();
-        notes.dedup();
-        Ok(notes)
+        links
+    }
+
+    /// The symlinks among `links` that lead to a visible note inside the root.
+    fn notes_behind(&self, links: Vec<String>) -> impl Iterator<Item = String> + '_ {
+        links.into_iter().filter(|link| {
+            self.resolve(link, Existence::MustExist)
+                .is_ok_and(|note| note.rel == *link)
+        })
     }
 
     /// Reads a note as text. Bytes that are not UTF-8 come back as U+FFFD.
@@ -164,11 +207,7 @@ impl Notes {
                 Err(r) => return Err(refused(&note.rel, r)),
             }
         };
-        let content = match String::from_utf8(bytes) {
-            Ok(text) => text,
-            Err(err) => String::from_utf8_lossy(err.as_bytes()).into_owned(),
-        };
-        Ok((note, content))
+        Ok((note, text(bytes)))
     }
 
     /// A resolved note's bytes (`None`: there is no note there now).
@@ -269,5 +308,13 @@ pub fn refused(rel: &str, refusal: Refusal) -> Error {
             Error::conflict(format!("{rel} is a folder; a note cannot be written there"))
         }
         Refusal::Io(e) => Error::internal(format!("cannot access {rel:?}: {e}")),
+    }
+}
+
+/// A note's bytes as text: invalid UTF-8 becomes U+FFFD.
+fn text(bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(err) => String::from_utf8_lossy(err.as_bytes()).into_owned(),
     }
 }

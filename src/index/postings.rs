@@ -1,0 +1,177 @@
+//! The postings store: the term dictionary and, per term, one list per field
+//! of (slot, term frequency) pairs, built to be updated in place.
+
+use std::collections::HashMap;
+
+use rustc_hash::FxBuildHasher;
+
+/// The term dictionary and its postings, one list per field, indexed by term id.
+/// Ids are never reused: a term whose notes are all gone keeps empty lists.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Terms {
+    pub(super) ids: HashMap<Box<str>, u32, FxBuildHasher>,
+    /// (chunk slot, term frequency in the chunk text).
+    pub(super) body: Vec<Postings>,
+    /// (note slot, term frequency in the note's title field).
+    pub(super) title: Vec<Postings>,
+    /// (note slot, term frequency in the whole note).
+    pub(super) whole: Vec<Postings>,
+}
+
+impl Terms {
+    /// The id of `term`, adding it when new.
+    pub(super) fn intern(&mut self, term: &str) -> u32 {
+        match self.ids.get(term) {
+            Some(&id) => id,
+            None => self.intern_owned(term.into()),
+        }
+    }
+
+    pub(super) fn intern_owned(&mut self, term: Box<str>) -> u32 {
+        let next = self.ids.len() as u32;
+        let id = *self.ids.entry(term).or_insert(next);
+        if id == next {
+            self.body.push(Postings::default());
+            self.title.push(Postings::default());
+            self.whole.push(Postings::default());
+        }
+        id
+    }
+}
+
+/// One term's postings in one field: (slot, term frequency) pairs, in no
+/// order that ranking depends on. Lists of common terms hold most slots, so
+/// an update must not shift them: `entries[..sorted]` is sorted by slot and a
+/// removal there leaves a tombstone (frequency 0) found by binary search,
+/// which the same slot, reused, fills again; a reused slot with no tombstone
+/// goes to the unsorted tail. Both are folded back once they outgrow a small
+/// share of the list, so the cost is amortized and queries skip little.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Postings {
+    entries: Vec<(u32, u32)>,
+    sorted: u32,
+    tombstones: u32,
+}
+
+impl Postings {
+    /// Live entries: the term's document frequency in this field.
+    pub(super) fn len(&self) -> usize {
+        self.entries.len() - self.tombstones as usize
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.entries.iter().copied().filter(|&(_, tf)| tf > 0)
+    }
+
+    /// Adds `slot`, which must not be live in the list.
+    pub(super) fn insert(&mut self, slot: u32, tf: u32) {
+        let sorted = self.sorted as usize;
+        // Fresh slots are the highest: the common case, and all of a build.
+        if sorted == self.entries.len() && self.entries.last().is_none_or(|e| e.0 < slot) {
+            self.entries.push((slot, tf));
+            self.sorted += 1;
+            return;
+        }
+        match self.entries[..sorted].binary_search_by_key(&slot, |e| e.0) {
+            Ok(pos) => {
+                debug_assert_eq!(self.entries[pos].1, 0, "slot {slot} inserted twice");
+                self.entries[pos].1 = tf;
+                self.tombstones -= 1;
+            }
+            Err(_) => {
+                self.entries.push((slot, tf));
+                if self.entries.len() - sorted > slack(sorted) {
+                    self.compact();
+                }
+            }
+        }
+    }
+
+    /// Drops `slot`; a slot not in the list is a no-op.
+    pub(super) fn remove(&mut self, slot: u32) {
+        let sorted = self.sorted as usize;
+        match self.entries[..sorted].binary_search_by_key(&slot, |e| e.0) {
+            Ok(pos) if self.entries[pos].1 > 0 => {
+                self.entries[pos].1 = 0;
+                self.tombstones += 1;
+                if self.tombstones as usize > slack(sorted) {
+                    self.compact();
+                }
+            }
+            Ok(_) => {}
+            Err(_) => {
+                if let Some(pos) = self.entries[sorted..].iter().position(|e| e.0 == slot) {
+                    // The tail is unsorted, and its last entry is in the tail too.
+                    self.entries.swap_remove(sorted + pos);
+                }
+            }
+        }
+    }
+
+    /// Drops the tombstones and sorts the tail in.
+    fn compact(&mut self) {
+        self.entries.retain(|&(_, tf)| tf > 0);
+        // Stable sort: it finds the sorted run and only sorts the short tail.
+        self.entries.sort_by_key(|e| e.0);
+        self.sorted = self.entries.len() as u32;
+        self.tombstones = 0;
+    }
+
+    /// Appends `other`'s entries with slots shifted by `base`, which is above
+    /// every slot here (merging parallel build parts).
+    pub(super) fn append_shifted(&mut self, other: &Postings, base: u32) {
+        debug_assert!(self.sorted as usize == self.entries.len() && other.tombstones == 0);
+        // Exact: merged lists are final, and doubling slack on every list of
+        // a large vault adds up.
+        self.entries.reserve_exact(other.entries.len());
+        self.entries
+            .extend(other.entries.iter().map(|&(slot, tf)| (slot + base, tf)));
+        self.sorted = self.entries.len() as u32;
+    }
+}
+
+/// How many tombstones or unsorted entries a list of `sorted` entries holds
+/// before it is compacted.
+fn slack(sorted: usize) -> usize {
+    16 + sorted / 32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn postings_match_a_plain_set_under_any_updates() {
+        let mut postings = Postings::default();
+        let mut plain: BTreeMap<u32, u32> = BTreeMap::new();
+        let mut state: u64 = 1;
+        for step in 0..20_000u32 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Mostly reuse of low slots, sometimes a fresh high one.
+            let slot = if step % 7 == 0 {
+                step
+            } else {
+                (state >> 40) as u32 % 300
+            };
+            if plain.remove(&slot).is_some() {
+                postings.remove(slot);
+            } else {
+                let tf = 1 + (state >> 20) as u32 % 5;
+                postings.insert(slot, tf);
+                plain.insert(slot, tf);
+            }
+            if step % 997 == 0 || step == 19_999 {
+                let mut got: Vec<(u32, u32)> = postings.iter().collect();
+                got.sort_unstable();
+                let want: Vec<(u32, u32)> = plain.iter().map(|(&s, &t)| (s, t)).collect();
+                assert_eq!(got, want, "step {step}");
+                assert_eq!(postings.len(), plain.len());
+            }
+        }
+        postings.remove(1_000_000);
+        assert_eq!(postings.len(), plain.len());
+    }
+}
