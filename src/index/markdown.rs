@@ -181,7 +181,6 @@ fn closes_fence(text: &str, ch: u8, len: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::chunker::{chunk_ranges, ChunkOptions};
 
     fn kinds(content: &str) -> Vec<Kind<'_>> {
         lines(content).map(|l| l.kind).collect()
@@ -253,37 +252,5 @@ mod tests {
         assert_eq!(title("plain\n"), None);
         // Front matter must open on the first line.
         assert_eq!(title("\n---\ntitle: no\n---\n"), None);
-    }
-
-    /// Cases where the chunker and the title reader disagreed when each read
-    /// the markdown its own way: the title took a heading the chunker
-    /// (rightly) saw as code, or cut a heading's text short. Now the title is
-    /// the heading the chunker cuts at.
-    #[test]
-    fn the_chunker_and_the_title_read_a_note_alike() {
-        let unpacked = ChunkOptions {
-            pack_chars: 0,
-            max_chars: 10_000,
-        };
-        for (note, want) in [
-            ("````\n```\n# inside\n````\n# Real\n", "Real"),
-            ("~~~\n```\n# inside\n~~~\n# Real\n", "Real"),
-            ("intro\n    # indented code\n# Real\n", "Real"),
-            ("intro\n```\n# open fence\n", ""),
-            ("intro\n# C#\n", "C#"),
-        ] {
-            let chunks: Vec<&str> = chunk_ranges(note, unpacked)
-                .into_iter()
-                .map(|(s, e)| &note[s..e])
-                .collect();
-            let first_cut = chunks.get(1).map_or("", |c| c.lines().next().unwrap_or(""));
-            let title = title(note).unwrap_or("");
-            assert_eq!(title, want, "{note:?}");
-            assert_eq!(
-                first_cut.trim_start_matches('#').trim(),
-                want,
-                "{note:?}: {chunks:?}"
-            );
-        }
     }
 }

@@ -38,6 +38,7 @@ use release::Releaser;
 mod index_file;
 mod index_lock;
 pub mod intent;
+mod recover;
 mod release;
 
 /// Who a commit is by (author and committer alike).
@@ -108,7 +109,7 @@ impl Repo {
     /// `flock` is free): stale locks, half-done writes; with `sweep` and no
     /// other mirai alive, stray temp files too. See [`intent`].
     pub fn recover(&self, sweep: bool) -> Result<Recovery> {
-        intent::recover(self, &mut self.journal(), sweep)
+        self.recover_dead(&mut self.journal(), sweep)
     }
 
     fn journal(&self) -> MutexGuard<'_, Journal> {
@@ -124,7 +125,7 @@ impl Repo {
         if let Some(lock) = IndexLock::acquire(self.git.path(), LOCK_WAIT, journal)? {
             return Ok(lock);
         }
-        match intent::recover(self, journal, false) {
+        match self.recover_dead(journal, false) {
             Ok(done) if done.locks_removed > 0 => {
                 if let Some(lock) = IndexLock::acquire(self.git.path(), Duration::ZERO, journal)? {
                     return Ok(lock);

@@ -1,0 +1,289 @@
+//! Recovery: what mirai does at start-up with the intent files of processes
+//! that died (see intent.rs for the records). A dead mirai's lock files are
+//! removed only while they are still the ones it recorded; its write is rolled
+//! forward (the commit is on the branch: the index entry is put right) or back
+//! (the note was renamed into place, the commit is missing: the note goes back
+//! to HEAD's bytes), and never when the working tree holds bytes that are not
+//! mirai's (a person's edit since). With no other live mirai, mirai's stray
+//! temp files are removed too.
+//!
+//! Written as `impl Repo` so that the repository calls it as a method: the
+//! records (intent.rs) know nothing of the repository.
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::Path;
+
+use cap_std::fs::Dir;
+use git2::{Oid, Repository};
+
+use super::intent::*;
+use super::{blob_id, tracked_under, Repo};
+use crate::error::{Error, Result};
+use crate::notes::{Existence, Notes};
+
+/// How long after a dead mirai recorded that it was taking the branch's ref
+/// lock an empty ref lock may appear and still be taken for its own (libgit2
+/// creates it a few microseconds after the record).
+const REF_LOCK_WINDOW_NS: u64 = 1_000_000_000;
+
+/// File times come from the kernel's coarse clock, up to a few ticks behind
+/// the clock the record's time is read from.
+const COARSE_CLOCK_SLACK_NS: u64 = 50_000_000;
+
+impl Repo {
+    /// Deals with every dead mirai's intent file (not `own`); with `sweep` and no
+    /// other live mirai, also removes mirai's stray temp files.
+    pub(super) fn recover_dead(&self, journal: &mut Journal, sweep: bool) -> Result<Recovery> {
+        let repo = self;
+        let (git, notes) = (&repo.git, &repo.notes);
+        let own = journal.name().to_string();
+        let own = own.as_str();
+        let dir = intents_dir(notes)?;
+        let tracked: HashSet<String> =
+            tracked_under(notes.root(), &format!(".mirai/{INTENTS_DIR}/"))
+                .into_iter()
+                .collect();
+        let mut done = Recovery::default();
+        let mut names: Vec<String> = dir
+            .entries()
+            .map_err(|e| Error::internal(format!("cannot list .mirai/{INTENTS_DIR}/: {e}")))?
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .filter(|name| name.ends_with(".json") && name != own)
+            .collect();
+        names.sort_unstable();
+        for name in names {
+            if tracked.contains(&format!(".mirai/{INTENTS_DIR}/{name}")) {
+                log::warn!(
+                    "ignoring .mirai/{INTENTS_DIR}/{name}: it is tracked by git, so it is not mirai's record"
+                );
+                done.ignored += 1;
+                continue;
+            }
+            let Some((file, intent)) = open_dead(&dir, &name, &mut done) else {
+                continue;
+            };
+            done.dead += 1;
+            recover_one(repo, journal, &name, &intent, &mut done);
+            // Still holding its lock, so nobody else is working on it.
+            if let Err(e) = dir.remove_file(&name) {
+                log::warn!("could not remove .mirai/{INTENTS_DIR}/{name}: {e}");
+            }
+            drop(file);
+        }
+        if sweep && done.live == 0 {
+            done.temps_removed = sweep_temps(git, notes, &dir, own) + repo.releaser.sweep();
+        }
+        Ok(done)
+    }
+}
+
+fn recover_one(
+    repo: &Repo,
+    journal: &mut Journal,
+    name: &str,
+    intent: &Intent,
+    done: &mut Recovery,
+) {
+    let git_dir = repo.git.path();
+    let index_lock = git_dir.join("index.lock");
+    if let Ok(meta) = fs::symlink_metadata(&index_lock) {
+        if meta.is_file() && intent.index_lock.contains(&FileId::of(&meta)) {
+            remove_lock(&index_lock, ".git/index.lock", intent, done);
+        }
+    }
+    if let Some(reference) = intent.reference.as_deref().filter(|r| valid_reference(r)) {
+        let lock = git_dir.join(format!("{reference}.lock"));
+        if let Ok(meta) = fs::symlink_metadata(&lock) {
+            if meta.is_file() && ref_lock_is_ours(&lock, &meta, intent) {
+                remove_lock(&lock, &format!(".git/{reference}.lock"), intent, done);
+            }
+        }
+    }
+    if matches!(intent.stage, Stage::Writing | Stage::Committing) {
+        if let Err(e) = finish_write(repo, journal, intent, done) {
+            log::warn!(
+                "recovery: could not finish the write recorded in .mirai/{INTENTS_DIR}/{name}: {}",
+                e.message
+            );
+        }
+    }
+}
+
+fn remove_lock(path: &Path, shown: &str, intent: &Intent, done: &mut Recovery) {
+    match fs::remove_file(path) {
+        Ok(()) => {
+            log::info!(
+                "recovery: removed {shown} left by a mirai that died (pid {})",
+                intent.pid
+            );
+            done.locks_removed += 1;
+        }
+        Err(e) => log::warn!("recovery: could not remove {shown}: {e}"),
+    }
+}
+
+/// `refs/heads/<name>` (a valid name) or `HEAD`: never a path of the record's choosing.
+fn valid_reference(reference: &str) -> bool {
+    reference == "HEAD"
+        || (reference.starts_with("refs/heads/") && git2::Reference::is_valid_name(reference))
+}
+
+/// The ref lock is the dead mirai's when it is the file it recorded (or that
+/// file with the new commit written into it, an instant before the rename),
+/// or, when it died between announcing the lock and recording it, an empty
+/// lock made within [`REF_LOCK_WINDOW_NS`] of the announcement.
+fn ref_lock_is_ours(path: &Path, meta: &fs::Metadata, intent: &Intent) -> bool {
+    let id = FileId::of(meta);
+    match intent.ref_lock {
+        Some(recorded) if recorded == id => true,
+        Some(recorded) if recorded.ino == id.ino => match &intent.commit {
+            Some(commit) => {
+                fs::read(path).is_ok_and(|bytes| bytes == format!("{commit}\n").as_bytes())
+            }
+            None => false,
+        },
+        Some(_) => false,
+        None => {
+            let made = id.mtime_ns.max(0) as u64;
+            intent.stage == Stage::Committing
+                && meta.len() == 0
+                && made + COARSE_CLOCK_SLACK_NS >= intent.recorded_ns
+                && made <= intent.recorded_ns + REF_LOCK_WINDOW_NS
+        }
+    }
+}
+
+fn parse_oid(text: &Option<String>) -> Result<Option<Oid>> {
+    text.as_deref()
+        .map(|t| Oid::from_str(t).map_err(|_| Error::internal(format!("not an object id: {t:?}"))))
+        .transpose()
+}
+
+/// Rolls the recorded write forward or back, when the note holds what mirai wrote.
+fn finish_write(
+    repo: &Repo,
+    journal: &mut Journal,
+    intent: &Intent,
+    done: &mut Recovery,
+) -> Result<()> {
+    let (git, notes) = (&repo.git, &repo.notes);
+    let Some(raw) = intent.note.as_deref() else {
+        return Ok(());
+    };
+    let note = notes.resolve_for_write(raw, Existence::MayBeMissing)?;
+    let rel = note.rel.as_str();
+    let before = parse_oid(&intent.before)?;
+    let index_before = parse_oid(&intent.index_before)?;
+    let after = parse_oid(&intent.after)?;
+    let commit = parse_oid(&intent.commit)?;
+    let reference = intent.reference.as_deref().filter(|r| valid_reference(r));
+    let head = match reference {
+        Some(reference) => match git.refname_to_id(reference) {
+            Ok(id) => Some(id),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => None,
+            Err(e) => return Err(Error::git(e.message().to_string())),
+        },
+        None => None,
+    };
+    let landed = match (commit, head) {
+        (Some(commit), Some(head)) => {
+            head == commit || git.graph_descendant_of(head, commit).unwrap_or(false)
+        }
+        _ => false,
+    };
+    let slot = notes.existing_slot(rel)?;
+    let work = match &slot {
+        Some(slot) => slot.read().map_err(|r| crate::notes::refused(rel, r))?,
+        None => None,
+    };
+    let work_id = work.as_deref().map(blob_id).transpose()?;
+    if landed {
+        if repo.roll_index_forward(journal, rel, index_before, after, work.as_deref())? {
+            log::info!(
+                "recovery: rolled forward {rel}: commit {} is on the branch; its index entry is now put right (pid {} died)",
+                intent.commit.as_deref().unwrap_or(""),
+                intent.pid
+            );
+            done.rolled_forward += 1;
+        }
+        return Ok(());
+    }
+    if work_id == before || work_id != after {
+        if work_id != before {
+            log::warn!(
+                "recovery: {rel} holds bytes mirai did not write (someone's edit since pid {} died); left as it is",
+                intent.pid
+            );
+        }
+        return Ok(());
+    }
+    // The note is mirai's unacknowledged write; HEAD still has the note as it was.
+    let head_blob = head
+        .and_then(|id| git.find_commit(id).ok())
+        .and_then(|c| c.tree().ok())
+        .and_then(|tree| tree.get_path(Path::new(rel)).ok().map(|entry| entry.id()));
+    if head_blob != before {
+        log::warn!(
+            "recovery: {rel} changed in HEAD since pid {} died; its half-done write is left as it is",
+            intent.pid
+        );
+        return Ok(());
+    }
+    let slot = match slot {
+        Some(slot) => slot,
+        None => notes.slot(rel, true)?,
+    };
+    match before {
+        Some(blob) => {
+            let blob = git
+                .find_blob(blob)
+                .map_err(|e| Error::git(format!("cannot read {rel} from HEAD: {}", e.message())))?;
+            slot.write(blob.content())
+                .map_err(|e| Error::internal(format!("cannot restore {rel}: {e}")))?;
+        }
+        None => slot.remove().map_err(|r| crate::notes::refused(rel, r))?,
+    }
+    log::info!(
+        "recovery: rolled back {rel} to HEAD's bytes: its write was never committed (pid {} died)",
+        intent.pid
+    );
+    done.rolled_back += 1;
+    Ok(())
+}
+
+/// Removes mirai's stray temp files: notes' `.mirai-<pid>-<n>.tmp`, the
+/// artifact's `.mirai/index.json.tmp-*`, git's `.git/mirai-index-*.tmp` and
+/// intent files' own temps. Only when no other mirai is alive.
+fn sweep_temps(git: &Repository, notes: &Notes, intents: &Dir, own: &str) -> usize {
+    let mut removed = notes.remove_temp_files();
+    if let Ok(entries) = fs::read_dir(git.path()) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("mirai-index-")
+                && name.ends_with(".tmp")
+                && fs::remove_file(entry.path()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+    }
+    if let Ok(entries) = intents.entries() {
+        for entry in entries.flatten() {
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if name.contains(".json.tmp-")
+                && !name.starts_with(own)
+                && intents.remove_file(&name).is_ok()
+            {
+                removed += 1;
+            }
+        }
+    }
+    if removed > 0 {
+        log::info!("recovery: removed {removed} temporary file(s) left by a mirai that died");
+    }
+    removed
+}
