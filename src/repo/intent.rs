@@ -167,6 +167,37 @@ impl Journal {
         })
     }
 
+    /// Makes sure the intent file is still where a later mirai will look for
+    /// it, before a write relies on it: `.mirai/intents/` opened again from the
+    /// root (a real folder, not a symlink) must hold this very file. A file
+    /// removed from a real folder is made again; an unusable `.mirai` refuses
+    /// the write, since its crash records could not be found after a crash.
+    pub fn ensure_reachable(&mut self, notes: &Notes) -> Result<()> {
+        let dir = intents_dir(notes)?;
+        let held = self.held.metadata().map_err(|e| {
+            Error::internal(format!(
+                "cannot stat mirai's intent file .mirai/{INTENTS_DIR}/{}: {e}",
+                self.name
+            ))
+        })?;
+        let same = dir.symlink_metadata(&self.name).is_ok_and(|found| {
+            cap_std::fs::MetadataExt::dev(&found) == held.dev()
+                && cap_std::fs::MetadataExt::ino(&found) == held.ino()
+        });
+        if same {
+            return Ok(());
+        }
+        log::warn!(
+            "mirai's intent file .mirai/{INTENTS_DIR}/{} was gone; made it again",
+            self.name
+        );
+        let line = record_line(&self.current)?;
+        self.held = write_locked(&dir, &self.name, &line)?;
+        self.len = Some(line.len() as u64);
+        self.dir = dir;
+        Ok(())
+    }
+
     /// The file's name in `.mirai/intents/`.
     pub fn name(&self) -> &str {
         &self.name
@@ -343,6 +374,31 @@ mod tests {
 
     fn intent_path(root: &Path, journal: &Journal) -> std::path::PathBuf {
         root.join(".mirai").join(INTENTS_DIR).join(journal.name())
+    }
+
+    #[test]
+    fn a_removed_intent_file_is_made_again_and_an_unusable_state_folder_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = Notes::open(dir.path()).unwrap();
+        let mut journal = Journal::open(&notes).unwrap();
+        let path = intent_path(dir.path(), &journal);
+        journal.ensure_reachable(&notes).unwrap();
+        fs::remove_dir_all(dir.path().join(".mirai")).unwrap();
+        journal.ensure_reachable(&notes).unwrap();
+        assert_eq!(
+            last_record(&fs::read(&path).unwrap()).as_ref(),
+            Some(journal.current())
+        );
+        // A file of its own again, locked: another opener cannot take it.
+        let other = fs::File::open(&path).unwrap();
+        assert!(other.try_lock().is_err());
+        // .mirai swapped for a link to elsewhere: refused, nothing written there.
+        let outside = tempfile::tempdir().unwrap();
+        fs::remove_dir_all(dir.path().join(".mirai")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join(".mirai")).unwrap();
+        let err = journal.ensure_reachable(&notes).unwrap_err();
+        assert!(err.message.contains(".mirai"), "{}", err.message);
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
     }
 
     #[test]

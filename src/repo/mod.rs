@@ -626,6 +626,7 @@ fn write_and_commit_inner(
     author: &Author,
 ) -> Result<String> {
     let mut journal = repo.journal();
+    journal.ensure_reachable(&repo.notes)?;
     let result =
         write_and_commit_recorded(repo, &mut journal, rel_path, new_content, message, author);
     journal.idle();
@@ -721,6 +722,7 @@ pub fn snapshot(repo: &Repo, rel_path: &str, author: &Author) -> Result<Option<S
 
 fn snapshot_inner(repo: &Repo, rel_path: &str, author: &Author) -> Result<Option<String>> {
     let mut journal = repo.journal();
+    journal.ensure_reachable(&repo.notes)?;
     let result = snapshot_recorded(repo, &mut journal, rel_path, author);
     journal.idle();
     result
