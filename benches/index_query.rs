@@ -2,7 +2,7 @@
 //! server's memory with the index loaded, and query latency, against the
 //! server's own `/health` round trip measured in the same run.
 //!
-//! cargo bench --bench index_query -- VAULT   (a vault from gen-notes.py)
+//! cargo bench --bench index_query -- VAULT   (a vault from `cargo run --release --example gen-notes`)
 
 mod support;
 

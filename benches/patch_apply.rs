@@ -1,7 +1,7 @@
 //! Propose and apply through HTTP on a large vault, against `git apply` +
 //! `git commit` as subprocesses on the same repository in the same run.
 //!
-//! cargo bench --bench patch_apply -- VAULT   (a git vault from gen-notes.py --git)
+//! cargo bench --bench patch_apply -- VAULT   (a vault from the gen-notes example, with --git)
 
 mod support;
 

@@ -693,3 +693,59 @@ fn the_binary_serves_creates_its_root_and_logs_each_request() {
     assert!(root.join("welcome.md").is_file());
     assert_eq!(git(&root, &["status", "--porcelain"]), "");
 }
+
+#[test]
+fn a_generated_vault_is_the_same_for_a_seed_and_served_whole() {
+    use common::vault::{self, Options};
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options::new(150, 7);
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let summary = vault::generate(&a, &options).unwrap();
+    vault::generate(&b, &options).unwrap();
+    let (notes, links, _) = vault::notes(&options);
+    assert_eq!(summary.notes, 150);
+    assert!(links > 100, "wikilinks: {links}");
+    let mut expected: Vec<String> = notes.iter().map(|n| n.path.clone()).collect();
+    expected.sort();
+    for note in &notes {
+        assert_eq!(
+            std::fs::read_to_string(a.join(&note.path)).unwrap(),
+            note.text
+        );
+        assert_eq!(
+            std::fs::read_to_string(b.join(&note.path)).unwrap(),
+            note.text
+        );
+    }
+    let with_front_matter = notes.iter().filter(|n| n.text.starts_with("---\n")).count();
+    assert!(
+        (45..=135).contains(&with_front_matter),
+        "{with_front_matter}"
+    );
+    assert!(notes.iter().any(|n| n.path.starts_with("Daily/")));
+    // Another seed, another vault; no links when asked for none.
+    let (other, _, _) = vault::notes(&Options::new(150, 8));
+    assert_ne!(other[0].text, notes[0].text);
+    let plain = Options {
+        link_permille: 0,
+        ..options.clone()
+    };
+    assert!(vault::notes(&plain)
+        .0
+        .iter()
+        .all(|n| !n.text.contains("[[")));
+    // The same history on every run.
+    let head_a = vault::commit(&a, 3).unwrap();
+    assert_eq!(vault::commit(&b, 3).unwrap(), head_a);
+    assert_eq!(git(&a, &["rev-list", "--count", "HEAD"]).trim(), "3");
+    assert_eq!(git(&a, &["status", "--porcelain"]), "");
+    // mirai lists every generated note and reads each one back as written.
+    let server = TestServer::start_in(dir, a, |_| {});
+    let listed: Vec<String> =
+        serde_json::from_value(server.get("/mcp/notes").body["notes"].clone()).unwrap();
+    assert_eq!(listed, expected);
+    let note = &notes[42];
+    let answer = server.get(&format!("/mcp/notes/read?path={}", encode(&note.path)));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["content"], note.text.as_str());
+}

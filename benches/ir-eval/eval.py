@@ -4,8 +4,9 @@ bm25s and tantivy, in one run, on the same notes and the same queries.
 
 No standard IR test collection is reachable from this machine (none is packaged
 on PyPI, npm or Debian; ir_datasets/BEIR download at run time), so the queries are
-derived deterministically from a real vault (default: ../shared/corpus, ~1000
-Dendron notes), in three sets, each query with exactly one relevant note:
+derived deterministically from the vault given with --notes (the figures in
+README.md came from a real vault of 1,013 Dendron notes; a generated one:
+`cargo run --release --example gen-notes -- --notes 2000 --out DIR`), in three sets, each query with exactly one relevant note:
 
   title   the note's front-matter title (titles shared by several notes skipped)
   anchor  the visible text of a wikilink `[[text|target]]`, relevant: the target
@@ -17,7 +18,7 @@ Every system ranks notes: the peers index whole notes (their natural setup);
 mirai ranks chunks and a note takes the rank of its best chunk. Reported: nDCG@10
 and MRR@100 per set and their mean over all queries.
 
-Usage: python3 eval.py [--notes DIR] [--per-set N] [--variants SPEC ...]
+Usage: python3 eval.py --notes DIR [--per-set N] [--variants SPEC ...]
 Needs: pip install bm25s PyStemmer tantivy; `cargo build --release --example rank`.
 """
 
@@ -244,7 +245,8 @@ def run_mirai(notes_dir, queries, variants):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--notes", default=os.path.abspath(os.path.join(CRATE, "..", "shared", "corpus")))
+    ap.add_argument("--notes", required=True,
+                    help="a folder of markdown notes (your vault, or one from the gen-notes example)")
     ap.add_argument("--per-set", type=int, default=300)
     ap.add_argument("--variants", nargs="*", default=DEFAULT_VARIANTS)
     args = ap.parse_args()

@@ -125,7 +125,7 @@ pub fn vault_arg(bench: &str) -> std::path::PathBuf {
         _ => {
             eprintln!(
                 "usage: cargo bench --bench {bench} -- VAULT\n\
-                 make a vault with: python3 ../shared/tools/gen-notes.py --notes 10000 --seed 1 --git --out /tmp/vault10k"
+                 make a vault with: cargo run --release --example gen-notes -- --notes 10000 --seed 1 --git --out /tmp/vault10k"
             );
             std::process::exit(2);
         }

@@ -4,6 +4,8 @@
 #![allow(dead_code)] // each spec binary uses a different part of the harness
 
 pub mod fake_llm;
+#[path = "../../benches/support/vault.rs"]
+pub mod vault;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
