@@ -63,6 +63,27 @@ impl Postings {
         self.entries.iter().copied().filter(|&(_, tf)| tf > 0)
     }
 
+    /// A list of `entries`, which hold strictly increasing slots and
+    /// frequencies above zero (the binary artifact checks both).
+    pub(super) fn from_sorted(entries: Vec<(u32, u32)>) -> Postings {
+        Postings {
+            sorted: entries.len() as u32,
+            entries,
+            tombstones: 0,
+        }
+    }
+
+    /// The live entries sorted by slot; a copy only when the list has
+    /// tombstones or an unsorted tail.
+    pub(super) fn sorted_entries(&self) -> std::borrow::Cow<'_, [(u32, u32)]> {
+        if self.tombstones == 0 && self.sorted as usize == self.entries.len() {
+            return std::borrow::Cow::Borrowed(&self.entries);
+        }
+        let mut live: Vec<(u32, u32)> = self.iter().collect();
+        live.sort_unstable_by_key(|e| e.0);
+        std::borrow::Cow::Owned(live)
+    }
+
     /// Adds `slot`, which must not be live in the list.
     pub(super) fn insert(&mut self, slot: u32, tf: u32) {
         let sorted = self.sorted as usize;
