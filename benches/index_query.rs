@@ -1,11 +1,16 @@
 //! The index on a large vault, through HTTP: rebuild time, artifact size, the
 //! server's memory with the index loaded, and query latency, against the
-//! server's own `/health` round trip measured in the same run.
+//! server's own `/health` round trip measured in the same run; the first query
+//! of a restarted server. Then in this process, through the library: loading
+//! the artifact from its binary form against the JSON alone, and pruned
+//! ranking against exhaustive scoring (identical answers checked) on the same
+//! queries and on rare-with-common ones.
 //!
 //! cargo bench --bench index_query -- VAULT   (a vault from `cargo run --release --example gen-notes`)
 
 mod support;
 
+use mirai::index::{artifact, Index};
 use serde_json::Value;
 use support::{copy_tree, report, time_ms, vault_arg, Server};
 
@@ -135,4 +140,58 @@ fn main() {
     println!(
         "restarted server: first query right after start (waits for the artifact load) {first_query_ms:.0} ms; RSS {rss_fresh:.0} MiB before, {rss_fresh_loaded:.0} MiB after"
     );
+    drop(fresh);
+
+    // In process: the two ways to load, and pruned against exhaustive ranking.
+    let state =
+        cap_std::fs::Dir::open_ambient_dir(root.join(".mirai"), cap_std::ambient_authority())
+            .unwrap();
+    let mut loaded = None;
+    let binary_ms = time_ms(|| loaded = artifact::read(&state, true).unwrap());
+    let json_ms = time_ms(|| drop(artifact::read(&state, false).unwrap()));
+    let (index, _) = loaded.unwrap();
+    println!(
+        "\nartifact load in process: binary form {binary_ms:.0} ms, JSON {json_ms:.0} ms (index.bin {:.1} MiB)",
+        std::fs::metadata(root.join(".mirai/index.bin")).map_or(0, |m| m.len()) as f64 / 1048576.0
+    );
+    let rare: Vec<String> = rare_words(&index, &queries);
+    let mixed: Vec<String> = rare
+        .iter()
+        .zip(&words)
+        .map(|(r, w)| format!("{r} {w}"))
+        .collect();
+    for (name, set) in [("bench queries", &queries), ("rare + common", &mixed)] {
+        let (mut pruned, mut exhaustive) = (Vec::new(), Vec::new());
+        for q in set.iter() {
+            let mut a = Vec::new();
+            let mut b = Vec::new();
+            pruned.push(time_ms(|| a = index.query(q, 5, None)));
+            exhaustive.push(time_ms(|| b = index.query_exhaustive(q, 5, None)));
+            assert_eq!(a, b, "{q}");
+        }
+        let p = report(&format!("query, pruned ({name})"), &mut pruned);
+        let e = report(&format!("query, exhaustive ({name})"), &mut exhaustive);
+        println!("pruned / exhaustive: {:.2}", p / e);
+    }
+}
+
+/// Words that occur in a few chunks only (code identifiers, numbers), taken
+/// from the chunks the bench queries find.
+fn rare_words(index: &Index, queries: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for q in queries.iter().take(400) {
+        for hit in index.query(q, 5, None) {
+            let word = hit
+                .content
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| w.len() >= 4 && w.contains(|c: char| c == '_' || c.is_ascii_digit()))
+                .find(|w| (1..50).contains(&index.query(w, 50, None).len()));
+            if let Some(word) = word {
+                out.push(word.to_string());
+                break;
+            }
+        }
+    }
+    assert!(!out.is_empty(), "no rare words found in the vault");
+    out
 }

@@ -315,15 +315,12 @@ impl LiveIndex {
     fn note_stats(&self) -> Result<Vec<NoteStat>> {
         Ok(self
             .notes
-            .list()?
+            .list_stats()?
             .into_iter()
-            .filter_map(|path| {
-                let meta = self.notes.stat(&path)?;
-                Some(NoteStat {
-                    path,
-                    bytes: meta.len(),
-                    modified: meta.modified().ok()?,
-                })
+            .map(|(path, bytes, modified)| NoteStat {
+                path,
+                bytes,
+                modified,
             })
             .collect())
     }
@@ -474,6 +471,11 @@ impl LiveIndex {
         let root = self.notes.root().to_path_buf();
         let watched = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             let Ok(event) = event else { return };
+            // Opening and reading change nothing (and the index's own walks open
+            // folders: counting those would start the next walk, forever).
+            if event.kind.is_access() {
+                return;
+            }
             // mirai's own state, git's internals and hidden files are not notes.
             let about_notes = event.paths.iter().any(|path| {
                 path.strip_prefix(&root).is_ok_and(|rel| {

@@ -11,6 +11,7 @@ pub mod root;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use cap_std::fs::FileType;
 
@@ -110,19 +111,48 @@ impl Notes {
     /// listed only when [`Notes::resolve`] would accept its path, so listing
     /// and reading agree.
     pub fn list(&self) -> Result<Vec<String>> {
+        Ok(self
+            .scan(false)?
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect())
+    }
+
+    /// Every note as [`Notes::list`] lists them, with its size and modification
+    /// time, in one walk: a regular file is looked at through its folder's
+    /// handle (nothing followed, nothing opened), a symlinked note as
+    /// [`Notes::stat`] does. A note gone meanwhile is left out.
+    pub fn list_stats(&self) -> Result<Vec<(String, u64, SystemTime)>> {
+        Ok(self
+            .scan(true)?
+            .into_iter()
+            .filter_map(|(path, stat)| stat.map(|(bytes, modified)| (path, bytes, modified)))
+            .collect())
+    }
+
+    /// The walk behind [`Notes::list`] and [`Notes::list_stats`].
+    #[allow(clippy::type_complexity)]
+    fn scan(&self, stats: bool) -> Result<Vec<(String, Option<(u64, SystemTime)>)>> {
         let mut notes = Vec::new();
         let mut links = Vec::new();
-        let end = self.handle.walk(WALK_LIMITS, |rel, file_type: FileType| {
-            let name = rel.rsplit('/').next().unwrap_or(rel);
-            if !path::is_plain_name(name) || rel != rel.trim() || !path::has_note_extension(rel) {
-                return;
-            }
-            if file_type.is_file() {
-                notes.push(rel.to_string());
-            } else if file_type.is_symlink() {
-                links.push(rel.to_string());
-            }
-        });
+        let end = self
+            .handle
+            .walk(WALK_LIMITS, |rel, file_type: FileType, dir| {
+                let name = rel.rsplit('/').next().unwrap_or(rel);
+                if !path::is_plain_name(name) || rel != rel.trim() || !path::has_note_extension(rel)
+                {
+                    return;
+                }
+                if file_type.is_file() {
+                    let stat = stats.then(|| {
+                        let meta = dir.symlink_metadata(name).ok().filter(|m| m.is_file())?;
+                        Some((meta.len(), meta.modified().ok()?.into_std()))
+                    });
+                    notes.push((rel.to_string(), stat.flatten()));
+                } else if file_type.is_symlink() {
+                    links.push(rel.to_string());
+                }
+            });
         match end {
             WalkEnd::Complete => {}
             WalkEnd::TooDeep => log::warn!(
@@ -139,11 +169,15 @@ impl Notes {
                 .resolve(&link, Existence::MustExist)
                 .is_ok_and(|note| note.rel == link)
             {
-                notes.push(link);
+                let stat = stats.then(|| {
+                    let meta = self.stat(&link)?;
+                    Some((meta.len(), meta.modified().ok()?))
+                });
+                notes.push((link, stat.flatten()));
             }
         }
-        notes.sort_unstable();
-        notes.dedup();
+        notes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        notes.dedup_by(|a, b| a.0 == b.0);
         Ok(notes)
     }
 
@@ -267,5 +301,45 @@ pub fn refused(rel: &str, refusal: Refusal) -> Error {
             Error::conflict(format!("{rel} is a folder; a note cannot be written there"))
         }
         Refusal::Io(e) => Error::internal(format!("cannot access {rel:?}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    /// One walk gives what listing and then stat-ing each note gives: the same
+    /// notes (symlinked ones included, hidden ones and links out left out),
+    /// sizes and times.
+    #[test]
+    fn list_stats_equals_list_then_stat() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fs::create_dir_all(root.join("a/b")).unwrap();
+        fs::create_dir_all(root.join(".hidden")).unwrap();
+        fs::write(root.join("top.md"), "top").unwrap();
+        fs::write(root.join("a/one.md"), "one!").unwrap();
+        fs::write(root.join("a/b/two.MD"), "two two").unwrap();
+        fs::write(root.join("a/not-a-note.txt"), "x").unwrap();
+        fs::write(root.join(".hidden/h.md"), "h").unwrap();
+        fs::write(outside.path().join("out.md"), "out").unwrap();
+        std::os::unix::fs::symlink("one.md", root.join("a/link.md")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("out.md"), root.join("escape.md")).unwrap();
+        std::os::unix::fs::symlink("a", root.join("folder-link")).unwrap();
+
+        let notes = Notes::open(root).unwrap();
+        let listed = notes.list().unwrap();
+        assert_eq!(listed, ["a/b/two.MD", "a/link.md", "a/one.md", "top.md"]);
+        let want: Vec<(String, u64, SystemTime)> = listed
+            .iter()
+            .map(|p| {
+                let meta = notes.stat(p).unwrap();
+                (p.clone(), meta.len(), meta.modified().unwrap())
+            })
+            .collect();
+        assert_eq!(notes.list_stats().unwrap(), want);
+        assert_eq!(want[1].1, 4, "a symlinked note has its target's size");
     }
 }

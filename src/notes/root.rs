@@ -307,9 +307,10 @@ impl Root {
     }
 
     /// Lists the root's real folders (each once: symlinked folders are not
-    /// entered) and calls `visit` with each entry's relative path and type,
-    /// skipping hidden names. Depth and the number of entries are bounded.
-    pub fn walk(&self, limits: WalkLimits, mut visit: impl FnMut(&str, FileType)) -> WalkEnd {
+    /// entered) and calls `visit` with each entry's relative path and type and
+    /// a handle on the folder that holds it, skipping hidden names. Depth and
+    /// the number of entries are bounded.
+    pub fn walk(&self, limits: WalkLimits, mut visit: impl FnMut(&str, FileType, &Dir)) -> WalkEnd {
         let Ok(root) = self.dir.try_clone() else {
             return WalkEnd::Complete;
         };
@@ -346,7 +347,7 @@ impl Root {
                         stack.push((sub, rel.clone(), depth + 1));
                     }
                 }
-                visit(&rel, file_type);
+                visit(&rel, file_type, &dir);
             }
         }
         end
@@ -360,7 +361,7 @@ impl Root {
     /// `.mirai/index.json.tmp-*`. Answers how many went.
     pub fn remove_temp_files(&self) -> usize {
         let mut folders = vec![String::new()];
-        self.walk(WALK_LIMITS, |rel, file_type| {
+        self.walk(WALK_LIMITS, |rel, file_type, _| {
             if file_type.is_dir() {
                 folders.push(rel.to_string());
             }
