@@ -175,7 +175,7 @@ fn main() {
     }
 }
 
-/// Words that occur in a few chunks only (code identifiers, numbers), taken
+/// Words that occur in fewer than 500 chunks (code identifiers, numbers), taken
 /// from the chunks the bench queries find.
 fn rare_words(index: &Index, queries: &[String]) -> Vec<String> {
     let mut out = Vec::new();
@@ -185,7 +185,7 @@ fn rare_words(index: &Index, queries: &[String]) -> Vec<String> {
                 .content
                 .split(|c: char| !(c.is_alphanumeric() || c == '_'))
                 .filter(|w| w.len() >= 4 && w.contains(|c: char| c == '_' || c.is_ascii_digit()))
-                .find(|w| (1..50).contains(&index.query(w, 50, None).len()));
+                .find(|w| (1..500).contains(&index.query(w, 500, None).len()));
             if let Some(word) = word {
                 out.push(word.to_string());
                 break;

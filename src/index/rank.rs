@@ -28,6 +28,8 @@ struct Scratch {
     note_ok: Vec<u8>,
     /// Notes whose chunks the pruned ranking has scored.
     note_seen: Vec<bool>,
+    /// The candidates of the exhaustive ranking: (chunk slot, note slot).
+    candidates: Vec<(u32, u32)>,
     /// Set while a query runs: found set at the start, a query was cut short
     /// (a panic) and the arrays are cleared whole.
     busy: bool,
@@ -110,23 +112,17 @@ impl Index {
             } else {
                 None
             };
-            let ranked =
-                pruned.unwrap_or_else(|| self.exhaustive(&query, path_prefix, &stats, scratch));
+            let ranked = match pruned {
+                Some(scored) => self.top(scored, limit),
+                None => self.exhaustive(&query, limit, path_prefix, &stats, scratch),
+            };
             scratch.busy = false;
             ranked
         };
-        let mut ranked = SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        let ranked = SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut scratch) => rank(&mut scratch),
             Err(_) => rank(&mut Scratch::default()),
         });
-        let cmp = |a: &(f64, u32), b: &(f64, u32)| {
-            b.0.total_cmp(&a.0).then_with(|| self.chunk_order(a.1, b.1))
-        };
-        if ranked.len() > limit {
-            ranked.select_nth_unstable_by(limit - 1, cmp);
-            ranked.truncate(limit);
-        }
-        ranked.sort_unstable_by(cmp);
         ranked
             .into_iter()
             .filter_map(|(score, slot)| self.hit(slot, score, &query))
@@ -149,11 +145,13 @@ impl Index {
         }
     }
 
-    /// Every candidate (a chunk whose own text holds a query term, under the
-    /// prefix) with its score, term at a time over the postings.
+    /// The best `limit` candidates (chunks whose own text holds a query term,
+    /// under the prefix) with their scores, every candidate scored term at a
+    /// time over the postings.
     fn exhaustive(
         &self,
         query: &[QueryTerm],
+        limit: usize,
         path_prefix: Option<&str>,
         st: &Stats,
         scratch: &mut Scratch,
@@ -165,10 +163,11 @@ impl Index {
             title_tf,
             note_score,
             note_ok,
+            candidates,
             ..
         } = scratch;
         let (k1, b, wt, nw) = (st.k1, st.b, st.wt, st.nw);
-        let mut candidates: Vec<u32> = Vec::new();
+        candidates.clear();
         for qt in query {
             for (slot, _) in self.terms.body[qt.id as usize].iter() {
                 if is_candidate[slot as usize] {
@@ -181,13 +180,10 @@ impl Index {
                     continue;
                 }
                 is_candidate[slot as usize] = true;
-                candidates.push(slot);
+                candidates.push((slot, chunk.note));
             }
         }
-        let cand_notes: Vec<(u32, u32)> = candidates
-            .iter()
-            .filter_map(|&slot| Some((slot, self.chunks[slot as usize].as_ref()?.note)))
-            .collect();
+        let cand_notes = &*candidates;
 
         // Per term, the chunk's BM25F pseudo-frequency (text plus weighted
         // title) is saturated once; the whole note's BM25 is added per note.
@@ -210,7 +206,7 @@ impl Index {
                     title_tf[note_slot as usize] = wt * f64::from(tf) / norm;
                 }
             }
-            for &(slot, note) in &cand_notes {
+            for &(slot, note) in cand_notes {
                 let t = std::mem::take(&mut body_tf[slot as usize]) + title_tf[note as usize];
                 if t > 0.0 {
                     scores[slot as usize] += qt.weight * body_idf * t / (k1 + t);
@@ -230,22 +226,42 @@ impl Index {
                 }
             }
         }
-        let ranked = cand_notes
-            .iter()
-            .map(|&(slot, note)| {
-                let mut score = std::mem::take(&mut scores[slot as usize]);
-                if nw > 0.0 {
-                    score += note_score[note as usize];
-                }
-                is_candidate[slot as usize] = false;
-                (score, slot)
-            })
-            .collect();
+        let scored = cand_notes.iter().map(|&(slot, note)| {
+            let mut score = std::mem::take(&mut scores[slot as usize]);
+            if nw > 0.0 {
+                score += note_score[note as usize];
+            }
+            is_candidate[slot as usize] = false;
+            (score, slot)
+        });
+        let best = self.top(scored, limit);
         note_score.fill(0.0);
         if path_prefix.is_some() {
             note_ok.fill(0);
         }
-        ranked
+        best
+    }
+
+    /// The best `limit` of `scored`, best first: by score, ties by path bytes
+    /// then chunk index. One pass keeping the best so far, so a large
+    /// candidate set is neither stored nor sorted.
+    fn top(&self, scored: impl IntoIterator<Item = (f64, u32)>, limit: usize) -> Vec<(f64, u32)> {
+        let cmp = |a: &(f64, u32), b: &(f64, u32)| {
+            b.0.total_cmp(&a.0).then_with(|| self.chunk_order(a.1, b.1))
+        };
+        let mut best: Vec<(f64, u32)> = Vec::with_capacity(limit + 1);
+        for item in scored {
+            if best.len() == limit {
+                match best.last() {
+                    Some(worst) if cmp(&item, worst) == std::cmp::Ordering::Less => {}
+                    _ => continue,
+                }
+                best.pop();
+            }
+            let at = best.partition_point(|b| cmp(b, &item) == std::cmp::Ordering::Less);
+            best.insert(at, item);
+        }
+        best
     }
 
     /// MaxScore over notes: a query term adds at most `weight * (idf +
@@ -625,6 +641,27 @@ mod tests {
                 pruned * 2 > rare_queries,
                 "{pruned} of {rare_queries} pruned"
             );
+        }
+    }
+
+    /// Keeping the best so far selects what sorting everything would, ties
+    /// (many here) broken by path and chunk.
+    #[test]
+    fn top_equals_a_full_sort() {
+        let idx = Index::build(vault(2, 80));
+        let slots: Vec<u32> = (0..idx.chunks.len() as u32)
+            .filter(|&s| idx.chunks[s as usize].is_some())
+            .collect();
+        let mut rng = Rng(9);
+        for limit in [1, 2, 5, 17, 50, 1000] {
+            let scored: Vec<(f64, u32)> = slots
+                .iter()
+                .map(|&s| (rng.below(4) as f64 * 0.5, s))
+                .collect();
+            let mut want = scored.clone();
+            want.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| idx.chunk_order(a.1, b.1)));
+            want.truncate(limit);
+            assert_eq!(idx.top(scored, limit), want, "{limit}");
         }
     }
 
