@@ -2,12 +2,17 @@
 //! `index.invalidate`, nothing to reuse) and unchanged rebuilds (every note
 //! reused from the index in memory), the server's memory after one and after
 //! ten rebuilds of each kind, artifact size, and query latency, against the
-//! server's own `/health` round trip measured in the same run.
+//! server's own `/health` round trip measured in the same run; the first query
+//! of a restarted server. Then in this process, through the library: loading
+//! the artifact from its binary form against the JSON alone, and pruned
+//! ranking against exhaustive scoring (identical answers checked) on the same
+//! queries and on rare-with-common ones.
 //!
 //! cargo bench --bench index_query -- VAULT   (a vault from `cargo run --release --example gen-notes`)
 
 mod support;
 
+use mirai::index::{artifact, Index};
 use serde_json::Value;
 use support::{copy_tree, report, time_ms, vault_arg, Server};
 
@@ -161,4 +166,56 @@ fn main() {
     println!(
         "restarted server: first query right after start (waits for the artifact load) {first_query_ms:.0} ms; RSS {rss_fresh:.0} MiB before, {rss_fresh_loaded:.0} MiB after"
     );
+    drop(fresh);
+
+    // In process: the two ways to load, and pruned against exhaustive ranking.
+    let state =
+        cap_std::fs::Dir::open_ambient_dir(root.join(".mirai"), cap_std::ambient_authority())
+            .unwrap();
+    let mut loaded = None;
+    let binary_ms = time_ms(|| loaded = artifact::read(&state, true).unwrap());
+    let json_ms = time_ms(|| drop(artifact::read(&state, false).unwrap()));
+    let (index, _) = loaded.unwrap();
+    println!(
+        "\nartifact load in process: binary form {binary_ms:.0} ms, JSON {json_ms:.0} ms (index.bin {:.1} MiB)",
+        std::fs::metadata(root.join(".mirai/index.bin")).map_or(0, |m| m.len()) as f64 / 1048576.0
+    );
+    let rare: Vec<String> = rare_words(&index);
+    let mixed: Vec<String> = (0..QUERIES)
+        .map(|i| {
+            format!(
+                "{} {}",
+                rare[i % rare.len()],
+                words[(i * 7919) % words.len()]
+            )
+        })
+        .collect();
+    for (name, set) in [("bench queries", &queries), ("rare + common", &mixed)] {
+        // One pass each (the first to run would otherwise warm the caches for the other).
+        let (mut pruned, mut exhaustive) = (Vec::new(), Vec::new());
+        let mut answers = Vec::new();
+        for q in set.iter() {
+            pruned.push(time_ms(|| answers.push(index.query(q, 5, None))));
+        }
+        for (q, want) in set.iter().zip(&answers) {
+            let mut got = Vec::new();
+            exhaustive.push(time_ms(|| got = index.query_exhaustive(q, 5, None)));
+            assert_eq!(&got, want, "{q}");
+        }
+        let p = report(&format!("query, pruned ({name})"), &mut pruned);
+        let e = report(&format!("query, exhaustive ({name})"), &mut exhaustive);
+        println!("pruned / exhaustive: {:.2}", p / e);
+    }
+}
+
+/// Terms that occur in fewer than 500 chunks: the vault's words are all
+/// common, its rare terms are numbers.
+fn rare_words(index: &Index) -> Vec<String> {
+    let out: Vec<String> = (0..100_000)
+        .map(|n| n.to_string())
+        .filter(|w| (1..500).contains(&index.query(w, 500, None).len()))
+        .take(200)
+        .collect();
+    assert!(!out.is_empty(), "no rare terms found in the vault");
+    out
 }

@@ -19,6 +19,7 @@ use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::binary::{self, HashingWriter};
 use super::build::{parallelism, Source};
 use super::{Fingerprint, Index, Params};
 use crate::error::{Error, ErrorCode, Result};
@@ -146,28 +147,44 @@ pub fn write(
             .open_with(&tmp, &options)
             .map_err(|e| io_err("create", e))?
             .into_std();
-        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut out = BufWriter::with_capacity(1 << 20, HashingWriter::new(file));
         serde_json::to_writer(&mut out, &doc)
             .map_err(|e| Error::internal(format!("could not encode the index artifact: {e}")))?;
-        let file = out
+        let (file, json) = out
             .into_inner()
-            .map_err(|e| io_err("write", e.into_error()))?;
+            .map_err(|e| io_err("write", e.into_error()))?
+            .finish();
         // Durable before visible: a crash must not leave a renamed, empty file.
         file.sync_all().map_err(|e| io_err("flush", e))?;
         let size = file.metadata().map_err(|e| io_err("measure", e))?.len();
         state
             .rename(&tmp, state, FILE_NAME)
             .map_err(|e| io_err("replace", e))?;
-        Ok(size)
+        Ok((size, json))
     })();
-    if result.is_err() {
-        let _ = state.remove_file(&tmp);
+    match result {
+        Ok((size, json)) => {
+            // The binary form is a cache: without it, the next load reads the JSON.
+            if let Err(e) = binary::write(state, idx, json, generated_at, notes_commit) {
+                log::warn!(
+                    "could not write .mirai/{} (the next start reads the JSON artifact instead): {e}",
+                    binary::FILE_NAME
+                );
+            }
+            Ok(size)
+        }
+        Err(e) => {
+            let _ = state.remove_file(&tmp);
+            Err(e)
+        }
     }
-    result
 }
 
-/// Deletes the artifact; `false` when there was none.
+/// Deletes the artifact (and its binary form); `false` when there was none.
 pub fn remove(state: &Dir) -> Result<bool> {
+    if let Err(e) = binary::remove(state) {
+        log::warn!("could not delete .mirai/{}: {e}", binary::FILE_NAME);
+    }
     match state.remove_file(FILE_NAME) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -177,21 +194,19 @@ pub fn remove(state: &Dir) -> Result<bool> {
     }
 }
 
-/// The artifact's bytes: a regular file, opened without following a link and
+/// The artifact, opened as a regular file without following a link and
 /// without blocking (a FIFO put there would otherwise hang the reader).
-fn read_bytes(state: &Dir) -> std::io::Result<Vec<u8>> {
+fn open(state: &Dir) -> std::io::Result<std::fs::File> {
     let mut options = OpenOptions::new();
     options
         .read(true)
         .follow(FollowSymlinks::No)
         .custom_flags(libc::O_NONBLOCK);
-    let mut file = state.open_with(FILE_NAME, &options)?.into_std();
+    let file = state.open_with(FILE_NAME, &options)?.into_std();
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::other("it is not a regular file"));
     }
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
+    Ok(file)
 }
 
 #[derive(Deserialize)]
@@ -240,12 +255,24 @@ fn invalid(why: impl std::fmt::Display) -> Error {
 /// Reads an artifact into an index ranked with the default parameters.
 /// `Ok(None)` when the file does not exist. Anything malformed, truncated,
 /// inconsistent or of another version is `invalid_index_artifact`.
-pub fn read(state: &Dir) -> Result<Option<(Index, ArtifactMeta)>> {
-    let bytes = match read_bytes(state) {
-        Ok(b) => b,
+///
+/// With `use_binary`, the binary form beside it (`index.bin`, see
+/// [`binary`]) is loaded instead when it belongs to exactly this JSON.
+pub fn read(state: &Dir, use_binary: bool) -> Result<Option<(Index, ArtifactMeta)>> {
+    let mut file = match open(state) {
+        Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(invalid(format_args!("cannot be read: {e}"))),
     };
+    if use_binary {
+        if let Some(loaded) = binary::read(state, &file) {
+            return Ok(Some(loaded));
+        }
+    }
+    let mut bytes = Vec::new();
+    if let Err(e) = file.read_to_end(&mut bytes) {
+        return Err(invalid(format_args!("cannot be read: {e}")));
+    }
     let doc: ArtifactIn = match serde_json::from_slice(&bytes) {
         Ok(doc) => doc,
         Err(e) => {
@@ -365,7 +392,7 @@ pub fn read(state: &Dir) -> Result<Option<(Index, ArtifactMeta)>> {
     Ok(Some((idx, meta)))
 }
 
-fn check_path(p: &str) -> Result<()> {
+pub(super) fn check_path(p: &str) -> Result<()> {
     let bad = p.is_empty()
         || p.starts_with('/')
         || p.contains('\0')
@@ -533,8 +560,16 @@ mod tests {
         };
         assert_eq!(strip(&first), strip(&second));
         assert!(first.starts_with(r#"{"version":1,"generated_at":"2023-11-14T22:13:20Z","notes_indexed":4,"chunks_indexed":"#));
-        let leftovers: Vec<_> = fs::read_dir(&dir.0).unwrap().collect();
-        assert_eq!(leftovers.len(), 1, "temporary file left behind");
+        let mut left: Vec<String> = fs::read_dir(&dir.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [binary::FILE_NAME, FILE_NAME],
+            "temporary file left behind"
+        );
     }
 
     /// Building on several threads changes slots and term ids only: the
@@ -572,7 +607,7 @@ mod tests {
                 );
             }
         }
-        let (loaded, _) = read(&dir.handle()).unwrap().unwrap();
+        let (loaded, _) = read(&dir.handle(), false).unwrap().unwrap();
         for q in ["beta", "alpha line", "d1"] {
             assert_eq!(loaded.query(q, 50, None), sequential.query(q, 50, None));
         }
@@ -583,7 +618,7 @@ mod tests {
         let dir = TempDir::new("rt");
         let built = Index::build(notes());
         let size = write(&dir.handle(), &built, at(1_700_000_000), None).unwrap();
-        let (loaded, meta) = read(&dir.handle()).unwrap().unwrap();
+        let (loaded, meta) = read(&dir.handle(), false).unwrap().unwrap();
         assert_eq!(meta.byte_size, size);
         assert_eq!(meta.generated_at, at(1_700_000_000));
         assert_eq!(meta.notes_commit, None);
@@ -597,6 +632,15 @@ mod tests {
         for q in ["beta", "alpha x", "検索", "more line"] {
             assert_eq!(loaded.query(q, 10, None), built.query(q, 10, None), "{q}");
         }
+        // The binary form written beside it loads the same.
+        assert!(dir.0.join(binary::FILE_NAME).is_file());
+        let (cached, cached_meta) = read(&dir.handle(), true).unwrap().unwrap();
+        assert_eq!(cached_meta, meta);
+        for q in ["beta", "alpha x", "検索", "more line"] {
+            assert_eq!(cached.query(q, 10, None), built.query(q, 10, None), "{q}");
+        }
+        assert!(remove(&dir.handle()).unwrap());
+        assert!(!dir.0.join(binary::FILE_NAME).exists());
     }
 
     /// The artifact's bytes for `idx`, written at a fixed time.
@@ -662,13 +706,13 @@ mod tests {
             None,
         )
         .unwrap();
-        let (loaded, _) = read(&dir.handle()).unwrap().unwrap();
+        let (loaded, _) = read(&dir.handle(), false).unwrap().unwrap();
         let loaded = Arc::new(loaded);
         assert!(Arc::ptr_eq(&Index::refreshed(&loaded, notes()), &loaded));
 
         let doc = r#"{"version":1,"generated_at":"2024-01-01T00:00:00Z","notes_indexed":1,"chunks_indexed":2,"chunks":[{"path":"a.md","chunk_index":0,"content":"hello "},{"path":"a.md","chunk_index":1,"content":"world"}]}"#;
         fs::write(dir.0.join(FILE_NAME), doc).unwrap();
-        let (foreign, _) = read(&dir.handle()).unwrap().unwrap();
+        let (foreign, _) = read(&dir.handle(), false).unwrap().unwrap();
         let foreign = Arc::new(foreign);
         let disk = vec![("a.md".to_string(), "hello world".to_string())];
         let refreshed = Index::refreshed(&foreign, disk.clone());
@@ -680,7 +724,7 @@ mod tests {
     #[test]
     fn missing_artifact_is_none_and_remove_reports_it() {
         let dir = TempDir::new("missing");
-        assert!(read(&dir.handle()).unwrap().is_none());
+        assert!(read(&dir.handle(), false).unwrap().is_none());
         assert!(!remove(&dir.handle()).unwrap());
         write(&dir.handle(), &Index::build(notes()), at(0), None).unwrap();
         assert!(remove(&dir.handle()).unwrap());
@@ -717,7 +761,7 @@ mod tests {
         ];
         for (i, case) in cases.iter().enumerate() {
             fs::write(dir.0.join(FILE_NAME), case).unwrap();
-            let err = read(&dir.handle()).unwrap_err();
+            let err = read(&dir.handle(), true).unwrap_err();
             assert_eq!(
                 err.code,
                 ErrorCode::InvalidIndexArtifact,
@@ -736,7 +780,7 @@ mod tests {
             good.replacen("\"version\":1", "\"version\":2", 1),
         )
         .unwrap();
-        let err = read(&dir.handle()).unwrap_err();
+        let err = read(&dir.handle(), true).unwrap_err();
         assert!(err.message.contains("version 2"), "{}", err.message);
     }
 
@@ -745,7 +789,7 @@ mod tests {
         let dir = TempDir::new("orig");
         let doc = r#"{"version":1,"generated_at":"2024-01-01T00:00:00Z","notes_indexed":1,"chunks_indexed":2,"chunks":[{"path":"a.md","chunk_index":0,"content":"hello"},{"path":"a.md","chunk_index":1,"content":"world"}]}"#;
         fs::write(dir.0.join(FILE_NAME), doc).unwrap();
-        let (idx, meta) = read(&dir.handle()).unwrap().unwrap();
+        let (idx, meta) = read(&dir.handle(), false).unwrap().unwrap();
         assert_eq!(idx.chunks_indexed(), 2);
         assert_eq!(meta.notes_commit, None);
         assert_eq!(idx.query("world", 5, None)[0].chunk_index, 1);

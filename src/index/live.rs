@@ -113,6 +113,8 @@ pub struct LiveIndex {
     /// push to the notes could have written is never loaded (DESIGN 8.2);
     /// the index is then built from the notes instead.
     artifact_trusted: bool,
+    /// The same for `.mirai/index.bin`, the artifact's binary form.
+    binary_trusted: bool,
 }
 
 /// Clears [`LiveIndex::own_write`] however the write ends.
@@ -138,8 +140,10 @@ impl LiveIndex {
             log::warn!("{path} is tracked in git; mirai ignores it (files under .mirai/ are mirai's own state and are never committed: git rm --cached it)");
         }
         let artifact_trusted = !tracked.iter().any(|p| p == ".mirai/index.json");
+        let binary_trusted = !tracked.iter().any(|p| p == ".mirai/index.bin");
         LiveIndex {
             artifact_trusted,
+            binary_trusted,
             notes,
             loaded: RwLock::new(None),
             persist_pending: AtomicBool::new(false),
@@ -263,7 +267,7 @@ impl LiveIndex {
         }
         if stamp.is_some() {
             let loaded = match self.state() {
-                Some(state) => artifact::read(&state)?,
+                Some(state) => artifact::read(&state, self.binary_trusted)?,
                 None => None,
             };
             if let Some((index, meta)) = loaded {
@@ -298,15 +302,12 @@ impl LiveIndex {
     fn note_stats(&self) -> Result<Vec<NoteStat>> {
         Ok(self
             .notes
-            .list()?
+            .list_stats()?
             .into_iter()
-            .filter_map(|path| {
-                let meta = self.notes.stat(&path)?;
-                Some(NoteStat {
-                    path,
-                    bytes: meta.len(),
-                    modified: meta.modified().ok()?,
-                })
+            .map(|(path, bytes, modified)| NoteStat {
+                path,
+                bytes,
+                modified,
             })
             .collect())
     }
@@ -491,6 +492,11 @@ impl LiveIndex {
         let root = self.notes.root().to_path_buf();
         let watched = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             let Ok(event) = event else { return };
+            // Opening and reading change nothing (and the index's own walks open
+            // folders: counting those would start the next walk, forever).
+            if event.kind.is_access() {
+                return;
+            }
             // mirai's own state, git's internals and hidden files are not notes.
             let about_notes = event.paths.iter().any(|path| {
                 path.strip_prefix(&root).is_ok_and(|rel| {

@@ -10,6 +10,7 @@
 //! then chunk index, so answers are deterministic.
 
 pub mod artifact;
+mod binary;
 mod build;
 pub mod chunker;
 pub mod live;

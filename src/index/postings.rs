@@ -63,6 +63,40 @@ impl Postings {
         self.entries.iter().copied().filter(|&(_, tf)| tf > 0)
     }
 
+    /// A list of `entries`, which hold strictly increasing slots and
+    /// frequencies above zero (the binary artifact checks both).
+    pub(super) fn from_sorted(entries: Vec<(u32, u32)>) -> Postings {
+        Postings {
+            sorted: entries.len() as u32,
+            entries,
+            tombstones: 0,
+        }
+    }
+
+    /// The live entries sorted by slot; a copy only when the list has
+    /// tombstones or an unsorted tail.
+    pub(super) fn sorted_entries(&self) -> std::borrow::Cow<'_, [(u32, u32)]> {
+        if self.tombstones == 0 && self.sorted as usize == self.entries.len() {
+            return std::borrow::Cow::Borrowed(&self.entries);
+        }
+        let mut live: Vec<(u32, u32)> = self.iter().collect();
+        live.sort_unstable_by_key(|e| e.0);
+        std::borrow::Cow::Owned(live)
+    }
+
+    /// The term frequency at `slot`, 0 when the slot is not in the list: a
+    /// binary search of the sorted run, then a look at the short tail.
+    pub(super) fn get(&self, slot: u32) -> u32 {
+        let sorted = self.sorted as usize;
+        match self.entries[..sorted].binary_search_by_key(&slot, |e| e.0) {
+            Ok(pos) => self.entries[pos].1,
+            Err(_) => self.entries[sorted..]
+                .iter()
+                .find(|e| e.0 == slot)
+                .map_or(0, |e| e.1),
+        }
+    }
+
     /// Adds `slot`, which must not be live in the list.
     pub(super) fn insert(&mut self, slot: u32, tf: u32) {
         let sorted = self.sorted as usize;
@@ -168,6 +202,9 @@ mod tests {
                 got.sort_unstable();
                 let want: Vec<(u32, u32)> = plain.iter().map(|(&s, &t)| (s, t)).collect();
                 assert_eq!(got, want, "step {step}");
+                for probe in [0, 1, 7, 150, 299, step, step + 1] {
+                    assert_eq!(postings.get(probe), plain.get(&probe).copied().unwrap_or(0));
+                }
                 assert_eq!(postings.len(), plain.len());
             }
         }

@@ -3,33 +3,172 @@
 //! text; ties break by path bytes, then chunk index. Also what a hit shows:
 //! the matched terms and the snippet offset.
 
+use std::cell::RefCell;
+
 use super::{path_matches_prefix, Hit, Index};
 
+thread_local! {
+    /// Per-thread working arrays, kept between queries: zeroing arrays the
+    /// size of the index for every query would cost more than the scoring.
+    static SCRATCH: RefCell<Scratch> = RefCell::default();
+}
+
+/// Dense per-slot arrays for one query at a time. Every entry is zero (or
+/// false) between queries: a query resets what it touched.
+#[derive(Default)]
+struct Scratch {
+    /// Per chunk slot.
+    is_candidate: Vec<bool>,
+    scores: Vec<f64>,
+    body_tf: Vec<f64>,
+    /// Per note slot.
+    title_tf: Vec<f64>,
+    note_score: Vec<f64>,
+    /// 0 unknown, 1 under the path prefix, 2 not.
+    note_ok: Vec<u8>,
+    /// Notes whose chunks the pruned ranking has scored.
+    note_seen: Vec<bool>,
+    /// The candidates of the exhaustive ranking: (chunk slot, note slot).
+    candidates: Vec<(u32, u32)>,
+    /// Set while a query runs: found set at the start, a query was cut short
+    /// (a panic) and the arrays are cleared whole.
+    busy: bool,
+}
+
+impl Scratch {
+    fn fit(&mut self, chunks: usize, notes: usize) {
+        if std::mem::replace(&mut self.busy, true) {
+            *self = Scratch {
+                busy: true,
+                ..Scratch::default()
+            };
+        }
+        for v in [&mut self.scores, &mut self.body_tf] {
+            if v.len() < chunks {
+                v.resize(chunks, 0.0);
+            }
+        }
+        if self.is_candidate.len() < chunks {
+            self.is_candidate.resize(chunks, false);
+        }
+        for v in [&mut self.title_tf, &mut self.note_score] {
+            if v.len() < notes {
+                v.resize(notes, 0.0);
+            }
+        }
+        if self.note_ok.len() < notes {
+            self.note_ok.resize(notes, 0);
+        }
+        if self.note_seen.len() < notes {
+            self.note_seen.resize(notes, false);
+        }
+    }
+}
+
+/// The collection statistics and parameters one query ranks with.
+struct Stats {
+    n: f64,
+    avg_len: f64,
+    avg_title: f64,
+    n_notes: f64,
+    avg_note_len: f64,
+    k1: f64,
+    b: f64,
+    wt: f64,
+    nw: f64,
+}
+
 impl Index {
-    /// (a prefix already normalized by [`super::validate_path_prefix`]).
+    /// Ranks chunks for `q` (a prefix already normalized by
+    /// [`super::validate_path_prefix`]). Pruned (see [`Index::pruned`]); the
+    /// answer is exactly [`Index::query_exhaustive`]'s.
     pub fn query(&self, q: &str, limit: usize, path_prefix: Option<&str>) -> Vec<Hit> {
+        self.query_with(q, limit, path_prefix, true)
+    }
+
+    /// The same ranking with every candidate chunk scored: what pruning is
+    /// checked against (tests) and measured against (benches).
+    #[doc(hidden)]
+    pub fn query_exhaustive(&self, q: &str, limit: usize, path_prefix: Option<&str>) -> Vec<Hit> {
+        self.query_with(q, limit, path_prefix, false)
+    }
+
+    fn query_with(
+        &self,
+        q: &str,
+        limit: usize,
+        path_prefix: Option<&str>,
+        prune: bool,
+    ) -> Vec<Hit> {
         let query = self.analyze_query(q);
         if query.is_empty() || limit == 0 || self.live_chunks == 0 {
             return Vec::new();
         }
-        let n = self.live_chunks as f64;
-        let avg_len = (self.total_len as f64 / n).max(1.0);
-        let avg_title = (self.total_title_len as f64 / n).max(1.0);
-        let (k1, b, wt) = (self.params.k1, self.params.b, self.params.title_weight);
-        let nw = self.params.note_weight;
-        let n_notes = (self.live_notes as f64).max(1.0);
-        let avg_note_len = (self.total_len as f64 / n_notes).max(1.0);
+        let stats = self.stats();
+        let rank = |scratch: &mut Scratch| {
+            scratch.fit(self.chunks.len(), self.notes.len());
+            let pruned = if prune {
+                self.pruned(&query, limit, path_prefix, &stats, scratch)
+            } else {
+                None
+            };
+            let ranked = match pruned {
+                Some(scored) => self.top(scored, limit),
+                None => self.exhaustive(&query, limit, path_prefix, &stats, scratch),
+            };
+            scratch.busy = false;
+            ranked
+        };
+        let ranked = SCRATCH.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut scratch) => rank(&mut scratch),
+            Err(_) => rank(&mut Scratch::default()),
+        });
+        ranked
+            .into_iter()
+            .filter_map(|(score, slot)| self.hit(slot, score, &query))
+            .collect()
+    }
 
-        // Candidates: chunks whose own text holds a query term, under the prefix.
-        // Dense per-slot arrays: a query touches a large share of the chunks of
-        // a vault with a small vocabulary, where hashing would dominate.
-        let mut note_ok: Vec<u8> = Vec::new(); // 0 unknown, 1 in prefix, 2 not
-        if path_prefix.is_some() {
-            note_ok.resize(self.notes.len(), 0);
+    fn stats(&self) -> Stats {
+        let n = self.live_chunks as f64;
+        let n_notes = (self.live_notes as f64).max(1.0);
+        Stats {
+            n,
+            avg_len: (self.total_len as f64 / n).max(1.0),
+            avg_title: (self.total_title_len as f64 / n).max(1.0),
+            n_notes,
+            avg_note_len: (self.total_len as f64 / n_notes).max(1.0),
+            k1: self.params.k1,
+            b: self.params.b,
+            wt: self.params.title_weight,
+            nw: self.params.note_weight,
         }
-        let mut is_candidate = vec![false; self.chunks.len()];
-        let mut candidates: Vec<u32> = Vec::new();
-        for qt in &query {
+    }
+
+    /// The best `limit` candidates (chunks whose own text holds a query term,
+    /// under the prefix) with their scores, every candidate scored term at a
+    /// time over the postings.
+    fn exhaustive(
+        &self,
+        query: &[QueryTerm],
+        limit: usize,
+        path_prefix: Option<&str>,
+        st: &Stats,
+        scratch: &mut Scratch,
+    ) -> Vec<(f64, u32)> {
+        let Scratch {
+            is_candidate,
+            scores,
+            body_tf,
+            title_tf,
+            note_score,
+            note_ok,
+            candidates,
+            ..
+        } = scratch;
+        let (k1, b, wt, nw) = (st.k1, st.b, st.wt, st.nw);
+        candidates.clear();
+        for qt in query {
             for (slot, _) in self.terms.body[qt.id as usize].iter() {
                 if is_candidate[slot as usize] {
                     continue;
@@ -37,44 +176,24 @@ impl Index {
                 let Some(chunk) = self.chunks[slot as usize].as_ref() else {
                     continue;
                 };
-                if let Some(prefix) = path_prefix {
-                    let state = &mut note_ok[chunk.note as usize];
-                    if *state == 0 {
-                        let inside = self.notes[chunk.note as usize]
-                            .as_ref()
-                            .is_some_and(|note| path_matches_prefix(&note.path, prefix));
-                        *state = if inside { 1 } else { 2 };
-                    }
-                    if *state == 2 {
-                        continue;
-                    }
+                if !self.under_prefix(chunk.note, path_prefix, note_ok) {
+                    continue;
                 }
                 is_candidate[slot as usize] = true;
-                candidates.push(slot);
+                candidates.push((slot, chunk.note));
             }
         }
-        if candidates.is_empty() {
-            return Vec::new();
-        }
-        let cand_notes: Vec<(u32, u32)> = candidates
-            .iter()
-            .filter_map(|&slot| Some((slot, self.chunks[slot as usize].as_ref()?.note)))
-            .collect();
+        let cand_notes = &*candidates;
 
         // Per term, the chunk's BM25F pseudo-frequency (text plus weighted
         // title) is saturated once; the whole note's BM25 is added per note.
-        let mut scores = vec![0f64; self.chunks.len()];
-        let mut body_tf = vec![0f64; self.chunks.len()];
-        let mut title_tf = vec![0f64; self.notes.len()];
-        let mut note_score = vec![0f64; self.notes.len()];
-        for qt in &query {
+        for qt in query {
             let postings = &self.terms.body[qt.id as usize];
-            let df = postings.len() as f64;
-            let idf = (1.0 + (n - df + 0.5) / (df + 0.5)).ln();
+            let body_idf = idf(st.n, postings.len());
             for (slot, tf) in postings.iter() {
                 if is_candidate[slot as usize] {
                     if let Some(chunk) = self.chunks[slot as usize].as_ref() {
-                        let norm = 1.0 - b + b * f64::from(chunk.len) / avg_len;
+                        let norm = 1.0 - b + b * f64::from(chunk.len) / st.avg_len;
                         body_tf[slot as usize] = f64::from(tf) / norm;
                     }
                 }
@@ -83,14 +202,14 @@ impl Index {
             let titles = || title_postings.iter().filter(|_| wt > 0.0);
             for (note_slot, tf) in titles() {
                 if let Some(note) = self.notes[note_slot as usize].as_ref() {
-                    let norm = 1.0 - b + b * f64::from(note.title_len) / avg_title;
+                    let norm = 1.0 - b + b * f64::from(note.title_len) / st.avg_title;
                     title_tf[note_slot as usize] = wt * f64::from(tf) / norm;
                 }
             }
-            for &(slot, note) in &cand_notes {
+            for &(slot, note) in cand_notes {
                 let t = std::mem::take(&mut body_tf[slot as usize]) + title_tf[note as usize];
                 if t > 0.0 {
-                    scores[slot as usize] += qt.weight * idf * t / (k1 + t);
+                    scores[slot as usize] += qt.weight * body_idf * t / (k1 + t);
                 }
             }
             for (note_slot, _) in titles() {
@@ -98,38 +217,220 @@ impl Index {
             }
             if nw > 0.0 {
                 let postings = &self.terms.whole[qt.id as usize];
-                let df = postings.len() as f64;
-                let idf = (1.0 + (n_notes - df + 0.5) / (df + 0.5)).ln();
+                let note_idf = idf(st.n_notes, postings.len());
                 for (note_slot, tf) in postings.iter() {
                     if let Some(note) = self.notes[note_slot as usize].as_ref() {
-                        let t = f64::from(tf) / (1.0 - b + b * note.len as f64 / avg_note_len);
-                        note_score[note_slot as usize] += nw * qt.weight * idf * t / (k1 + t);
+                        let t = f64::from(tf) / (1.0 - b + b * note.len as f64 / st.avg_note_len);
+                        note_score[note_slot as usize] += nw * qt.weight * note_idf * t / (k1 + t);
                     }
                 }
             }
         }
-        if nw > 0.0 {
-            for &(slot, note) in &cand_notes {
-                scores[slot as usize] += note_score[note as usize];
+        let scored = cand_notes.iter().map(|&(slot, note)| {
+            let mut score = std::mem::take(&mut scores[slot as usize]);
+            if nw > 0.0 {
+                score += note_score[note as usize];
             }
+            is_candidate[slot as usize] = false;
+            (score, slot)
+        });
+        let best = self.top(scored, limit);
+        note_score.fill(0.0);
+        if path_prefix.is_some() {
+            note_ok.fill(0);
         }
+        best
+    }
 
-        let mut ranked: Vec<(f64, u32)> = candidates
-            .iter()
-            .map(|&slot| (scores[slot as usize], slot))
-            .collect();
+    /// The best `limit` of `scored`, best first: by score, ties by path bytes
+    /// then chunk index. One pass keeping the best so far, so a large
+    /// candidate set is neither stored nor sorted.
+    fn top(&self, scored: impl IntoIterator<Item = (f64, u32)>, limit: usize) -> Vec<(f64, u32)> {
         let cmp = |a: &(f64, u32), b: &(f64, u32)| {
             b.0.total_cmp(&a.0).then_with(|| self.chunk_order(a.1, b.1))
         };
-        if ranked.len() > limit {
-            ranked.select_nth_unstable_by(limit - 1, cmp);
-            ranked.truncate(limit);
+        let mut best: Vec<(f64, u32)> = Vec::with_capacity(limit + 1);
+        for item in scored {
+            if best.len() == limit {
+                match best.last() {
+                    Some(worst) if cmp(&item, worst) == std::cmp::Ordering::Less => {}
+                    _ => continue,
+                }
+                best.pop();
+            }
+            let at = best.partition_point(|b| cmp(b, &item) == std::cmp::Ordering::Less);
+            best.insert(at, item);
         }
-        ranked.sort_unstable_by(cmp);
-        ranked
-            .into_iter()
-            .filter_map(|(score, slot)| self.hit(slot, score, &query))
-            .collect()
+        best
+    }
+
+    /// MaxScore over notes: a query term adds at most `weight * (idf +
+    /// note_weight * note idf)` to any chunk (both saturations stay below 1),
+    /// and only to chunks of notes that hold it (in their text or title field).
+    /// Terms are taken by that bound, highest first; each one's notes have
+    /// their candidate chunks scored exactly (document at a time, the same
+    /// arithmetic in the same order as [`Index::exhaustive`]). Once the chunks
+    /// scored so far hold `limit` whose lowest score is above the sum of the
+    /// bounds of the terms not taken yet, no other chunk can enter the answer,
+    /// and ranking stops. `None` when the notes to visit outgrow a share of the
+    /// postings an exhaustive pass reads (terms common everywhere, where
+    /// bounds prune nothing): the caller then scores exhaustively.
+    fn pruned(
+        &self,
+        query: &[QueryTerm],
+        limit: usize,
+        path_prefix: Option<&str>,
+        st: &Stats,
+        scratch: &mut Scratch,
+    ) -> Option<Vec<(f64, u32)>> {
+        let bound = |qt: &QueryTerm| {
+            let body = idf(st.n, self.terms.body[qt.id as usize].len()).max(0.0);
+            let whole = if st.nw > 0.0 {
+                st.nw * idf(st.n_notes, self.terms.whole[qt.id as usize].len()).max(0.0)
+            } else {
+                0.0
+            };
+            qt.weight * (body + whole)
+        };
+        let mut order: Vec<(f64, usize)> = query
+            .iter()
+            .enumerate()
+            .map(|(i, qt)| (bound(qt), i))
+            .collect();
+        order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        // Scoring a note's chunks here costs a binary search per term and
+        // chunk where the exhaustive pass streams through the postings: it
+        // pays only while the notes to visit are a small share of them.
+        let exhaustive_work: usize = query
+            .iter()
+            .map(|qt| self.terms.body[qt.id as usize].len())
+            .sum();
+        let budget = exhaustive_work / (16 * query.len());
+        let idfs: Vec<(f64, f64)> = query
+            .iter()
+            .map(|qt| {
+                (
+                    idf(st.n, self.terms.body[qt.id as usize].len()),
+                    idf(st.n_notes, self.terms.whole[qt.id as usize].len()),
+                )
+            })
+            .collect();
+
+        let mut seen: Vec<u32> = Vec::new();
+        let mut scored: Vec<(f64, u32)> = Vec::new();
+        let mut work = 0usize;
+        let mut result = None;
+        for (taken, &(_, term)) in order.iter().enumerate() {
+            let qt = &query[term];
+            let whole = &self.terms.whole[qt.id as usize];
+            let title = &self.terms.title[qt.id as usize];
+            work += whole.len() + if st.wt > 0.0 { title.len() } else { 0 };
+            if work > budget {
+                break;
+            }
+            let titles = title.iter().filter(|_| st.wt > 0.0);
+            for (note_slot, _) in whole.iter().chain(titles) {
+                if std::mem::replace(&mut scratch.note_seen[note_slot as usize], true) {
+                    continue;
+                }
+                seen.push(note_slot);
+                if self.under_prefix(note_slot, path_prefix, &mut scratch.note_ok) {
+                    self.score_note(note_slot, query, &idfs, st, &mut scored);
+                }
+            }
+            let rest: f64 = order[taken + 1..].iter().map(|&(b, _)| b).sum();
+            if taken + 1 == order.len() {
+                result = Some(std::mem::take(&mut scored));
+                break;
+            }
+            if scored.len() >= limit {
+                let cmp = |a: &(f64, u32), b: &(f64, u32)| b.0.total_cmp(&a.0);
+                scored.select_nth_unstable_by(limit - 1, cmp);
+                let kth = scored[limit - 1].0;
+                // A margin for rounding in the scores' sums.
+                if rest * (1.0 + 1e-9) + 1e-12 < kth {
+                    scored.truncate(limit);
+                    result = Some(std::mem::take(&mut scored));
+                    break;
+                }
+            }
+        }
+        for note_slot in seen {
+            scratch.note_seen[note_slot as usize] = false;
+        }
+        if path_prefix.is_some() {
+            scratch.note_ok.fill(0);
+        }
+        result
+    }
+
+    /// Scores the candidate chunks of one note, as [`Index::exhaustive`] does.
+    fn score_note(
+        &self,
+        note_slot: u32,
+        query: &[QueryTerm],
+        idfs: &[(f64, f64)],
+        st: &Stats,
+        out: &mut Vec<(f64, u32)>,
+    ) {
+        let Some(note) = self.notes[note_slot as usize].as_ref() else {
+            return;
+        };
+        let (k1, b, wt, nw) = (st.k1, st.b, st.wt, st.nw);
+        let mut note_score = 0f64;
+        if nw > 0.0 {
+            for (qt, &(_, note_idf)) in query.iter().zip(idfs) {
+                let tf = self.terms.whole[qt.id as usize].get(note_slot);
+                if tf > 0 {
+                    let t = f64::from(tf) / (1.0 - b + b * note.len as f64 / st.avg_note_len);
+                    note_score += nw * qt.weight * note_idf * t / (k1 + t);
+                }
+            }
+        }
+        for &slot in &note.chunks {
+            let Some(chunk) = self.chunks[slot as usize].as_ref() else {
+                continue;
+            };
+            let mut score = 0f64;
+            let mut candidate = false;
+            for (qt, &(body_idf, _)) in query.iter().zip(idfs) {
+                let tf = self.terms.body[qt.id as usize].get(slot);
+                let mut t = 0.0;
+                if tf > 0 {
+                    candidate = true;
+                    let norm = 1.0 - b + b * f64::from(chunk.len) / st.avg_len;
+                    t = f64::from(tf) / norm;
+                }
+                if wt > 0.0 {
+                    if let Some(&(_, tf)) = note.title_terms.iter().find(|e| e.0 == qt.id) {
+                        let norm = 1.0 - b + b * f64::from(note.title_len) / st.avg_title;
+                        t += wt * f64::from(tf) / norm;
+                    }
+                }
+                if t > 0.0 {
+                    score += qt.weight * body_idf * t / (k1 + t);
+                }
+            }
+            if candidate {
+                if nw > 0.0 {
+                    score += note_score;
+                }
+                out.push((score, slot));
+            }
+        }
+    }
+
+    /// Whether a note is under the prefix, remembered in `state`.
+    fn under_prefix(&self, note: u32, prefix: Option<&str>, state: &mut [u8]) -> bool {
+        let Some(prefix) = prefix else { return true };
+        let state = &mut state[note as usize];
+        if *state == 0 {
+            let inside = self.notes[note as usize]
+                .as_ref()
+                .is_some_and(|n| path_matches_prefix(&n.path, prefix));
+            *state = if inside { 1 } else { 2 };
+        }
+        *state == 1
     }
 
     fn chunk_order(&self, a: u32, b: u32) -> std::cmp::Ordering {
@@ -201,10 +502,191 @@ impl Index {
     }
 }
 
+/// BM25's inverse document frequency of a term in `df` of `n` documents.
+fn idf(n: f64, df: usize) -> f64 {
+    let df = df as f64;
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
 #[derive(Debug)]
 struct QueryTerm {
     term: String,
     surface: String,
     id: u32,
     weight: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Params;
+
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) as usize % n
+        }
+
+        /// A word of a 3,000-word vocabulary, Zipf-like: a few words are
+        /// everywhere, most are rare.
+        fn word(&mut self) -> String {
+            let u = (self.below(1 << 20) as f64 + 0.5) / f64::from(1 << 20);
+            format!("w{}", (u.powi(4) * 3000.0) as usize)
+        }
+    }
+
+    /// Notes in nested folders with headings, front-matter titles, several
+    /// chunks and repeated notes' words.
+    fn vault(seed: u64, count: usize) -> Vec<(String, String)> {
+        let mut rng = Rng(seed);
+        let folders = ["a", "a/c", "b", "b/d/e", ""];
+        (0..count)
+            .map(|i| {
+                let folder = folders[rng.below(folders.len())];
+                let path = if folder.is_empty() {
+                    format!("n{i}.md")
+                } else {
+                    format!("{folder}/n{i}.md")
+                };
+                let mut text = String::new();
+                if rng.below(3) == 0 {
+                    text.push_str(&format!("---\ntitle: {} {}\n---\n", rng.word(), rng.word()));
+                }
+                for section in 0..1 + rng.below(4) {
+                    text.push_str(&format!("\n# {} {section}\n", rng.word()));
+                    for _ in 0..rng.below(120) {
+                        text.push_str(&rng.word());
+                        text.push(if rng.below(12) == 0 { '\n' } else { ' ' });
+                    }
+                }
+                (path, text)
+            })
+            .collect()
+    }
+
+    fn queries(seed: u64, count: usize) -> Vec<String> {
+        let mut rng = Rng(seed);
+        let common = |rng: &mut Rng| format!("w{}", rng.below(20));
+        let rare = |rng: &mut Rng| format!("w{}", 1500 + rng.below(1500));
+        (0..count)
+            .map(|i| match i % 7 {
+                0 => rng.word(),
+                1 => format!("{} {}", rng.word(), rng.word()),
+                2 => format!("{} {}", rare(&mut rng), common(&mut rng)),
+                3 => format!(
+                    "{} {} {}",
+                    common(&mut rng),
+                    rare(&mut rng),
+                    common(&mut rng)
+                ),
+                4 => {
+                    let w = rng.word();
+                    format!("{w} {} {w}", rare(&mut rng))
+                }
+                5 => format!("{} {}", common(&mut rng), common(&mut rng)),
+                _ => format!("{} the {}", rare(&mut rng), rare(&mut rng)),
+            })
+            .collect()
+    }
+
+    /// Pruned ranking answers exactly what scoring every candidate does
+    /// (hits, order, scores to the bit, ties), over single words, pairs,
+    /// rare with common terms, repeated terms, prefixes and limits 1..=50;
+    /// and it does prune: most queries of rare with common terms stop early at
+    /// the default limit (two rare terms are cheap to score whole).
+    #[test]
+    fn pruned_ranking_equals_exhaustive() {
+        let prefixes = [None, Some("a"), Some("a/c"), Some("b/d")];
+        for (params, count) in [
+            (Params::default(), 700),
+            (
+                Params {
+                    title_weight: 0.0,
+                    note_weight: 0.0,
+                    ..Params::default()
+                },
+                150,
+            ),
+        ] {
+            let mut idx = Index::build_with(vault(11, 1500), params);
+            // Updates leave free slots, tombstones and unsorted tails.
+            for (path, text) in vault(12, 200).into_iter().step_by(3) {
+                idx.remove_note(&path);
+                idx.upsert_note(&format!("x/{path}"), &text);
+            }
+            let mut rng = Rng(5);
+            let (mut pruned, mut rare_queries) = (0, 0);
+            for (i, q) in queries(3, count).iter().enumerate() {
+                let limit = 1 + rng.below(50);
+                let prefix = prefixes[rng.below(prefixes.len())];
+                let want = idx.query_exhaustive(q, limit, prefix);
+                assert_eq!(
+                    idx.query(q, limit, prefix),
+                    want,
+                    "{q:?} {limit} {prefix:?}"
+                );
+                assert!(want.len() <= limit);
+
+                let query = idx.analyze_query(q);
+                if [2, 3].contains(&(i % 7)) && !query.is_empty() {
+                    rare_queries += 1;
+                    let mut scratch = Scratch::default();
+                    scratch.fit(idx.chunks.len(), idx.notes.len());
+                    let stats = idx.stats();
+                    // At the server's default limit.
+                    let got = idx.pruned(&query, 5, prefix, &stats, &mut scratch);
+                    if got.is_some() {
+                        pruned += 1;
+                    }
+                    assert!(scratch.note_seen.iter().all(|&s| !s));
+                    assert!(scratch.note_ok.iter().all(|&s| s == 0));
+                }
+            }
+            assert!(
+                pruned * 2 > rare_queries,
+                "{pruned} of {rare_queries} pruned"
+            );
+        }
+    }
+
+    /// Keeping the best so far selects what sorting everything would, ties
+    /// (many here) broken by path and chunk.
+    #[test]
+    fn top_equals_a_full_sort() {
+        let idx = Index::build(vault(2, 80));
+        let slots: Vec<u32> = (0..idx.chunks.len() as u32)
+            .filter(|&s| idx.chunks[s as usize].is_some())
+            .collect();
+        let mut rng = Rng(9);
+        for limit in [1, 2, 5, 17, 50, 1000] {
+            let scored: Vec<(f64, u32)> = slots
+                .iter()
+                .map(|&s| (rng.below(4) as f64 * 0.5, s))
+                .collect();
+            let mut want = scored.clone();
+            want.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| idx.chunk_order(a.1, b.1)));
+            want.truncate(limit);
+            assert_eq!(idx.top(scored, limit), want, "{limit}");
+        }
+    }
+
+    /// A query cut short (a panic mid-way) leaves no trace in the next one.
+    #[test]
+    fn a_dirty_scratch_is_cleared() {
+        let idx = Index::build(vault(1, 50));
+        let want = idx.query_exhaustive("w1 w2", 10, None);
+        SCRATCH.with(|cell| {
+            let mut scratch = cell.borrow_mut();
+            scratch.fit(idx.chunks.len(), idx.notes.len());
+            scratch.scores.iter_mut().for_each(|s| *s = 7.0);
+            scratch.is_candidate.iter_mut().for_each(|c| *c = true);
+        });
+        assert_eq!(idx.query_exhaustive("w1 w2", 10, None), want);
+        assert_eq!(idx.query("w1 w2", 10, None), want);
+    }
 }

@@ -12,6 +12,7 @@ pub mod view;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use cap_std::fs::FileType;
 
@@ -117,6 +118,31 @@ impl Notes {
         notes.extend(self.notes_behind(links));
         notes.sort_unstable();
         notes.dedup();
+        Ok(notes)
+    }
+
+    /// Every note as [`Notes::list`] lists them, with its size and modification
+    /// time, in one walk: a regular file is looked at through its folder's
+    /// handle (nothing followed, nothing opened), a symlinked note as
+    /// [`Notes::stat`] does. A note gone meanwhile is left out.
+    pub fn list_stats(&self) -> Result<Vec<(String, u64, SystemTime)>> {
+        let mut notes = Vec::new();
+        let links = self.walk_notes(|rel, dir| {
+            let name = rel.rsplit('/').next().unwrap_or(rel);
+            let stat = dir.symlink_metadata(name).ok().filter(|m| m.is_file());
+            if let Some((meta, modified)) = stat.and_then(|m| Some((m.len(), m.modified().ok()?))) {
+                notes.push((rel.to_string(), meta, modified.into_std()));
+            }
+        });
+        for link in self.notes_behind(links) {
+            if let Some(meta) = self.stat(&link) {
+                if let Ok(modified) = meta.modified() {
+                    notes.push((link, meta.len(), modified));
+                }
+            }
+        }
+        notes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        notes.dedup_by(|a, b| a.0 == b.0);
         Ok(notes)
     }
 
@@ -316,5 +342,45 @@ fn text(bytes: Vec<u8>) -> String {
     match String::from_utf8(bytes) {
         Ok(text) => text,
         Err(err) => String::from_utf8_lossy(err.as_bytes()).into_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    /// One walk gives what listing and then stat-ing each note gives: the same
+    /// notes (symlinked ones included, hidden ones and links out left out),
+    /// sizes and times.
+    #[test]
+    fn list_stats_equals_list_then_stat() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fs::create_dir_all(root.join("a/b")).unwrap();
+        fs::create_dir_all(root.join(".hidden")).unwrap();
+        fs::write(root.join("top.md"), "top").unwrap();
+        fs::write(root.join("a/one.md"), "one!").unwrap();
+        fs::write(root.join("a/b/two.MD"), "two two").unwrap();
+        fs::write(root.join("a/not-a-note.txt"), "x").unwrap();
+        fs::write(root.join(".hidden/h.md"), "h").unwrap();
+        fs::write(outside.path().join("out.md"), "out").unwrap();
+        std::os::unix::fs::symlink("one.md", root.join("a/link.md")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("out.md"), root.join("escape.md")).unwrap();
+        std::os::unix::fs::symlink("a", root.join("folder-link")).unwrap();
+
+        let notes = Notes::open(root).unwrap();
+        let listed = notes.list().unwrap();
+        assert_eq!(listed, ["a/b/two.MD", "a/link.md", "a/one.md", "top.md"]);
+        let want: Vec<(String, u64, SystemTime)> = listed
+            .iter()
+            .map(|p| {
+                let meta = notes.stat(p).unwrap();
+                (p.clone(), meta.len(), meta.modified().unwrap())
+            })
+            .collect();
+        assert_eq!(notes.list_stats().unwrap(), want);
+        assert_eq!(want[1].1, 4, "a symlinked note has its target's size");
     }
 }

@@ -380,7 +380,9 @@ impl Root {
             }
         }
         if let Ok(Some(state)) = self.state_dir(false) {
-            removed += remove_matching(&state, |name| name.starts_with("index.json.tmp-"));
+            removed += remove_matching(&state, |name| {
+                name.starts_with("index.json.tmp-") || name.starts_with("index.bin.tmp-")
+            });
         }
         removed
     }

@@ -1,0 +1,920 @@
+//! `.mirai/index.bin`: the index in a compact binary form beside the JSON
+//! artifact, so a restart takes the postings as they are instead of parsing
+//! the JSON and tokenizing every chunk again. The JSON stays the contract;
+//! this file is a cache of it, used only when it provably belongs to the JSON
+//! on disk: it records the size and SHA-256 of the exact JSON it was written
+//! with (hashed again on every load, beside the decoding), a fingerprint of
+//! the analyzer that made its postings (the parameters and the tokenizer's
+//! output on a probe text), and a CRC-32 of itself. Anything else (no file,
+//! another JSON, another analyzer, a truncated or damaged file) means the JSON
+//! is read instead, with a log line.
+//!
+//! Parsed defensively, since a repository can carry a hostile one: every count
+//! is checked against the bytes left before anything is allocated, every slot
+//! and term id against its table, postings must be strictly increasing with
+//! frequencies above zero, and the tables must agree with each other (each
+//! chunk's length with its postings, the whole-note postings with the chunks',
+//! the title postings with the notes' title terms), so an index loaded from it
+//! keeps the invariants updates rely on. Nothing in it panics or allocates more
+//! than the file's own size allows.
+//!
+//! Layout, little-endian, `v` a LEB128 varint: magic `MIRAIBIN`, u32 version,
+//! u64 analyzer fingerprint, u64 JSON size, the JSON's 32-byte SHA-256, i64
+//! `generated_at` (seconds), `notes_commit` (u8 present, then a string), v note
+//! slots, v chunk slots; the terms (v count, each a string; a term's id is its
+//! place); per note slot a u8 live flag, then path, u64 size, u64 FNV-1a,
+//! v title length, v chunk count, v title-term count and (v term, v tf) pairs;
+//! per chunk slot a u8 live flag, then v note slot, v chunk index, v length
+//! and the content; per term its body, title and whole-note postings (v count,
+//! then (v slot gap, v tf) pairs, the gap counted from the previous slot plus
+//! one); last a u32 CRC-32 of everything before it. A string is v length and
+//! UTF-8 bytes. Slots are the index's own, free ones included, so a write
+//! copies the tables as they are.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::sync::OnceLock;
+use std::time::SystemTime;
+
+use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use chrono::{DateTime, Utc};
+use rustc_hash::FxBuildHasher;
+use sha2::{Digest, Sha256};
+
+use super::artifact::{check_path, ArtifactMeta};
+use super::postings::{Postings, Terms};
+use super::update::title_field;
+use super::{fnv1a, Chunk, Index, Note, Params};
+
+pub const FILE_NAME: &str = "index.bin";
+const MAGIC: &[u8; 8] = b"MIRAIBIN";
+const VERSION: u32 = 1;
+
+/// The JSON artifact a binary form belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct JsonId {
+    pub(super) size: u64,
+    pub(super) sha256: [u8; 32],
+}
+
+/// Passes the JSON artifact's bytes through to `inner` while hashing them.
+pub(super) struct HashingWriter<W> {
+    inner: W,
+    sha: Sha256,
+    size: u64,
+}
+
+impl<W: Write> HashingWriter<W> {
+    pub(super) fn new(inner: W) -> Self {
+        HashingWriter {
+            inner,
+            sha: Sha256::new(),
+            size: 0,
+        }
+    }
+
+    pub(super) fn finish(self) -> (W, JsonId) {
+        let id = JsonId {
+            size: self.size,
+            sha256: self.sha.finalize().into(),
+        };
+        (self.inner, id)
+    }
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.sha.update(&buf[..n]);
+        self.size += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// What the tokenizer and title field make of a probe, with the parameters:
+/// a binary form written by a mirai that analyzed text differently (its
+/// postings would not match the terms queries look up now) is not used.
+fn analyzer_fingerprint() -> u64 {
+    static FINGERPRINT: OnceLock<u64> = OnceLock::new();
+    *FINGERPRINT.get_or_init(|| {
+        const PROBE: &str = "The Quick brown foxes were running; don't STOP at naïve Café \
+             résumés, studies and relational databases. 2024-11-24 v1.2.3 \
+             全文検索の評価 かな カタカナ 한국어 emoji 🦀 under_score hyphen-ated \
+             http://example.com/a?b=c #tag [[Link|alias]]";
+        let params = Params::default();
+        let idx = Index::empty(params);
+        let mut seen = format!("{params:?}\n");
+        idx.tokenizer.for_each_token(PROBE, |term, start, end| {
+            seen.push_str(&format!("{term}:{start}:{end} "));
+        });
+        seen.push_str(&title_field(
+            "folder/probe.md",
+            "---\ntitle: \"Probe title\"\n---\n# Heading\n",
+        ));
+        seen.push_str(&title_field(
+            "probe.MD",
+            "```\n# not a heading\n```\n# Real\n",
+        ));
+        fnv1a(seen.as_bytes())
+    })
+}
+
+/// Bytes on their way to the file, with their running CRC.
+struct Out {
+    buf: Vec<u8>,
+    file: std::fs::File,
+    crc: crc32fast::Hasher,
+}
+
+impl Out {
+    fn spill(&mut self) -> io::Result<()> {
+        self.crc.update(&self.buf);
+        self.file.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    fn raw(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.buf.extend_from_slice(bytes);
+        if self.buf.len() >= 1 << 20 {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn v(&mut self, mut x: u64) -> io::Result<()> {
+        let mut tmp = [0u8; 10];
+        let mut n = 0;
+        while x >= 0x80 {
+            tmp[n] = (x as u8) | 0x80;
+            x >>= 7;
+            n += 1;
+        }
+        tmp[n] = x as u8;
+        self.raw(&tmp[..=n])
+    }
+
+    fn string(&mut self, s: &str) -> io::Result<()> {
+        self.v(s.len() as u64)?;
+        self.raw(s.as_bytes())
+    }
+}
+
+/// Writes `index.bin` for `idx`, whose JSON artifact was just written as
+/// `json` (temp file and rename, like the JSON; no flush to the disk: a torn
+/// file fails its checksum and the JSON is read). Only an index with the
+/// default parameters is written: that is what a load makes.
+pub(super) fn write(
+    state: &Dir,
+    idx: &Index,
+    json: JsonId,
+    generated_at: DateTime<Utc>,
+    notes_commit: Option<&str>,
+) -> io::Result<()> {
+    if idx.params != Params::default() {
+        return remove(state);
+    }
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = format!(
+        "{FILE_NAME}.tmp-{}-{nanos}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    );
+    let mut options = OpenOptions::new();
+    options
+        .write(true)
+        .create_new(true)
+        .follow(FollowSymlinks::No)
+        .mode(0o644);
+    let file = state.open_with(&tmp, &options)?.into_std();
+    let mut out = Out {
+        buf: Vec::with_capacity(1 << 21),
+        file,
+        crc: crc32fast::Hasher::new(),
+    };
+    let result = encode(&mut out, idx, json, generated_at, notes_commit)
+        .and_then(|()| {
+            out.spill()?;
+            let crc = std::mem::take(&mut out.crc).finalize();
+            out.file.write_all(&crc.to_le_bytes())
+        })
+        .and_then(|()| state.rename(&tmp, state, FILE_NAME));
+    if result.is_err() {
+        let _ = state.remove_file(&tmp);
+    }
+    result
+}
+
+/// Deletes `index.bin`, if there is one.
+pub(super) fn remove(state: &Dir) -> io::Result<()> {
+    match state.remove_file(FILE_NAME) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+fn encode(
+    out: &mut Out,
+    idx: &Index,
+    json: JsonId,
+    generated_at: DateTime<Utc>,
+    notes_commit: Option<&str>,
+) -> io::Result<()> {
+    out.raw(MAGIC)?;
+    out.raw(&VERSION.to_le_bytes())?;
+    out.raw(&analyzer_fingerprint().to_le_bytes())?;
+    out.raw(&json.size.to_le_bytes())?;
+    out.raw(&json.sha256)?;
+    out.raw(&generated_at.timestamp().to_le_bytes())?;
+    match notes_commit {
+        Some(commit) => {
+            out.raw(&[1])?;
+            out.string(commit)?;
+        }
+        None => out.raw(&[0])?,
+    }
+    out.v(idx.notes.len() as u64)?;
+    out.v(idx.chunks.len() as u64)?;
+
+    let mut names: Vec<&str> = vec![""; idx.terms.body.len()];
+    for (term, &id) in &idx.terms.ids {
+        names[id as usize] = term;
+    }
+    out.v(names.len() as u64)?;
+    for name in names {
+        out.string(name)?;
+    }
+
+    for note in &idx.notes {
+        let Some(note) = note else {
+            out.raw(&[0])?;
+            continue;
+        };
+        out.raw(&[1])?;
+        out.string(&note.path)?;
+        out.raw(&note.bytes.to_le_bytes())?;
+        out.raw(&note.hash.to_le_bytes())?;
+        out.v(note.title_len.into())?;
+        out.v(note.chunks.len() as u64)?;
+        out.v(note.title_terms.len() as u64)?;
+        for &(term, tf) in &note.title_terms {
+            out.v(term.into())?;
+            out.v(tf.into())?;
+        }
+    }
+
+    for chunk in &idx.chunks {
+        let Some(chunk) = chunk else {
+            out.raw(&[0])?;
+            continue;
+        };
+        out.raw(&[1])?;
+        out.v(chunk.note.into())?;
+        out.v(chunk.chunk_index.into())?;
+        out.v(chunk.len.into())?;
+        out.string(&chunk.content)?;
+    }
+
+    for id in 0..idx.terms.body.len() {
+        for list in [
+            &idx.terms.body[id],
+            &idx.terms.title[id],
+            &idx.terms.whole[id],
+        ] {
+            let entries = list.sorted_entries();
+            out.v(entries.len() as u64)?;
+            let mut next = 0u32;
+            for &(slot, tf) in entries.iter() {
+                out.v((slot - next).into())?;
+                out.v(tf.into())?;
+                next = slot + 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The index and metadata from `index.bin`, when it belongs to `json` (the
+/// JSON artifact, opened by the caller); `None` (after a log line saying why)
+/// when the JSON must be read instead.
+pub(super) fn read(state: &Dir, json: &std::fs::File) -> Option<(Index, ArtifactMeta)> {
+    let json_size = json.metadata().ok()?.len();
+    let bytes = match read_file(state, json_size) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
+            log::info!("no .mirai/{FILE_NAME} yet; reading the JSON artifact");
+            return None;
+        }
+        Err(e) => {
+            log::warn!("not using .mirai/{FILE_NAME} ({e}); reading the JSON artifact");
+            return None;
+        }
+    };
+    let loaded = std::thread::scope(|scope| {
+        let (mut r, header) = header(&bytes, json_size)?;
+        // The JSON is hashed on another core while this one decodes.
+        let hashing = scope.spawn(move || sha256_of(json, json_size));
+        let decoded = body(&mut r);
+        let sha = hashing
+            .join()
+            .map_err(|_| "hashing the JSON artifact failed".to_string())?
+            .map_err(|e| format!("the JSON artifact could not be read: {e}"))?;
+        if sha != header.json_sha256 {
+            return Err("it was written with another JSON artifact".to_string());
+        }
+        let meta = ArtifactMeta {
+            generated_at: header.generated_at,
+            notes_commit: header.notes_commit,
+            byte_size: json_size,
+        };
+        Ok((decoded?, meta))
+    });
+    match loaded {
+        Ok(loaded) => Some(loaded),
+        Err(e) => {
+            log::warn!("not using .mirai/{FILE_NAME} ({e}); reading the JSON artifact");
+            None
+        }
+    }
+}
+
+/// The file's bytes (a regular file, opened without following a link or
+/// blocking); `None` when there is none. A binary form is smaller than
+/// its JSON: one much larger is refused before it is read.
+fn read_file(state: &Dir, json_size: u64) -> io::Result<Option<Vec<u8>>> {
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .follow(FollowSymlinks::No)
+        .custom_flags(libc::O_NONBLOCK);
+    let file = match state.open_with(FILE_NAME, &options) {
+        Ok(file) => file.into_std(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other("it is not a regular file"));
+    }
+    let cap = json_size.saturating_mul(2).saturating_add(1 << 20);
+    if meta.len() > cap {
+        return Err(io::Error::other("it is larger than its JSON could give"));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(cap + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
+        return Err(io::Error::other("it is larger than its JSON could give"));
+    }
+    Ok(Some(bytes))
+}
+
+fn sha256_of(file: &std::fs::File, size: u64) -> io::Result<[u8; 32]> {
+    let mut sha = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    loop {
+        let n = file.read_at(&mut buf, at)?;
+        if n == 0 {
+            break;
+        }
+        sha.update(&buf[..n]);
+        at += n as u64;
+    }
+    if at != size {
+        return Err(io::Error::other("it changed while it was read"));
+    }
+    Ok(sha.finalize().into())
+}
+
+type Res<T> = std::result::Result<T, String>;
+
+/// A bounds-checked cursor over the file's bytes.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn left(&self) -> usize {
+        self.bytes.len() - self.at
+    }
+
+    fn take(&mut self, n: usize) -> Res<&'a [u8]> {
+        if n > self.left() {
+            return Err("it is truncated".into());
+        }
+        let out = &self.bytes[self.at..self.at + n];
+        self.at += n;
+        Ok(out)
+    }
+
+    fn array<const N: usize>(&mut self) -> Res<[u8; N]> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N)?);
+        Ok(out)
+    }
+
+    fn flag(&mut self) -> Res<bool> {
+        match self.array::<1>()? {
+            [0] => Ok(false),
+            [1] => Ok(true),
+            _ => Err("a flag is neither 0 nor 1".into()),
+        }
+    }
+
+    fn u64(&mut self) -> Res<u64> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    fn v(&mut self) -> Res<u64> {
+        let mut x = 0u64;
+        for i in 0..10 {
+            let [b] = self.array::<1>()?;
+            x |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(x);
+            }
+        }
+        Err("a number is too long".into())
+    }
+
+    fn v32(&mut self) -> Res<u32> {
+        u32::try_from(self.v()?).map_err(|_| "a number is out of range".to_string())
+    }
+
+    /// A count of items of at least `min` bytes each, which the bytes left must hold.
+    fn count(&mut self, min: usize) -> Res<usize> {
+        let n = self.v()?;
+        if n > (self.left() / min) as u64 || n > u64::from(u32::MAX) {
+            return Err("a count is larger than the file".into());
+        }
+        Ok(n as usize)
+    }
+
+    fn string(&mut self) -> Res<&'a str> {
+        let n = self.count(1)?;
+        std::str::from_utf8(self.take(n)?).map_err(|_| "a string is not UTF-8".to_string())
+    }
+}
+
+struct Header {
+    json_sha256: [u8; 32],
+    generated_at: DateTime<Utc>,
+    notes_commit: Option<String>,
+}
+
+/// Checks the checksum, magic, version, analyzer and JSON size; returns a
+/// reader at the tables.
+fn header(bytes: &[u8], json_size: u64) -> Res<(Reader<'_>, Header)> {
+    let Some(split) = bytes.len().checked_sub(4) else {
+        return Err("it is truncated".into());
+    };
+    let (payload, crc) = bytes.split_at(split);
+    if crc32fast::hash(payload).to_le_bytes() != crc {
+        return Err("its checksum does not match (damaged or truncated)".into());
+    }
+    let mut r = Reader {
+        bytes: payload,
+        at: 0,
+    };
+    if r.array::<8>()? != *MAGIC {
+        return Err("it is not a mirai index".into());
+    }
+    let version = u32::from_le_bytes(r.array()?);
+    if version != VERSION {
+        return Err(format!("version {version} is not {VERSION}"));
+    }
+    if r.u64()? != analyzer_fingerprint() {
+        return Err("it was made by a mirai that analyzes text differently".into());
+    }
+    if r.u64()? != json_size {
+        return Err("it was written with another JSON artifact".into());
+    }
+    let json_sha256 = r.array()?;
+    let secs = i64::from_le_bytes(r.array()?);
+    let generated_at = DateTime::from_timestamp(secs, 0).ok_or("generated_at is out of range")?;
+    let notes_commit = if r.flag()? {
+        Some(r.string()?.to_string())
+    } else {
+        None
+    };
+    let header = Header {
+        json_sha256,
+        generated_at,
+        notes_commit,
+    };
+    Ok((r, header))
+}
+
+/// The tables, checked against each other, as an index.
+fn body(r: &mut Reader<'_>) -> Res<Index> {
+    let bad = |what: &str| Err(what.to_string());
+    let note_slots = r.count(1)?;
+    let chunk_slots = r.count(1)?;
+
+    let term_count = r.count(1)?;
+    let mut terms = Terms {
+        ids: HashMap::with_capacity_and_hasher(term_count, FxBuildHasher),
+        ..Terms::default()
+    };
+    for id in 0..term_count {
+        if terms.ids.insert(r.string()?.into(), id as u32).is_some() {
+            return bad("a term is listed twice");
+        }
+    }
+
+    let mut idx = Index::empty(Params::default());
+    let mut notes: Vec<Option<Note>> = Vec::with_capacity(note_slots);
+    let mut by_path = BTreeMap::new();
+    let mut chunks_claimed = 0usize;
+    let mut title_entries = 0usize;
+    for slot in 0..note_slots {
+        if !r.flag()? {
+            notes.push(None);
+            continue;
+        }
+        let path = r.string()?;
+        check_path(path).map_err(|_| format!("unsafe note path {path:?}"))?;
+        if by_path.insert(path.to_string(), slot as u32).is_some() {
+            return bad("a note is listed twice");
+        }
+        let bytes = r.u64()?;
+        let hash = r.u64()?;
+        let title_len = r.v32()?;
+        let chunk_count = r.v()?;
+        chunks_claimed = chunks_claimed.saturating_add(chunk_count as usize);
+        if chunks_claimed > chunk_slots {
+            return bad("notes claim more chunks than there are");
+        }
+        let n = r.count(2)?;
+        let mut title_terms: Vec<(u32, u32)> = Vec::with_capacity(n);
+        for _ in 0..n {
+            let term = r.v32()?;
+            let tf = r.v32()?;
+            if term as usize >= term_count || tf == 0 {
+                return bad("a title term is out of range");
+            }
+            title_terms.push((term, tf));
+        }
+        title_terms.sort_unstable();
+        if title_terms.windows(2).any(|w| w[0].0 == w[1].0) {
+            return bad("a title term is listed twice");
+        }
+        let tf_sum: u64 = title_terms.iter().map(|&(_, tf)| u64::from(tf)).sum();
+        if tf_sum != u64::from(title_len) {
+            return bad("a title length disagrees with its terms");
+        }
+        title_entries += n;
+        notes.push(Some(Note {
+            path: path.to_string(),
+            chunks: vec![u32::MAX; chunk_count as usize],
+            title_terms,
+            title_len,
+            len: 0,
+            bytes,
+            hash,
+            // As for an artifact's chunks: reused only when they are what this chunker cuts.
+            cut_here: false,
+        }));
+    }
+
+    let mut chunks: Vec<Option<Chunk>> = Vec::with_capacity(chunk_slots);
+    for slot in 0..chunk_slots {
+        if !r.flag()? {
+            chunks.push(None);
+            continue;
+        }
+        let note_slot = r.v32()?;
+        let chunk_index = r.v32()?;
+        let len = r.v32()?;
+        let content = r.string()?;
+        let Some(Some(note)) = notes.get_mut(note_slot as usize) else {
+            return bad("a chunk belongs to no note");
+        };
+        match note.chunks.get_mut(chunk_index as usize) {
+            Some(place) if *place == u32::MAX => *place = slot as u32,
+            _ => return bad("a chunk's number is out of range or taken"),
+        }
+        note.len += u64::from(len);
+        idx.live_chunks += 1;
+        idx.total_len += u64::from(len);
+        idx.total_title_len += u64::from(note.title_len);
+        idx.content_bytes += content.len() as u64;
+        chunks.push(Some(Chunk {
+            note: note_slot,
+            chunk_index,
+            content: content.to_string(),
+            len,
+        }));
+    }
+    for note in notes.iter().flatten() {
+        if note.chunks.contains(&u32::MAX) {
+            return bad("a note misses a chunk");
+        }
+        if !note.chunks.is_empty() {
+            idx.live_notes += 1;
+        }
+    }
+
+    // Postings, checked against the tables: the body frequencies of a chunk
+    // sum to its length, the whole-note list of a term is the sum of its body
+    // list per note, and the title lists are the notes' title terms.
+    let mut chunk_sums = vec![0u64; chunk_slots];
+    let mut per_note = vec![0u32; note_slots];
+    let mut touched: Vec<u32> = Vec::new();
+    let mut title_seen = 0usize;
+    let live_chunk = |slot: u32| chunks[slot as usize].is_some();
+    let live_note = |slot: u32| notes[slot as usize].is_some();
+    for term in 0..term_count as u32 {
+        let body = list(r, chunk_slots, live_chunk)?;
+        for &(slot, tf) in &body {
+            chunk_sums[slot as usize] += u64::from(tf);
+            let Some(chunk) = chunks[slot as usize].as_ref() else {
+                return bad("a posting names a free chunk");
+            };
+            let sum = &mut per_note[chunk.note as usize];
+            if *sum == 0 {
+                touched.push(chunk.note);
+            }
+            *sum = sum
+                .checked_add(tf)
+                .ok_or_else(|| "a frequency is out of range".to_string())?;
+        }
+        let title = list(r, note_slots, live_note)?;
+        for &(slot, tf) in &title {
+            let known = notes[slot as usize]
+                .as_ref()
+                .and_then(|n| {
+                    let at = n.title_terms.binary_search_by_key(&term, |t| t.0).ok()?;
+                    Some(n.title_terms[at].1)
+                })
+                .is_some_and(|want| want == tf);
+            if !known {
+                return bad("a title posting disagrees with its note");
+            }
+        }
+        title_seen += title.len();
+        let whole = list(r, note_slots, live_note)?;
+        if whole.len() != touched.len() {
+            return bad("a whole-note posting list disagrees with the chunks'");
+        }
+        for &(slot, tf) in &whole {
+            if std::mem::take(&mut per_note[slot as usize]) != tf {
+                return bad("a whole-note posting disagrees with the chunks'");
+            }
+        }
+        touched.clear();
+        terms.body.push(Postings::from_sorted(body));
+        terms.title.push(Postings::from_sorted(title));
+        terms.whole.push(Postings::from_sorted(whole));
+    }
+    if title_seen != title_entries {
+        return bad("the title postings disagree with the notes' titles");
+    }
+    let lengths_agree = chunks
+        .iter()
+        .zip(&chunk_sums)
+        .all(|(chunk, &sum)| chunk.as_ref().map_or(sum == 0, |c| u64::from(c.len) == sum));
+    if !lengths_agree {
+        return bad("a chunk's length disagrees with its postings");
+    }
+    if r.left() != 0 {
+        return bad("bytes follow the tables");
+    }
+
+    // Free slots are handed out lowest first, as after a removal.
+    idx.free_notes = (0..note_slots as u32)
+        .rev()
+        .filter(|&s| notes[s as usize].is_none())
+        .collect();
+    idx.free_chunks = (0..chunk_slots as u32)
+        .rev()
+        .filter(|&s| chunks[s as usize].is_none())
+        .collect();
+    idx.by_path = by_path;
+    idx.notes = notes;
+    idx.chunks = chunks;
+    idx.terms = terms;
+    Ok(idx)
+}
+
+/// One postings list: strictly increasing live slots below `slots`, with
+/// frequencies above zero.
+fn list(r: &mut Reader<'_>, slots: usize, live: impl Fn(u32) -> bool) -> Res<Vec<(u32, u32)>> {
+    let n = r.count(2)?;
+    let mut out = Vec::with_capacity(n);
+    let mut next = 0u32;
+    for _ in 0..n {
+        let slot = next
+            .checked_add(r.v32()?)
+            .filter(|&s| (s as usize) < slots && live(s))
+            .ok_or_else(|| "a posting names a slot out of range".to_string())?;
+        let tf = r.v32()?;
+        if tf == 0 {
+            return Err("a posting has no occurrences".into());
+        }
+        out.push((slot, tf));
+        next = slot + 1;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn notes() -> Vec<(String, String)> {
+        let mut notes = vec![
+            (
+                "b.md".to_string(),
+                "# B\nbeta \"quoted\" text\n\n## More\nline beta\n".to_string(),
+            ),
+            ("a/x.md".into(), "---\ntitle: X ray\n---\nalpha\r\n".into()),
+            ("empty.md".into(), String::new()),
+            ("日本.md".into(), "全文検索\n".into()),
+        ];
+        for i in 0..30 {
+            notes.push((
+                format!("d{}/n{i}.md", i % 4),
+                format!(
+                    "# Note {i}\nbeta alpha {i}\n\n## More\nline {} gamma\n",
+                    i * 7
+                ),
+            ));
+        }
+        notes
+    }
+
+    /// An index that went through updates: free slots, tombstones, tails.
+    fn updated() -> Index {
+        let mut idx = Index::build(notes());
+        idx.remove_note("d1/n5.md");
+        idx.remove_note("b.md");
+        idx.upsert_note("d2/n6.md", "# Six\ncompletely new words here beta\n");
+        idx.upsert_note("late.md", "# Late\nalpha beta delta\n\n## Two\nepsilon\n");
+        idx
+    }
+
+    fn dir() -> (tempfile::TempDir, Dir) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(tmp.path(), cap_std::ambient_authority()).unwrap();
+        (tmp, dir)
+    }
+
+    fn json(bytes: &[u8]) -> (JsonId, std::fs::File) {
+        let mut w = HashingWriter::new(Vec::new());
+        w.write_all(bytes).unwrap();
+        let (_, id) = w.finish();
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(bytes).unwrap();
+        (id, f)
+    }
+
+    fn answers(idx: &Index) -> Vec<Vec<super::super::Hit>> {
+        [
+            "beta",
+            "alpha line",
+            "gamma 14",
+            "検索",
+            "x ray",
+            "late epsilon",
+            "n3 more",
+        ]
+        .iter()
+        .flat_map(|q| [idx.query(q, 50, None), idx.query(q, 3, Some("d2"))])
+        .collect()
+    }
+
+    #[test]
+    fn a_round_trip_answers_as_the_index_did() {
+        let (_tmp, dir) = dir();
+        let idx = updated();
+        let (id, file) = json(b"{\"json\":1}");
+        let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
+        write(&dir, &idx, id, at, Some("abc")).unwrap();
+        let (loaded, meta) = read(&dir, &file).unwrap();
+        assert_eq!(meta.generated_at, at);
+        assert_eq!(meta.notes_commit.as_deref(), Some("abc"));
+        assert_eq!(meta.byte_size, 10);
+        assert_eq!(answers(&loaded), answers(&idx));
+        assert_eq!(loaded.notes_indexed(), idx.notes_indexed());
+        assert_eq!(loaded.chunks_indexed(), idx.chunks_indexed());
+        assert_eq!(loaded.content_bytes(), idx.content_bytes());
+        assert_eq!(loaded.fingerprint("late.md"), idx.fingerprint("late.md"));
+        assert_eq!(loaded.total_title_len, idx.total_title_len);
+        assert_eq!(loaded.live_notes, idx.live_notes);
+
+        // Updated after the load, it still equals the original updated alike.
+        let (mut a, mut b) = (loaded, idx);
+        for i in [0, 9, 17] {
+            let text = format!("# Again {i}\nzeta beta {i}\n");
+            a.upsert_note(&format!("d{}/n{i}.md", i % 4), &text);
+            b.upsert_note(&format!("d{}/n{i}.md", i % 4), &text);
+        }
+        a.remove_note("late.md");
+        b.remove_note("late.md");
+        a.upsert_note("fresh.md", "zeta gamma");
+        b.upsert_note("fresh.md", "zeta gamma");
+        assert_eq!(answers(&a), answers(&b));
+        assert_eq!(a.query("zeta", 50, None), b.query("zeta", 50, None));
+    }
+
+    #[test]
+    fn another_json_is_refused() {
+        let (_tmp, dir) = dir();
+        let (id, _) = json(b"{\"json\":1}");
+        write(&dir, &updated(), id, Utc::now(), None).unwrap();
+        // Same size, other bytes; then another size.
+        let (_, same_size) = json(b"{\"json\":2}");
+        assert!(read(&dir, &same_size).is_none());
+        let (_, other_size) = json(b"{\"json\":12}");
+        assert!(read(&dir, &other_size).is_none());
+    }
+
+    /// Truncated, bit-flipped (with the checksum fixed, so the tables' own
+    /// checks are reached) and oversized files are refused without a panic.
+    #[test]
+    fn damaged_files_are_refused_without_panic() {
+        let (tmp, dir) = dir();
+        let (id, file) = json(b"{\"json\":1}");
+        let idx = updated();
+        write(&dir, &idx, id, Utc::now(), None).unwrap();
+        let path = tmp.path().join(FILE_NAME);
+        let good = fs::read(&path).unwrap();
+        assert!(read(&dir, &file).is_some());
+
+        let with_crc = |mut payload: Vec<u8>| {
+            let crc = crc32fast::hash(&payload);
+            payload.extend_from_slice(&crc.to_le_bytes());
+            payload
+        };
+        let payload = good[..good.len() - 4].to_vec();
+        let mut cases: Vec<Vec<u8>> = Vec::new();
+        for cut in [0, 3, 4, 11, 40, payload.len() / 2, good.len() - 1] {
+            cases.push(good[..cut].to_vec());
+            cases.push(with_crc(payload[..cut.min(payload.len() - 1)].to_vec()));
+        }
+        // A huge count of note slots right after the header (69 bytes here),
+        // in place of the real one (one byte).
+        assert_eq!(payload[68], 0, "no notes_commit");
+        let mut huge = payload[..69].to_vec();
+        huge.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+        huge.extend_from_slice(&payload[70..]);
+        cases.push(with_crc(huge));
+        for case in &cases {
+            fs::write(&path, case).unwrap();
+            assert!(read(&dir, &file).is_none(), "{} bytes", case.len());
+        }
+
+        let mut state: u64 = 99;
+        let (mut tried, mut refused) = (0, 0);
+        for _ in 0..2000 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let mut flipped = payload.clone();
+            let at = (state >> 33) as usize % flipped.len();
+            flipped[at] ^= 1 << ((state >> 20) % 8);
+            // Without a fixed checksum the flip is always caught.
+            let mut unchecked = flipped.clone();
+            unchecked.extend_from_slice(&good[good.len() - 4..]);
+            fs::write(&path, &unchecked).unwrap();
+            assert!(read(&dir, &file).is_none(), "flip at {at}");
+            // With it, the tables' own checks catch most; a flip they cannot
+            // see (a byte of content, a note's hash) still gives a working index.
+            fs::write(&path, with_crc(flipped)).unwrap();
+            tried += 1;
+            match read(&dir, &file) {
+                Some((loaded, _)) => drop(answers(&loaded)),
+                None => refused += 1,
+            }
+        }
+        assert!(refused * 2 > tried, "{refused} of {tried} refused");
+        // Larger than its JSON could give: refused before it is read.
+        fs::write(&path, vec![0u8; (3 << 20) + 10]).unwrap();
+        assert!(read(&dir, &file).is_none());
+    }
+
+    #[test]
+    fn a_symlink_or_folder_is_not_read() {
+        let (tmp, dir) = dir();
+        let (id, file) = json(b"{\"json\":1}");
+        write(&dir, &updated(), id, Utc::now(), None).unwrap();
+        let path = tmp.path().join(FILE_NAME);
+        fs::rename(&path, tmp.path().join("real.bin")).unwrap();
+        std::os::unix::fs::symlink("real.bin", &path).unwrap();
+        assert!(read(&dir, &file).is_none());
+        fs::remove_file(&path).unwrap();
+        fs::create_dir(&path).unwrap();
+        assert!(read(&dir, &file).is_none());
+    }
+}
