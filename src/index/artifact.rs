@@ -21,6 +21,8 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::binary::{self, HashingWriter};
 use super::build::{parallelism, Source};
+use super::stored::is_safe_path;
+pub use super::stored::ArtifactMeta;
 use super::{Fingerprint, Index, Params};
 use crate::error::{Error, ErrorCode, Result};
 
@@ -29,16 +31,6 @@ pub const FILE_NAME: &str = "index.json";
 /// The artifact as messages name it: relative to the notes root, never the
 /// server's absolute path (DESIGN 8.5).
 pub const SHOWN_PATH: &str = ".mirai/index.json";
-
-/// What the artifact says about itself, beyond the index it holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArtifactMeta {
-    /// Truncated to whole seconds, as written.
-    pub generated_at: DateTime<Utc>,
-    pub notes_commit: Option<String>,
-    /// Size of the artifact file.
-    pub byte_size: u64,
-}
 
 /// The artifact's metadata (not following a symlink), `None` when there is none.
 pub fn stat(state: &Dir) -> Option<cap_std::fs::Metadata> {
@@ -392,12 +384,8 @@ pub fn read(state: &Dir, use_binary: bool) -> Result<Option<(Index, ArtifactMeta
     Ok(Some((idx, meta)))
 }
 
-pub(super) fn check_path(p: &str) -> Result<()> {
-    let bad = p.is_empty()
-        || p.starts_with('/')
-        || p.contains('\0')
-        || p.split('/').any(|c| c.is_empty() || c == "." || c == "..");
-    if bad {
+fn check_path(p: &str) -> Result<()> {
+    if !is_safe_path(p) {
         return Err(invalid(format_args!("unsafe note path {p:?}")));
     }
     Ok(())

@@ -43,8 +43,8 @@ use chrono::{DateTime, Utc};
 use rustc_hash::FxBuildHasher;
 use sha2::{Digest, Sha256};
 
-use super::artifact::{check_path, ArtifactMeta};
 use super::postings::{Postings, Terms};
+use super::stored::{is_safe_path, ArtifactMeta};
 use super::update::title_field;
 use super::{fnv1a, Chunk, Index, Note, Params};
 
@@ -542,7 +542,9 @@ fn body(r: &mut Reader<'_>) -> Res<Index> {
             continue;
         }
         let path = r.string()?;
-        check_path(path).map_err(|_| format!("unsafe note path {path:?}"))?;
+        if !is_safe_path(path) {
+            return Err(format!("unsafe note path {path:?}"));
+        }
         if by_path.insert(path.to_string(), slot as u32).is_some() {
             return bad("a note is listed twice");
         }

@@ -18,6 +18,7 @@ mod markdown;
 mod postings;
 mod rank;
 mod request;
+mod stored;
 pub mod tokenizer;
 mod update;
 
