@@ -128,48 +128,77 @@ pub fn write(
         notes_commit,
         notes: Notes(idx),
     };
-    let result = (|| {
-        let mut options = OpenOptions::new();
-        options
-            .write(true)
-            .create_new(true)
-            .follow(FollowSymlinks::No)
-            .mode(0o644);
-        let file = state
-            .open_with(&tmp, &options)
-            .map_err(|e| io_err("create", e))?
-            .into_std();
-        let mut out = BufWriter::with_capacity(1 << 20, HashingWriter::new(file));
-        serde_json::to_writer(&mut out, &doc)
-            .map_err(|e| Error::internal(format!("could not encode the index artifact: {e}")))?;
-        let (file, json) = out
-            .into_inner()
-            .map_err(|e| io_err("write", e.into_error()))?
-            .finish();
-        // Durable before visible: a crash must not leave a renamed, empty file.
-        file.sync_all().map_err(|e| io_err("flush", e))?;
-        let size = file.metadata().map_err(|e| io_err("measure", e))?.len();
-        state
-            .rename(&tmp, state, FILE_NAME)
-            .map_err(|e| io_err("replace", e))?;
-        Ok((size, json))
-    })();
+    // The binary form's body is written on another core meanwhile; it is a
+    // cache: without it, the next load reads the JSON.
+    let (result, pending) = std::thread::scope(|scope| {
+        let pending = scope.spawn(|| binary::start(state, idx, generated_at, notes_commit));
+        let result = write_json(state, &tmp, &doc, io_err);
+        let pending = pending
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("its writer panicked")));
+        (result, pending)
+    });
+    let warn = |e: std::io::Error| {
+        log::warn!(
+            "could not write .mirai/{} (the next start reads the JSON artifact instead): {e}",
+            binary::FILE_NAME
+        );
+    };
     match result {
         Ok((size, json)) => {
-            // The binary form is a cache: without it, the next load reads the JSON.
-            if let Err(e) = binary::write(state, idx, json, generated_at, notes_commit) {
-                log::warn!(
-                    "could not write .mirai/{} (the next start reads the JSON artifact instead): {e}",
-                    binary::FILE_NAME
-                );
+            match pending {
+                Ok(Some(pending)) => {
+                    if let Err(e) = pending.finish(state, json, generated_at, notes_commit) {
+                        warn(e);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => warn(e),
             }
             Ok(size)
         }
         Err(e) => {
+            if let Ok(Some(pending)) = pending {
+                pending.abandon(state);
+            }
             let _ = state.remove_file(&tmp);
             Err(e)
         }
     }
+}
+
+/// Writes the JSON artifact through `tmp` and renames it into place: durable
+/// before visible. Answers its size and identity.
+fn write_json(
+    state: &Dir,
+    tmp: &str,
+    doc: &ArtifactOut<'_>,
+    io_err: impl Fn(&str, std::io::Error) -> Error,
+) -> Result<(u64, binary::JsonId)> {
+    let mut options = OpenOptions::new();
+    options
+        .write(true)
+        .create_new(true)
+        .follow(FollowSymlinks::No)
+        .mode(0o644);
+    let file = state
+        .open_with(tmp, &options)
+        .map_err(|e| io_err("create", e))?
+        .into_std();
+    let mut out = BufWriter::with_capacity(1 << 20, HashingWriter::new(file));
+    serde_json::to_writer(&mut out, doc)
+        .map_err(|e| Error::internal(format!("could not encode the index artifact: {e}")))?;
+    let (file, json) = out
+        .into_inner()
+        .map_err(|e| io_err("write", e.into_error()))?
+        .finish();
+    // Durable before visible: a crash must not leave a renamed, empty file.
+    file.sync_all().map_err(|e| io_err("flush", e))?;
+    let size = file.metadata().map_err(|e| io_err("measure", e))?.len();
+    state
+        .rename(tmp, state, FILE_NAME)
+        .map_err(|e| io_err("replace", e))?;
+    Ok((size, json))
 }
 
 /// Deletes the artifact (and its binary form); `false` when there was none.

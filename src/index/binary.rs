@@ -32,7 +32,7 @@
 //! copies the tables as they are.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::FileExt;
 use std::sync::OnceLock;
 use std::time::SystemTime;
@@ -53,7 +53,7 @@ const MAGIC: &[u8; 8] = b"MIRAIBIN";
 const VERSION: u32 = 1;
 
 /// The JSON artifact a binary form belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct JsonId {
     pub(super) size: u64,
     pub(super) sha256: [u8; 32],
@@ -166,19 +166,27 @@ impl Out {
     }
 }
 
-/// Writes `index.bin` for `idx`, whose JSON artifact was just written as
-/// `json` (temp file and rename, like the JSON; no flush to the disk: a torn
-/// file fails its checksum and the JSON is read). Only an index with the
-/// default parameters is written: that is what a load makes.
-pub(super) fn write(
+/// `index.bin` being written for `idx`: its body (tables and postings) in a
+/// temp file after room for the header, written while the JSON artifact is,
+/// on another core; [`Pending::finish`] adds the header naming that JSON.
+pub(super) struct Pending {
+    tmp: String,
+    file: std::fs::File,
+    header_len: usize,
+    body_crc: crc32fast::Hasher,
+}
+
+/// Writes the body of `index.bin` for `idx`; `None` when the index is not
+/// made with the default analyzer (no binary form is kept then).
+pub(super) fn start(
     state: &Dir,
     idx: &Index,
-    json: JsonId,
     generated_at: DateTime<Utc>,
     notes_commit: Option<&str>,
-) -> io::Result<()> {
+) -> io::Result<Option<Pending>> {
     if idx.params != Params::default() {
-        return remove(state);
+        remove(state)?;
+        return Ok(None);
     }
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -195,22 +203,66 @@ pub(super) fn write(
         .follow(FollowSymlinks::No)
         .mode(0o644);
     let file = state.open_with(&tmp, &options)?.into_std();
+    let header_len = header_bytes(&JsonId::default(), generated_at, notes_commit).len();
     let mut out = Out {
         buf: Vec::with_capacity(1 << 21),
         file,
         crc: crc32fast::Hasher::new(),
     };
-    let result = encode(&mut out, idx, json, generated_at, notes_commit)
-        .and_then(|()| {
-            out.spill()?;
-            let crc = std::mem::take(&mut out.crc).finalize();
-            out.file.write_all(&crc.to_le_bytes())
-        })
-        .and_then(|()| state.rename(&tmp, state, FILE_NAME));
-    if result.is_err() {
-        let _ = state.remove_file(&tmp);
+    let written = out
+        .file
+        .seek(io::SeekFrom::Start(header_len as u64))
+        .and_then(|_| encode_body(&mut out, idx))
+        .and_then(|()| out.spill());
+    match written {
+        Ok(()) => Ok(Some(Pending {
+            tmp,
+            file: out.file,
+            header_len,
+            body_crc: out.crc,
+        })),
+        Err(e) => {
+            let _ = state.remove_file(&tmp);
+            Err(e)
+        }
     }
-    result
+}
+
+impl Pending {
+    /// Writes the header naming `json` and the checksum, and puts the file in
+    /// place; on failure the temp file is removed.
+    pub(super) fn finish(
+        self,
+        state: &Dir,
+        json: JsonId,
+        generated_at: DateTime<Utc>,
+        notes_commit: Option<&str>,
+    ) -> io::Result<()> {
+        let header = header_bytes(&json, generated_at, notes_commit);
+        let result = (|| {
+            if header.len() != self.header_len {
+                return Err(io::Error::other("the header changed length"));
+            }
+            self.file.write_all_at(&header, 0)?;
+            // CRC-32 of header then body, from the two parts' own CRCs.
+            let mut crc = crc32fast::Hasher::new();
+            crc.update(&header);
+            crc.combine(&self.body_crc);
+            let mut file = &self.file;
+            file.seek(io::SeekFrom::End(0))?;
+            file.write_all(&crc.finalize().to_le_bytes())?;
+            state.rename(&self.tmp, state, FILE_NAME)
+        })();
+        if result.is_err() {
+            let _ = state.remove_file(&self.tmp);
+        }
+        result
+    }
+
+    /// Gives up: the temp file goes.
+    pub(super) fn abandon(self, state: &Dir) {
+        let _ = state.remove_file(&self.tmp);
+    }
 }
 
 /// Deletes `index.bin`, if there is one.
@@ -221,26 +273,35 @@ pub(super) fn remove(state: &Dir) -> io::Result<()> {
     }
 }
 
-fn encode(
-    out: &mut Out,
-    idx: &Index,
-    json: JsonId,
-    generated_at: DateTime<Utc>,
-    notes_commit: Option<&str>,
-) -> io::Result<()> {
-    out.raw(MAGIC)?;
-    out.raw(&VERSION.to_le_bytes())?;
-    out.raw(&analyzer_fingerprint().to_le_bytes())?;
-    out.raw(&json.size.to_le_bytes())?;
-    out.raw(&json.sha256)?;
-    out.raw(&generated_at.timestamp().to_le_bytes())?;
+/// The file's header: what it is, the analyzer, the JSON it belongs to and
+/// the artifact's metadata. Its length does not depend on `json`, so the body
+/// can be written after a header's worth of room before the JSON is done.
+fn header_bytes(json: &JsonId, generated_at: DateTime<Utc>, notes_commit: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&analyzer_fingerprint().to_le_bytes());
+    out.extend_from_slice(&json.size.to_le_bytes());
+    out.extend_from_slice(&json.sha256);
+    out.extend_from_slice(&generated_at.timestamp().to_le_bytes());
     match notes_commit {
         Some(commit) => {
-            out.raw(&[1])?;
-            out.string(commit)?;
+            out.push(1);
+            let mut len = commit.len() as u64;
+            while len >= 0x80 {
+                out.push((len as u8) | 0x80);
+                len >>= 7;
+            }
+            out.push(len as u8);
+            out.extend_from_slice(commit.as_bytes());
         }
-        None => out.raw(&[0])?,
+        None => out.push(0),
     }
+    out
+}
+
+/// Everything after the header: the tables and postings.
+fn encode_body(out: &mut Out, idx: &Index) -> io::Result<()> {
     out.v(idx.notes.len() as u64)?;
     out.v(idx.chunks.len() as u64)?;
 
@@ -732,6 +793,20 @@ fn list(r: &mut Reader<'_>, slots: usize, live: impl Fn(u32) -> bool) -> Res<Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `index.bin` for `idx` and the JSON `json`, as the artifact writer makes it.
+    fn write(
+        dir: &Dir,
+        idx: &Index,
+        json: JsonId,
+        at: DateTime<Utc>,
+        commit: Option<&str>,
+    ) -> io::Result<()> {
+        match start(dir, idx, at, commit)? {
+            Some(pending) => pending.finish(dir, json, at, commit),
+            None => Ok(()),
+        }
+    }
     use std::fs;
 
     fn notes() -> Vec<(String, String)> {
