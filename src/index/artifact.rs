@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::binary::{self, HashingWriter};
 use super::build::{parallelism, Source};
-use super::stored::is_safe_path;
 pub use super::stored::ArtifactMeta;
+use super::stored::{create_temp, is_safe_path};
 use super::{Fingerprint, Index, Params};
 use crate::error::{Error, ErrorCode, Result};
 
@@ -111,14 +111,7 @@ pub fn write(
             "could not {what} the index artifact {SHOWN_PATH}: {e}"
         ))
     };
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let tmp = format!(
-        "{FILE_NAME}.tmp-{}-{nanos}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    );
+    let (tmp, file) = create_temp(state, FILE_NAME).map_err(|e| io_err("create", e))?;
     let doc = ArtifactOut {
         version: VERSION,
         generated_at: generated_at.to_rfc3339_opts(SecondsFormat::Secs, true),
@@ -132,7 +125,7 @@ pub fn write(
     // cache: without it, the next load reads the JSON.
     let (result, pending) = std::thread::scope(|scope| {
         let pending = scope.spawn(|| binary::start(state, idx, generated_at, notes_commit));
-        let result = write_json(state, &tmp, &doc, io_err);
+        let result = write_json(state, &tmp, file, &doc, io_err);
         let pending = pending
             .join()
             .unwrap_or_else(|_| Err(std::io::Error::other("its writer panicked")));
@@ -172,19 +165,10 @@ pub fn write(
 fn write_json(
     state: &Dir,
     tmp: &str,
+    file: std::fs::File,
     doc: &ArtifactOut<'_>,
     io_err: impl Fn(&str, std::io::Error) -> Error,
 ) -> Result<(u64, binary::JsonId)> {
-    let mut options = OpenOptions::new();
-    options
-        .write(true)
-        .create_new(true)
-        .follow(FollowSymlinks::No)
-        .mode(0o644);
-    let file = state
-        .open_with(tmp, &options)
-        .map_err(|e| io_err("create", e))?
-        .into_std();
     let mut out = BufWriter::with_capacity(1 << 20, HashingWriter::new(file));
     serde_json::to_writer(&mut out, doc)
         .map_err(|e| Error::internal(format!("could not encode the index artifact: {e}")))?;

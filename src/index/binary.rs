@@ -35,7 +35,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::FileExt;
 use std::sync::OnceLock;
-use std::time::SystemTime;
 
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
@@ -44,7 +43,7 @@ use rustc_hash::FxBuildHasher;
 use sha2::{Digest, Sha256};
 
 use super::postings::{Postings, Terms};
-use super::stored::{is_safe_path, ArtifactMeta};
+use super::stored::{create_temp, is_safe_path, ArtifactMeta};
 use super::update::title_field;
 use super::{fnv1a, Chunk, Index, Note, Params};
 
@@ -188,21 +187,7 @@ pub(super) fn start(
         remove(state)?;
         return Ok(None);
     }
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let tmp = format!(
-        "{FILE_NAME}.tmp-{}-{nanos}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    );
-    let mut options = OpenOptions::new();
-    options
-        .write(true)
-        .create_new(true)
-        .follow(FollowSymlinks::No)
-        .mode(0o644);
-    let file = state.open_with(&tmp, &options)?.into_std();
+    let (tmp, file) = create_temp(state, FILE_NAME)?;
     let header_len = header_bytes(&JsonId::default(), generated_at, notes_commit).len();
     let mut out = Out {
         buf: Vec::with_capacity(1 << 21),
