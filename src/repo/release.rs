@@ -23,6 +23,7 @@ use std::thread::JoinHandle;
 
 use cap_std::fs::Dir;
 
+use crate::notes::root::open_folder;
 use crate::notes::Notes;
 
 /// The folder under `.mirai/` that holds released notes.
@@ -75,15 +76,6 @@ impl std::fmt::Debug for Link {
     }
 }
 
-/// Opens (making it when missing) `name` in `dir`, without following a link.
-fn open_folder(dir: &Dir, name: &str) -> io::Result<Dir> {
-    match dir.create_dir(name) {
-        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-        _ => {}
-    }
-    cap_fs_ext::DirExt::open_dir_nofollow(dir, name)
-}
-
 impl Releaser {
     /// Prepares the folders for the repository at `git_dir` and the notes
     /// root; a folder that cannot be made only means its files are freed
@@ -99,7 +91,8 @@ impl Releaser {
             .state_dir(true)
             .ok()
             .flatten()
-            .and_then(|state| open_folder(&state, NOTES_DIR).ok())
+            .and_then(|state| open_folder(&state, NOTES_DIR, true).ok().flatten())
+            .map(|(folder, _)| folder)
             .map(Arc::new);
         let (queue, waiting) = sync_channel::<Link>(BACKLOG);
         let thread = std::thread::Builder::new()
