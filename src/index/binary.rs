@@ -124,6 +124,15 @@ fn analyzer_fingerprint() -> u64 {
     })
 }
 
+/// Appends `x` as a LEB128 varint (7 bits a byte, high bit: more follow).
+fn put_v(buf: &mut Vec<u8>, mut x: u64) {
+    while x >= 0x80 {
+        buf.push((x as u8) | 0x80);
+        x >>= 7;
+    }
+    buf.push(x as u8);
+}
+
 /// Bytes on their way to the file, with their running CRC.
 struct Out {
     buf: Vec<u8>,
@@ -147,16 +156,12 @@ impl Out {
         Ok(())
     }
 
-    fn v(&mut self, mut x: u64) -> io::Result<()> {
-        let mut tmp = [0u8; 10];
-        let mut n = 0;
-        while x >= 0x80 {
-            tmp[n] = (x as u8) | 0x80;
-            x >>= 7;
-            n += 1;
+    fn v(&mut self, x: u64) -> io::Result<()> {
+        put_v(&mut self.buf, x);
+        if self.buf.len() >= 1 << 20 {
+            self.spill()?;
         }
-        tmp[n] = x as u8;
-        self.raw(&tmp[..=n])
+        Ok(())
     }
 
     fn string(&mut self, s: &str) -> io::Result<()> {
@@ -272,12 +277,7 @@ fn header_bytes(json: &JsonId, generated_at: DateTime<Utc>, notes_commit: Option
     match notes_commit {
         Some(commit) => {
             out.push(1);
-            let mut len = commit.len() as u64;
-            while len >= 0x80 {
-                out.push((len as u8) | 0x80);
-                len >>= 7;
-            }
-            out.push(len as u8);
+            put_v(&mut out, commit.len() as u64);
             out.extend_from_slice(commit.as_bytes());
         }
         None => out.push(0),

@@ -28,6 +28,7 @@ use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::notes::root::open_folder;
 use crate::notes::Notes;
 
 /// The folder under `.mirai/` that holds the intent files.
@@ -131,19 +132,14 @@ pub(super) fn intents_dir(notes: &Notes) -> Result<Dir> {
     let state = notes
         .state_dir(true)?
         .ok_or_else(|| Error::internal("cannot create .mirai/ in the notes root"))?;
-    match state.create_dir(INTENTS_DIR) {
-        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
-            return Err(Error::internal(format!(
-                "cannot create .mirai/{INTENTS_DIR}/: {e}"
-            )))
-        }
-        _ => {}
-    }
-    cap_fs_ext::DirExt::open_dir_nofollow(&state, INTENTS_DIR).map_err(|e| {
-        Error::internal(format!(
-            "cannot open .mirai/{INTENTS_DIR}/ (it must be a real folder, not a symlink): {e}"
-        ))
-    })
+    open_folder(&state, INTENTS_DIR, true)
+        .map_err(|e| {
+            Error::internal(format!(
+                "cannot open .mirai/{INTENTS_DIR}/ (it must be a real folder, not a symlink): {e}"
+            ))
+        })?
+        .map(|(dir, _)| dir)
+        .ok_or_else(|| Error::internal(format!("cannot create .mirai/{INTENTS_DIR}/")))
 }
 
 impl Journal {

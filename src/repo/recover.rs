@@ -35,8 +35,7 @@ impl Repo {
     /// Deals with every dead mirai's intent file (not `own`); with `sweep` and no
     /// other live mirai, also removes mirai's stray temp files.
     pub(super) fn recover_dead(&self, journal: &mut Journal, sweep: bool) -> Result<Recovery> {
-        let repo = self;
-        let (git, notes) = (&repo.git, &repo.notes);
+        let (git, notes) = (&self.git, &self.notes);
         let own = journal.name().to_string();
         let own = own.as_str();
         let dir = intents_dir(notes)?;
@@ -64,7 +63,7 @@ impl Repo {
                 continue;
             };
             done.dead += 1;
-            recover_one(repo, journal, &name, &intent, &mut done);
+            recover_one(self, journal, &name, &intent, &mut done);
             // Still holding its lock, so nobody else is working on it.
             if let Err(e) = dir.remove_file(&name) {
                 log::warn!("could not remove .mirai/{INTENTS_DIR}/{name}: {e}");
@@ -72,7 +71,7 @@ impl Repo {
             drop(file);
         }
         if sweep && done.live == 0 {
-            done.temps_removed = sweep_temps(git, notes, &dir, own) + repo.releaser.sweep();
+            done.temps_removed = sweep_temps(git, notes, &dir, own) + self.releaser.sweep();
         }
         Ok(done)
     }
