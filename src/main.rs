@@ -43,6 +43,24 @@ enum Command {
     /// Speak MCP on stdin/stdout (for desktop clients that start mirai
     /// themselves); logs go to stderr.
     Mcp(NotesArgs),
+    /// Take back a commit, or every commit of an agent run, as one new commit
+    /// (as POST /mcp/notes/revert does) and print the new commit.
+    Revert(RevertArgs),
+}
+
+#[derive(Debug, Args)]
+struct RevertArgs {
+    /// The commit to take back (its sha, full or abbreviated).
+    #[arg(required_unless_present = "run", conflicts_with = "run")]
+    commit: Option<String>,
+    /// Take back every commit of this agent run (its run id) instead.
+    #[arg(long)]
+    run: Option<String>,
+    /// Take back only this note's part.
+    #[arg(long)]
+    path: Option<String>,
+    #[command(flatten)]
+    notes: NotesArgs,
 }
 
 #[derive(Debug, Args)]
@@ -94,6 +112,7 @@ fn main() -> ExitCode {
         Some(Command::Index { action }) => index(action),
         Some(Command::Eval(args)) => eval(args),
         Some(Command::Mcp(args)) => mcp_stdio(args),
+        Some(Command::Revert(args)) => revert(args),
         None => serve(cli.serve),
     });
     match result {
@@ -189,6 +208,28 @@ fn open_notes(args: &NotesArgs) -> Result<(Config, Notes), Failure> {
         .map_err(Failure::config)?;
     let notes = app::open_notes(&config).map_err(Failure::config)?;
     Ok((config, notes))
+}
+
+/// `mirai revert (COMMIT|--run ID) [--path P]`: the `notes.revert` row with
+/// the operator's permissions and the environment's policy; prints the new
+/// commit (nothing when taking the changes back changed nothing).
+fn revert(args: RevertArgs) -> Result<(), Failure> {
+    let (config, notes) = open_notes(&args.notes)?;
+    let ctx = Context::new(notes, &config);
+    app::recover(&ctx);
+    let request = serde_json::json!({
+        "commit": args.commit,
+        "run_id": args.run,
+        "path": args.path,
+    });
+    let answer =
+        ops::dispatch(&ctx, "notes.revert", Input::Json(request)).map_err(Failure::operation)?;
+    app::persist_index(&ctx, "before exit");
+    match answer["commit"].as_str() {
+        Some(commit) => println!("{commit}"),
+        None => eprintln!("mirai: nothing changed: the notes already are as before those commits"),
+    }
+    Ok(())
 }
 
 /// `mirai eval FILE.js`: the sandbox without HTTP, with the environment's policy.
