@@ -473,3 +473,38 @@ fn mirai_revert_prints_the_new_commit() {
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid_request"));
 }
+
+#[test]
+fn a_run_whose_changes_cancel_out_is_taken_back_with_no_commit() {
+    let write = |content: &str| {
+        format!(
+            "<think>Write.</think>\n<code>\nreturn (await mirai.notes.write({{path: 'a.md', content: {}}})).commit;\n</code>",
+            json!(content)
+        )
+    };
+    let llm = FakeLlm::start(Script::answering(&[
+        write("changed\n"),
+        write("original\n"),
+        "<think>Done.</think>\n<reply>Back as it was.".to_string(),
+    ]));
+    let base_url = llm.base_url.clone();
+    let server = TestServer::start_with(|config| {
+        config.llm.base_url = base_url;
+        config.llm.model = "fake-model".into();
+    });
+    server.write("a.md", "original\n");
+    server.commit_all();
+    let report = server.post_json("/agent/run", &json!({"task": "Try something."}));
+    assert_eq!(report.status, 200, "{report:?}");
+    let run_id = report.body["run_id"].as_str().unwrap();
+    let commits = report.body["commits"].as_array().unwrap().clone();
+    assert_eq!(commits.len(), 2, "{report:?}");
+    let before = state(&server.root);
+    let answer = revert(&server, json!({ "run_id": run_id }));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        answer.body,
+        json!({"commit": null, "reverted": [commits[1], commits[0]], "changes": []})
+    );
+    assert_eq!(state(&server.root), before);
+}
