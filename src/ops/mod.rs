@@ -5,14 +5,17 @@
 //! nothing else, so validation, policy and errors exist exactly once.
 
 mod change;
+pub mod guard;
 mod index;
 mod notes;
 mod patch;
+mod shortcuts;
 mod write;
 
 pub use index::*;
 pub use notes::*;
 pub use patch::*;
+pub use shortcuts::*;
 pub use write::*;
 
 use std::ops::Deref;
@@ -24,7 +27,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{Config, DirtyNotes, GitIdentity, PolicyMode};
+use crate::config::{Config, DirtyNotes, GitIdentity, Guards, PolicyMode};
 use crate::error::{Error, ErrorCode, Result};
 use crate::index::live::LiveIndex;
 use crate::notes::overlay::Overlay;
@@ -56,12 +59,17 @@ pub struct Context {
     pub max_edits: usize,
     /// What a write does to a note with someone else's uncommitted changes.
     pub dirty_notes: DirtyNotes,
+    /// The guards against destructive writes (see [`guard`]).
+    pub guards: Guards,
     identity: GitIdentity,
     writer: Arc<Mutex<Option<Repo>>>,
     /// Set in an agent run: its commits carry `Mirai-Run: <id>`.
     run_id: Option<Arc<str>>,
     /// Set for a sandbox program: a write does not wait for the writer past it.
     deadline: Option<Instant>,
+    /// Set where a model is the author (the sandbox, agent runs, MCP): the
+    /// guards apply by default (`MIRAI_GUARDS=models`).
+    model_author: bool,
 }
 
 impl Context {
@@ -73,11 +81,26 @@ impl Context {
             max_content_bytes: config.max_body_bytes,
             max_edits: config.max_edits,
             dirty_notes: config.dirty_notes,
+            guards: config.guards,
             identity: config.git_identity.clone(),
             writer: Arc::new(Mutex::new(None)),
             run_id: None,
             deadline: None,
+            model_author: false,
         }
+    }
+
+    /// This context, for calls a model makes (the sandbox, agent runs, MCP).
+    pub fn by_model(&self) -> Context {
+        Context {
+            model_author: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether a model makes the calls through this context.
+    pub fn is_model_author(&self) -> bool {
+        self.model_author
     }
 
     /// This context, for work that must end by `deadline` (a sandbox program):
@@ -290,6 +313,9 @@ pub static TABLE: &[OpEntry] = &[
     entry::<PatchMake>(),
     entry::<NotesWrite>(),
     entry::<NotesEdit>(),
+    entry::<NotesAppend>(),
+    entry::<NotesInsert>(),
+    entry::<NotesDelete>(),
     entry::<IndexRebuild>(),
     entry::<IndexStatus>(),
     entry::<IndexQuery>(),
