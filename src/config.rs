@@ -834,7 +834,8 @@ mod tests {
                 .with_environment(&env_of(pairs))
                 .unwrap_err();
             assert!(
-                err.to_string().starts_with(&format!("invalid {name}: {bad} (")),
+                err.to_string()
+                    .starts_with(&format!("invalid {name}: {bad} (")),
                 "{err}"
             );
         }

@@ -37,7 +37,8 @@ pub fn closest_notes<'a>(wanted: &str, notes: &'a [String]) -> Vec<&'a str> {
                 return None;
             }
             let distance = strsim::osa_distance(&wanted_name, &name);
-            (distance <= limit).then(|| (distance, Reverse(shared_start(wanted, note)), note.as_str()))
+            (distance <= limit)
+                .then(|| (distance, Reverse(shared_start(wanted, note)), note.as_str()))
         })
         .collect();
     scored.sort_unstable();
@@ -120,7 +121,10 @@ mod tests {
             "todo.md",
         ]);
         assert_eq!(closest_notes("garden.md", &all), ["projects/garden.md"]);
-        assert_eq!(closest_notes("projects/gardn.md", &all), ["projects/garden.md"]);
+        assert_eq!(
+            closest_notes("projects/gardn.md", &all),
+            ["projects/garden.md"]
+        );
         assert_eq!(closest_notes("Todo.MD", &all), ["todo.md"]);
         assert_eq!(closest_notes("todos.md", &all), ["todo.md"]);
         assert!(closest_notes("plan.md", &all).is_empty());

@@ -96,9 +96,7 @@ pub(super) fn plan_text(
 /// any diff is (deletions are never guarded). An empty note, which no diff can
 /// delete, gets the diff's headers alone.
 pub(super) fn plan_delete(ctx: &Context, raw_path: &str) -> Result<Plan> {
-    let note = ctx
-        .view
-        .resolve_for_write(raw_path, Existence::MustExist)?;
+    let note = ctx.view.resolve_for_write(raw_path, Existence::MustExist)?;
     let current = ctx
         .view
         .current_text(&note)?

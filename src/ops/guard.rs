@@ -167,7 +167,10 @@ const PLACEHOLDERS: &[(&str, bool)] = &[
         r"^\d+ (more )?(lines?|items|entries|paragraphs?|sections?) (omitted|unchanged|elided|not shown|hidden|truncated|skipped)$",
         false,
     ),
-    (r"^\d+ more (lines?|items|entries|paragraphs?|sections?)$", true),
+    (
+        r"^\d+ more (lines?|items|entries|paragraphs?|sections?)$",
+        true,
+    ),
     // "[snip]", "(unchanged)", "... omitted ..."
     (
         r"^(unchanged|omitted|snip|snipped|truncated|elided|skipped|same as (before|above|original|previous))$",
@@ -183,7 +186,10 @@ const PLACEHOLDERS: &[(&str, bool)] = &[
         false,
     ),
     // "(omitted for brevity)", anywhere on a short line
-    (r"\b(omitted|elided|truncated|shortened) for brevity\b", false),
+    (
+        r"\b(omitted|elided|truncated|shortened) for brevity\b",
+        false,
+    ),
     // A line that is only an ellipsis: "...", "…", "[...]", "// ..."
     (r"^$", true),
 ];
@@ -337,7 +343,8 @@ mod tests {
         let err = check("a.md", Some(&old), &lines(14), &ON).unwrap_err();
         assert_eq!(err.code, ErrorCode::GuardRefused);
         assert!(
-            err.message.contains("from 30 lines to 14 (16 lines, 53% of the note, removed)"),
+            err.message
+                .contains("from 30 lines to 14 (16 lines, 53% of the note, removed)"),
             "{}",
             err.message
         );
@@ -354,16 +361,28 @@ mod tests {
     fn a_placeholder_already_in_the_note_passes() {
         let old = "# Log\n\n...\n- one\n";
         assert!(check("a.md", Some(old), "# Log\n\n...\n- one\n- two\n", &ON).is_ok());
-        let err = check("a.md", Some(old), "# Log\n\n- one\n// existing content\n", &ON)
-            .unwrap_err();
+        let err = check(
+            "a.md",
+            Some(old),
+            "# Log\n\n- one\n// existing content\n",
+            &ON,
+        )
+        .unwrap_err();
         assert_eq!(err.code, ErrorCode::GuardRefused);
         assert!(
-            err.message.contains("line 4 of the new a.md, \"// existing content\""),
+            err.message
+                .contains("line 4 of the new a.md, \"// existing content\""),
             "{}",
             err.message
         );
         // A new note is checked too; with the guard off nothing is.
         assert!(check("b.md", None, "# B\n[rest of note]\n", &ON).is_err());
-        assert!(check("b.md", None, "# B\n[rest of note]\n", &GuardPolicy::UNGUARDED).is_ok());
+        assert!(check(
+            "b.md",
+            None,
+            "# B\n[rest of note]\n",
+            &GuardPolicy::UNGUARDED
+        )
+        .is_ok());
     }
 }

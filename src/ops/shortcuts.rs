@@ -151,21 +151,15 @@ impl Operation for NotesInsert {
 
     fn run(ctx: &Context, request: InsertRequest) -> Result<Written> {
         check_text(&request.text)?;
-        let anchor = match (
-            &request.heading,
-            &request.after_line,
-            &request.before_line,
-        ) {
+        let anchor = match (&request.heading, &request.after_line, &request.before_line) {
             (Some(heading), None, None) => Anchor::Heading(heading),
             (None, Some(line), None) => Anchor::After(check_line("after_line", line)?),
             (None, None, Some(line)) => Anchor::Before(check_line("before_line", line)?),
-            _ => {
-                return Err(Error::new(
-                    ErrorCode::InvalidRequest,
-                    "give exactly one of heading (insert at the end of that section), after_line or \
+            _ => return Err(Error::new(
+                ErrorCode::InvalidRequest,
+                "give exactly one of heading (insert at the end of that section), after_line or \
                      before_line (insert next to that line)",
-                ))
-            }
+            )),
         };
         let guard = GuardPolicy::for_write(ctx, false);
         write_through_patch(ctx, None, &guard, |ctx| {
@@ -443,7 +437,9 @@ mod tests {
         let at = section_end("g.md", GARDEN, "Garden > Plans").unwrap();
         let new = insert_at(GARDEN, at, "- basil");
         assert!(
-            new.contains("## Plans\n\nMore herbs.\n\n```sh\n# not a heading\n```\n- basil\n\n## Tomatoes"),
+            new.contains(
+                "## Plans\n\nMore herbs.\n\n```sh\n# not a heading\n```\n- basil\n\n## Tomatoes"
+            ),
             "{new}"
         );
         // A section runs over its subsections: the note's last line here.
@@ -467,15 +463,22 @@ mod tests {
         let err = section_end("g.md", GARDEN, "Tomatos").unwrap_err();
         assert_eq!(err.code, ErrorCode::NotFound);
         assert!(
-            err.message.starts_with("no heading \"Tomatos\" in g.md; did you mean \"Tomatoes\"?"),
+            err.message
+                .starts_with("no heading \"Tomatos\" in g.md; did you mean \"Tomatoes\"?"),
             "{}",
             err.message
         );
-        assert!(err.message.contains("Its headings: \"Garden\", \"Garden > Plans\""));
+        assert!(err
+            .message
+            .contains("Its headings: \"Garden\", \"Garden > Plans\""));
         let err = section_end("g.md", GARDEN, "not a heading").unwrap_err();
         assert_eq!(err.code, ErrorCode::NotFound, "code is not a heading");
         let err = section_end("n.md", "plain\n", "X").unwrap_err();
-        assert!(err.message.contains("n.md has no headings"), "{}", err.message);
+        assert!(
+            err.message.contains("n.md has no headings"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
@@ -484,13 +487,15 @@ mod tests {
         assert_eq!(line_place("n.md", note, "b", "after_line").unwrap(), (2, 6));
         let err = line_place("n.md", note, "a", "after_line").unwrap_err();
         assert!(
-            err.message.contains("after_line \"a\" occurs 2 times in n.md (lines 1, 3)"),
+            err.message
+                .contains("after_line \"a\" occurs 2 times in n.md (lines 1, 3)"),
             "{}",
             err.message
         );
         let err = line_place("n.md", "- buy milk\n", "- buy mlik", "before_line").unwrap_err();
         assert!(
-            err.message.contains("is not a line of n.md; did you mean \"- buy milk\"?"),
+            err.message
+                .contains("is not a line of n.md; did you mean \"- buy milk\"?"),
             "{}",
             err.message
         );
