@@ -342,10 +342,14 @@ fn section_end(rel: &str, note: &str, wanted: &str) -> Result<usize> {
             if names.len() > MAX_HEADINGS_LISTED {
                 listed.push(format!("and {} more", names.len() - MAX_HEADINGS_LISTED));
             }
+            // "...; did you mean "X"? Its headings: ..." or "... in a.md. Its headings: ...".
+            let hint = match suggest::did_you_mean(&closest) {
+                none if none.is_empty() => ".".to_string(),
+                question => question,
+            };
             Err(Error::not_found(format!(
-                "no heading {:?} in {rel}{}. Its headings: {}",
+                "no heading {:?} in {rel}{hint} Its headings: {}",
                 wanted.trim(),
-                suggest::did_you_mean(&closest),
                 listed.join(", ")
             )))
         }
