@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::fake_llm::FakeLlm;
+use common::fake_llm::{FakeLlm, Script};
 use common::{git, Answer, TestServer};
 use mirai::config::PolicyMode;
 use serde_json::{json, Value};
@@ -227,6 +227,14 @@ fn a_reply_claiming_a_change_that_failed_shows_no_commits_and_the_failed_call() 
     assert_eq!(report["stopped"], "reply");
     assert_eq!(report["reply"], "I changed bread to rye bread in todo.md.");
     assert_eq!(report["commits"], json!([]));
+    // ... and says where the two disagree.
+    assert_eq!(
+        report["warnings"],
+        json!([
+            "a write was refused or failed (notes.edit) and no write succeeded: commits is empty",
+            "the model's reply describes a change (\"I changed bread to rye bread in todo.md\"), but no write succeeded: commits is empty",
+        ])
+    );
     assert_eq!(
         report["steps"][0]["calls"],
         json!([{"op": "notes.edit", "ok": false, "ms": report["steps"][0]["calls"][0]["ms"]}])
@@ -247,6 +255,50 @@ fn a_reply_claiming_a_change_that_failed_shows_no_commits_and_the_failed_call() 
     assert!(
         observation.contains("\"commits_so_far\":0"),
         "{observation}"
+    );
+}
+
+#[test]
+fn a_read_only_claim_and_an_invented_path_are_warned_of_in_the_answer_and_the_transcript() {
+    let llm = FakeLlm::start(Script::answering(&[
+        r#"<think>Append it.</think><code>return await mirai.notes.append({path: "todo.md", text: "- bread"});</code>"#.into(),
+        "<think>Done.</think><reply>Added the bullet to todo.md; see also shopping/list.md and tdo.md.</reply>".into(),
+    ]));
+    let server = server_for(&llm, |config| config.policy = PolicyMode::ReadOnly);
+    let report = ok_run(&server, json!({"task": "Add \"- bread\" to todo.md."}));
+    // The reply is the model's, untouched; the warnings go beside it.
+    assert_eq!(
+        report["reply"],
+        "Added the bullet to todo.md; see also shopping/list.md and tdo.md."
+    );
+    let expected = json!([
+        "the deployment is read-only and the model tried to write (notes.append); nothing was changed: commits is empty",
+        "the model's reply describes a change (\"Added the bullet to todo.md\"), but no write succeeded: commits is empty",
+        "the model's reply names shopping/list.md, but there is no note at that path",
+        "the model's reply names tdo.md, but there is no note at that path; did you mean \"todo.md\"?",
+    ]);
+    assert_eq!(report["warnings"], expected);
+    let run_id = report["run_id"].as_str().unwrap();
+    let transcript =
+        std::fs::read_to_string(server.root.join(format!(".mirai/runs/{run_id}.jsonl"))).unwrap();
+    let end: Value = serde_json::from_str(transcript.lines().last().unwrap()).unwrap();
+    assert_eq!(end["type"], "run_end");
+    assert_eq!(end["warnings"], expected);
+}
+
+#[test]
+fn an_honest_reply_gets_no_warnings() {
+    let llm = FakeLlm::start(Script::answering(&[
+        r#"<think>Append it.</think><code>return await mirai.notes.append({path: "todo.md", text: "- bread"});</code>"#.into(),
+        "<think>Committed.</think><reply>Added \"- bread\" to todo.md.</reply>".into(),
+    ]));
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "Add \"- bread\" to todo.md."}));
+    assert_eq!(report["commits"].as_array().unwrap().len(), 1);
+    assert_eq!(report["warnings"], json!([]));
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("todo.md")).unwrap(),
+        format!("{TODO}- bread\n")
     );
 }
 

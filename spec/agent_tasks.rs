@@ -14,7 +14,7 @@ use serde_json::json;
 #[test]
 fn every_task_passes_with_its_scripted_model() {
     let tasks = suite::load_all();
-    assert!(tasks.len() >= 15, "the suite has {} tasks", tasks.len());
+    assert!(tasks.len() >= 22, "the suite has {} tasks", tasks.len());
     let mut failed = Vec::new();
     for task in &tasks {
         let dir = tempfile::tempdir().unwrap();
@@ -42,6 +42,31 @@ fn every_task_passes_with_its_scripted_model() {
         );
     }
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+#[test]
+fn a_false_claim_fails_a_task_that_expects_no_warnings() {
+    let task = suite::load_all()
+        .into_iter()
+        .find(|task| task.name == "which-note-mentions")
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let prepared = suite::prepare(&task, dir.path());
+    let llm = FakeLlm::start(Script::answering(&[
+        "<think>Easy.</think><reply>Updated projects/garden.md with the answer.</reply>".into(),
+    ]));
+    let base_url = llm.base_url.clone();
+    let server = TestServer::start_in(dir, prepared.root.clone(), |config| {
+        config.llm.base_url = base_url;
+    });
+    let answer = server.post_json("/agent/run", &json!({"task": prepared.task}));
+    let failures = suite::check(&task, &prepared, &answer.body);
+    assert!(
+        failures
+            .iter()
+            .any(|f| f.starts_with("the run has warnings") && f.contains("describes a change")),
+        "{failures:?}"
+    );
 }
 
 #[test]

@@ -160,6 +160,30 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
         git(&server.root, &["log", "-1", "--format=%B"]),
         "mcp.patch_apply: c.md\n\n"
     );
+    let answer = eval(
+        &server,
+        "return await mirai.notes.append({path: 'c.md', text: 'epsilon'})",
+    );
+    covered.insert("notes.append".into());
+    assert_eq!(result(&answer)["commit"], json!(server.head()));
+    let answer = eval(
+        &server,
+        "return await mirai.notes.insert({path: 'c.md', before_line: 'epsilon', text: 'zeta'})",
+    );
+    covered.insert("notes.insert".into());
+    assert_eq!(result(&answer)["commit"], json!(server.head()));
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("c.md")).unwrap(),
+        "delta\nzeta\nepsilon\n"
+    );
+    let answer = eval(
+        &server,
+        "await mirai.notes.append({path: 'd.md', text: 'eta', create: true}); \
+         return await mirai.notes.delete({path: 'd.md'})",
+    );
+    covered.insert("notes.delete".into());
+    assert_eq!(result(&answer)["commit"], json!(server.head()));
+    assert!(!server.root.join("d.md").exists());
 
     // Several notes in one commit, and that commit taken back as a new one.
     let answer = eval(

@@ -179,6 +179,60 @@ impl DirtyNotes {
     }
 }
 
+/// Which writes the guards against destructive writes check (`MIRAI_GUARDS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardMode {
+    /// Writes whose author is a model: the sandbox, agent runs and MCP (the default).
+    Models,
+    /// Plain HTTP calls too.
+    All,
+    /// No write is guarded.
+    Off,
+}
+
+impl GuardMode {
+    /// Parses `models` / `all` / `off` (surrounding whitespace and case ignored).
+    pub fn parse(raw: &str) -> Result<GuardMode, ConfigError> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "models" => Ok(GuardMode::Models),
+            "all" => Ok(GuardMode::All),
+            "off" => Ok(GuardMode::Off),
+            _ => Err(ConfigError::Value {
+                name: "MIRAI_GUARDS",
+                value: raw.to_string(),
+                expected: "models, all or off",
+            }),
+        }
+    }
+}
+
+/// The guards against destructive writes (`MIRAI_GUARD*`): where they apply
+/// and their bounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Guards {
+    pub mode: GuardMode,
+    /// A write may remove at most this share of a note's lines, net
+    /// (`MIRAI_GUARD_MAX_DELETE_RATIO`, default 0.5).
+    pub max_delete_ratio: f64,
+    /// Notes shorter than this many lines are not held to the ratio
+    /// (`MIRAI_GUARD_MIN_LINES`, default 20).
+    pub min_lines: usize,
+    /// Whether added lines that look like elision placeholders are refused
+    /// (`MIRAI_GUARD_PLACEHOLDERS`, `on` by default).
+    pub placeholders: bool,
+}
+
+impl Default for Guards {
+    fn default() -> Self {
+        Guards {
+            mode: GuardMode::Models,
+            max_delete_ratio: 0.5,
+            min_lines: 20,
+            placeholders: true,
+        }
+    }
+}
+
 /// A configuration value that cannot be used. Start-up prints it and exits 2.
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -249,6 +303,8 @@ pub struct Config {
     pub git_identity: GitIdentity,
     /// What writes do to notes with uncommitted changes (`MIRAI_DIRTY_NOTES`).
     pub dirty_notes: DirtyNotes,
+    /// The guards against destructive writes (`MIRAI_GUARD*`).
+    pub guards: Guards,
     pub sandbox: SandboxLimits,
     pub llm: LlmConfig,
     pub agent: AgentLimits,
@@ -285,6 +341,7 @@ impl std::fmt::Debug for Config {
             max_changes,
             git_identity,
             dirty_notes,
+            guards,
             sandbox,
             llm,
             agent,
@@ -306,6 +363,7 @@ impl std::fmt::Debug for Config {
             .field("max_changes", max_changes)
             .field("git_identity", git_identity)
             .field("dirty_notes", dirty_notes)
+            .field("guards", guards)
             .field("sandbox", sandbox)
             .field("llm", llm)
             .field("agent", agent)
@@ -326,6 +384,7 @@ impl Config {
             cache_dir: None,
             cache_dir_explicit: false,
             dirty_notes: DirtyNotes::Refuse,
+            guards: Guards::default(),
             sandbox: SandboxLimits::default(),
             llm: LlmConfig::default(),
             agent: AgentLimits::default(),
@@ -359,6 +418,34 @@ impl Config {
         if let Some(mode) = non_empty("MIRAI_DIRTY_NOTES") {
             self.dirty_notes = DirtyNotes::parse(&mode)?;
         }
+        if let Some(mode) = non_empty("MIRAI_GUARDS") {
+            self.guards.mode = GuardMode::parse(&mode)?;
+        }
+        if let Some(raw) = non_empty("MIRAI_GUARD_MAX_DELETE_RATIO") {
+            self.guards.max_delete_ratio = match raw.trim().parse::<f64>() {
+                Ok(r) if r > 0.0 && r <= 1.0 => r,
+                _ => {
+                    return Err(ConfigError::Value {
+                        name: "MIRAI_GUARD_MAX_DELETE_RATIO",
+                        value: raw,
+                        expected: "a share of a note's lines above 0 and at most 1, such as 0.5",
+                    })
+                }
+            };
+        }
+        if let Some(raw) = non_empty("MIRAI_GUARD_PLACEHOLDERS") {
+            self.guards.placeholders = match raw.trim().to_ascii_lowercase().as_str() {
+                "on" => true,
+                "off" => false,
+                _ => {
+                    return Err(ConfigError::Value {
+                        name: "MIRAI_GUARD_PLACEHOLDERS",
+                        value: raw,
+                        expected: "on or off",
+                    })
+                }
+            };
+        }
         self.api_token = non_empty("MIRAI_API_TOKEN").map(|t| t.trim().to_string());
         let positive =
             |name: &'static str, expected: &'static str| -> Result<Option<u64>, ConfigError> {
@@ -380,6 +467,9 @@ impl Config {
         }
         if let Some(n) = positive("MIRAI_BODY_TIMEOUT_MS", "a positive number of milliseconds")? {
             self.body_timeout_ms = n;
+        }
+        if let Some(n) = positive("MIRAI_GUARD_MIN_LINES", "a positive number of lines")? {
+            self.guards.min_lines = as_usize(n);
         }
         if let Some(n) = positive("MIRAI_EDIT_MAX_EDITS", "a positive number of edits")? {
             self.max_edits = as_usize(n);
@@ -751,6 +841,48 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("http://***@llm.internal:8000/v1"), "{shown}");
+    }
+
+    #[test]
+    fn guards_default_to_models_and_refuse_other_values() {
+        let c = Config::new("n").with_environment(&env_of(&[])).unwrap();
+        assert_eq!(c.guards, Guards::default());
+        assert_eq!(c.guards.mode, GuardMode::Models);
+        let c = Config::new("n")
+            .with_environment(&env_of(&[
+                ("MIRAI_GUARDS", " ALL "),
+                ("MIRAI_GUARD_MAX_DELETE_RATIO", "0.8"),
+                ("MIRAI_GUARD_MIN_LINES", "5"),
+                ("MIRAI_GUARD_PLACEHOLDERS", "off"),
+            ]))
+            .unwrap();
+        assert_eq!(
+            c.guards,
+            Guards {
+                mode: GuardMode::All,
+                max_delete_ratio: 0.8,
+                min_lines: 5,
+                placeholders: false,
+            }
+        );
+        for (name, bad) in [
+            ("MIRAI_GUARDS", "some"),
+            ("MIRAI_GUARD_MAX_DELETE_RATIO", "0"),
+            ("MIRAI_GUARD_MAX_DELETE_RATIO", "1.5"),
+            ("MIRAI_GUARD_MAX_DELETE_RATIO", "half"),
+            ("MIRAI_GUARD_MIN_LINES", "0"),
+            ("MIRAI_GUARD_PLACEHOLDERS", "no"),
+        ] {
+            let pairs: &'static [(&str, &str)] = Box::leak(Box::new([(name, bad)]));
+            let err = Config::new("n")
+                .with_environment(&env_of(pairs))
+                .unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("invalid {name}: {bad} (")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

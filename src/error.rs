@@ -24,6 +24,9 @@ pub enum ErrorCode {
     MethodNotAllowed,
     Conflict,
     PayloadTooLarge,
+    /// A write a guard refused: it would wipe much of a note, or it adds an
+    /// elision placeholder instead of content (`MIRAI_GUARDS`).
+    GuardRefused,
     /// The request body did not arrive in time (`MIRAI_BODY_TIMEOUT_MS`).
     RequestTimeout,
     GitError,
@@ -61,6 +64,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::Conflict => "conflict",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::GuardRefused => "guard_refused",
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::GitError => "git_error",
             ErrorCode::InvalidIndexArtifact => "invalid_index_artifact",
@@ -76,7 +80,7 @@ impl ErrorCode {
     }
 
     /// Every code, for lookups by wire name.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::InvalidPath,
         ErrorCode::InvalidExtension,
         ErrorCode::InvalidPatch,
@@ -90,6 +94,7 @@ impl ErrorCode {
         ErrorCode::MethodNotAllowed,
         ErrorCode::Conflict,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::GuardRefused,
         ErrorCode::RequestTimeout,
         ErrorCode::GitError,
         ErrorCode::InvalidIndexArtifact,
@@ -126,6 +131,7 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => 408,
             ErrorCode::Conflict => 409,
             ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::GuardRefused => 422,
             ErrorCode::GitError | ErrorCode::InvalidIndexArtifact | ErrorCode::Internal => 500,
             ErrorCode::LlmUnavailable => 503,
             // A program's or a model's failure is reported inside a 200 answer

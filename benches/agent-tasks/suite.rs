@@ -50,6 +50,11 @@ pub struct Expect {
     /// HEAD does not move and the working tree stays clean.
     #[serde(default)]
     pub unchanged: bool,
+    /// The run's `warnings` (reply checked against what happened): each string
+    /// must appear in one of them (case ignored); `[]` means there must be none.
+    /// Absent: not checked.
+    #[serde(default)]
+    pub warnings: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -199,6 +204,24 @@ pub fn check(task: &Task, prepared: &Prepared, report: &Value) -> Vec<String> {
     for needle in &expect.reply_contains {
         if !reply.contains(&needle.to_lowercase()) {
             failures.push(format!("the reply lacks {needle:?}: {reply:?}"));
+        }
+    }
+    if let Some(wanted) = &expect.warnings {
+        let warnings: Vec<String> = report["warnings"]
+            .as_array()
+            .map(|w| {
+                w.iter()
+                    .filter_map(|s| s.as_str().map(str::to_lowercase))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if wanted.is_empty() && !warnings.is_empty() {
+            failures.push(format!("the run has warnings {warnings:?} (expected none)"));
+        }
+        for needle in wanted {
+            if !warnings.iter().any(|w| w.contains(&needle.to_lowercase())) {
+                failures.push(format!("no warning says {needle:?}: {warnings:?}"));
+            }
         }
     }
     failures

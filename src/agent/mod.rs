@@ -10,6 +10,7 @@ pub mod prompt;
 pub mod protocol;
 mod run;
 pub mod transcript;
+pub mod warnings;
 
 pub use run::{RunReport, RunRequest, Step, Stopped, Usage};
 

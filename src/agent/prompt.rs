@@ -9,18 +9,33 @@ use serde_json::Value;
 
 use crate::config::SandboxLimits;
 use crate::error::ErrorCode;
+use crate::ops::guard::ALLOW_LARGE_DELETE;
 use crate::ops::{Class, TABLE};
 
-/// How to write, with one worked example (left out when writes are denied).
+/// When to use which operation, one line each, and a worked example of a
+/// question answered from a search.
+const CHOOSING: &str = "\n# Which operation\n\
+- A question about the notes: search with mirai.index.query first (never answer from memory), read what \
+it finds, and name each note's path in the reply.\n\
+Example, over two answers:\n\
+<think>A question about the notes: search first.</think>\n\
+<code>const hits = await mirai.index.query({q: \"heron\", limit: 3});\n\
+return hits.chunks.map(c => [c.metadata.path, c.content]);</code>\n\
+(the observation shows journal.md with the line \"Saw a blue heron by the canal.\")\n\
+<think>journal.md answers it.</think>\n\
+<reply>journal.md mentions a heron: \"Saw a blue heron by the canal.\"</reply>\n";
+
+/// Which write to use, one line each, and a worked example (left out when
+/// writes are denied); [`ALLOW_LARGE_DELETE`] follows it.
 const WRITING: &str = "\n# Writing\n\
-- To change text inside a note, use mirai.notes.edit: `old` is text copied exactly from the note \
-(never empty, long enough to occur only once), `new` replaces it.\n\
-- To create a note or replace all of it, use mirai.notes.write with the whole new text.\n\
-- To delete a note, apply the diff mirai.patch.make({path, content: null}) makes.\n\
-- mirai.patch.apply is for when you already hold a unified diff.\n\
+- Adding lines: mirai.notes.append (at the end) or mirai.notes.insert (under a heading, or after or before a line).\n\
+- Changing text: mirai.notes.edit, with `old` copied exactly from the note (long enough to occur once).\n\
+- Deleting a note: mirai.notes.delete.\n\
+- A new note, or a whole note rewritten: mirai.notes.write with the whole text.\n\
+- A unified diff you already hold: mirai.patch.apply.\n\
 - A write succeeded only when its answer has a `commit` and the observation shows no error. \
 If a call failed, nothing changed: read the note again, fix the request, and retry before replying.\n\
-Example, over two answers:\n\
+Example, over three answers:\n\
 <think>I need the exact text of todo.md first.</think>\n\
 <code>return (await mirai.notes.read({path: \"todo.md\"})).content;</code>\n\
 (the observation shows the note, with the line \"- buy milk\")\n\
@@ -29,6 +44,19 @@ Example, over two answers:\n\
 (the observation shows a commit)\n\
 <think>The edit is committed.</think>\n\
 <reply>Changed \"buy milk\" to \"buy oat milk\" in todo.md.</reply>\n";
+
+/// The most tokens the generated prompt may take: half of the 8k context of
+/// the small local models mirai is run with, so the task, the answers and the
+/// observations keep the other half. Counted by [`estimate_tokens`].
+pub const PROMPT_TOKEN_BUDGET: usize = 4000;
+
+/// A pessimistic count of the tokens `text` takes: one per three bytes,
+/// rounded up. BPE tokenizers (GPT's, Qwen's, Llama's) average about four
+/// bytes per token on English prose and about three on code and JSON, which
+/// the prompt is mostly made of.
+pub fn estimate_tokens(text: &str) -> usize {
+    text.len().div_ceil(3)
+}
 
 /// What the prompt states about the run it opens.
 pub struct PromptFacts {
@@ -59,8 +87,10 @@ pub fn system_prompt(facts: &PromptFacts) -> String {
     );
     out.push_str("# The mirai API\n");
     out.push_str(&api_reference(facts.read_only));
+    out.push_str(CHOOSING);
     if !facts.read_only {
         out.push_str(WRITING);
+        let _ = writeln!(out, "- {ALLOW_LARGE_DELETE}");
     }
     out.push_str("\n# Errors\n");
 
@@ -303,13 +333,57 @@ mod tests {
     }
 
     #[test]
+    fn the_prompt_says_which_operation_to_use_and_shows_a_search_answered() {
+        let prompt = system_prompt(&facts());
+        for line in [
+            "- A question about the notes: search with mirai.index.query first",
+            "- Adding lines: mirai.notes.append",
+            "- Changing text: mirai.notes.edit",
+            "- Deleting a note: mirai.notes.delete.",
+            "allow_large_delete: true",
+        ] {
+            assert!(prompt.contains(line), "{line}");
+        }
+        let search = prompt
+            .find("await mirai.index.query({q: \"heron\"")
+            .unwrap();
+        let answer = prompt.find("<reply>journal.md mentions a heron").unwrap();
+        assert!(
+            search < answer,
+            "the example searches, then answers with the path"
+        );
+    }
+
+    #[test]
+    fn the_prompt_stays_within_its_token_budget() {
+        for (read_only, dry_run) in [(false, false), (false, true), (true, false)] {
+            let prompt = system_prompt(&PromptFacts {
+                read_only,
+                dry_run,
+                ..facts()
+            });
+            let tokens = estimate_tokens(&prompt);
+            println!("prompt (read_only {read_only}, dry_run {dry_run}): {} bytes, about {tokens} tokens of {PROMPT_TOKEN_BUDGET}", prompt.len());
+            assert!(
+                tokens <= PROMPT_TOKEN_BUDGET,
+                "the prompt takes about {tokens} tokens ({} bytes); the budget is {PROMPT_TOKEN_BUDGET}: \
+                 shorten summaries, field descriptions or examples",
+                prompt.len()
+            );
+        }
+        assert_eq!(estimate_tokens("abcd"), 2);
+    }
+
+    #[test]
     fn read_only_prompts_leave_writes_out() {
         let prompt = system_prompt(&PromptFacts {
             read_only: true,
             ..facts()
         });
         assert!(!prompt.contains("mirai.notes.write("));
+        assert!(!prompt.contains("allow_large_delete"));
         assert!(prompt.contains("mirai.notes.read("));
+        assert!(prompt.contains("search with mirai.index.query first"));
         assert!(prompt.contains("read-only"));
     }
 }

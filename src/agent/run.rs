@@ -1,6 +1,7 @@
 //! One agent run: the loop, its bounds, the observations the model sees, and
 //! the report the caller gets.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,7 @@ use super::llm::Message;
 use super::prompt::{system_prompt, PromptFacts};
 use super::protocol::{self, Broken};
 use super::transcript::{Event, Transcript};
+use super::warnings::{self, Outcome};
 use super::{Agent, OBSERVATION_CAP};
 use crate::config::{PolicyMode, MAX_AGENT_STEPS};
 use crate::error::{Error, ErrorCode, Result};
@@ -70,6 +72,8 @@ pub struct RunReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changes: Option<Vec<NoteChange>>,
     pub usage: Usage,
+    /// Where the reply and the run disagree, in plain words (see [`super::warnings`]).
+    pub warnings: Vec<String>,
 }
 
 impl Agent {
@@ -126,6 +130,12 @@ impl Agent {
             read_only: ctx.policy == PolicyMode::ReadOnly,
         };
         let mut messages = vec![Message::system(system_prompt(&facts)), Message::user(task)];
+        // What the reply is checked against at the end: a note the run deletes is no invention.
+        let notes_before: HashSet<String> = run_ctx
+            .view
+            .list()
+            .map(|notes| notes.into_iter().collect())
+            .unwrap_or_default();
         let mut transcript = Transcript::create(&self.runs, &run_id, listener);
         transcript.record(
             "run_start",
@@ -270,6 +280,28 @@ impl Agent {
             messages.push(Message::user(observation));
         };
 
+        let changes = overlay.map(|overlay| overlay.changes());
+        let warnings = match &run.reply {
+            Some(reply) => warnings::check(
+                reply,
+                &Outcome {
+                    task,
+                    wrote: !run.commits.is_empty()
+                        || changes.as_ref().is_some_and(|c| !c.is_empty()),
+                    read_only: facts.read_only,
+                    write_calls: run
+                        .steps
+                        .iter()
+                        .flat_map(|step| &step.calls)
+                        .filter(|call| is_write(&call.op))
+                        .map(|call| (call.op.as_str(), call.ok))
+                        .collect(),
+                    notes_before: &notes_before,
+                    notes_after: &run_ctx.view.list().unwrap_or_default(),
+                },
+            ),
+            None => Vec::new(),
+        };
         let report = RunReport {
             run_id,
             reply: run.reply,
@@ -277,13 +309,15 @@ impl Agent {
             stop_detail: run.stop_detail,
             steps: run.steps,
             commits: run.commits,
-            changes: overlay.map(|overlay| overlay.changes()),
+            changes,
             usage: run.usage,
+            warnings,
         };
         transcript.record(
             "run_end",
             json!({"stopped": report.stopped, "reply": report.reply, "stop_detail": report.stop_detail,
-                   "commits": report.commits, "changes": report.changes, "usage": report.usage}),
+                   "commits": report.commits, "changes": report.changes, "usage": report.usage,
+                   "warnings": report.warnings}),
         );
         if let Some(problem) = &transcript.problem {
             log::warn!("run {} has no transcript: {problem}", report.run_id);

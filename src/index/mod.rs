@@ -14,7 +14,7 @@ mod binary;
 mod build;
 pub mod chunker;
 pub mod live;
-mod markdown;
+pub mod markdown;
 mod postings;
 mod rank;
 mod request;

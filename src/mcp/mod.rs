@@ -41,9 +41,10 @@ pub struct Mcp {
 }
 
 impl Mcp {
+    /// MCP's calls come from a model's client: the guards apply to them (`MIRAI_GUARDS`).
     pub fn new(ctx: Arc<Context>, sandbox: Arc<Sandbox>, max_result_bytes: usize) -> Mcp {
         Mcp {
-            ctx,
+            ctx: Arc::new(ctx.by_model()),
             sandbox,
             max_result_bytes,
         }

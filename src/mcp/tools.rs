@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::rpc::{code, RpcError};
 use crate::agent::prompt::api_reference;
 use crate::error::Error;
+use crate::ops::guard::ALLOW_LARGE_DELETE;
 use crate::ops::{self, Class, Context, Input, OpEntry, TABLE};
 use crate::sandbox::{EvalRequest, Sandbox};
 
@@ -26,11 +27,18 @@ pub fn list(read_only: bool, sandbox: &Sandbox) -> Value {
         .filter(|op| !(read_only && op.class == Class::Write))
         .map(|op| {
             let read = op.class == Class::Read;
+            let input = object_schema((op.request_schema)().to_value());
+            // The rows a guard may refuse say how to pass it.
+            let guarded = if input["properties"].get("allow_large_delete").is_some() {
+                format!("\n{ALLOW_LARGE_DELETE}")
+            } else {
+                String::new()
+            };
             json!({
                 "name": tool_name(op),
                 "title": op.name,
-                "description": format!("{}\nExample (as JavaScript in agent_eval): {}", op.summary, op.example),
-                "inputSchema": object_schema((op.request_schema)().to_value()),
+                "description": format!("{}{guarded}\nExample (as JavaScript in agent_eval): {}", op.summary, op.example),
+                "inputSchema": input,
                 "outputSchema": object_schema((op.response_schema)().to_value()),
                 "annotations": {
                     "readOnlyHint": read,

@@ -8,6 +8,7 @@
 pub mod overlay;
 pub mod path;
 pub mod root;
+pub mod suggest;
 pub mod view;
 
 use std::path::{Path, PathBuf};
@@ -80,7 +81,7 @@ impl Notes {
                 return Err(Error::not_found(format!("{rel:?} is a folder, not a note")))
             }
             Kind::Missing if existence == Existence::MustExist => {
-                return Err(Error::not_found(format!("note not found: {rel:?}")))
+                return Err(suggest::missing(&rel))
             }
             _ => {}
         }
@@ -228,7 +229,7 @@ impl Notes {
                 // A folder on the real path became a link since it was resolved: look again.
                 Err(Refusal::Symlink | Refusal::Escapes) if tries < 3 => tries += 1,
                 Err(Refusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(Error::not_found(format!("note not found: {:?}", note.rel)))
+                    return Err(suggest::missing(&note.rel))
                 }
                 Err(r) => return Err(refused(&note.rel, r)),
             }

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use super::overlay::Overlay;
-use super::{Existence, NotePath, Notes};
-use crate::error::{Error, Result};
+use super::{path, suggest, Existence, NotePath, Notes};
+use crate::error::{ErrorCode, Result};
 
 /// The notes as one context sees them. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -56,15 +56,34 @@ impl View {
     }
 
     /// Checks an untrusted path (see [`Notes::resolve`]); a note the view
-    /// created exists, one it deleted does not.
+    /// created exists, one it deleted does not. A missing note's `not_found`
+    /// suggests the closest notes there are.
     pub fn resolve(&self, raw: &str, existence: Existence) -> Result<NotePath> {
-        self.resolve_with(raw, existence, Notes::resolve)
+        self.suggesting(raw, self.resolve_with(raw, existence, Notes::resolve))
     }
 
     /// Checks the path of a note about to be written: as [`View::resolve`], and
     /// never a symlink or through one (see [`Notes::resolve_for_write`]).
     pub fn resolve_for_write(&self, raw: &str, existence: Existence) -> Result<NotePath> {
-        self.resolve_with(raw, existence, Notes::resolve_for_write)
+        self.suggesting(
+            raw,
+            self.resolve_with(raw, existence, Notes::resolve_for_write),
+        )
+    }
+
+    /// `result`, with the closest notes this view lists added to a missing
+    /// note's `not_found` message (see [`suggest::closest_notes`]).
+    fn suggesting<T>(&self, raw: &str, result: Result<T>) -> Result<T> {
+        let Err(mut err) = result else {
+            return result;
+        };
+        if err.code == ErrorCode::NotFound && err.message.starts_with(suggest::MISSING) {
+            if let (Ok(rel), Ok(notes)) = (path::lexical(raw), self.list()) {
+                let closest = suggest::closest_notes(&rel, &notes);
+                err.message.push_str(&suggest::did_you_mean(&closest));
+            }
+        }
+        Err(err)
     }
 
     fn resolve_with(
@@ -79,19 +98,22 @@ impl View {
         let note = resolve(&self.notes, raw, Existence::MayBeMissing)?;
         match (existence, overlay.get(&note.rel)) {
             (Existence::MayBeMissing, _) | (Existence::MustExist, Some(Some(_))) => Ok(note),
-            (Existence::MustExist, Some(None)) => {
-                Err(Error::not_found(format!("note not found: {:?}", note.rel)))
-            }
+            (Existence::MustExist, Some(None)) => Err(suggest::missing(&note.rel)),
             (Existence::MustExist, None) => resolve(&self.notes, raw, existence),
         }
     }
 
-    /// Reads a note as text (see [`Notes::read`]).
+    /// Reads a note as text (see [`Notes::read`]); a missing note's
+    /// `not_found` suggests the closest notes there are.
     pub fn read(&self, raw: &str) -> Result<(NotePath, String)> {
+        self.suggesting(raw, self.read_text(raw))
+    }
+
+    fn read_text(&self, raw: &str) -> Result<(NotePath, String)> {
         let Some(overlay) = self.overlay.as_deref() else {
             return self.notes.read(raw);
         };
-        let note = self.resolve(raw, Existence::MustExist)?;
+        let note = self.resolve_with(raw, Existence::MustExist, Notes::resolve)?;
         match overlay.get(&note.rel) {
             Some(Some(content)) => Ok((note, content)),
             _ => self.notes.read(raw),
@@ -107,7 +129,7 @@ impl View {
         match self.notes.read_bytes(note)? {
             None => Ok(None),
             Some(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| {
-                Error::conflict(format!(
+                crate::error::Error::conflict(format!(
                     "{} is not valid UTF-8 text; mirai changes text notes only",
                     note.rel
                 ))
@@ -178,6 +200,12 @@ mod tests {
         assert_eq!(view.read("new.md").unwrap().1, "fresh\n");
         let err = view.read("gone.md").unwrap_err();
         assert_eq!(err.message, "note not found: \"gone.md\"");
+        // A missing note's answer names the closest ones the view holds.
+        let err = view.read("nwe.md").unwrap_err();
+        assert_eq!(
+            err.message,
+            "note not found: \"nwe.md\"; did you mean \"new.md\"?"
+        );
         let new = view
             .resolve_for_write("new.md", Existence::MustExist)
             .unwrap();

@@ -9,6 +9,7 @@
 //! context's view says writes land: one commit on disk, or a dry run's overlay.
 //! [`land`] is the case of one note.
 
+use super::guard::{self, GuardPolicy};
 use super::Context;
 use crate::config::DirtyNotes;
 use crate::error::{Error, ErrorCode, Result};
@@ -49,8 +50,9 @@ impl Plan {
 }
 
 /// Plans a unified diff: parse, resolve the path for a write, read the note,
-/// apply the hunks, check the size.
-pub(super) fn plan_patch(ctx: &Context, text: &str) -> Result<Plan> {
+/// apply the hunks, check the size and the new text against `guard` (a
+/// deletion has no new text and is never guarded).
+pub(super) fn plan_patch(ctx: &Context, text: &str, guard: &GuardPolicy) -> Result<Plan> {
     let parsed = patch::parse(text)?;
     let existence = match parsed.target {
         Target::Create => Existence::MayBeMissing,
@@ -61,6 +63,7 @@ pub(super) fn plan_patch(ctx: &Context, text: &str) -> Result<Plan> {
     let applied = patch::apply(&parsed, before.as_deref())?;
     if let Some(content) = &applied.content {
         check_size(ctx, &note, content)?;
+        guard::check(&note.rel, before.as_deref(), content, guard)?;
     }
     Ok(Plan {
         note,
@@ -80,12 +83,39 @@ pub(super) fn plan_text(
     note: NotePath,
     current: Option<String>,
     content: Option<&str>,
+    guard: &GuardPolicy,
 ) -> Result<Plan> {
     let Some(diff) = patch::make(&note.rel, current.as_deref(), content) else {
         return Ok(Plan::unchanged(note, current));
     };
-    let mut plan = plan_patch(ctx, &diff)?;
+    let mut plan = plan_patch(ctx, &diff, guard)?;
     // The diff names the note by its normalized path; answer the same.
+    plan.note = note;
+    Ok(plan)
+}
+
+/// Plans deleting the note at `raw_path`: the `+++ /dev/null` diff, planned as
+/// any diff is (deletions are never guarded). An empty note, which no diff can
+/// delete, gets the diff's headers alone.
+pub(super) fn plan_delete(ctx: &Context, raw_path: &str) -> Result<Plan> {
+    let note = ctx.view.resolve_for_write(raw_path, Existence::MustExist)?;
+    let current = ctx
+        .view
+        .current_text(&note)?
+        .ok_or_else(|| crate::notes::suggest::missing(&note.rel))?;
+    let diff = patch::make(&note.rel, Some(&current), None)
+        .ok_or_else(|| Error::internal("a deletion made no diff"))?;
+    if current.is_empty() {
+        return Ok(Plan {
+            note,
+            before: Some(current),
+            content: None,
+            patch: diff,
+            hunk_count: 0,
+            net_line_delta: 0,
+        });
+    }
+    let mut plan = plan_patch(ctx, &diff, &GuardPolicy::UNGUARDED)?;
     plan.note = note;
     Ok(plan)
 }

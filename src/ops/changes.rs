@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::change::{land_all, plan_patch, status_lines, Plan};
+use super::guard::GuardPolicy;
 use super::patch::{summary, PatchSummary};
 use super::{Class, Context, HttpInput, HttpRoute, Operation};
 use crate::error::{Error, ErrorCode, Result};
@@ -24,6 +25,9 @@ pub struct ChangesRequest {
     /// Refuse (conflict) when any of the notes changed between this commit and HEAD.
     #[serde(default)]
     pub base_commit: Option<String>,
+    /// Pass the shrink guard: a patch may cut more than half of a long note.
+    #[serde(default)]
+    pub allow_large_delete: bool,
 }
 
 /// What a multi-note change did: the commit and each note's summary, in the
@@ -61,10 +65,11 @@ impl Operation for ChangesApply {
             ));
         }
         let message = request.message.as_deref().map(check_message).transpose()?;
+        let guard = GuardPolicy::for_write(ctx, request.allow_large_delete);
         let (plans, commit) = land_all(
             ctx,
             request.base_commit.as_deref(),
-            |ctx| plan_all(ctx, &request.patches),
+            |ctx| plan_all(ctx, &request.patches, &guard),
             |plans| {
                 let subject = match plans.len() {
                     1 => "mcp.changes_apply: 1 note".to_string(),
@@ -85,13 +90,13 @@ impl Operation for ChangesApply {
 }
 
 /// Plans every patch as `patch.apply` would, naming the failing one.
-fn plan_all(ctx: &Context, patches: &[String]) -> Result<Vec<Plan>> {
+fn plan_all(ctx: &Context, patches: &[String], guard: &GuardPolicy) -> Result<Vec<Plan>> {
     let numbered =
         |n: usize, e: Error| Error::new(e.code, format!("patch {}: {}", n + 1, e.message));
     let mut plans: Vec<Plan> = Vec::with_capacity(patches.len());
     let mut seen: HashMap<String, usize> = HashMap::with_capacity(patches.len());
     for (n, text) in patches.iter().enumerate() {
-        let plan = plan_patch(ctx, text).map_err(|e| numbered(n, e))?;
+        let plan = plan_patch(ctx, text, guard).map_err(|e| numbered(n, e))?;
         if let Some(first) = seen.insert(plan.note.rel.clone(), n) {
             return Err(numbered(
                 n,

@@ -6,10 +6,12 @@
 
 mod change;
 mod changes;
+pub mod guard;
 mod index;
 mod notes;
 mod patch;
 mod revert;
+mod shortcuts;
 mod write;
 
 pub use changes::*;
@@ -17,6 +19,7 @@ pub use index::*;
 pub use notes::*;
 pub use patch::*;
 pub use revert::*;
+pub use shortcuts::*;
 pub use write::*;
 
 use std::ops::Deref;
@@ -28,7 +31,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{Config, DirtyNotes, GitIdentity, PolicyMode};
+use crate::config::{Config, DirtyNotes, GitIdentity, Guards, PolicyMode};
 use crate::error::{Error, ErrorCode, Result};
 use crate::index::live::LiveIndex;
 use crate::notes::overlay::Overlay;
@@ -62,12 +65,17 @@ pub struct Context {
     pub max_changes: usize,
     /// What a write does to a note with someone else's uncommitted changes.
     pub dirty_notes: DirtyNotes,
+    /// The guards against destructive writes (see [`guard`]).
+    pub guards: Guards,
     identity: GitIdentity,
     writer: Arc<Mutex<Option<Repo>>>,
     /// Set in an agent run: its commits carry `Mirai-Run: <id>`.
     run_id: Option<Arc<str>>,
     /// Set for a sandbox program: a write does not wait for the writer past it.
     deadline: Option<Instant>,
+    /// Set where a model is the author (the sandbox, agent runs, MCP): the
+    /// guards apply by default (`MIRAI_GUARDS=models`).
+    model_author: bool,
 }
 
 impl Context {
@@ -80,11 +88,26 @@ impl Context {
             max_edits: config.max_edits,
             max_changes: config.max_changes,
             dirty_notes: config.dirty_notes,
+            guards: config.guards,
             identity: config.git_identity.clone(),
             writer: Arc::new(Mutex::new(None)),
             run_id: None,
             deadline: None,
+            model_author: false,
         }
+    }
+
+    /// This context, for calls a model makes (the sandbox, agent runs, MCP).
+    pub fn by_model(&self) -> Context {
+        Context {
+            model_author: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether a model makes the calls through this context.
+    pub fn is_model_author(&self) -> bool {
+        self.model_author
     }
 
     /// This context, for work that must end by `deadline` (a sandbox program):
@@ -307,6 +330,9 @@ pub static TABLE: &[OpEntry] = &[
     entry::<PatchMake>(),
     entry::<NotesWrite>(),
     entry::<NotesEdit>(),
+    entry::<NotesAppend>(),
+    entry::<NotesInsert>(),
+    entry::<NotesDelete>(),
     entry::<ChangesApply>(),
     entry::<NotesRevert>(),
     entry::<IndexRebuild>(),

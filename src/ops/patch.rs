@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::change::{land, plan_patch, Plan};
+use super::guard::GuardPolicy;
 use super::{Class, Context, HttpInput, HttpRoute, Operation};
 use crate::error::{ErrorCode, Result};
 
@@ -19,6 +20,9 @@ pub struct PatchRequest {
     /// Apply only: refuse when the note changed between this commit and HEAD.
     #[serde(default)]
     pub base_commit: Option<String>,
+    /// True when you mean to remove more than half of a long note.
+    #[serde(default)]
+    pub allow_large_delete: bool,
 }
 
 /// What a patch does.
@@ -54,7 +58,8 @@ impl Operation for PatchPropose {
     type Response = PatchSummary;
 
     fn run(ctx: &Context, request: PatchRequest) -> Result<PatchSummary> {
-        let plan = plan_patch(ctx, &request.patch)?;
+        let guard = GuardPolicy::for_write(ctx, request.allow_large_delete);
+        let plan = plan_patch(ctx, &request.patch, &guard)?;
         Ok(summary(&plan))
     }
 }
@@ -74,8 +79,9 @@ impl Operation for PatchApply {
     type Response = PatchApplied;
 
     fn run(ctx: &Context, request: PatchRequest) -> Result<PatchApplied> {
+        let guard = GuardPolicy::for_write(ctx, request.allow_large_delete);
         let (plan, commit) = land(ctx, request.base_commit.as_deref(), |ctx| {
-            plan_patch(ctx, &request.patch)
+            plan_patch(ctx, &request.patch, &guard)
         })?;
         let summary = summary(&plan);
         Ok(PatchApplied {

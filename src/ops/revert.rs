@@ -15,6 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::change::{land_all, plan_text, status_lines, Plan};
+use super::guard::GuardPolicy;
 use super::patch::{summary, PatchSummary};
 use super::{Class, Context, HttpInput, HttpRoute, Operation};
 use crate::error::{Error, ErrorCode, Result};
@@ -264,6 +265,14 @@ fn plan_inverse(ctx: &Context, commits: &[CommitChanges]) -> Result<Vec<Plan>> {
     }
     notes
         .into_iter()
-        .map(|working| plan_text(ctx, working.note, working.current, working.text.as_deref()))
+        .map(|working| {
+            plan_text(
+                ctx,
+                working.note,
+                working.current,
+                working.text.as_deref(),
+                &GuardPolicy::UNGUARDED,
+            )
+        })
         .collect()
 }

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::change::{check_size, land, plan_text};
+use super::guard::GuardPolicy;
 use super::{Class, Context, HttpInput, HttpRoute, Operation};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
@@ -77,6 +78,9 @@ pub struct WriteRequest {
     /// Refuse (conflict) when the note changed between this commit and HEAD.
     #[serde(default)]
     pub base_commit: Option<String>,
+    /// True when you mean to remove more than half of a long note.
+    #[serde(default)]
+    pub allow_large_delete: bool,
 }
 
 /// What `notes.write` and `notes.edit` answer: apply's fields and the patch,
@@ -103,7 +107,8 @@ impl Operation for NotesWrite {
     type Response = Written;
 
     fn run(ctx: &Context, request: WriteRequest) -> Result<Written> {
-        write_through_patch(ctx, request.base_commit.as_deref(), |ctx| {
+        let guard = GuardPolicy::for_write(ctx, request.allow_large_delete);
+        write_through_patch(ctx, request.base_commit.as_deref(), &guard, |ctx| {
             let note = ctx
                 .view
                 .resolve_for_write(&request.path, Existence::MayBeMissing)?;
@@ -126,6 +131,9 @@ pub struct EditRequest {
     /// Refuse (conflict) when the note changed between this commit and HEAD.
     #[serde(default)]
     pub base_commit: Option<String>,
+    /// True when you mean to remove more than half of a long note.
+    #[serde(default)]
+    pub allow_large_delete: bool,
 }
 
 impl Operation for NotesEdit {
@@ -156,14 +164,15 @@ impl Operation for NotesEdit {
                 ),
             ));
         }
-        write_through_patch(ctx, request.base_commit.as_deref(), |ctx| {
+        let guard = GuardPolicy::for_write(ctx, request.allow_large_delete);
+        write_through_patch(ctx, request.base_commit.as_deref(), &guard, |ctx| {
             let note = ctx
                 .view
                 .resolve_for_write(&request.path, Existence::MustExist)?;
             let current = ctx
                 .view
                 .current_text(&note)?
-                .ok_or_else(|| Error::not_found(format!("note not found: {:?}", note.rel)))?;
+                .ok_or_else(|| crate::notes::suggest::missing(&note.rel))?;
             let edited = patch::apply_edits(&note.rel, &current, &request.edits)?;
             check_size(ctx, &note, &edited)?;
             Ok((note, Some(current), edited))
@@ -209,16 +218,18 @@ fn made(note: &NotePath, current: Option<&str>, content: Option<&str>) -> Result
 }
 
 /// Writes `content` over the note by the diff between them, on
-/// `patch.apply`'s own path. `read` resolves the note and reads its text now;
-/// it runs again under the writer lock when the note changed meanwhile.
-fn write_through_patch(
+/// `patch.apply`'s own path, checked against `guard`. `read` resolves the note
+/// and reads its text now; it runs again under the writer lock when the note
+/// changed meanwhile.
+pub(super) fn write_through_patch(
     ctx: &Context,
     base_commit: Option<&str>,
+    guard: &GuardPolicy,
     read: impl Fn(&Context) -> Result<(NotePath, Option<String>, String)>,
 ) -> Result<Written> {
     let (plan, commit) = land(ctx, base_commit, |ctx| {
         let (note, current, content) = read(ctx)?;
-        plan_text(ctx, note, current, Some(&content))
+        plan_text(ctx, note, current, Some(&content), guard)
     })?;
     Ok(Written {
         path: plan.note.rel,
