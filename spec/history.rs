@@ -128,7 +128,32 @@ fn rich_history() -> TestServer {
     server.write("plans.md", LONG);
     server.write("short.md", "tiny\n");
     server.write("img/logo.png", [0u8, 159, 146, 150]);
+    for path in [
+        "a.md",
+        "a-b.md",
+        "a0.md",
+        "a/b.md",
+        "a/c/d.md",
+        "a/c/e.md",
+        "z/kind.md",
+    ] {
+        server.write(path, format!("{path}\n"));
+    }
     person_commit(&server, "seed the notes");
+
+    // Names around a folder's (git sorts folder `a` as `a/`), a mode change and a
+    // file turned into a symlink, in one commit that adds and removes nothing.
+    for path in ["a.md", "a-b.md", "a0.md", "a/c/d.md"] {
+        server.write(path, format!("{path} edited\n"));
+    }
+    let exec = server.root.join("a/b.md");
+    std::fs::set_permissions(&exec, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::remove_file(server.root.join("z/kind.md")).unwrap();
+    std::os::unix::fs::symlink("../a.md", server.root.join("z/kind.md")).unwrap();
+    person_commit(&server, "edits in and around a folder");
+    server.write("z.md", "beside the folder z\n");
+    server.write("a/c.md", "beside the folder a/c\n");
+    person_commit(&server, "add beside folders");
 
     let written = server.post_json(
         "/mcp/notes/write",
@@ -220,6 +245,22 @@ fn history_matches_git_log_first_parent_with_paths_renames_and_fields() {
             {"path": "short.md", "status": "D"},
         ]),
         "an edited rename is R with from; a rewrite is a deletion and a creation; hidden files are left out"
+    );
+    let around = by_subject("edits in and around a folder");
+    assert_eq!(
+        around["paths"],
+        json!([
+            {"path": "a-b.md", "status": "M"},
+            {"path": "a.md", "status": "M"},
+            {"path": "a/b.md", "status": "M"},
+            {"path": "a/c/d.md", "status": "M"},
+            {"path": "a0.md", "status": "M"},
+            {"path": "z/kind.md", "status": "M"},
+        ])
+    );
+    assert_eq!(
+        by_subject("add beside folders")["paths"],
+        json!([{"path": "a/c.md", "status": "A"}, {"path": "z.md", "status": "A"}])
     );
     let merge = by_subject("merge side");
     assert_eq!(merge["time"], "2024-03-01T10:00:00+02:00");
