@@ -85,6 +85,31 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
         "return await mirai.notes.read_batch({paths: ['b.md', 'a.md']})",
         server.post_json("/mcp/notes/read_batch", &json!({"paths": ["b.md", "a.md"]})),
     );
+    same(
+        "notes.read",
+        "return await mirai.notes.read({path: 'a.md', rev: 'HEAD~0'})",
+        server.get("/mcp/notes/read?path=a.md&rev=HEAD~0"),
+    );
+    same(
+        "notes.history",
+        "return await mirai.notes.history({path: 'a.md', limit: 5})",
+        server.get("/mcp/notes/history?path=a.md&limit=5"),
+    );
+    same(
+        "notes.history",
+        "return await mirai.notes.history({limit: 0})",
+        server.get("/mcp/notes/history?limit=0"),
+    );
+    same(
+        "notes.diff",
+        "return await mirai.notes.diff({commit: 'HEAD~0', path: 'a.md'})",
+        server.get("/mcp/notes/diff?commit=HEAD~0&path=a.md"),
+    );
+    same(
+        "notes.diff",
+        "return await mirai.notes.diff({commit: 'main'})",
+        server.get("/mcp/notes/diff?commit=main"),
+    );
     let patch = "--- a/a.md\n+++ b/a.md\n@@ -1,3 +1,3 @@\n # Alpha\n \n-lemon tart recipe\n+lime tart recipe\n";
     same(
         "patch.propose",

@@ -40,6 +40,9 @@ enum Command {
     /// Run a JavaScript file in the sandbox, as POST /agent/eval would, and
     /// print the evaluation as JSON (exit 1 when the program failed).
     Eval(EvalArgs),
+    /// Print the commits that changed PATH (or every commit), newest first along
+    /// first parents: one line each with the short id, time, subject and run id.
+    Log(LogArgs),
     /// Speak MCP on stdin/stdout (for desktop clients that start mirai
     /// themselves); logs go to stderr.
     Mcp(NotesArgs),
@@ -70,6 +73,17 @@ struct EvalArgs {
     /// Writes land in memory, not on disk or in git; the answer lists the diffs.
     #[arg(long)]
     dry_run: bool,
+    #[command(flatten)]
+    notes: NotesArgs,
+}
+
+#[derive(Debug, Args)]
+struct LogArgs {
+    /// A note's path relative to the notes root; without it, every commit.
+    path: Option<String>,
+    /// How many commits to print.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    limit: u64,
     #[command(flatten)]
     notes: NotesArgs,
 }
@@ -111,6 +125,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => serve(args),
         Some(Command::Index { action }) => index(action),
         Some(Command::Eval(args)) => eval(args),
+        Some(Command::Log(args)) => log_lines(args),
         Some(Command::Mcp(args)) => mcp_stdio(args),
         Some(Command::Revert(args)) => revert(args),
         None => serve(cli.serve),
@@ -263,6 +278,50 @@ fn eval(args: EvalArgs) -> Result<(), Failure> {
         None => Ok(()),
         Some(err) => Err(Failure::operation(err)),
     }
+}
+
+/// `mirai log [PATH]`: `notes.history` page by page until `--limit` commits,
+/// one line each, like `git log --oneline` with the time and the agent run.
+fn log_lines(args: LogArgs) -> Result<(), Failure> {
+    let (config, notes) = open_notes(&args.notes)?;
+    let ctx = Context::new(notes, &config);
+    let mut left = args.limit;
+    let mut cursor = serde_json::Value::Null;
+    let mut out = std::io::stdout().lock();
+    while left > 0 {
+        let page_size = left.min(ops::MAX_HISTORY_LIMIT as u64);
+        let mut request = serde_json::json!({"limit": page_size, "cursor": cursor});
+        if let Some(path) = &args.path {
+            request["path"] = path.as_str().into();
+        }
+        let page = ops::dispatch(&ctx, "notes.history", Input::Json(request))
+            .map_err(Failure::operation)?;
+        let page: ops::HistoryResponse = serde_json::from_value(page).map_err(|e| Failure {
+            code: 1,
+            message: e.to_string(),
+        })?;
+        for commit in &page.commits {
+            let run = match &commit.run_id {
+                Some(run) => format!("  [run {run}]"),
+                None => String::new(),
+            };
+            let line = format!(
+                "{} {} {}{run}",
+                &commit.commit[..12],
+                commit.time,
+                commit.subject
+            );
+            if std::io::Write::write_all(&mut out, format!("{line}\n").as_bytes()).is_err() {
+                return Ok(()); // the reader went away (`mirai log | head`)
+            }
+        }
+        left -= page.commits.len() as u64;
+        match page.next_cursor {
+            Some(next) => cursor = next.into(),
+            None => break,
+        }
+    }
+    Ok(())
 }
 
 /// `mirai mcp`: one JSON-RPC message per line in, one per line out, with the

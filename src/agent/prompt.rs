@@ -325,9 +325,9 @@ mod tests {
             );
             assert!(prompt.contains(op.example), "{}", op.name);
         }
-        assert!(
-            prompt.contains("mirai.notes.read({path: string}) -> {content: string, path: string}")
-        );
+        assert!(prompt.contains(
+            "mirai.notes.read({path: string, rev?: string}) -> {commit?: string, content: string, path: string}"
+        ));
         assert!(prompt.contains("200 mirai calls"));
         assert!(!prompt.contains("sandbox_timeout"));
     }

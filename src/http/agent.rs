@@ -1,6 +1,6 @@
 //! The sandbox and the agent over HTTP: `POST /agent/eval`, `POST /agent/run`
 //! (JSON, or server-sent events with `Accept: text/event-stream`), and the
-//! run transcripts under `GET /agent/runs`.
+//! run transcripts under `GET /agent/runs` (one run's with the commits it made).
 
 use actix_web::http::header;
 use actix_web::web::Bytes;
@@ -13,6 +13,7 @@ use crate::agent::transcript::{self, Event};
 use crate::agent::RunRequest;
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
+use crate::ops;
 use crate::sandbox::EvalRequest;
 
 /// How many runs `GET /agent/runs` lists.
@@ -99,12 +100,15 @@ pub async fn runs(app: web::Data<App>) -> HttpResponse {
     )
 }
 
-/// Every event of one run.
+/// Every event of one run, and the commits it made (found by their trailer).
 pub async fn transcript(app: web::Data<App>, path: web::Path<String>) -> HttpResponse {
     let dir = app.agent.runs().clone();
+    let ctx = app.ctx.clone();
     let run_id = path.into_inner();
     let read = web::block(move || {
-        transcript::read(&dir, &run_id).map(|events| json!({"run_id": run_id, "events": events}))
+        let events = transcript::read(&dir, &run_id)?;
+        let commits = ops::run_commits(&ctx, &run_id)?;
+        Ok(json!({"run_id": run_id, "events": events, "commits": commits}))
     })
     .await;
     render(read, "/agent/runs/{run_id}")

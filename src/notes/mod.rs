@@ -61,16 +61,7 @@ impl Notes {
         if real.via_link {
             check_link_target(&rel, &real)?;
         }
-        if path::is_hidden(&rel) {
-            return Err(Error::invalid_path(format!(
-                "hidden files and folders (names starting with a dot, like .git/ and .mirai/) are not notes: {rel:?}"
-            )));
-        }
-        if !path::has_note_extension(&rel) {
-            return Err(Error::invalid_extension(format!(
-                "only .md files are notes: {rel:?}"
-            )));
-        }
+        path::check_visible_note(&rel)?;
         match real.kind {
             Kind::Special => {
                 return Err(Error::invalid_path(format!(

@@ -113,6 +113,30 @@ pub fn is_hidden(rel: &str) -> bool {
     rel.split('/').any(|part| part.starts_with('.'))
 }
 
+/// The rules a normalized path must meet to name a note, after the lexical ones
+/// and the walk on disk: not hidden (`invalid_path`), then `.md` (`invalid_extension`).
+pub fn check_visible_note(rel: &str) -> Result<()> {
+    if is_hidden(rel) {
+        return Err(Error::invalid_path(format!(
+            "hidden files and folders (names starting with a dot, like .git/ and .mirai/) are not notes: {rel:?}"
+        )));
+    }
+    if !has_note_extension(rel) {
+        return Err(Error::invalid_extension(format!(
+            "only .md files are notes: {rel:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// A note's path as git's history knows it: the lexical rules, not hidden,
+/// `.md`. Nothing on disk is looked at (the note may be gone, or not yet made).
+pub fn in_history(raw: &str) -> Result<String> {
+    let rel = lexical(raw)?;
+    check_visible_note(&rel)?;
+    Ok(rel)
+}
+
 /// Drops `.` and empty components and applies `..`, refusing to climb above the root.
 fn normalize(path: &str) -> Result<String> {
     let mut parts: Vec<&str> = Vec::new();

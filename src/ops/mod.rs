@@ -7,6 +7,7 @@
 mod change;
 mod changes;
 pub mod guard;
+mod history;
 mod index;
 mod notes;
 mod patch;
@@ -15,6 +16,7 @@ mod shortcuts;
 mod write;
 
 pub use changes::*;
+pub use history::*;
 pub use index::*;
 pub use notes::*;
 pub use patch::*;
@@ -36,6 +38,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::index::live::LiveIndex;
 use crate::notes::overlay::Overlay;
 use crate::notes::{Notes, View};
+use crate::repo::history::History;
 use crate::repo::{Author, Repo};
 
 /// What an operation does to the notes: `read_only` mode denies every `Write`.
@@ -57,6 +60,8 @@ pub struct Context {
     pub view: View,
     pub policy: PolicyMode,
     pub index: Arc<LiveIndex>,
+    /// The repository's history, walked once per HEAD (reads never take the writer).
+    pub history: Arc<History>,
     /// Largest note content a write may produce (the request body limit).
     pub max_content_bytes: usize,
     /// Most edits one `notes.edit` may carry.
@@ -82,6 +87,7 @@ impl Context {
     pub fn new(notes: Notes, config: &Config) -> Context {
         Context {
             index: Arc::new(LiveIndex::new(notes.clone())),
+            history: Arc::new(History::new(notes.root())),
             view: View::disk(notes),
             policy: config.policy,
             max_content_bytes: config.max_body_bytes,
@@ -325,6 +331,8 @@ pub static TABLE: &[OpEntry] = &[
     entry::<NotesList>(),
     entry::<NotesRead>(),
     entry::<NotesReadBatch>(),
+    entry::<NotesHistory>(),
+    entry::<NotesDiff>(),
     entry::<PatchPropose>(),
     entry::<PatchApply>(),
     entry::<PatchMake>(),

@@ -1,10 +1,15 @@
-//! Note reading operations: `notes.list`, `notes.read`, `notes.read_batch`.
+//! Note reading operations: `notes.list`, `notes.read` (now, or at a commit),
+//! `notes.read_batch`.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use serde_json::Value;
+
 use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation};
 use crate::error::{Error, ErrorCode, Result};
+use crate::notes::path;
+use crate::repo::history::{Entry, Rev};
 
 /// Most paths one `notes.read_batch` may ask for.
 pub const MAX_BATCH_PATHS: usize = 20;
@@ -42,6 +47,22 @@ pub struct NotesRead;
 pub struct NotesReadRequest {
     /// The note's path relative to the notes root, e.g. "inbox/todo.md".
     pub path: String,
+    /// Read the note as it was at this commit: a commit id (7 to 40 hex
+    /// digits) or HEAD~N. Without it, the note as it is now.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub rev: Option<Value>,
+}
+
+/// One note's content; at a `rev`, with the commit it was read at.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct NoteRead {
+    pub path: String,
+    pub content: String,
+    /// The commit `rev` named (only when reading at a `rev`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub commit: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -54,19 +75,74 @@ impl Operation for NotesRead {
     const NAME: &'static str = "notes.read";
     const EXAMPLE: &'static str = r##"await mirai.notes.read({path: "inbox.md"})"##;
     const CLASS: Class = Class::Read;
-    const SUMMARY: &'static str = "Read one note's full text.";
+    const SUMMARY: &'static str =
+        "Read one note's full text, as it is now or, with rev, as it was at a commit.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidPath;
-    const HTTP: HttpRoute = HttpRoute::get("/mcp/notes/read", HttpInput::Query(&["path"]));
+    const HTTP: HttpRoute = HttpRoute::get("/mcp/notes/read", HttpInput::Query(&["path", "rev"]));
     type Request = NotesReadRequest;
-    type Response = NoteContent;
+    type Response = NoteRead;
 
-    fn run(ctx: &Context, request: NotesReadRequest) -> Result<NoteContent> {
-        let (note, content) = ctx.view.read(&request.path)?;
-        Ok(NoteContent {
-            path: note.rel,
-            content,
-        })
+    fn run(ctx: &Context, request: NotesReadRequest) -> Result<NoteRead> {
+        let Some(rev) = request.rev else {
+            let (note, content) = ctx.view.read(&request.path)?;
+            return Ok(NoteRead {
+                path: note.rel,
+                content,
+                commit: None,
+            });
+        };
+        read_at(ctx, &request.path, &rev).map_err(|e| ctx.history.scrub(e))
     }
+}
+
+/// A note as it was at commit `rev`: from git's tree, never the disk; the
+/// path rules hold (hidden and non-`.md` paths are refused) and only a regular
+/// file is a note (a symlink there is `invalid_path`, a folder `not_found`).
+fn read_at(ctx: &Context, raw: &str, rev: &Value) -> Result<NoteRead> {
+    let rel = path::in_history(raw)?;
+    let Value::String(rev) = rev else {
+        return Err(Error::new(
+            ErrorCode::InvalidRequest,
+            format!("rev must be a string (a commit id or HEAD~N), not {rev}"),
+        ));
+    };
+    let rev = Rev::parse(rev)?;
+    let reader = ctx.history.reader()?.ok_or_else(|| {
+        Error::not_found("the notes root is not a git repository: there are no commits to read at")
+    })?;
+    let commit = reader.resolve(&rev)?;
+    let short = &commit.to_string()[..12];
+    let blob = match reader.entry(commit, &rel)? {
+        Entry::Note(blob) => blob,
+        Entry::Missing => {
+            return Err(Error::not_found(format!(
+                "{rel:?} did not exist at commit {short}"
+            )))
+        }
+        Entry::Folder => {
+            return Err(Error::not_found(format!(
+                "{rel:?} was a folder at commit {short}, not a note"
+            )))
+        }
+        Entry::Symlink => {
+            return Err(Error::invalid_path(format!(
+                "{rel:?} was a symlink at commit {short}; a symlink is not a note: read the \
+                 note it pointed to by its own path"
+            )))
+        }
+        Entry::Other => {
+            return Err(Error::invalid_path(format!(
+                "{rel:?} was not a regular file at commit {short}; only regular files are notes"
+            )))
+        }
+    };
+    let bytes = reader.blob(blob)?;
+    Ok(NoteRead {
+        path: rel,
+        // Bytes that are not UTF-8 come back as U+FFFD, as a read of the disk does.
+        content: String::from_utf8_lossy(&bytes).into_owned(),
+        commit: Some(commit.to_string()),
+    })
 }
 
 /// `notes.read_batch`: up to [`MAX_BATCH_PATHS`] notes in request order.

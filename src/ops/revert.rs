@@ -21,7 +21,7 @@ use super::{Class, Context, HttpInput, HttpRoute, Operation};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
 use crate::patch;
-use crate::repo::{self, CommitChanges};
+use crate::repo::CommitChanges;
 
 /// `notes.revert`'s request: exactly one of `commit` and `run_id`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -140,16 +140,19 @@ fn run(ctx: &Context, run_id: &str, only: Option<&str>) -> Result<Vec<CommitChan
             format!("run_id {run_id:?} is not a run id: give the UUID /agent/run answered"),
         ));
     }
-    let repo = ctx.writer()?;
-    let ids = repo::run_commits(&repo, run_id)?;
+    let ids = ctx
+        .history
+        .commits_of_run(run_id)
+        .map_err(|e| ctx.history.scrub(e))?;
     if ids.is_empty() {
         return Err(Error::not_found(format!(
             "no commit on the branch carries Mirai-Run: {run_id}; the run changed nothing, or \
              its commits are not in this branch's history"
         )));
     }
+    let repo = ctx.writer()?;
     ids.iter()
-        .map(|id| repo.commit_changes(id, only, ctx.max_changes))
+        .map(|c| repo.commit_changes(&c.id.to_string(), only, ctx.max_changes))
         .collect()
 }
 

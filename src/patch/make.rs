@@ -201,7 +201,7 @@ fn write_hunk(out: &mut String, input: &InternedInput<&str>, first: &Hunk, group
 
 /// A file name as git writes it in a header: in double quotes with C escapes when
 /// it holds a control character, a quote or a backslash.
-fn quote(name: &str) -> String {
+pub fn quote(name: &str) -> String {
     let needs = |b: u8| b < 0x20 || b == 0x7f || b == b'"' || b == b'\\';
     if !name.bytes().any(needs) {
         return name.to_string();

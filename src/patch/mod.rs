@@ -20,7 +20,7 @@ mod corpus_tests;
 
 pub use apply::{apply, Applied};
 pub use edit::{apply_edits, Edit};
-pub use make::make;
+pub use make::{make, quote};
 pub use parse::parse;
 
 /// What the patch does to its note, decided by its `/dev/null` sides.

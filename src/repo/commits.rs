@@ -1,7 +1,7 @@
-//! Reading commits back for `notes.revert`: the commits of an agent run, found
-//! by their `Mirai-Run` trailer, and what one commit changed, path by path,
-//! against its first parent (no rename detection: a rename is a deletion and a
-//! creation, each of which mirai can take back).
+//! Reading commits back for `notes.revert`: what one commit changed, path by
+//! path, against its first parent (no rename detection: a rename is a deletion
+//! and a creation, each of which mirai can take back). A run's commits are
+//! found in the history cache (`history::History::commits_of_run`).
 
 use std::path::Path;
 
@@ -9,9 +9,6 @@ use git2::{Commit, Delta, DiffOptions, FileMode, Oid};
 
 use super::{git_error, Repo};
 use crate::error::{Error, ErrorCode, Result};
-
-/// The trailer that marks an agent run's commits (DESIGN 7.8).
-pub const RUN_TRAILER: &str = "Mirai-Run";
 
 /// What one commit did to one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,36 +31,6 @@ pub struct CommitChanges {
     pub short: String,
     pub subject: String,
     pub files: Vec<FileChange>,
-}
-
-/// The commits of agent run `run_id` on HEAD's first-parent line, newest
-/// first: those whose trailers hold `Mirai-Run: <run_id>`.
-pub fn run_commits(repo: &Repo, run_id: &str) -> Result<Vec<String>> {
-    let git = &repo.git;
-    let Some(head) = repo.head_target()?.1 else {
-        return Ok(Vec::new());
-    };
-    let cannot = |e| git_error("cannot walk the history", e);
-    let mut walk = git.revwalk().map_err(cannot)?;
-    walk.push(head).map_err(cannot)?;
-    walk.simplify_first_parent().map_err(cannot)?;
-    let mut found = Vec::new();
-    for id in walk {
-        let commit = git.find_commit(id.map_err(cannot)?).map_err(cannot)?;
-        let Some(message) = commit.message() else {
-            continue;
-        };
-        let Ok(trailers) = git2::message_trailers_strs(message) else {
-            continue;
-        };
-        if trailers
-            .iter()
-            .any(|(key, value)| key == RUN_TRAILER && value.trim() == run_id)
-        {
-            found.push(commit.id().to_string());
-        }
-    }
-    Ok(found)
 }
 
 impl Repo {

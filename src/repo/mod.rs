@@ -33,13 +33,14 @@ use git2::{FileMode, IndexEntry, IndexTime, Oid, Repository, Signature};
 use crate::error::{Error, Result};
 use crate::notes::root::Slot;
 use crate::notes::{refused, Notes};
-pub use commits::{run_commits, CommitChanges, FileChange};
+pub use commits::{CommitChanges, FileChange};
 use index_file::{Entries, Kept};
 use index_lock::{held_error, IndexLock, LOCK_WAIT};
 use intent::{Journal, NoteIntent, Recovery, Stage};
 use release::Releaser;
 
 mod commits;
+pub mod history;
 mod index_file;
 mod index_lock;
 pub mod intent;
@@ -206,13 +207,8 @@ impl Repo {
 
     /// libgit2's messages name files by absolute path; callers see them
     /// relative to the notes root (DESIGN 8.5).
-    fn scrub(&self, mut e: Error) -> Error {
-        let root = self.notes.root().display().to_string();
-        e.message = e
-            .message
-            .replace(&format!("{root}/"), "")
-            .replace(&root, "NOTES_ROOT");
-        e
+    fn scrub(&self, e: Error) -> Error {
+        scrub(self.notes.root(), e)
     }
 
     /// The reference a commit moves (the branch HEAD names, or HEAD itself when
@@ -522,6 +518,17 @@ impl Repo {
         let path = Path::new(rel_path);
         Ok(entry_at(&base, path)? != entry_at(&head, path)?)
     }
+}
+
+/// `e` with the notes root's absolute path taken out of its message: libgit2
+/// names files by absolute path, callers see them relative to the root (DESIGN 8.5).
+pub(crate) fn scrub(root: &Path, mut e: Error) -> Error {
+    let root = root.display().to_string();
+    e.message = e
+        .message
+        .replace(&format!("{root}/"), "")
+        .replace(&root, "NOTES_ROOT");
+    e
 }
 
 /// The blob id and mode of `path` in `commit`'s tree (`None`: not there).

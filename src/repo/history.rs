@@ -1,0 +1,733 @@
+//! The notes repository's history, read-only, as `git log --first-parent`
+//! sees it: one [`Summary`] per commit (parents, committer time, author,
+//! subject, the `Mirai-Run` trailer, and every path it changed against its
+//! first parent, renames found as `git log` finds them by default), revisions
+//! named the few ways mirai accepts ([`Reader::resolve`]), a note's bytes at a
+//! commit, and the notes one commit (or two commits) changed.
+//!
+//! The first-parent chain from HEAD is walked once per HEAD and kept
+//! ([`History`]): the one whole-history cost is one tree diff per commit the
+//! first time a HEAD is seen, and a HEAD that descends from a walked one only
+//! walks its new commits. Reads never wait for the writer: each opens the
+//! repository itself, and libgit2 only reads objects and refs in `.git`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, FixedOffset, SecondsFormat};
+use git2::{Delta, DiffFindOptions, DiffOptions, ErrorCode, ObjectType, Oid, Repository, Tree};
+
+use crate::error::{Error, ErrorCode as Code, Result};
+use crate::notes::path::is_hidden;
+
+/// The trailer that marks an agent run's commits (DESIGN 7.8).
+pub const RUN_TRAILER: &str = "Mirai-Run";
+
+fn invalid_request(message: impl Into<String>) -> Error {
+    Error::new(Code::InvalidRequest, message)
+}
+
+fn git_error(context: &str, e: git2::Error) -> Error {
+    Error::git(format!("{context}: {}", e.message()))
+}
+
+/// How a commit changed one path against its first parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Added,
+    Modified,
+    Deleted,
+    /// Moved from [`Change::from`] (with or without edits), as git's rename detection says.
+    Renamed,
+}
+
+impl Status {
+    /// The letter `git log --name-status` prints.
+    pub fn letter(self) -> &'static str {
+        match self {
+            Status::Added => "A",
+            Status::Modified => "M",
+            Status::Deleted => "D",
+            Status::Renamed => "R",
+        }
+    }
+}
+
+/// One path a commit changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub path: String,
+    pub status: Status,
+    /// The old path of a rename.
+    pub from: Option<String>,
+}
+
+/// One commit, as history lists it.
+#[derive(Debug)]
+pub struct Summary {
+    pub id: Oid,
+    pub parents: Vec<Oid>,
+    /// Committer time in RFC 3339, in the committer's own offset.
+    pub time: String,
+    pub author: String,
+    pub email: String,
+    pub subject: String,
+    /// The value of the `Mirai-Run` trailer.
+    pub run_id: Option<String>,
+    /// Every visible path it changed against its first parent, sorted.
+    pub changes: Vec<Change>,
+}
+
+impl Summary {
+    /// Whether this commit changed `path` (as a rename's old or new path too).
+    pub fn touches(&self, path: &str) -> bool {
+        self.changes
+            .iter()
+            .any(|c| c.path == path || c.from.as_deref() == Some(path))
+    }
+}
+
+/// The first-parent chain of one tip, oldest first.
+struct Chain {
+    tip: Option<Oid>,
+    commits: Vec<Arc<Summary>>,
+    at: HashMap<Oid, usize>,
+}
+
+impl Chain {
+    fn empty() -> Chain {
+        Chain {
+            tip: None,
+            commits: Vec::new(),
+            at: HashMap::new(),
+        }
+    }
+}
+
+/// One page of history, newest first.
+pub struct Page {
+    pub commits: Vec<Arc<Summary>>,
+    /// The cursor of the following page (`None`: this was the last page).
+    pub next: Option<String>,
+}
+
+/// The history of the notes repository at one root, walked once per HEAD.
+pub struct History {
+    root: PathBuf,
+    /// The chain of the HEAD seen last; held while a new HEAD is walked, so
+    /// concurrent callers wait for one walk instead of each making their own.
+    chain: Mutex<Arc<Chain>>,
+}
+
+impl History {
+    pub fn new(root: &Path) -> History {
+        History {
+            root: root.to_path_buf(),
+            chain: Mutex::new(Arc::new(Chain::empty())),
+        }
+    }
+
+    /// The repository for one read (`None`: the notes root is not a repository,
+    /// so nothing has history yet).
+    pub fn reader(&self) -> Result<Option<Reader>> {
+        match Repository::open(&self.root) {
+            Ok(git) => Ok(Some(Reader { git })),
+            Err(e) if e.code() == ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(git_error(
+                "cannot open the notes repository (NOTES_ROOT)",
+                e,
+            )),
+        }
+    }
+
+    /// `e` as a caller may see it: no absolute path of the server in it.
+    pub fn scrub(&self, e: Error) -> Error {
+        super::scrub(&self.root, e)
+    }
+
+    /// The chain from HEAD: the kept one when HEAD has not moved, otherwise
+    /// walked now (only down to the first commit the kept chain holds).
+    fn current(&self, reader: &Reader) -> Result<Arc<Chain>> {
+        let head = reader.head()?;
+        let mut kept = self
+            .chain
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if kept.tip == head {
+            return Ok(kept.clone());
+        }
+        let chain = match head {
+            None => Arc::new(Chain::empty()),
+            Some(tip) => Arc::new(reader.walk(tip, &kept)?),
+        };
+        *kept = chain.clone();
+        Ok(chain)
+    }
+
+    /// Up to `limit` commits that changed `path` (every commit without one),
+    /// newest first, from HEAD or from `cursor` (a page's `next`) along first
+    /// parents. A path no commit from HEAD changed is 404 `not_found`.
+    pub fn page(
+        &self,
+        reader: Option<&Reader>,
+        path: Option<&str>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page> {
+        let start = cursor.map(parse_cursor).transpose()?;
+        let chain = match reader {
+            Some(reader) => {
+                let chain = self.current(reader)?;
+                match start {
+                    Some(id) if !chain.at.contains_key(&id) => {
+                        // A cursor from before HEAD moved elsewhere: its own chain.
+                        reader.commit(id).map_err(|_| {
+                            invalid_request(format!(
+                                "cursor names commit {id}, which is not in the notes repository \
+                                 (any more); ask again without a cursor"
+                            ))
+                        })?;
+                        Arc::new(reader.walk(id, &chain)?)
+                    }
+                    _ => chain,
+                }
+            }
+            None if start.is_some() => {
+                return Err(invalid_request(
+                    "this cursor names no commit here: the notes root has no git history; \
+                     ask again without a cursor",
+                ))
+            }
+            None => Arc::new(Chain::empty()),
+        };
+        let end = match start {
+            Some(id) => chain.at[&id] + 1,
+            None => chain.commits.len(),
+        };
+        let mut matching = chain.commits[..end]
+            .iter()
+            .rev()
+            .filter(|c| path.is_none_or(|p| c.touches(p)));
+        let commits: Vec<Arc<Summary>> = matching.by_ref().take(limit).cloned().collect();
+        let next = matching.next().map(|c| c.id.to_string());
+        if let (Some(path), true, None) = (path, commits.is_empty(), start) {
+            return Err(Error::not_found(format!(
+                "no commit in the history of HEAD (following first parents) changed {path:?}: \
+                 it was never committed (a note written but not yet committed has no history)"
+            )));
+        }
+        Ok(Page { commits, next })
+    }
+
+    /// The commits of agent run `run_id` (their `Mirai-Run` trailer), newest
+    /// first, along HEAD's first parents. Empty when there are none, or no
+    /// repository.
+    pub fn commits_of_run(&self, run_id: &str) -> Result<Vec<Arc<Summary>>> {
+        let Some(reader) = self.reader()? else {
+            return Ok(Vec::new());
+        };
+        let chain = self.current(&reader)?;
+        Ok(chain
+            .commits
+            .iter()
+            .rev()
+            .filter(|c| {
+                c.run_id
+                    .as_deref()
+                    .is_some_and(|id| id.eq_ignore_ascii_case(run_id))
+            })
+            .cloned()
+            .collect())
+    }
+}
+
+/// A revision as mirai accepts one (DESIGN 7.16): a commit id, full or
+/// abbreviated to at least 7 hex digits, or `HEAD~N` (N first parents back from HEAD).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rev {
+    Id(String),
+    Back(usize),
+}
+
+impl Rev {
+    /// Anything but the accepted forms (branch and tag names, `HEAD`, `HEAD^`,
+    /// `@{...}`, `rev:path`, surrounding whitespace) is 400 `invalid_request`.
+    pub fn parse(rev: &str) -> Result<Rev> {
+        if let Some(steps) = rev.strip_prefix("HEAD~") {
+            if !steps.is_empty() && steps.bytes().all(|b| b.is_ascii_digit()) {
+                // More steps than any history holds is simply too far back (404).
+                return Ok(Rev::Back(steps.parse().unwrap_or(usize::MAX)));
+            }
+        } else if (7..=40).contains(&rev.len()) && rev.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(Rev::Id(rev.to_ascii_lowercase()));
+        }
+        Err(invalid_request(format!(
+            "revision {rev:?} is not one mirai accepts: give a commit id (7 to 40 hex digits, \
+             as notes.history lists them) or HEAD~N (N commits back along first parents; \
+             HEAD~0 is HEAD); branch and tag names, HEAD^, @{{...}} and paths are not accepted"
+        )))
+    }
+}
+
+/// A cursor is the id of the commit the next page starts at: the chain of
+/// first parents below a commit never changes, so a cursor stays good while
+/// HEAD moves on. Callers treat it as opaque.
+fn parse_cursor(raw: &str) -> Result<Oid> {
+    let malformed = || {
+        invalid_request(format!(
+            "cursor {raw:?} is not one notes.history gave: pass next_cursor from the previous \
+             page as it was, or ask again without a cursor"
+        ))
+    };
+    if raw.len() != 40 || !raw.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(malformed());
+    }
+    Oid::from_str(raw).map_err(|_| malformed())
+}
+
+/// What a tree holds at a note's path.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Entry {
+    /// A regular file (mode 100644 or 100755): a note, with its blob.
+    Note(Oid),
+    Missing,
+    Folder,
+    Symlink,
+    /// A submodule or anything else that is not a regular file.
+    Other,
+}
+
+impl Entry {
+    fn note(&self) -> Option<Oid> {
+        match self {
+            Entry::Note(id) => Some(*id),
+            _ => None,
+        }
+    }
+}
+
+/// One note a commit (or a pair of commits) changed, with the blobs on either
+/// side (`None`: no note there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NoteDelta {
+    pub path: String,
+    /// Added, Modified or Deleted; a rename is one deletion and one addition.
+    pub status: Status,
+    pub old: Option<Oid>,
+    pub new: Option<Oid>,
+}
+
+/// The repository opened for one read.
+pub struct Reader {
+    git: Repository,
+}
+
+impl Reader {
+    /// The commit HEAD points at (`None`: no commits yet).
+    fn head(&self) -> Result<Option<Oid>> {
+        match self.git.head() {
+            Ok(head) => head
+                .peel_to_commit()
+                .map(|c| Some(c.id()))
+                .map_err(|e| git_error("cannot read the HEAD commit", e)),
+            Err(e) if matches!(e.code(), ErrorCode::UnbornBranch | ErrorCode::NotFound) => Ok(None),
+            Err(e) => Err(git_error("cannot read HEAD", e)),
+        }
+    }
+
+    fn commit(&self, id: Oid) -> Result<git2::Commit<'_>> {
+        self.git.find_commit(id).map_err(|e| match e.code() {
+            ErrorCode::NotFound => {
+                Error::not_found(format!("no commit {id} in the notes repository"))
+            }
+            _ => git_error(&format!("cannot read commit {id}"), e),
+        })
+    }
+
+    /// The first-parent chain from `tip`, joining `known` at the first commit it holds.
+    fn walk(&self, tip: Oid, known: &Chain) -> Result<Chain> {
+        let mut fresh = Vec::new();
+        let mut join = None;
+        let mut next = Some(tip);
+        while let Some(id) = next {
+            if let Some(&at) = known.at.get(&id) {
+                join = Some(at);
+                break;
+            }
+            let commit = match self.git.find_commit(id) {
+                Ok(commit) => commit,
+                // A shallow clone's history ends where its objects do.
+                Err(e) if e.code() == ErrorCode::NotFound && id != tip => break,
+                Err(e) => return Err(git_error(&format!("cannot read commit {id}"), e)),
+            };
+            let summary = self.summarize(&commit)?;
+            next = summary.parents.first().copied();
+            fresh.push(Arc::new(summary));
+        }
+        let mut commits = match join {
+            Some(at) => known.commits[..=at].to_vec(),
+            None => Vec::with_capacity(fresh.len()),
+        };
+        commits.extend(fresh.into_iter().rev());
+        let at = commits.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+        Ok(Chain {
+            tip: Some(tip),
+            commits,
+            at,
+        })
+    }
+
+    fn summarize(&self, commit: &git2::Commit<'_>) -> Result<Summary> {
+        let parent_tree = self.first_parent_tree(commit)?;
+        let tree = commit
+            .tree()
+            .map_err(|e| git_error("cannot read a commit's tree", e))?;
+        let author = commit.author();
+        let message = String::from_utf8_lossy(commit.message_raw_bytes());
+        Ok(Summary {
+            id: commit.id(),
+            parents: commit.parent_ids().collect(),
+            time: rfc3339(commit.committer().when()),
+            author: String::from_utf8_lossy(author.name_bytes()).into_owned(),
+            email: String::from_utf8_lossy(author.email_bytes()).into_owned(),
+            subject: commit
+                .summary_bytes()
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .unwrap_or_default(),
+            run_id: run_trailer(&message),
+            changes: self.changes(parent_tree.as_ref(), Some(&tree))?,
+        })
+    }
+
+    fn first_parent_tree(&self, commit: &git2::Commit<'_>) -> Result<Option<Tree<'_>>> {
+        let Some(parent) = commit.parent_ids().next() else {
+            return Ok(None);
+        };
+        match self.git.find_commit(parent) {
+            Ok(parent) => parent
+                .tree()
+                .map(Some)
+                .map_err(|e| git_error("cannot read a commit's tree", e)),
+            Err(e) if e.code() == ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(git_error(&format!("cannot read commit {parent}"), e)),
+        }
+    }
+
+    /// Every visible path that differs between two trees, renames detected as
+    /// `git log` does by default (50% similar; exact renames always), sorted.
+    ///
+    /// The trees are compared here, entry by entry, skipping every subtree whose
+    /// id did not change (libgit2's tree diff walks whole changed folders, about
+    /// ten times slower on a folder of thousands of notes); only a change that
+    /// both adds and removes files, where a rename may hide, goes through
+    /// libgit2's diff and rename detection.
+    fn changes(&self, old: Option<&Tree<'_>>, new: Option<&Tree<'_>>) -> Result<Vec<Change>> {
+        let mut files = Vec::new();
+        self.compare_trees(old, new, &mut String::new(), &mut files)?;
+        let adds = files.iter().any(|(_, old, _)| !old);
+        let removes = files.iter().any(|(_, _, new)| !new);
+        if adds && removes {
+            return self.changes_with_renames(old, new);
+        }
+        let mut changes: Vec<Change> = files
+            .into_iter()
+            .filter(|(path, _, _)| !is_hidden(path))
+            .map(|(path, old, new)| Change {
+                path,
+                status: match (old, new) {
+                    (false, _) => Status::Added,
+                    (_, false) => Status::Deleted,
+                    _ => Status::Modified,
+                },
+                from: None,
+            })
+            .collect();
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(changes)
+    }
+
+    /// The files (anything but folders) that differ between two trees, as
+    /// `(path, on the old side, on the new side)`: both trees' entries are in
+    /// git's order, so one merge pass pairs them; an unchanged subtree is skipped.
+    fn compare_trees(
+        &self,
+        old: Option<&Tree<'_>>,
+        new: Option<&Tree<'_>>,
+        prefix: &mut String,
+        out: &mut Vec<(String, bool, bool)>,
+    ) -> Result<()> {
+        let olds: Vec<_> = old.map(|t| t.iter().collect()).unwrap_or_default();
+        let news: Vec<_> = new.map(|t| t.iter().collect()).unwrap_or_default();
+        let (mut i, mut j) = (0, 0);
+        while i < olds.len() || j < news.len() {
+            let order = match (olds.get(i), news.get(j)) {
+                (Some(a), Some(b)) => git_order(a, b),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                _ => std::cmp::Ordering::Greater,
+            };
+            let (a, b) = match order {
+                std::cmp::Ordering::Less => (olds.get(i), None),
+                std::cmp::Ordering::Greater => (None, news.get(j)),
+                std::cmp::Ordering::Equal => (olds.get(i), news.get(j)),
+            };
+            i += usize::from(a.is_some());
+            j += usize::from(b.is_some());
+            if let (Some(a), Some(b)) = (a, b) {
+                if a.id() == b.id() && a.filemode() == b.filemode() {
+                    continue;
+                }
+            }
+            let name = a.or(b).map(|e| e.name_bytes()).unwrap_or_default();
+            let mark = prefix.len();
+            prefix.push_str(&String::from_utf8_lossy(name));
+            let folder = a.or(b).is_some_and(is_folder);
+            if folder {
+                prefix.push('/');
+                let tree = |e: Option<&git2::TreeEntry<'_>>| -> Result<Option<Tree<'_>>> {
+                    e.map(|e| self.git.find_tree(e.id()))
+                        .transpose()
+                        .map_err(|e| git_error("cannot read a folder's tree", e))
+                };
+                let (old_tree, new_tree) = (tree(a)?, tree(b)?);
+                self.compare_trees(old_tree.as_ref(), new_tree.as_ref(), prefix, out)?;
+            } else {
+                out.push((prefix.clone(), a.is_some(), b.is_some()));
+            }
+            prefix.truncate(mark);
+        }
+        Ok(())
+    }
+
+    /// [`Reader::changes`] through libgit2's diff and rename detection.
+    fn changes_with_renames(
+        &self,
+        old: Option<&Tree<'_>>,
+        new: Option<&Tree<'_>>,
+    ) -> Result<Vec<Change>> {
+        let mut options = DiffOptions::new();
+        options.include_typechange(true);
+        let mut diff = self
+            .git
+            .diff_tree_to_tree(old, new, Some(&mut options))
+            .map_err(|e| git_error("cannot compare a commit with its parent", e))?;
+        let mut find = DiffFindOptions::new();
+        find.renames(true).rename_threshold(50);
+        diff.find_similar(Some(&mut find))
+            .map_err(|e| git_error("cannot look for renames", e))?;
+        let name = |file: git2::DiffFile<'_>| {
+            file.path_bytes()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+        };
+        let mut changes = Vec::new();
+        for delta in diff.deltas() {
+            let (old_path, new_path) = (name(delta.old_file()), name(delta.new_file()));
+            let visible = |p: &Option<String>| p.clone().filter(|p| !is_hidden(p));
+            let change = match (delta.status(), visible(&old_path), visible(&new_path)) {
+                (Delta::Renamed, Some(from), Some(path)) => Change {
+                    path,
+                    status: Status::Renamed,
+                    from: Some(from),
+                },
+                (Delta::Renamed | Delta::Added | Delta::Copied, _, Some(path)) => Change {
+                    path,
+                    status: Status::Added,
+                    from: None,
+                },
+                (Delta::Renamed | Delta::Deleted, Some(path), _) => Change {
+                    path,
+                    status: Status::Deleted,
+                    from: None,
+                },
+                (Delta::Modified | Delta::Typechange, _, Some(path)) => Change {
+                    path,
+                    status: Status::Modified,
+                    from: None,
+                },
+                _ => continue,
+            };
+            changes.push(change);
+        }
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(changes)
+    }
+
+    /// The commit a revision names; a commit that is not there is 404
+    /// `not_found`, an abbreviation more than one object starts with 400
+    /// `invalid_request`.
+    pub fn resolve(&self, rev: &Rev) -> Result<Oid> {
+        match rev {
+            Rev::Id(hex) => self.by_id(hex),
+            Rev::Back(steps) => self.back_from_head(*steps),
+        }
+    }
+
+    fn back_from_head(&self, steps: usize) -> Result<Oid> {
+        let rev = format!("HEAD~{steps}");
+        let mut id = self.head()?.ok_or_else(|| {
+            Error::not_found(format!("{rev}: the notes repository has no commits yet"))
+        })?;
+        for taken in 0..steps {
+            let commit = self.commit(id)?;
+            id = commit.parent_id(0).map_err(|_| {
+                Error::not_found(format!(
+                    "{rev}: HEAD has only {taken} commit(s) before it along first parents"
+                ))
+            })?;
+        }
+        Ok(id)
+    }
+
+    fn by_id(&self, rev: &str) -> Result<Oid> {
+        let unknown = || Error::not_found(format!("no commit {rev} in the notes repository"));
+        let short = Oid::from_str(rev).map_err(|_| unknown())?;
+        let odb = self
+            .git
+            .odb()
+            .map_err(|e| git_error("cannot open the object database", e))?;
+        let id = odb
+            .exists_prefix(short, rev.len())
+            .map_err(|e| match e.code() {
+                ErrorCode::Ambiguous => invalid_request(format!(
+                "{rev} is ambiguous: more than one object's id starts with it; give more digits"
+            )),
+                ErrorCode::NotFound => unknown(),
+                _ => git_error(&format!("cannot look up {rev}"), e),
+            })?;
+        let object = self.git.find_object(id, None).map_err(|_| unknown())?;
+        match object.kind() {
+            Some(ObjectType::Commit) => Ok(id),
+            kind => Err(Error::not_found(format!(
+                "{rev} names a {}, not a commit",
+                kind.map_or("object", |kind| kind.str())
+            ))),
+        }
+    }
+
+    /// What `commit`'s tree holds at `rel` (a normalized note path). A path
+    /// through a symlinked folder is `Missing`: git's trees are never followed.
+    pub fn entry(&self, commit: Oid, rel: &str) -> Result<Entry> {
+        let tree = self
+            .commit(commit)?
+            .tree()
+            .map_err(|e| git_error("cannot read a commit's tree", e))?;
+        entry_in(&tree, rel)
+    }
+
+    /// A blob's bytes.
+    pub fn blob(&self, id: Oid) -> Result<Vec<u8>> {
+        self.git
+            .find_blob(id)
+            .map(|blob| blob.content().to_vec())
+            .map_err(|e| git_error(&format!("cannot read blob {id}"), e))
+    }
+
+    /// The notes `commit` changed against its first parent (against nothing for
+    /// a root commit), sorted by path; only `path`'s when given. A rename is
+    /// the old note's deletion and the new note's creation; a path that is not
+    /// a visible regular `.md` file on a side has no note on that side.
+    pub fn note_changes(&self, commit: Oid, path: Option<&str>) -> Result<Vec<NoteDelta>> {
+        let commit = self.commit(commit)?;
+        let old_tree = self.first_parent_tree(&commit)?;
+        let new_tree = commit
+            .tree()
+            .map_err(|e| git_error("cannot read a commit's tree", e))?;
+        let mut paths: Vec<String> = self
+            .changes(old_tree.as_ref(), Some(&new_tree))?
+            .into_iter()
+            .flat_map(|c| c.from.into_iter().chain([c.path]))
+            .filter(|p| path.is_none_or(|wanted| wanted == p))
+            .filter(|p| crate::notes::path::check_visible_note(p).is_ok())
+            .collect();
+        paths.sort_unstable();
+        paths.dedup();
+        let mut deltas = Vec::with_capacity(paths.len());
+        for path in paths {
+            let old = match &old_tree {
+                Some(tree) => entry_in(tree, &path)?.note(),
+                None => None,
+            };
+            let new = entry_in(&new_tree, &path)?.note();
+            deltas.extend(delta(path, old, new));
+        }
+        Ok(deltas)
+    }
+
+    /// How note `rel` differs from commit `from` to commit `to` (`None`: the same
+    /// on both, or a note on neither).
+    pub fn note_between(&self, from: Oid, to: Oid, rel: &str) -> Result<Option<NoteDelta>> {
+        let old = self.entry(from, rel)?.note();
+        let new = self.entry(to, rel)?.note();
+        Ok(delta(rel.to_string(), old, new))
+    }
+}
+
+fn is_folder(entry: &git2::TreeEntry<'_>) -> bool {
+    entry.filemode() == 0o040000
+}
+
+/// git's order of tree entries: by name, a folder's name as if it ended in `/`.
+fn git_order(a: &git2::TreeEntry<'_>, b: &git2::TreeEntry<'_>) -> std::cmp::Ordering {
+    let slash = |e: &git2::TreeEntry<'_>| -> &'static [u8] {
+        if is_folder(e) {
+            b"/"
+        } else {
+            b""
+        }
+    };
+    let (a_name, b_name) = (a.name_bytes(), b.name_bytes());
+    a_name
+        .iter()
+        .chain(slash(a))
+        .cmp(b_name.iter().chain(slash(b)))
+}
+
+fn delta(path: String, old: Option<Oid>, new: Option<Oid>) -> Option<NoteDelta> {
+    let status = match (old, new) {
+        (None, None) => return None,
+        (Some(a), Some(b)) if a == b => return None,
+        (None, Some(_)) => Status::Added,
+        (Some(_), None) => Status::Deleted,
+        (Some(_), Some(_)) => Status::Modified,
+    };
+    Some(NoteDelta {
+        path,
+        status,
+        old,
+        new,
+    })
+}
+
+fn entry_in(tree: &Tree<'_>, rel: &str) -> Result<Entry> {
+    let entry = match tree.get_path(Path::new(rel)) {
+        Ok(entry) => entry,
+        Err(e) if e.code() == ErrorCode::NotFound => return Ok(Entry::Missing),
+        Err(e) => return Err(git_error("cannot read a commit's tree", e)),
+    };
+    Ok(match entry.filemode() {
+        0o100644 | 0o100755 => Entry::Note(entry.id()),
+        0o040000 => Entry::Folder,
+        0o120000 => Entry::Symlink,
+        _ => Entry::Other,
+    })
+}
+
+/// The `Mirai-Run` trailer of a commit message.
+fn run_trailer(message: &str) -> Option<String> {
+    let trailers = git2::message_trailers_strs(message).ok()?;
+    let run = trailers
+        .iter()
+        .find(|(key, _)| key.eq_ignore_ascii_case(RUN_TRAILER))
+        .map(|(_, value)| value.trim().to_string());
+    run
+}
+
+/// A git time in RFC 3339, in its own offset (`Z` for UTC).
+fn rfc3339(time: git2::Time) -> String {
+    let offset = FixedOffset::east_opt(time.offset_minutes() * 60)
+        .unwrap_or_else(|| FixedOffset::east_opt(0).expect("zero is a valid offset"));
+    DateTime::from_timestamp(time.seconds(), 0)
+        .unwrap_or_default()
+        .with_timezone(&offset)
+        .to_rfc3339_opts(SecondsFormat::Secs, true)
+}
