@@ -214,7 +214,7 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
     let answer = eval(
         &server,
         r#"return await mirai.changes.apply({patches: [
-            "--- a/c.md\n+++ b/c.md\n@@ -1 +1 @@\n-delta\n+epsilon\n",
+            "--- a/c.md\n+++ b/c.md\n@@ -1,3 +1,3 @@\n-delta\n+omega\n zeta\n epsilon\n",
             "--- /dev/null\n+++ b/d.md\n@@ -0,0 +1 @@\n+dee\n"]})"#,
     );
     covered.insert("changes.apply".into());
@@ -234,10 +234,10 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
     assert_eq!(result(&answer)["reverted"], json!([applied]));
     assert_eq!(
         std::fs::read_to_string(server.root.join("c.md")).unwrap(),
-        "delta\n"
+        "delta\nzeta\nepsilon\n"
     );
     assert!(!server.root.join("d.md").exists());
-    assert_eq!(server.commit_count(), before + 5);
+    assert_eq!(server.commit_count(), before + 9);
 
     let answer = eval(&server, "return await mirai.index.rebuild()");
     covered.insert("index.rebuild".into());

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::config::SandboxLimits;
 use crate::error::ErrorCode;
 use crate::ops::guard::ALLOW_LARGE_DELETE;
-use crate::ops::{Class, TABLE};
+use crate::ops::{Class, PromptDetail, TABLE};
 
 /// When to use which operation, one line each, and a worked example of a
 /// question answered from a search.
@@ -141,11 +141,14 @@ pub fn system_prompt(facts: &PromptFacts) -> String {
     out
 }
 
-/// Every `mirai.*` function with its shapes, summary, documented request
-/// fields and example; write functions are left out when `read_only`. The
-/// agent's prompt and MCP's code-mode tool both describe the API with this.
+/// Every `mirai.*` function with its shapes and summary, and for the rows
+/// shown in full ([`PromptDetail::Full`]) its documented request fields and
+/// example; fields many rows share are described once, at the end. Write
+/// functions are left out when `read_only`. The agent's prompt and MCP's
+/// code-mode tool both describe the API with this.
 pub fn api_reference(read_only: bool) -> String {
     let mut out = String::new();
+    let mut shared: Vec<(String, String)> = Vec::new();
     for op in TABLE {
         if read_only && op.class == Class::Write {
             continue;
@@ -159,13 +162,31 @@ pub fn api_reference(read_only: bool) -> String {
         };
         let _ = writeln!(out, "mirai.{}({argument}) -> {response}", op.name);
         let _ = writeln!(out, "  {}", op.summary);
+        if op.prompt == PromptDetail::Brief {
+            continue;
+        }
         for (field, description) in field_descriptions(&(op.request_schema)().to_value()) {
+            if SHARED_FIELDS.contains(&field.as_str()) {
+                if !shared.iter().any(|(name, _)| *name == field) {
+                    shared.push((field, description));
+                }
+                continue;
+            }
             let _ = writeln!(out, "  {field}: {description}");
         }
         let _ = writeln!(out, "  e.g. {}", op.example);
     }
+    if !shared.is_empty() {
+        out.push_str("Fields several calls share:\n");
+        for (field, description) in shared {
+            let _ = writeln!(out, "  {field}: {description}");
+        }
+    }
     out
 }
+
+/// Request fields many rows carry with one meaning: described once, after the rows.
+const SHARED_FIELDS: [&str; 2] = ["base_commit", "allow_large_delete"];
 
 /// Codes an operation can throw (not the HTTP adapter's, the sandbox's or the agent's own).
 fn is_operation_code(code: ErrorCode) -> bool {
@@ -315,7 +336,7 @@ mod tests {
     }
 
     #[test]
-    fn every_operation_appears_with_its_shapes_and_example() {
+    fn every_operation_appears_with_its_shapes_and_full_rows_with_their_example() {
         let prompt = system_prompt(&facts());
         for op in TABLE {
             assert!(
@@ -323,7 +344,10 @@ mod tests {
                 "{}",
                 op.name
             );
-            assert!(prompt.contains(op.example), "{}", op.name);
+            assert!(prompt.contains(op.summary), "{}", op.name);
+            if op.prompt == PromptDetail::Full {
+                assert!(prompt.contains(op.example), "{}", op.name);
+            }
         }
         assert!(prompt.contains(
             "mirai.notes.read({path: string, rev?: string}) -> {commit?: string, content: string, path: string}"
@@ -352,6 +376,26 @@ mod tests {
             search < answer,
             "the example searches, then answers with the path"
         );
+    }
+
+    #[test]
+    fn brief_rows_show_their_signature_alone_and_shared_fields_are_said_once() {
+        let reference = api_reference(false);
+        let diff = reference.find("mirai.notes.diff(").unwrap();
+        let next = diff + reference[diff..].find("\nmirai.").unwrap();
+        assert!(
+            !reference[diff..next].contains("e.g."),
+            "{}",
+            &reference[diff..next]
+        );
+        assert!(reference.contains("e.g. await mirai.notes.edit("));
+        for field in SHARED_FIELDS {
+            assert_eq!(
+                reference.matches(&format!("  {field}: ")).count(),
+                1,
+                "{field} described once"
+            );
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::change::{land_all, plan_patch, status_lines, Plan};
 use super::guard::GuardPolicy;
 use super::patch::{summary, PatchSummary};
-use super::{Class, Context, HttpInput, HttpRoute, Operation};
+use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 
 /// `changes.apply`'s request.
@@ -50,6 +50,7 @@ impl Operation for ChangesApply {
         "Apply several single-file unified diffs (one per note) as ONE commit, each checked exactly as patch.apply checks one; any failure writes nothing.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/changes/apply", HttpInput::Body);
+    const PROMPT: PromptDetail = PromptDetail::Brief;
     type Request = ChangesRequest;
     type Response = ChangesApplied;
 

@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Class, Context, HttpInput, HttpRoute, Operation};
+use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::path;
 use crate::patch;
@@ -103,6 +103,7 @@ impl Operation for NotesHistory {
         "/mcp/notes/history",
         HttpInput::Query(&["path", "limit", "cursor"]),
     );
+    const PROMPT: PromptDetail = PromptDetail::Brief;
     type Request = HistoryRequest;
     type Response = HistoryResponse;
 
@@ -277,6 +278,7 @@ impl Operation for NotesDiff {
         "/mcp/notes/diff",
         HttpInput::Query(&["commit", "path", "from", "to"]),
     );
+    const PROMPT: PromptDetail = PromptDetail::Brief;
     type Request = DiffRequest;
     type Response = DiffResponse;
 

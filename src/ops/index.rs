@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation};
+use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::Landing;
 use crate::{bootstrap, index};
@@ -28,6 +28,7 @@ impl Operation for IndexRebuild {
         "Rebuild the search index from every note and write the artifact .mirai/index.json.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/index/rebuild", HttpInput::Nothing);
+    const PROMPT: PromptDetail = PromptDetail::Brief;
     type Request = Empty;
     type Response = RebuildResponse;
 
@@ -81,6 +82,7 @@ impl Operation for IndexStatus {
         "Describe the index artifact: when it was built, from which commit, its size, and whether notes changed since.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::get("/mcp/index/status", HttpInput::Nothing);
+    const PROMPT: PromptDetail = PromptDetail::Brief;
     type Request = Empty;
     type Response = StatusResponse;
 
@@ -270,6 +272,7 @@ impl Operation for IndexInvalidate {
         "Delete the index artifact; later queries index on demand until the next rebuild.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/index/invalidate", HttpInput::Nothing);
+    const PROMPT: PromptDetail = PromptDetail::Brief;
     type Request = Empty;
     type Response = InvalidateResponse;
 

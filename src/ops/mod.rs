@@ -270,6 +270,16 @@ impl HttpRoute {
     }
 }
 
+/// How much of a row the agent's generated prompt shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptDetail {
+    /// Signature, summary, each field's description and the example.
+    Full,
+    /// Signature and summary alone: rows a model rarely needs for everyday note
+    /// tasks (history, diffs, multi-note commits, the index's upkeep).
+    Brief,
+}
+
 /// One row of the table, in typed form.
 pub trait Operation {
     const NAME: &'static str;
@@ -281,6 +291,8 @@ pub trait Operation {
     const MALFORMED: ErrorCode;
     /// How HTTP serves it (the adapter has one handler for every row).
     const HTTP: HttpRoute;
+    /// How much of it the agent's prompt shows (a small model's context is 8k tokens).
+    const PROMPT: PromptDetail = PromptDetail::Full;
     type Request: DeserializeOwned + JsonSchema;
     type Response: Serialize + JsonSchema;
     fn run(ctx: &Context, request: Self::Request) -> Result<Self::Response>;
@@ -294,6 +306,7 @@ pub struct OpEntry {
     pub example: &'static str,
     pub malformed: ErrorCode,
     pub http: HttpRoute,
+    pub prompt: PromptDetail,
     /// JSON Schemas of the request and the response, generated from their types.
     pub request_schema: fn() -> Schema,
     pub response_schema: fn() -> Schema,
@@ -308,6 +321,7 @@ const fn entry<O: Operation>() -> OpEntry {
         example: O::EXAMPLE,
         malformed: O::MALFORMED,
         http: O::HTTP,
+        prompt: O::PROMPT,
         request_schema: || schema_for!(O::Request),
         response_schema: || schema_for!(O::Response),
         call: call_typed::<O>,
@@ -414,6 +428,7 @@ mod tests {
             example: "",
             malformed: ErrorCode::InvalidRequest,
             http: HttpRoute::post("/x/write", HttpInput::Body),
+            prompt: PromptDetail::Full,
             request_schema: || schema_for!(Empty),
             response_schema: || schema_for!(Empty),
             call: |_, v| Ok(v),

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::change::{land, plan_patch, Plan};
 use super::guard::GuardPolicy;
-use super::{Class, Context, HttpInput, HttpRoute, Operation};
+use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{ErrorCode, Result};
 
 /// The request of both patch operations.
@@ -54,6 +54,7 @@ impl Operation for PatchPropose {
         "Check a single-file unified diff against the note as it is now, exactly as patch.apply would, without writing.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidPatch;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/patch/propose", HttpInput::Body);
+    const PROMPT: PromptDetail = PromptDetail::Brief;
     type Request = PatchRequest;
     type Response = PatchSummary;
 

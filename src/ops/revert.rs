@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::change::{land_all, plan_text, status_lines, Plan};
 use super::guard::GuardPolicy;
 use super::patch::{summary, PatchSummary};
-use super::{Class, Context, HttpInput, HttpRoute, Operation};
+use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
 use crate::patch;
@@ -61,6 +61,7 @@ impl Operation for NotesRevert {
         "Take back a commit ({commit}) or every commit of an agent run ({run_id}), optionally only one note's part ({path}), as ONE new commit; the inverse applies strictly (409 when a note changed so that it no longer applies).";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/revert", HttpInput::Body);
+    const PROMPT: PromptDetail = PromptDetail::Brief;
     type Request = RevertRequest;
     type Response = Reverted;
 

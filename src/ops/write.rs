@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::change::{check_size, land, plan_text};
 use super::guard::GuardPolicy;
-use super::{Class, Context, HttpInput, HttpRoute, Operation};
+use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
 use crate::patch::{self, Edit};
@@ -51,6 +51,7 @@ impl Operation for PatchMake {
         "Make the unified diff (3 lines of context) that turns a note into the given content; null content makes a deletion diff. Writes nothing.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/patch/make", HttpInput::Body);
+    const PROMPT: PromptDetail = PromptDetail::Brief;
     type Request = MakeRequest;
     type Response = MadePatch;
 

@@ -147,8 +147,11 @@ impl Sandbox {
         let mut store = Store::new(
             &self.engine,
             RunState {
-                // Host calls end by the deadline too, waiting for other writes included.
-                ctx: ctx.with_deadline(started + Duration::from_millis(self.limits.timeout_ms)),
+                // Host calls end by the deadline too, waiting for other writes included;
+                // whoever wrote the program, a model may have: the guards apply (MIRAI_GUARDS).
+                ctx: ctx
+                    .with_deadline(started + Duration::from_millis(self.limits.timeout_ms))
+                    .by_model(),
                 memory: MemoryLimit {
                     cap: self.limits.memory_bytes,
                     peak: 0,
