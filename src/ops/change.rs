@@ -184,6 +184,9 @@ fn commit(ctx: &Context, repo: &Repo, plan: &Plan) -> Result<String> {
     )?;
     ctx.index
         .note_changed(&plan.note.rel, plan.content.as_deref(), &commit);
+    if let Some(sync) = &ctx.sync {
+        sync.committed();
+    }
     Ok(commit)
 }
 

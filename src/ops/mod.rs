@@ -8,11 +8,13 @@ mod change;
 mod index;
 mod notes;
 mod patch;
+mod repo;
 mod write;
 
 pub use index::*;
 pub use notes::*;
 pub use patch::*;
+pub use repo::*;
 pub use write::*;
 
 use std::ops::Deref;
@@ -30,6 +32,7 @@ use crate::index::live::LiveIndex;
 use crate::notes::overlay::Overlay;
 use crate::notes::{Notes, View};
 use crate::repo::{Author, Repo};
+use crate::sync::Syncer;
 
 /// What an operation does to the notes: `read_only` mode denies every `Write`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -62,21 +65,47 @@ pub struct Context {
     run_id: Option<Arc<str>>,
     /// Set for a sandbox program: a write does not wait for the writer past it.
     deadline: Option<Instant>,
+    /// The git remote's sync, when `MIRAI_GIT_REMOTE` is set: told of every commit.
+    pub sync: Option<Arc<Syncer>>,
 }
 
 impl Context {
     pub fn new(notes: Notes, config: &Config) -> Context {
+        let index = Arc::new(LiveIndex::new(notes.clone()));
+        let writer: Arc<Mutex<Option<Repo>>> = Arc::new(Mutex::new(None));
+        let sync = config.sync.clone().map(|sync| {
+            let (writer, for_writer) = (writer.clone(), notes.clone());
+            let with_writer: crate::sync::WithWriter = Box::new(move |work| {
+                let guard = lock_writer(&writer, &for_writer)?;
+                work(guard.as_ref().expect("lock_writer opens the repository"));
+                Ok(())
+            });
+            let author = Author {
+                name: config.git_identity.name.clone(),
+                email: config.git_identity.email.clone(),
+            };
+            let pushes = config.policy != PolicyMode::ReadOnly;
+            Arc::new(Syncer::new(
+                sync,
+                notes.clone(),
+                index.clone(),
+                with_writer,
+                author,
+                pushes,
+            ))
+        });
         Context {
-            index: Arc::new(LiveIndex::new(notes.clone())),
+            index,
             view: View::disk(notes),
             policy: config.policy,
             max_content_bytes: config.max_body_bytes,
             max_edits: config.max_edits,
             dirty_notes: config.dirty_notes,
             identity: config.git_identity.clone(),
-            writer: Arc::new(Mutex::new(None)),
+            writer,
             run_id: None,
             deadline: None,
+            sync,
         }
     }
 
@@ -115,12 +144,8 @@ impl Context {
 
     /// Takes the repository for one write. Writes are serialized; reads never wait for this.
     pub fn writer(&self) -> Result<Writer<'_>> {
-        // A panic during an earlier write left the repository as git left it; carry on.
         let mut guard = match self.deadline {
-            None => self
-                .writer
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            None => return lock_writer(&self.writer, self.view.disk_notes()).map(Writer),
             Some(deadline) => loop {
                 match self.writer.try_lock() {
                     Ok(guard) => break guard,
@@ -148,6 +173,21 @@ impl Context {
             email: self.identity.email.clone(),
         }
     }
+}
+
+/// Takes the writer lock (waiting as long as it takes) with the repository
+/// opened. A panic during an earlier write left the repository as git left it; carry on.
+fn lock_writer<'a>(
+    writer: &'a Mutex<Option<Repo>>,
+    notes: &Notes,
+) -> Result<MutexGuard<'a, Option<Repo>>> {
+    let mut guard = writer
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if guard.is_none() {
+        *guard = Some(Repo::open(notes)?);
+    }
+    Ok(guard)
 }
 
 /// The repository, held for one write.
@@ -294,6 +334,8 @@ pub static TABLE: &[OpEntry] = &[
     entry::<IndexStatus>(),
     entry::<IndexQuery>(),
     entry::<IndexInvalidate>(),
+    entry::<RepoStatus>(),
+    entry::<RepoSync>(),
 ];
 
 /// Looks a row up by its dotted name.

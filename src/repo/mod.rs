@@ -38,6 +38,7 @@ use release::Releaser;
 mod index_file;
 mod index_lock;
 pub mod intent;
+pub mod pull;
 mod recover;
 mod release;
 
