@@ -577,3 +577,104 @@ fn an_https_style_remote_with_a_token_pushes_and_the_token_appears_nowhere() {
         assert!(!text.contains("s3cret"), "{text}");
     }
 }
+
+#[test]
+fn a_burst_of_applies_against_a_slow_remote_is_pushed_whole_in_a_few_pushes() {
+    let world = World::new();
+    // Every push waits 200 ms at the remote; the applies must not.
+    let http = GitHttp::start(world.dir.path(), "ada", "tok", Duration::from_millis(200));
+    let url = format!("{}/remote.git", http.base);
+    let mut sync = world.sync_config(&url);
+    sync.credentials = GitCredentials::Token {
+        username: "ada".into(),
+        token: "tok".into(),
+    };
+    let root = tempfile::tempdir().unwrap();
+    let notes = root.path().join("notes");
+    let server = TestServer::start_in(root, notes, |config| config.sync = Some(sync));
+    let seed = world.remote_head();
+    let mut commits = Vec::new();
+    for n in 0..200 {
+        commits.push(write_note(
+            &server,
+            &format!("burst/{}.md", n % 20),
+            &format!("note {n}\n"),
+        ));
+    }
+    let last = commits.last().unwrap().clone();
+    wait_until("the remote has the last apply", || {
+        world.remote_head() == last
+    });
+    for commit in &commits {
+        assert!(
+            reachable(&world.remote, commit, "main"),
+            "{commit} was not pushed"
+        );
+    }
+    assert_eq!(
+        git(
+            &world.remote,
+            &["rev-list", "--count", &format!("{seed}..main")]
+        )
+        .trim(),
+        "200"
+    );
+    let pushes = http.pushes();
+    assert!(
+        (1..200).contains(&pushes),
+        "{pushes} pushes for 200 applies: {:?}",
+        http.requests()
+    );
+    assert_fsck(&world.remote);
+}
+
+#[test]
+fn mirai_sync_pulls_and_pushes_once_and_fails_with_a_non_zero_exit() {
+    let world = World::new();
+    let root = world.dir.path().join("cli");
+    git(
+        world.dir.path(),
+        &[
+            "clone",
+            "-q",
+            world.remote.to_str().unwrap(),
+            root.to_str().unwrap(),
+        ],
+    );
+    let pushed = world.person_pushes(&[("a.md", Some("alpha for cron\n"))], "person: a");
+    let run = |remote: &str| {
+        mirai_cli()
+            .args(["sync", "--notes-root"])
+            .arg(&root)
+            .env("MIRAI_GIT_REMOTE", remote)
+            .output()
+            .unwrap()
+    };
+    let out = run(world.remote.to_str().unwrap());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (answer["pulled"].as_bool(), answer["head"].as_str()),
+        (Some(true), Some(pushed.as_str()))
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.md")).unwrap(),
+        "alpha for cron\n"
+    );
+    let missing = world.dir.path().join("nowhere.git");
+    let out = run(missing.to_str().unwrap());
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("remote_unavailable"), "{stderr}");
+    // No remote configured: a configuration error.
+    let out = mirai_cli()
+        .args(["sync", "--notes-root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
