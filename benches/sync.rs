@@ -91,7 +91,11 @@ fn push_and_pull(name: &str, dir: &Path, url: &str, credentials: GitCredentials)
         ops::dispatch(&ctx, "notes.write", Input::Json(write)).unwrap();
         pushes.push(time_ms(|| assert!(sync.push().unwrap())));
         git(&person, &["pull", "-q", "--ff-only", "origin", "main"]);
-        std::fs::write(person.join(format!("p{n}.md")), format!("person {n}\n")).unwrap();
+        std::fs::write(
+            person.join(format!("p{n}.md")),
+            format!("person {name} {n}\n"),
+        )
+        .unwrap();
         git(&person, &["add", "-A"]);
         git(&person, &["commit", "-qm", "person"]);
         git(&person, &["push", "-q", "origin", "main"]);
@@ -105,7 +109,7 @@ fn push_and_pull(name: &str, dir: &Path, url: &str, credentials: GitCredentials)
 }
 
 /// The median latency of `APPLIES` applies against a release server on `root`.
-fn burst(root: &Path, env: &[(&str, &str)]) -> (f64, Server) {
+fn burst(name: &str, root: &Path, env: &[(&str, &str)]) -> (f64, Server) {
     let server = Server::start_with_env(root, env);
     let mut samples = Vec::new();
     for n in 0..APPLIES {
@@ -121,14 +125,7 @@ fn burst(root: &Path, env: &[(&str, &str)]) -> (f64, Server) {
             assert_eq!(response.status().as_u16(), 200);
         }));
     }
-    let median = report(
-        if env.is_empty() {
-            "apply, no remote"
-        } else {
-            "apply, slow remote (200 ms a push)"
-        },
-        &mut samples,
-    );
+    let median = report(name, &mut samples);
     (median, server)
 }
 
@@ -160,7 +157,7 @@ fn main() {
     let cache = cache.to_str().unwrap();
     let plain = dir.join("plain");
     git(dir, &["clone", "-q", "remote.git", plain.to_str().unwrap()]);
-    let (without, server) = burst(&plain, &[("MIRAI_CACHE_DIR", cache)]);
+    let (without, server) = burst("apply, no remote", &plain, &[("MIRAI_CACHE_DIR", cache)]);
     drop(server);
     let synced = dir.join("synced");
     git(
@@ -176,7 +173,7 @@ fn main() {
         ("MIRAI_SYNC_INTERVAL", "0"),
     ];
     let started = Instant::now();
-    let (with, server) = burst(&synced, &env);
+    let (with, server) = burst("apply, slow remote (200 ms a push)", &synced, &env);
     let head = git(&synced, &["rev-parse", "HEAD"]);
     while git(&dir.join("remote.git"), &["rev-parse", "main"]) != head {
         assert!(
