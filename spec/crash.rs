@@ -2,9 +2,11 @@
 //! intent file frees its locks and has its half-done write rolled forward or
 //! back at start-up; locks without an intent of ours, and those of a live
 //! process, are left alone; stray temp files are swept; malformed and
-//! git-tracked intent files are ignored. Last, a harness kills the server with
-//! SIGKILL in the middle of a loop of writes (`MIRAI_CRASH_KILLS`, 10 by
-//! default) and checks every invariant after each restart.
+//! git-tracked intent files are ignored; a multi-note write is rolled back or
+//! forward note by note. Last, a harness kills the server with SIGKILL in the
+//! middle of a loop of writes (`MIRAI_CRASH_KILLS`, 10 by default), of one note
+//! each and of three notes in one commit, and checks every invariant after each
+//! restart (a commit of three notes lands whole or not at all).
 
 mod common;
 
@@ -483,6 +485,163 @@ fn a_half_done_write_whose_commit_landed_is_rolled_forward() {
     assert_fsck_clean(&root);
 }
 
+/// A version 2 record: every note of one commit.
+fn notes_intent(fields: Value, notes: Value) -> Value {
+    let mut record = intent(fields);
+    let record_map = record.as_object_mut().unwrap();
+    for old in ["note", "before", "after", "index_before"] {
+        record_map.remove(old);
+    }
+    record["version"] = json!(2);
+    record["notes"] = notes;
+    record
+}
+
+#[test]
+fn a_half_done_multi_note_write_is_rolled_back_note_by_note() {
+    let (dir, root) = seeded(&[
+        ("a.md", "old a\n"),
+        ("b.md", "old b\n"),
+        ("c.md", "old c\n"),
+    ]);
+    let parent = head(&root);
+    let lock = hold_lock(&root);
+    // Renamed into place before the kill: a.md changed, new/n.md created, b.md
+    // deleted; c.md was next and is still as it was.
+    fs::write(root.join("a.md"), "new a\n").unwrap();
+    fs::create_dir(root.join("new")).unwrap();
+    fs::write(root.join("new/n.md"), "new n\n").unwrap();
+    fs::remove_file(root.join("b.md")).unwrap();
+    let note = |path: &str, before: Option<&str>, after: Option<&str>| {
+        let before = before.map(|text| blob(&root, text));
+        json!({"note": path, "before": before, "index_before": before,
+               "after": after.map(|text| blob(&root, text))})
+    };
+    put_intent(
+        &root,
+        "999999-multi.json",
+        &notes_intent(
+            json!({"stage": "writing", "parent": parent, "reference": "refs/heads/main",
+                   "index_lock": [file_id(&lock)]}),
+            json!([
+                note("a.md", Some("old a\n"), Some("new a\n")),
+                note("new/n.md", None, Some("new n\n")),
+                note("b.md", Some("old b\n"), None),
+                note("c.md", Some("old c\n"), Some("new c\n")),
+            ]),
+        ),
+    );
+
+    let mirai = Mirai::start(&root, &log_of(dir.path()));
+    assert_eq!(fs::read_to_string(root.join("a.md")).unwrap(), "old a\n");
+    assert_eq!(fs::read_to_string(root.join("b.md")).unwrap(), "old b\n");
+    assert_eq!(fs::read_to_string(root.join("c.md")).unwrap(), "old c\n");
+    assert!(!root.join("new/n.md").exists());
+    assert!(!lock.exists());
+    assert_eq!(head(&root), parent);
+    assert_eq!(status(&root), "");
+    let log = fs::read_to_string(log_of(dir.path())).unwrap();
+    for rolled in ["a.md", "new/n.md", "b.md"] {
+        assert!(log.contains(&format!("rolled back {rolled} ")), "{log}");
+    }
+    assert!(!log.contains("rolled back c.md"), "{log}");
+    assert!(log.contains("1 rolled back"), "one write: {log}");
+    assert_eq!(mirai.write("a.md", "a again\n").unwrap().status, 200);
+    assert_fsck_clean(&root);
+}
+
+#[test]
+fn a_multi_note_commit_that_landed_has_every_index_entry_rolled_forward() {
+    let (dir, root) = seeded(&[("a.md", "old a\n"), ("b.md", "old b\n"), ("c.md", "c\n")]);
+    let parent = head(&root);
+    let index_before = fs::read(root.join(".git/index")).unwrap();
+    // The commit of a.md, b.md (deleted) and new.md is on the branch and the
+    // notes on disk; git's index still has the old entries.
+    let scratch = dir.path().join("scratch-index");
+    let with_env = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(&root)
+            .env("GIT_INDEX_FILE", &scratch)
+            .env("GIT_AUTHOR_NAME", "mirai")
+            .env("GIT_AUTHOR_EMAIL", "m@m")
+            .env("GIT_COMMITTER_NAME", "mirai")
+            .env("GIT_COMMITTER_EMAIL", "m@m")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    };
+    let (new_a, new_n) = (blob(&root, "new a\n"), blob(&root, "new n\n"));
+    with_env(&["read-tree", "HEAD"]);
+    with_env(&[
+        "update-index",
+        "--cacheinfo",
+        &format!("100644,{new_a},a.md"),
+    ]);
+    with_env(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("100644,{new_n},new.md"),
+    ]);
+    with_env(&["update-index", "--force-remove", "b.md"]);
+    let tree = with_env(&["write-tree"]);
+    let commit = with_env(&[
+        "commit-tree",
+        &tree,
+        "-p",
+        &parent,
+        "-m",
+        "mcp.changes_apply: 3 notes",
+    ]);
+    git(&root, &["update-ref", "refs/heads/main", &commit]);
+    fs::write(root.join("a.md"), "new a\n").unwrap();
+    fs::write(root.join("new.md"), "new n\n").unwrap();
+    fs::remove_file(root.join("b.md")).unwrap();
+    assert_eq!(fs::read(root.join(".git/index")).unwrap(), index_before);
+    let note = |path: &str, before: Option<&str>, after: Option<&str>| {
+        let before = before.map(|text| blob(&root, text));
+        json!({"note": path, "before": before, "index_before": before,
+               "after": after.map(|text| blob(&root, text))})
+    };
+    put_intent(
+        &root,
+        "999999-multi.json",
+        &notes_intent(
+            json!({"stage": "committing", "parent": parent, "reference": "refs/heads/main",
+                   "commit": commit}),
+            json!([
+                note("a.md", Some("old a\n"), Some("new a\n")),
+                note("b.md", Some("old b\n"), None),
+                note("new.md", None, Some("new n\n")),
+            ]),
+        ),
+    );
+
+    let mirai = Mirai::start(&root, &log_of(dir.path()));
+    assert_eq!(head(&root), commit);
+    assert_eq!(status(&root), "");
+    assert_eq!(
+        git(&root, &["ls-files", "-s"]),
+        format!(
+            "100644 {new_a} 0\ta.md\n100644 {} 0\tc.md\n100644 {new_n} 0\tnew.md\n",
+            blob(&root, "c\n")
+        )
+    );
+    let log = fs::read_to_string(log_of(dir.path())).unwrap();
+    for rolled in ["a.md", "b.md", "new.md"] {
+        assert!(log.contains(&format!("rolled forward {rolled}:")), "{log}");
+    }
+    assert!(
+        log.contains("1 write(s) rolled forward"),
+        "one write: {log}"
+    );
+    assert_eq!(mirai.write("c.md", "c 2\n").unwrap().status, 200);
+    assert_eq!(status(&root), "");
+    assert_fsck_clean(&root);
+}
+
 #[test]
 fn stray_temp_files_are_swept_at_start_up() {
     let (dir, root) = seeded(&[("a.md", "alpha\n"), ("sub/b.md", "beta\n")]);
@@ -542,12 +701,12 @@ fn malformed_and_git_tracked_intent_files_are_ignored() {
     );
 }
 
-/// What the writer thread saw: answered writes and the one in flight.
+/// What the writer thread saw: answered writes and the notes of the one in flight.
 #[derive(Default)]
 struct Seen {
     last: HashMap<String, String>,
     acked_commits: Vec<String>,
-    in_flight: Option<(String, String)>,
+    in_flight: Vec<(String, String)>,
 }
 
 #[derive(Default, Debug)]
@@ -563,6 +722,77 @@ const NOTES: [&str; 3] = ["n0.md", "sub/n1.md", "n2.md"];
 
 #[test]
 fn sigkill_during_writes_leaves_nothing_half_done() {
+    sigkill_harness(false);
+}
+
+#[test]
+fn sigkill_during_multi_note_writes_leaves_each_commit_whole() {
+    sigkill_harness(true);
+}
+
+/// The diff that replaces all of `old` with `new` (both end with a newline).
+fn replacing(path: &str, old: &str, new: &str) -> String {
+    let lines = |text: &str, mark: char| -> (usize, String) {
+        let lines: Vec<&str> = text.split_inclusive('\n').collect();
+        (
+            lines.len(),
+            lines.iter().map(|l| format!("{mark}{l}")).collect(),
+        )
+    };
+    let ((old_count, removed), (new_count, added)) = (lines(old, '-'), lines(new, '+'));
+    format!("--- a/{path}\n+++ b/{path}\n@@ -1,{old_count} +1,{new_count} @@\n{removed}{added}")
+}
+
+/// One write of the loop: a note by `notes.write` or, with `multi`, all
+/// three notes by one `changes.apply`. `None` once the server is gone.
+fn write_once(
+    client: &Client,
+    url: &str,
+    seen: &Arc<Mutex<Seen>>,
+    multi: bool,
+    round: usize,
+    i: usize,
+) -> Option<Answer> {
+    let content = |k: usize| {
+        format!(
+            "round {round} write {i} tok{round}x{i}n{k}\n{}\n",
+            "x".repeat(i % 4096)
+        )
+    };
+    let (writes, request) = if multi {
+        let last = seen.lock().unwrap().last.clone();
+        let writes: Vec<(String, String)> = NOTES
+            .iter()
+            .enumerate()
+            .map(|(k, path)| (path.to_string(), content(k)))
+            .collect();
+        let patches: Vec<String> = writes
+            .iter()
+            .map(|(path, new)| replacing(path, &last[path], new))
+            .collect();
+        let request = client
+            .post(format!("{url}/mcp/changes/apply"))
+            .json(&json!({ "patches": patches }));
+        (writes, request)
+    } else {
+        let path = NOTES[i % NOTES.len()];
+        let content = content(0);
+        let request = client
+            .post(format!("{url}/mcp/notes/write"))
+            .json(&json!({"path": path, "content": content}));
+        (vec![(path.to_string(), content)], request)
+    };
+    seen.lock().unwrap().in_flight = writes.clone();
+    let response = request.send().ok()?;
+    let status = response.status().as_u16();
+    let body = response.json::<Value>().ok()?;
+    assert_eq!(status, 200, "{body}");
+    let answer = Answer { status, body };
+    record_ack(seen, &writes, &answer);
+    Some(answer)
+}
+
+fn sigkill_harness(multi: bool) {
     let kills: usize = std::env::var("MIRAI_CRASH_KILLS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -600,36 +830,25 @@ fn sigkill_during_writes_leaves_nothing_half_done() {
         }
         tally(&fs::read_to_string(&log).unwrap(), &mut counts);
         // The next write works at once.
-        let probe = format!("probe {round}\n");
-        let answer = mirai.lock().unwrap().write("n2.md", &probe).unwrap();
-        assert_eq!(answer.status, 200, "round {round}: {answer:?}");
-        record_ack(&seen, "n2.md", &probe, &answer);
+        let (client, url) = {
+            let mirai = mirai.lock().unwrap();
+            (mirai.client.clone(), mirai.url.clone())
+        };
+        let answer = write_once(&client, &url, &seen, multi, round, 1_000_000);
+        assert!(
+            answer.is_some(),
+            "round {round}: the first write is answered"
+        );
         if round == kills {
             break;
         }
         let writer = {
-            let (seen, mirai) = (seen.clone(), mirai.clone());
-            let client_side = mirai.lock().unwrap().client.clone();
-            let url = mirai.lock().unwrap().url.clone();
+            let seen = seen.clone();
             std::thread::spawn(move || {
                 for i in 0.. {
-                    let path = NOTES[i % NOTES.len()];
-                    let content = format!(
-                        "round {round} write {i} tok{round}x{i}\n{}\n",
-                        "x".repeat(i % 4096)
-                    );
-                    seen.lock().unwrap().in_flight = Some((path.to_string(), content.clone()));
-                    let sent = client_side
-                        .post(format!("{url}/mcp/notes/write"))
-                        .json(&json!({"path": path, "content": content}))
-                        .send();
-                    let Ok(response) = sent else { return };
-                    let status = response.status().as_u16();
-                    let Ok(body) = response.json::<Value>() else {
+                    if write_once(&client, &url, &seen, multi, round, i).is_none() {
                         return;
-                    };
-                    assert_eq!(status, 200, "{body}");
-                    record_ack(&seen, path, &content, &Answer { status, body });
+                    }
                 }
             })
         };
@@ -643,8 +862,13 @@ fn sigkill_during_writes_leaves_nothing_half_done() {
     }
     counts.acked = seen.lock().unwrap().acked_commits.len();
     eprintln!(
-        "crash harness: {kills} kills in {:.1} s, {} writes acknowledged; restarts that rolled \
-         forward: {}, rolled back: {}, removed locks: {}, swept temp files: {}",
+        "crash harness ({}): {kills} kills in {:.1} s, {} writes acknowledged; restarts that \
+         rolled forward: {}, rolled back: {}, removed locks: {}, swept temp files: {}",
+        if multi {
+            "three notes per commit"
+        } else {
+            "one note per commit"
+        },
         started.elapsed().as_secs_f64(),
         counts.acked,
         counts.rolled_forward,
@@ -654,15 +878,17 @@ fn sigkill_during_writes_leaves_nothing_half_done() {
     );
 }
 
-fn record_ack(seen: &Arc<Mutex<Seen>>, path: &str, content: &str, answer: &Answer) {
+fn record_ack(seen: &Arc<Mutex<Seen>>, writes: &[(String, String)], answer: &Answer) {
     let commit = answer.body["commit"]
         .as_str()
         .expect("a commit")
         .to_string();
     let mut seen = seen.lock().unwrap();
-    seen.last.insert(path.to_string(), content.to_string());
+    for (path, content) in writes {
+        seen.last.insert(path.clone(), content.clone());
+    }
     seen.acked_commits.push(commit);
-    seen.in_flight = None;
+    seen.in_flight.clear();
 }
 
 fn tally(log: &str, counts: &mut Counts) {
@@ -687,19 +913,28 @@ fn check_after_restart(root: &Path, seen: &mut Seen, round: usize) {
     if let Some(last) = seen.acked_commits.last() {
         git(root, &["merge-base", "--is-ancestor", last, "HEAD"]);
     }
+    // Of the notes the write in flight would change, all took it or none did.
+    let mut took_it = Vec::new();
     for path in NOTES {
         let on_disk = fs::read_to_string(root.join(path)).unwrap();
         let acked = &seen.last[path];
         let in_flight = seen
             .in_flight
-            .as_ref()
-            .filter(|(p, _)| p == path)
+            .iter()
+            .find(|(p, _)| p == path)
             .map(|(_, c)| c);
         assert!(
             &on_disk == acked || Some(&on_disk) == in_flight,
             "round {round}: {path} holds {on_disk:?}, neither the acknowledged {acked:?} nor the write in flight"
         );
+        if in_flight.is_some() {
+            took_it.push(Some(&on_disk) == in_flight);
+        }
         seen.last.insert(path.to_string(), on_disk);
     }
-    seen.in_flight = None;
+    assert!(
+        took_it.iter().all(|t| *t) || took_it.iter().all(|t| !*t),
+        "round {round}: the write in flight reached some of its notes only: {took_it:?}"
+    );
+    seen.in_flight.clear();
 }

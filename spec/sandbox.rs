@@ -161,6 +161,35 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
         "mcp.patch_apply: c.md\n\n"
     );
 
+    // Several notes in one commit, and that commit taken back as a new one.
+    let answer = eval(
+        &server,
+        r#"return await mirai.changes.apply({patches: [
+            "--- a/c.md\n+++ b/c.md\n@@ -1 +1 @@\n-delta\n+epsilon\n",
+            "--- /dev/null\n+++ b/d.md\n@@ -0,0 +1 @@\n+dee\n"]})"#,
+    );
+    covered.insert("changes.apply".into());
+    let applied = server.head();
+    assert_eq!(
+        result(&answer),
+        &json!({"commit": applied, "changes": [
+            {"path": "c.md", "hunk_count": 1, "net_line_delta": 0},
+            {"path": "d.md", "hunk_count": 1, "net_line_delta": 1}]})
+    );
+    let answer = eval(
+        &server,
+        &format!("return await mirai.notes.revert({{commit: '{applied}'}})"),
+    );
+    covered.insert("notes.revert".into());
+    assert_eq!(result(&answer)["commit"], json!(server.head()));
+    assert_eq!(result(&answer)["reverted"], json!([applied]));
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("c.md")).unwrap(),
+        "delta\n"
+    );
+    assert!(!server.root.join("d.md").exists());
+    assert_eq!(server.commit_count(), before + 5);
+
     let answer = eval(&server, "return await mirai.index.rebuild()");
     covered.insert("index.rebuild".into());
     assert_eq!(

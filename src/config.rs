@@ -14,6 +14,14 @@ pub const DEFAULT_BODY_TIMEOUT_MS: u64 = 10_000;
 /// Default cap on the edits of one `notes.edit` (`MIRAI_EDIT_MAX_EDITS`).
 pub const DEFAULT_MAX_EDITS: usize = 50;
 
+/// Default cap on the notes one `changes.apply` or `notes.revert` commit
+/// changes (`MIRAI_CHANGES_MAX_PATCHES`).
+pub const DEFAULT_MAX_CHANGES: usize = 50;
+
+/// The highest `MIRAI_CHANGES_MAX_PATCHES` accepted: one commit's crash record
+/// names every note, and stays well within what recovery reads.
+pub const MAX_CHANGES_LIMIT: u64 = 10_000;
+
 /// The sandbox's bounds on one eval (`MIRAI_SANDBOX_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SandboxLimits {
@@ -239,6 +247,8 @@ pub struct Config {
     /// How long a request body may take to arrive, in milliseconds (`MIRAI_BODY_TIMEOUT_MS`).
     pub body_timeout_ms: u64,
     pub max_edits: usize,
+    /// Most notes one multi-note commit changes (`MIRAI_CHANGES_MAX_PATCHES`).
+    pub max_changes: usize,
     pub git_identity: GitIdentity,
     /// What writes do to notes with uncommitted changes (`MIRAI_DIRTY_NOTES`).
     pub dirty_notes: DirtyNotes,
@@ -280,6 +290,7 @@ impl std::fmt::Debug for Config {
             max_body_bytes,
             body_timeout_ms,
             max_edits,
+            max_changes,
             git_identity,
             dirty_notes,
             sandbox,
@@ -302,6 +313,7 @@ impl std::fmt::Debug for Config {
             .field("max_body_bytes", max_body_bytes)
             .field("body_timeout_ms", body_timeout_ms)
             .field("max_edits", max_edits)
+            .field("max_changes", max_changes)
             .field("git_identity", git_identity)
             .field("dirty_notes", dirty_notes)
             .field("sandbox", sandbox)
@@ -342,6 +354,7 @@ impl Config {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
             max_edits: DEFAULT_MAX_EDITS,
+            max_changes: DEFAULT_MAX_CHANGES,
             git_identity: GitIdentity::default(),
         }
     }
@@ -384,6 +397,17 @@ impl Config {
         }
         if let Some(n) = positive("MIRAI_EDIT_MAX_EDITS", "a positive number of edits")? {
             self.max_edits = as_usize(n);
+        }
+        const CHANGES: &str = "a number of patches from 1 to 10000";
+        if let Some(n) = positive("MIRAI_CHANGES_MAX_PATCHES", CHANGES)? {
+            if n > MAX_CHANGES_LIMIT {
+                return Err(ConfigError::Value {
+                    name: "MIRAI_CHANGES_MAX_PATCHES",
+                    value: n.to_string(),
+                    expected: CHANGES,
+                });
+            }
+            self.max_changes = as_usize(n);
         }
         if let Some(n) = positive("MIRAI_SANDBOX_MEMORY_MB", "a number of MiB from 16 to 4095")? {
             if !(16..4096).contains(&n) {
@@ -870,6 +894,26 @@ mod tests {
             .with_environment(&env_of(&[("MIRAI_MAX_BODY_BYTES", "2048")]))
             .unwrap();
         assert_eq!(c.max_body_bytes, 2048);
+    }
+
+    #[test]
+    fn changes_max_patches_is_a_number_from_1_to_10000() {
+        assert_eq!(Config::new("n").max_changes, 50);
+        for bad in ["0", "10001", "many"] {
+            let pairs: &'static [(&str, &str)] =
+                Box::leak(Box::new([("MIRAI_CHANGES_MAX_PATCHES", bad)]));
+            let err = Config::new("n")
+                .with_environment(&env_of(pairs))
+                .unwrap_err();
+            assert!(
+                err.to_string().contains("MIRAI_CHANGES_MAX_PATCHES"),
+                "{bad}: {err}"
+            );
+        }
+        let c = Config::new("n")
+            .with_environment(&env_of(&[("MIRAI_CHANGES_MAX_PATCHES", "10000")]))
+            .unwrap();
+        assert_eq!(c.max_changes, 10_000);
     }
 
     #[test]

@@ -46,6 +46,24 @@ enum Command {
     /// Pull from the git remote (MIRAI_GIT_REMOTE), then push (read_only: pull
     /// only), print the outcome as JSON; exit 1 when either fails (for cron).
     Sync(NotesArgs),
+    /// Take back a commit, or every commit of an agent run, as one new commit
+    /// (as POST /mcp/notes/revert does) and print the new commit.
+    Revert(RevertArgs),
+}
+
+#[derive(Debug, Args)]
+struct RevertArgs {
+    /// The commit to take back (its sha, full or abbreviated).
+    #[arg(required_unless_present = "run", conflicts_with = "run")]
+    commit: Option<String>,
+    /// Take back every commit of this agent run (its run id) instead.
+    #[arg(long)]
+    run: Option<String>,
+    /// Take back only this note's part.
+    #[arg(long)]
+    path: Option<String>,
+    #[command(flatten)]
+    notes: NotesArgs,
 }
 
 #[derive(Debug, Args)]
@@ -98,6 +116,7 @@ fn main() -> ExitCode {
         Some(Command::Eval(args)) => eval(args),
         Some(Command::Mcp(args)) => mcp_stdio(args),
         Some(Command::Sync(args)) => sync(args),
+        Some(Command::Revert(args)) => revert(args),
         None => serve(cli.serve),
     });
     match result {
@@ -211,6 +230,28 @@ fn sync(args: NotesArgs) -> Result<(), Failure> {
     // Notes the pull brought in reach the artifact before the process ends.
     app::persist_index(&ctx, "before exit");
     println!("{answer}");
+    Ok(())
+}
+
+/// `mirai revert (COMMIT|--run ID) [--path P]`: the `notes.revert` row with
+/// the operator's permissions and the environment's policy; prints the new
+/// commit (nothing when taking the changes back changed nothing).
+fn revert(args: RevertArgs) -> Result<(), Failure> {
+    let (config, notes) = open_notes(&args.notes)?;
+    let ctx = Context::new(notes, &config);
+    app::recover(&ctx);
+    let request = serde_json::json!({
+        "commit": args.commit,
+        "run_id": args.run,
+        "path": args.path,
+    });
+    let answer =
+        ops::dispatch(&ctx, "notes.revert", Input::Json(request)).map_err(Failure::operation)?;
+    app::persist_index(&ctx, "before exit");
+    match answer["commit"].as_str() {
+        Some(commit) => println!("{commit}"),
+        None => eprintln!("mirai: nothing changed: the notes already are as before those commits"),
+    }
     Ok(())
 }
 

@@ -450,27 +450,31 @@ impl LiveIndex {
         Ok(self.notes.list()?.len())
     }
 
-    /// Keeps the index fresh after an apply changed `path` (`None`: deleted)
-    /// and committed `commit`. When the index came from the artifact, the
-    /// artifact is rewritten in the background.
-    pub fn note_changed(self: &Arc<Self>, path: &str, content: Option<&str>, commit: &str) {
+    /// Keeps the index fresh after an apply changed `changes` (each a path
+    /// and its new text; `None`: deleted) and committed `commit`: one update
+    /// of the index for all of them. When the index came from the artifact,
+    /// the artifact is rewritten in the background.
+    pub fn notes_changed(self: &Arc<Self>, changes: &[(&str, Option<&str>)], commit: &str) {
         let stamp = self.stamp();
         let mut guard = self.write_lock();
         if stamp.is_some() && self.refresh(&mut guard, stamp).is_err() {
             // A corrupt artifact keeps answering invalid_index_artifact until rebuilt;
-            // the rebuild will read this note from disk.
+            // the rebuild will read these notes from disk.
             return;
         }
         let Some(loaded) = guard.as_mut() else { return };
         let index = Arc::make_mut(&mut loaded.index);
-        match content {
-            Some(text) => index.upsert_note(path, text),
-            None => index.remove_note(path),
+        for &(path, content) in changes {
+            match content {
+                Some(text) => index.upsert_note(path, text),
+                None => index.remove_note(path),
+            }
         }
         match &mut loaded.source {
             Source::Artifact { meta, .. } => {
                 meta.notes_commit = Some(commit.to_string());
-                self.unpersisted().insert(path.to_string());
+                self.unpersisted()
+                    .extend(changes.iter().map(|(path, _)| path.to_string()));
                 drop(guard);
                 self.schedule_persist();
             }

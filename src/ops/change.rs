@@ -1,11 +1,13 @@
-//! The one write path: every write operation plans a change to one note here
-//! and lands it here, so `patch.propose`, `patch.apply`, `notes.write` and
-//! `notes.edit` accept and refuse exactly the same changes.
+//! The one write path: every write operation plans its changes here, one
+//! [`Plan`] per note, and lands them here, so `patch.propose`, `patch.apply`,
+//! `notes.write`, `notes.edit`, `changes.apply` and `notes.revert` accept and
+//! refuse exactly the same changes.
 //!
 //! A [`Plan`] is made from a unified diff ([`plan_patch`]) or from a note's whole
-//! new text ([`plan_text`], which makes the diff and plans that). [`land`] checks
-//! it again under the writer lock and writes it where the context's view says
-//! writes land: a commit on disk, or a dry run's overlay.
+//! new text ([`plan_text`], which makes the diff and plans that). [`land_all`]
+//! checks the plans again under the writer lock and writes them where the
+//! context's view says writes land: one commit on disk, or a dry run's overlay.
+//! [`land`] is the case of one note.
 
 use super::Context;
 use crate::config::DirtyNotes;
@@ -41,7 +43,7 @@ impl Plan {
         }
     }
 
-    fn is_noop(&self) -> bool {
+    pub fn is_noop(&self) -> bool {
         self.patch.is_empty()
     }
 }
@@ -70,16 +72,16 @@ pub(super) fn plan_patch(ctx: &Context, text: &str) -> Result<Plan> {
     })
 }
 
-/// Plans turning `note`, whose text is `current` now, into `content`: by the
-/// diff between them, planned as [`plan_patch`] plans any diff (which counts its
-/// hunks). The same text makes a plan that changes nothing.
+/// Plans turning `note`, whose text is `current` now, into `content` (`None`:
+/// deleting it): by the diff between them, planned as [`plan_patch`] plans any
+/// diff (which counts its hunks). The same text makes a plan that changes nothing.
 pub(super) fn plan_text(
     ctx: &Context,
     note: NotePath,
     current: Option<String>,
-    content: &str,
+    content: Option<&str>,
 ) -> Result<Plan> {
-    let Some(diff) = patch::make(&note.rel, current.as_deref(), Some(content)) else {
+    let Some(diff) = patch::make(&note.rel, current.as_deref(), content) else {
         return Ok(Plan::unchanged(note, current));
     };
     let mut plan = plan_patch(ctx, &diff)?;
@@ -104,46 +106,77 @@ pub(super) fn check_size(ctx: &Context, note: &NotePath, content: &str) -> Resul
     Ok(())
 }
 
-/// Plans a change and lands it: every write operation ends here.
-///
-/// `planner` makes the change (parse, resolve, read, apply: the work that grows
-/// with the request) without the writer lock, so a costly request never makes
-/// other writes wait. Under the lock the note is read again; if it changed
-/// meanwhile, the change is planned again against it. Then the base commit is
-/// checked and the change lands: written and committed, or recorded in a dry
-/// run's overlay (answering no commit). A plan that changes nothing answers
-/// `None` and lands nowhere.
+/// Plans a change to one note and lands it as `mcp.patch_apply: <path>` (see
+/// [`land_all`]). A plan that changes nothing answers `None` and lands nowhere.
 pub(super) fn land(
     ctx: &Context,
     base_commit: Option<&str>,
     planner: impl Fn(&Context) -> Result<Plan>,
 ) -> Result<(Plan, Option<String>)> {
-    let mut plan = planner(ctx)?;
-    if plan.is_noop() {
-        return Ok((plan, None));
+    let (plans, commit) = land_all(
+        ctx,
+        base_commit,
+        |ctx| planner(ctx).map(|plan| vec![plan]),
+        |plans| ctx.commit_message(&format!("mcp.patch_apply: {}", plans[0].note.rel), ""),
+    )?;
+    let plan = plans.into_iter().next().ok_or_else(|| {
+        Error::internal("a write of one note planned no change; nothing was written")
+    })?;
+    Ok((plan, commit))
+}
+
+/// Plans changes to several notes (one plan per note) and lands them together:
+/// every write operation ends here.
+///
+/// `planner` makes the changes (parse, resolve, read, apply: the work that grows
+/// with the request) without the writer lock, so a costly request never makes
+/// other writes wait. Under the lock every note is read again; if any changed
+/// meanwhile, all are planned again against the notes as they are. Plans that
+/// change nothing are left out (answered, never landed). Then the base commit is
+/// checked for each note and the changes land: written and committed in one
+/// commit whose message `message` makes from the plans that land, or recorded
+/// in a dry run's overlay (answering no commit). When no plan changes anything,
+/// nothing lands and the answer is `None`.
+pub(super) fn land_all(
+    ctx: &Context,
+    base_commit: Option<&str>,
+    planner: impl Fn(&Context) -> Result<Vec<Plan>>,
+    message: impl FnOnce(&[&Plan]) -> String,
+) -> Result<(Vec<Plan>, Option<String>)> {
+    let mut plans = planner(ctx)?;
+    if plans.iter().all(Plan::is_noop) {
+        return Ok((plans, None));
     }
     let repo = ctx.writer()?;
-    if ctx.view.current_text(&plan.note)? != plan.before {
-        plan = planner(ctx)?;
-        if plan.is_noop() {
-            return Ok((plan, None));
+    for plan in &plans {
+        if ctx.view.current_text(&plan.note)? != plan.before {
+            plans = planner(ctx)?;
+            break;
         }
     }
+    let changing: Vec<&Plan> = plans.iter().filter(|plan| !plan.is_noop()).collect();
+    if changing.is_empty() {
+        return Ok((plans, None));
+    }
     if let Some(base) = base_commit.map(str::trim).filter(|b| !b.is_empty()) {
-        check_base(&repo, base, &plan.note.rel)?;
+        for plan in &changing {
+            check_base(&repo, base, &plan.note.rel)?;
+        }
     }
     let commit = match ctx.view.landing() {
         Landing::Overlay(overlay) => {
-            overlay.write(
-                &plan.note.rel,
-                plan.before.as_deref(),
-                plan.content.as_deref(),
-            );
+            for plan in &changing {
+                overlay.write(
+                    &plan.note.rel,
+                    plan.before.as_deref(),
+                    plan.content.as_deref(),
+                );
+            }
             None
         }
-        Landing::Disk => Some(commit(ctx, &repo, &plan)?),
+        Landing::Disk => Some(commit(ctx, &repo, &changing, &message(&changing))?),
     };
-    Ok((plan, commit))
+    Ok((plans, commit))
 }
 
 /// Refuses a change to `rel` made against `base` when the note changed between
@@ -164,30 +197,46 @@ fn check_base(repo: &Repo, base: &str, rel: &str) -> Result<()> {
     )))
 }
 
-/// Writes the plan's note and commits it (snapshotting someone else's
-/// uncommitted changes first, when the operator chose that), then tells the
-/// live index.
-fn commit(ctx: &Context, repo: &Repo, plan: &Plan) -> Result<String> {
+/// Writes the plans' notes and commits them in one commit with `message`
+/// (snapshotting someone else's uncommitted changes to each first, when the
+/// operator chose that), then tells the live index.
+fn commit(ctx: &Context, repo: &Repo, plans: &[&Plan], message: &str) -> Result<String> {
     if ctx.dirty_notes == DirtyNotes::Snapshot {
-        if let Some(snapshot) = repo::snapshot(repo, &plan.note.rel, &ctx.author())? {
-            ctx.index
-                .note_changed(&plan.note.rel, plan.before.as_deref(), &snapshot);
+        for plan in plans {
+            if let Some(snapshot) = repo::snapshot(repo, &plan.note.rel, &ctx.author())? {
+                ctx.index.notes_changed(
+                    &[(plan.note.rel.as_str(), plan.before.as_deref())],
+                    &snapshot,
+                );
+            }
         }
     }
-    let message = ctx.commit_message(&plan.note.rel);
-    let commit = repo::write_and_commit(
-        repo,
-        &plan.note.rel,
-        plan.content.as_deref(),
-        &message,
-        &ctx.author(),
-    )?;
-    ctx.index
-        .note_changed(&plan.note.rel, plan.content.as_deref(), &commit);
+    let changes: Vec<(&str, Option<&str>)> = plans
+        .iter()
+        .map(|plan| (plan.note.rel.as_str(), plan.content.as_deref()))
+        .collect();
+    let commit = repo::write_and_commit(repo, &changes, message, &ctx.author())?;
+    ctx.index.notes_changed(&changes, &commit);
     if let Some(sync) = &ctx.sync {
         sync.committed();
     }
     Ok(commit)
+}
+
+/// One `M|A|D <path>` line per plan (modified, added, deleted), as a
+/// multi-note commit's body lists its notes.
+pub(super) fn status_lines(plans: &[&Plan]) -> String {
+    plans
+        .iter()
+        .map(|plan| {
+            let status = match (&plan.before, &plan.content) {
+                (None, _) => 'A',
+                (_, None) => 'D',
+                _ => 'M',
+            };
+            format!("{status} {}\n", plan.note.rel)
+        })
+        .collect()
 }
 
 fn short(sha: &str) -> &str {

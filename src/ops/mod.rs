@@ -5,16 +5,20 @@
 //! nothing else, so validation, policy and errors exist exactly once.
 
 mod change;
+mod changes;
 mod index;
 mod notes;
 mod patch;
 mod repo;
+mod revert;
 mod write;
 
+pub use changes::*;
 pub use index::*;
 pub use notes::*;
 pub use patch::*;
 pub use repo::*;
+pub use revert::*;
 pub use write::*;
 
 use std::ops::Deref;
@@ -57,6 +61,8 @@ pub struct Context {
     pub max_content_bytes: usize,
     /// Most edits one `notes.edit` may carry.
     pub max_edits: usize,
+    /// Most notes one `changes.apply` or `notes.revert` commit may change.
+    pub max_changes: usize,
     /// What a write does to a note with someone else's uncommitted changes.
     pub dirty_notes: DirtyNotes,
     identity: GitIdentity,
@@ -100,6 +106,7 @@ impl Context {
             policy: config.policy,
             max_content_bytes: config.max_body_bytes,
             max_edits: config.max_edits,
+            max_changes: config.max_changes,
             dirty_notes: config.dirty_notes,
             identity: config.git_identity.clone(),
             writer,
@@ -126,12 +133,22 @@ impl Context {
         }
     }
 
-    /// The commit message of a write to `rel` (DESIGN 7.8).
-    pub fn commit_message(&self, rel: &str) -> String {
-        match &self.run_id {
-            Some(run) => format!("mcp.patch_apply: {rel}\n\nMirai-Run: {run}\n"),
-            None => format!("mcp.patch_apply: {rel}\n"),
+    /// A commit message (DESIGN 7.8): `subject`, then `body` after a blank
+    /// line (when not empty), then, in an agent run, the run's
+    /// `Mirai-Run: <run_id>` trailer as a paragraph of its own; it ends with
+    /// a newline.
+    pub fn commit_message(&self, subject: &str, body: &str) -> String {
+        let mut message = format!("{subject}\n");
+        let body = body.trim_end_matches('\n');
+        if !body.is_empty() {
+            message.push('\n');
+            message.push_str(body);
+            message.push('\n');
         }
+        if let Some(run) = &self.run_id {
+            message.push_str(&format!("\nMirai-Run: {run}\n"));
+        }
+        message
     }
 
     /// This context, with writes going to `overlay` instead of disk and git.
@@ -330,6 +347,8 @@ pub static TABLE: &[OpEntry] = &[
     entry::<PatchMake>(),
     entry::<NotesWrite>(),
     entry::<NotesEdit>(),
+    entry::<ChangesApply>(),
+    entry::<NotesRevert>(),
     entry::<IndexRebuild>(),
     entry::<IndexStatus>(),
     entry::<IndexQuery>(),

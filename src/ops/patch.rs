@@ -87,7 +87,8 @@ impl Operation for PatchApply {
     }
 }
 
-fn summary(plan: &Plan) -> PatchSummary {
+/// A plan's answer: its note, hunks and line delta.
+pub(super) fn summary(plan: &Plan) -> PatchSummary {
     PatchSummary {
         path: plan.note.rel.clone(),
         hunk_count: plan.hunk_count,

@@ -218,7 +218,7 @@ fn write_through_patch(
 ) -> Result<Written> {
     let (plan, commit) = land(ctx, base_commit, |ctx| {
         let (note, current, content) = read(ctx)?;
-        plan_text(ctx, note, current, &content)
+        plan_text(ctx, note, current, Some(&content))
     })?;
     Ok(Written {
         path: plan.note.rel,

@@ -113,11 +113,84 @@ impl Hunk {
 }
 
 impl Patch {
+    /// The patch that undoes this one, as `git apply -R` reads it: added and
+    /// removed lines trade places, so do the two sides of every hunk header
+    /// and of the file (a creation becomes a deletion and back).
+    pub fn reversed(&self) -> Patch {
+        let swap = |kind| match kind {
+            LineKind::Context => LineKind::Context,
+            LineKind::Removed => LineKind::Added,
+            LineKind::Added => LineKind::Removed,
+        };
+        Patch {
+            path: self.path.clone(),
+            target: match self.target {
+                Target::Modify => Target::Modify,
+                Target::Create => Target::Delete,
+                Target::Delete => Target::Create,
+            },
+            hunks: self
+                .hunks
+                .iter()
+                .map(|hunk| Hunk {
+                    old_start: hunk.new_start,
+                    old_count: hunk.new_count,
+                    new_start: hunk.old_start,
+                    new_count: hunk.old_count,
+                    lines: hunk
+                        .lines
+                        .iter()
+                        .map(|line| HunkLine {
+                            kind: swap(line.kind),
+                            text: line.text.clone(),
+                        })
+                        .collect(),
+                    header_line: hunk.header_line,
+                })
+                .collect(),
+        }
+    }
+
     /// Added lines minus removed lines over all hunks.
     pub fn net_line_delta(&self) -> i64 {
         self.hunks
             .iter()
             .map(|h| h.added() as i64 - h.removed() as i64)
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reversed_patch_takes_the_change_back() {
+        let long: String = (1..=40).map(|n| format!("line {n}\n")).collect();
+        let edited = long
+            .replace("line 3\n", "line three\n")
+            .replace("line 30\n", "")
+            + "tail";
+        let cases: [(Option<&str>, Option<&str>); 4] = [
+            (Some(long.as_str()), Some(edited.as_str())),
+            (None, Some("created\r\nwith crlf\r\n")),
+            (Some("deleted\nno newline"), None),
+            (Some("a\nb\n"), Some("a\nb")),
+        ];
+        for (old, new) in cases {
+            let forward = parse(&make("n.md", old, new).unwrap()).unwrap();
+            assert_eq!(apply(&forward, old).unwrap().content.as_deref(), new);
+            let back = forward.reversed();
+            assert_eq!(back.net_line_delta(), -forward.net_line_delta());
+            assert_eq!(apply(&back, new).unwrap().content.as_deref(), old);
+        }
+        // Applied where the note moved on between its hunks, each lands by its context.
+        let forward = parse(&make("n.md", Some(&long), Some(&edited)).unwrap()).unwrap();
+        let moved = edited.replace("line 15\n", "line 15\nadded\n");
+        let back = apply(&forward.reversed(), Some(&moved)).unwrap();
+        assert_eq!(
+            back.content.unwrap(),
+            long.replace("line 15\n", "line 15\nadded\n")
+        );
     }
 }

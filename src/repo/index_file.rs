@@ -66,16 +66,23 @@ impl Entries {
             .map(|at| &self.list[at])
     }
 
-    /// Replaces every entry of `path` (all stages) with `entry` (`None`: none).
-    pub fn set(&mut self, path: &str, entry: Option<IndexEntry>) {
-        let bytes = path.as_bytes();
-        let start = self.find(bytes, 0).unwrap_or_else(|at| at);
-        let end = start
-            + self.list[start..]
-                .iter()
-                .take_while(|e| e.path == bytes)
-                .count();
-        self.list.splice(start..end, entry);
+    /// Replaces every entry (all stages) of each path in `changes` with its
+    /// new entry (`None`: none), in one pass over the list however many paths
+    /// change. A path must appear once in `changes`.
+    pub fn set_all(&mut self, mut changes: Vec<(&str, Option<IndexEntry>)>) {
+        changes.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut old = std::mem::take(&mut self.list).into_iter().peekable();
+        let mut list = Vec::with_capacity(old.len() + changes.len());
+        for (path, entry) in changes {
+            let path = path.as_bytes();
+            while let Some(kept) = old.next_if(|e| e.path.as_slice() < path) {
+                list.push(kept);
+            }
+            while old.next_if(|e| e.path == path).is_some() {}
+            list.extend(entry);
+        }
+        list.extend(old);
+        self.list = list;
     }
 }
 
@@ -342,7 +349,7 @@ mod tests {
     }
 
     #[test]
-    fn set_replaces_every_stage_of_a_path_in_order() {
+    fn set_all_replaces_every_stage_of_each_path_in_order() {
         let mut index = Entries {
             version: 2,
             list: ["a.md", "b.md", "b.md", "b.md", "c.md"]
@@ -358,7 +365,7 @@ mod tests {
         };
         assert!(index.get("b.md", 0).is_none());
         assert_eq!(index.get("b.md", 2).unwrap().ino, 1002);
-        index.set("b.md", Some(entry("b.md", 9, 0)));
+        index.set_all(vec![("b.md", Some(entry("b.md", 9, 0)))]);
         let paths: Vec<_> = index.list.iter().map(|e| (e.path.clone(), e.ino)).collect();
         assert_eq!(
             paths,
@@ -368,12 +375,26 @@ mod tests {
                 (b"c.md".to_vec(), 1004)
             ]
         );
-        index.set("bb.md", Some(entry("bb.md", 7, 0)));
-        index.set("a.md", None);
-        let paths: Vec<_> = index.list.iter().map(|e| e.path.clone()).collect();
+        // Several at once, given in any order: added, removed, replaced, and
+        // a path that was not there removed (nothing happens).
+        index.set_all(vec![
+            ("zz.md", Some(entry("zz.md", 8, 0))),
+            ("bb.md", Some(entry("bb.md", 7, 0))),
+            ("a.md", None),
+            ("0.md", Some(entry("0.md", 6, 0))),
+            ("c.md", Some(entry("c.md", 5, 0))),
+            ("missing.md", None),
+        ]);
+        let paths: Vec<_> = index.list.iter().map(|e| (e.path.clone(), e.ino)).collect();
         assert_eq!(
             paths,
-            [b"b.md".to_vec(), b"bb.md".to_vec(), b"c.md".to_vec()]
+            [
+                (b"0.md".to_vec(), 1006),
+                (b"b.md".to_vec(), 1009),
+                (b"bb.md".to_vec(), 1007),
+                (b"c.md".to_vec(), 1005),
+                (b"zz.md".to_vec(), 1008)
+            ]
         );
     }
 

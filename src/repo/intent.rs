@@ -5,8 +5,8 @@
 //! and holds an exclusive `flock` on it for its whole life (pids are reused in
 //! containers; the lock, not the pid, says whether the owner is alive). Before
 //! each step of a commit one JSON line is appended to it (one `write`, no new
-//! file) with what the step may leave behind: the note, its blob before and
-//! after, the commit's parent and, once made, the commit; the lock files by
+//! file) with what the step may leave behind: every note of the commit with its
+//! blob before and after, the commit's parent and, once made, the commit; the lock files by
 //! inode and mtime (`index.lock` is made by linking a file whose identity was
 //! recorded first, so no instant exists where the lock is ours and
 //! unrecorded). The last line is the record in force; a line cut short (a
@@ -34,16 +34,18 @@ use crate::notes::Notes;
 /// The folder under `.mirai/` that holds the intent files.
 pub const INTENTS_DIR: &str = "intents";
 
-/// The format of an intent file.
-const VERSION: u32 = 1;
+/// The format of an intent record: version 2 lists every note of a commit;
+/// version 1 (one note, in fields of the record itself) is still read.
+const VERSION: u32 = 2;
 
 /// An intent file longer than this is replaced by one holding only its newest
 /// record instead of growing by another line.
 const COMPACT_AT: u64 = 16 * 1024;
 
-/// A file longer than this is not a mirai intent file (records are compacted
-/// well before it).
-const MAX_FILE: usize = 64 * 1024;
+/// A file longer than this is not a mirai intent file (files are compacted
+/// past [`COMPACT_AT`]; one record of a commit of thousands of notes with long
+/// paths stays well within it).
+const MAX_FILE: usize = 64 * 1024 * 1024;
 
 /// How far a commit has got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -78,6 +80,20 @@ impl FileId {
     }
 }
 
+/// One note of a commit, as an intent record names it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoteIntent {
+    /// The note, relative to the root.
+    pub note: String,
+    /// Its blob before the write (HEAD's, the note being clean); `None`: no note.
+    pub before: Option<String>,
+    /// Its blob after the write; `None`: deleted.
+    pub after: Option<String>,
+    /// The note's index entry before the write (what a roll forward replaces).
+    pub index_before: Option<String>,
+}
+
 /// What one process is doing, as its intent file says.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,14 +101,8 @@ pub struct Intent {
     pub version: u32,
     pub pid: u32,
     pub stage: Stage,
-    /// The note being written, relative to the root.
-    pub note: Option<String>,
-    /// Its blob before the write (HEAD's, the note being clean); `None`: no note.
-    pub before: Option<String>,
-    /// Its blob after the write; `None`: deleted.
-    pub after: Option<String>,
-    /// The note's index entry before the write (what a roll forward replaces).
-    pub index_before: Option<String>,
+    /// The notes the commit writes, in the order they are written.
+    pub notes: Vec<NoteIntent>,
     /// The commit the branch pointed at (the new commit's parent).
     pub parent: Option<String>,
     /// The reference that moves (`refs/heads/<branch>`, or `HEAD` when detached).
@@ -105,6 +115,53 @@ pub struct Intent {
     pub ref_lock: Option<FileId>,
     /// When this record was written (nanoseconds since the epoch).
     pub recorded_ns: u64,
+}
+
+/// A version 1 record, as a mirai from before multi-note commits left it:
+/// one note, named in the record's own fields.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IntentV1 {
+    version: u32,
+    pid: u32,
+    stage: Stage,
+    note: Option<String>,
+    before: Option<String>,
+    after: Option<String>,
+    index_before: Option<String>,
+    parent: Option<String>,
+    reference: Option<String>,
+    commit: Option<String>,
+    index_lock: Vec<FileId>,
+    ref_lock: Option<FileId>,
+    recorded_ns: u64,
+}
+
+impl From<IntentV1> for Intent {
+    fn from(old: IntentV1) -> Intent {
+        let notes = old
+            .note
+            .map(|note| NoteIntent {
+                note,
+                before: old.before,
+                after: old.after,
+                index_before: old.index_before,
+            })
+            .into_iter()
+            .collect();
+        Intent {
+            version: old.version,
+            pid: old.pid,
+            stage: old.stage,
+            notes,
+            parent: old.parent,
+            reference: old.reference,
+            commit: old.commit,
+            index_lock: old.index_lock,
+            ref_lock: old.ref_lock,
+            recorded_ns: old.recorded_ns,
+        }
+    }
 }
 
 fn now_ns() -> u64 {
@@ -349,10 +406,14 @@ pub(super) fn open_dead(dir: &Dir, name: &str, done: &mut Recovery) -> Option<(f
 /// `None`: not a mirai intent file.
 fn last_record(bytes: &[u8]) -> Option<Intent> {
     let parse = |line: &[u8]| {
-        crate::json::from_slice(line)
-            .ok()
-            .and_then(|value| serde_json::from_value::<Intent>(value).ok())
-            .filter(|intent| intent.version == VERSION)
+        let value: serde_json::Value = crate::json::from_slice(line).ok()?;
+        match value.get("version").and_then(|v| v.as_u64()) {
+            Some(2) => serde_json::from_value::<Intent>(value).ok(),
+            Some(1) => serde_json::from_value::<IntentV1>(value)
+                .ok()
+                .map(Intent::from),
+            _ => None,
+        }
     };
     let mut lines = bytes.split(|b| *b == b'\n').filter(|line| !line.is_empty());
     let last = lines.next_back()?;
@@ -410,7 +471,10 @@ mod tests {
         journal
             .record(|intent| {
                 intent.stage = Stage::Writing;
-                intent.note = Some("a.md".into());
+                intent.notes = vec![NoteIntent {
+                    note: "a.md".into(),
+                    ..NoteIntent::default()
+                }];
             })
             .unwrap();
         let bytes = fs::read(&path).unwrap();
@@ -463,5 +527,27 @@ mod tests {
         assert_eq!(last_record(&bytes), None);
         assert_eq!(last_record(b"not json"), None);
         assert_eq!(last_record(b""), None);
+    }
+
+    #[test]
+    fn a_version_1_record_is_read_as_a_write_of_one_note() {
+        let old = br#"{"version":1,"pid":7,"stage":"writing","note":"a.md","before":"b1","after":"a1","index_before":"b1","parent":null,"reference":"refs/heads/main","commit":null,"index_lock":[],"ref_lock":null,"recorded_ns":5}"#;
+        let intent = last_record(old).unwrap();
+        assert_eq!(intent.stage, Stage::Writing);
+        assert_eq!(
+            intent.notes,
+            [NoteIntent {
+                note: "a.md".into(),
+                before: Some("b1".into()),
+                after: Some("a1".into()),
+                index_before: Some("b1".into()),
+            }]
+        );
+        assert_eq!(intent.reference.as_deref(), Some("refs/heads/main"));
+        // Fields of one version in a record of the other make it not mirai's.
+        let mixed = br#"{"version":2,"pid":7,"stage":"idle","note":"a.md","notes":[],"parent":null,"reference":null,"commit":null,"index_lock":[],"ref_lock":null,"recorded_ns":5}"#;
+        assert_eq!(last_record(mixed), None);
+        let unknown = br#"{"version":3,"pid":7,"stage":"idle","notes":[],"parent":null,"reference":null,"commit":null,"index_lock":[],"ref_lock":null,"recorded_ns":5}"#;
+        assert_eq!(last_record(unknown), None);
     }
 }

@@ -1,11 +1,12 @@
 //! The notes repository through git2: HEAD, whether a note changed since a given
-//! commit, and committing exactly one note, so that the file, the commit and the
-//! index entry change together or not at all. Nothing here knows about HTTP.
+//! commit, and committing one or several notes in one commit, so that the files,
+//! the commit and the index entries change together or not at all. Nothing here
+//! knows about HTTP.
 //!
-//! A commit touches only the one path: its tree is HEAD's tree with that entry
-//! replaced (other staged or unstaged changes stay where they are), the index
-//! entry is rewritten so `git status` is clean for it, and HEAD moves by
-//! compare-and-swap. The index is written before HEAD moves, so when another git
+//! A commit touches only its own paths: its tree is HEAD's tree with those
+//! entries replaced (other staged or unstaged changes stay where they are), their
+//! index entries are rewritten so `git status` is clean for them, and HEAD moves
+//! by compare-and-swap. The index is written before HEAD moves, so when another git
 //! process holds `index.lock` the commit fails with nothing visible changed.
 //!
 //! Git's own lock is held the way git holds it ([`index_lock`]): `index.lock`
@@ -20,6 +21,7 @@
 //! made from those bytes and the index entry from the written file's `fstat`,
 //! so git never reads a working-tree file by name.
 
+use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
@@ -29,12 +31,15 @@ use git2::build::TreeUpdateBuilder;
 use git2::{FileMode, IndexEntry, IndexTime, Oid, Repository, Signature};
 
 use crate::error::{Error, Result};
+use crate::notes::root::Slot;
 use crate::notes::{refused, Notes};
+pub use commits::{run_commits, CommitChanges, FileChange};
 use index_file::{Entries, Kept};
 use index_lock::{held_error, IndexLock, LOCK_WAIT};
-use intent::{Journal, Recovery, Stage};
+use intent::{Journal, NoteIntent, Recovery, Stage};
 use release::Releaser;
 
+mod commits;
 mod index_file;
 mod index_lock;
 pub mod intent;
@@ -138,43 +143,49 @@ impl Repo {
         Err(held_error(LOCK_WAIT))
     }
 
-    /// After a dead mirai's commit reached the branch: puts the note's index
+    /// After a dead mirai's commit reached the branch: puts each note's index
     /// entry from `index_before` (as that write found it) to `after`, holding
-    /// `index.lock`. `false`: nothing to do (already right, or someone has
-    /// staged something else there since, which stays).
-    fn roll_index_forward(
+    /// `index.lock`, in one write of the index. Answers the notes put right;
+    /// the others had nothing to do (already right, or someone has staged
+    /// something else there since, which stays).
+    fn roll_index_forward<'a>(
         &self,
         journal: &mut Journal,
-        rel_path: &str,
-        index_before: Option<Oid>,
-        after: Option<Oid>,
-        work: Option<&[u8]>,
-    ) -> Result<bool> {
+        notes: &[Landed<'a>],
+    ) -> Result<Vec<&'a str>> {
         let Some(lock) = IndexLock::acquire(self.git.path(), LOCK_WAIT, journal)? else {
             return Err(held_error(LOCK_WAIT));
         };
         let index = self.read_index(&lock)?;
-        let current = index.get(rel_path, 0).map(|entry| entry.id);
-        if current == after || current != index_before {
-            journal.idle();
-            return Ok(false);
-        }
-        let new_entry = match after {
-            Some(id) => {
-                let matches = work.map(blob_id).transpose()? == Some(id);
-                let meta = match self.notes.existing_slot(rel_path)? {
-                    Some(slot) if matches => slot.stat().ok(),
-                    _ => None,
-                };
-                Some(match meta {
-                    Some(meta) => index_entry(rel_path, id, &meta),
-                    // Not mirai's bytes on disk (edited since): git re-reads the file.
-                    None => unstatted_entry(rel_path, id),
-                })
+        let mut changes = Vec::new();
+        for note in notes {
+            let current = index.get(note.rel, 0).map(|entry| entry.id);
+            if current == note.after || current != note.index_before {
+                continue;
             }
-            None => None,
-        };
-        let entries = self.carried_entries(index, rel_path, new_entry);
+            let new_entry = match note.after {
+                Some(id) => {
+                    let matches = note.work.map(blob_id).transpose()? == Some(id);
+                    let meta = match self.notes.existing_slot(note.rel)? {
+                        Some(slot) if matches => slot.stat().ok(),
+                        _ => None,
+                    };
+                    Some(match meta {
+                        Some(meta) => index_entry(note.rel, id, &meta),
+                        // Not mirai's bytes on disk (edited since): git re-reads the file.
+                        None => unstatted_entry(note.rel, id),
+                    })
+                }
+                None => None,
+            };
+            changes.push((note.rel, new_entry));
+        }
+        if changes.is_empty() {
+            journal.idle();
+            return Ok(Vec::new());
+        }
+        let rolled: Vec<&str> = changes.iter().map(|(rel, _)| *rel).collect();
+        let entries = self.carried_entries(index, changes);
         let (bytes, stamp) = index_file::encode(&entries);
         let staged = lock.stage(&bytes, |id| {
             journal.record(|intent| intent.index_lock.push(id))
@@ -183,7 +194,7 @@ impl Repo {
         journal.idle();
         committed.map(|()| {
             self.kept_index().keep(stamp, entries);
-            true
+            rolled
         })
     }
 
@@ -235,24 +246,24 @@ impl Repo {
     }
 
     /// The new index's entries: every other entry (staged work of others
-    /// included) as it is, ours replaced. As git does when it writes an
-    /// index, an entry as new as the index it was read from ("racily clean":
-    /// its file may have changed within the same clock tick without its stat
-    /// data showing it) whose file now differs gets its size zeroed, so git
+    /// included) as it is, ours (`changes`) replaced. As git does when it
+    /// writes an index, an entry as new as the index it was read from ("racily
+    /// clean": its file may have changed within the same clock tick without its
+    /// stat data showing it) whose file now differs gets its size zeroed, so git
     /// looks at the content again instead of calling the change clean.
     fn carried_entries(
         &self,
         mut index: Entries,
-        rel_path: &str,
-        new_entry: Option<IndexEntry>,
+        changes: Vec<(&str, Option<IndexEntry>)>,
     ) -> Entries {
-        index.set(rel_path, new_entry);
+        let ours: HashSet<&[u8]> = changes.iter().map(|(rel, _)| rel.as_bytes()).collect();
+        index.set_all(changes);
         if let Some(read_at) = index.mtime {
             for entry in &mut index.list {
                 let stamp = (i64::from(entry.mtime.seconds()), entry.mtime.nanoseconds());
                 if read_at <= stamp
                     && entry.file_size != 0
-                    && entry.path != rel_path.as_bytes()
+                    && !ours.contains(entry.path.as_slice())
                     && self.differs(entry)
                 {
                     entry.file_size = 0;
@@ -274,24 +285,22 @@ impl Repo {
         }
     }
 
-    /// Commits `rel_path` as `written` says (the bytes mirai wrote and the
-    /// file's metadata after writing them; `None`: deleted) on top of HEAD,
-    /// holding `lock`, and returns the new commit's id. Only that path changes,
-    /// in the commit and in the index (`index`, read under the lock). The new
-    /// index waits in `index.lock` while HEAD moves by compare-and-swap, and
-    /// replaces the index only once HEAD has moved; a failure on the way
-    /// leaves HEAD and the index as they were.
+    /// Commits each note of `staged` as its `written` says (the bytes mirai
+    /// wrote and the file's metadata after writing them; `None`: deleted) on
+    /// top of HEAD, in one commit, holding `lock`, and returns the new commit's
+    /// id. Only those paths change, in the commit and in the index (`index`,
+    /// read under the lock). The new index waits in `index.lock` while HEAD
+    /// moves by compare-and-swap, and replaces the index only once HEAD has
+    /// moved; a failure on the way leaves HEAD and the index as they were.
     fn commit_locked(
         &self,
         journal: &mut Journal,
         lock: IndexLock,
         index: Entries,
-        rel_path: &str,
-        written: Option<(&[u8], &std::fs::Metadata)>,
+        staged: &[Staged<'_>],
         (message, author): (&str, &Author),
     ) -> Result<String> {
         let git = &self.git;
-        let path = Path::new(rel_path);
         let (reference, parent_id) = self.head_target()?;
         let parent = parent_id
             .map(|id| git.find_commit(id))
@@ -307,22 +316,26 @@ impl Repo {
         .map_err(|e| git_error("cannot read the HEAD tree", e))?;
 
         let mut update = TreeUpdateBuilder::new();
-        let new_entry = match written {
-            Some((bytes, meta)) => {
-                let id = git
-                    .blob(bytes)
-                    .map_err(|e| git_error(&format!("cannot store {rel_path}"), e))?;
-                let entry = index_entry(rel_path, id, meta);
-                update.upsert(rel_path, id, file_mode(entry.mode));
-                Some(entry)
-            }
-            None => {
-                if base_tree.get_path(path).is_ok() {
-                    update.remove(rel_path);
+        let mut changes = Vec::with_capacity(staged.len());
+        for &(rel_path, written) in staged {
+            let new_entry = match written {
+                Some((bytes, meta)) => {
+                    let id = git
+                        .blob(bytes)
+                        .map_err(|e| git_error(&format!("cannot store {rel_path}"), e))?;
+                    let entry = index_entry(rel_path, id, meta);
+                    update.upsert(rel_path, id, file_mode(entry.mode));
+                    Some(entry)
                 }
-                None
-            }
-        };
+                None => {
+                    if base_tree.get_path(Path::new(rel_path)).is_ok() {
+                        update.remove(rel_path);
+                    }
+                    None
+                }
+            };
+            changes.push((rel_path, new_entry));
+        }
         let commit_id = update
             .create_updated(git, &base_tree)
             .and_then(|tree_id| git.find_tree(tree_id))
@@ -333,7 +346,7 @@ impl Repo {
             })
             .map_err(|e| git_error("cannot create the commit", e))?;
 
-        let entries = self.carried_entries(index, rel_path, new_entry);
+        let entries = self.carried_entries(index, changes);
         let (bytes, stamp) = index_file::encode(&entries);
         lock.stage(&bytes, |id| {
             journal.record(|intent| {
@@ -354,7 +367,9 @@ impl Repo {
             Ok(()) => self.kept_index().keep(stamp, entries),
             // HEAD has the commit; only git's index is behind (a later write or
             // `git status` shows it). The commit is not taken back.
-            Err(e) => log::warn!("committed {rel_path} but could not replace the index: {e}"),
+            Err(e) => {
+                log::warn!("committed {commit_id} ({subject}) but could not replace the index: {e}")
+            }
         }
         Ok(commit_id.to_string())
     }
@@ -404,26 +419,30 @@ impl Repo {
             .map_err(cannot)
     }
 
-    /// Whether `rel_path` holds changes that are not in HEAD: a staged entry
-    /// that differs from HEAD's (or a merge conflict), or working-tree bytes
-    /// (`work`; `None`: no file) that differ from HEAD's blob.
+    /// HEAD's tree, or `None` on an unborn branch.
+    fn head_tree(&self) -> Result<Option<git2::Tree<'_>>> {
+        match self.head_target()?.1 {
+            Some(id) => self
+                .git
+                .find_commit(id)
+                .and_then(|commit| commit.tree())
+                .map(Some)
+                .map_err(|e| git_error("cannot read the HEAD commit", e)),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether `rel_path` holds changes that are not in HEAD (whose tree is
+    /// `head`): a staged entry that differs from HEAD's (or a merge conflict),
+    /// or working-tree bytes (`work`; `None`: no file) that differ from HEAD's blob.
     fn has_uncommitted(
         &self,
         index: &Entries,
+        head: Option<&git2::Tree<'_>>,
         rel_path: &str,
         work: Option<&[u8]>,
     ) -> Result<bool> {
-        let path = Path::new(rel_path);
-        let head = match self.head_target()?.1 {
-            Some(id) => {
-                let commit = self
-                    .git
-                    .find_commit(id)
-                    .map_err(|e| git_error("cannot read the HEAD commit", e))?;
-                entry_at(&commit, path)?.map(|(id, _)| id)
-            }
-            None => None,
-        };
+        let head = head.and_then(|tree| tree.get_path(Path::new(rel_path)).ok().map(|e| e.id()));
         if (1..=3).any(|stage| index.get(rel_path, stage).is_some()) {
             return Ok(true);
         }
@@ -601,35 +620,49 @@ pub fn tracked_under(root: &Path, prefix: &str) -> Vec<String> {
     tracked
 }
 
-/// Writes (or, with `None`, deletes) the note at `rel_path` through the root
-/// handle and commits it, holding git's index lock from before the index is
-/// read until the new one is in place. A note with someone else's uncommitted
-/// changes (staged, or in the working tree) is refused with 409 `conflict` and
-/// left exactly as it is. If the commit fails, the note is put back exactly as
-/// it was (a created note removed with the folders made for it, a deleted one
-/// recreated) and the commit's error is returned. A note that is, or passes
-/// through, a symlink is refused (`invalid_path`), never written through.
+/// One note of a commit as [`Repo::commit_locked`] takes it: its path, and
+/// the bytes mirai wrote with the file's metadata after writing them (`None`:
+/// deleted).
+type Staged<'a> = (&'a str, Option<(&'a [u8], &'a std::fs::Metadata)>);
+
+/// One note of a dead mirai's commit that reached the branch, for
+/// [`Repo::roll_index_forward`]: its index entry before the write, its blob
+/// after it, and the bytes on disk now.
+struct Landed<'a> {
+    rel: &'a str,
+    index_before: Option<Oid>,
+    after: Option<Oid>,
+    work: Option<&'a [u8]>,
+}
+
+/// Writes (or, with `None`, deletes) each note of `changes` through the root
+/// handle and commits them all in one commit, holding git's index lock from
+/// before the index is read until the new one is in place. One note is the
+/// case of a single write; a path may appear once. A note with someone else's
+/// uncommitted changes (staged, or in the working tree) is refused with 409
+/// `conflict` and nothing is written. If any write or the commit fails, every
+/// note is put back exactly as it was (a created note removed with the folders
+/// made for it, a deleted one recreated) and the error is returned: HEAD and
+/// the index are as before. A note that is, or passes through, a symlink is
+/// refused (`invalid_path`), never written through.
 pub fn write_and_commit(
     repo: &Repo,
-    rel_path: &str,
-    new_content: Option<&str>,
+    changes: &[(&str, Option<&str>)],
     message: &str,
     author: &Author,
 ) -> Result<String> {
-    write_and_commit_inner(repo, rel_path, new_content, message, author).map_err(|e| repo.scrub(e))
+    write_and_commit_inner(repo, changes, message, author).map_err(|e| repo.scrub(e))
 }
 
 fn write_and_commit_inner(
     repo: &Repo,
-    rel_path: &str,
-    new_content: Option<&str>,
+    changes: &[(&str, Option<&str>)],
     message: &str,
     author: &Author,
 ) -> Result<String> {
     let mut journal = repo.journal();
     journal.ensure_reachable(&repo.notes)?;
-    let result =
-        write_and_commit_recorded(repo, &mut journal, rel_path, new_content, message, author);
+    let result = write_and_commit_recorded(repo, &mut journal, changes, message, author);
     journal.idle();
     result
 }
@@ -639,77 +672,152 @@ pub(super) fn blob_id(bytes: &[u8]) -> Result<Oid> {
     Oid::hash_object(git2::ObjectType::Blob, bytes).map_err(|e| git_error("cannot hash a note", e))
 }
 
+/// A note of a commit in progress: its folder held open and its bytes before.
+struct Opened<'a> {
+    rel: &'a str,
+    content: Option<&'a str>,
+    slot: Slot,
+    before: Option<Vec<u8>>,
+}
+
 fn write_and_commit_recorded(
     repo: &Repo,
     journal: &mut Journal,
-    rel_path: &str,
-    new_content: Option<&str>,
+    changes: &[(&str, Option<&str>)],
     message: &str,
     author: &Author,
 ) -> Result<String> {
     let lock = repo.lock_index(journal)?;
     let index = repo.read_index(&lock)?;
-    let slot = repo.notes.slot(rel_path, new_content.is_some())?;
-    let before = match slot.read() {
-        Ok(before) => before,
-        Err(r) => {
-            slot.remove_created_folders();
-            return Err(refused(rel_path, r));
-        }
-    };
-    if repo.has_uncommitted(&index, rel_path, before.as_deref())? {
-        slot.remove_created_folders();
-        return Err(Error::conflict(format!(
-            "{rel_path} has uncommitted changes in the working tree or the index; commit or \
-             discard them first (mirai never commits or overwrites someone else's work; an \
-             operator may set MIRAI_DIRTY_NOTES=snapshot to commit such edits first)"
-        )));
-    }
-    // What a restart needs to finish or undo this write, recorded before the note changes.
-    let before_id = before.as_deref().map(blob_id).transpose()?;
-    let after_id = new_content.map(|c| blob_id(c.as_bytes())).transpose()?;
-    let (reference, parent) = repo.head_target()?;
-    if let Err(e) = journal.record(|intent| {
-        intent.stage = Stage::Writing;
-        intent.note = Some(rel_path.to_string());
-        intent.before = before_id.map(|id| id.to_string());
-        intent.after = after_id.map(|id| id.to_string());
-        intent.index_before = intent.before.clone();
-        intent.parent = parent.map(|id| id.to_string());
-        intent.reference = Some(reference);
-    }) {
-        slot.remove_created_folders();
+    let mut opened = Vec::with_capacity(changes.len());
+    let prepared = open_all(repo, &index, changes, &mut opened)
+        .and_then(|()| record_writing(repo, journal, &opened));
+    if let Err(mut e) = prepared {
+        undo(&opened, 0, &mut e);
         return Err(e);
     }
-    if before.is_some() {
-        repo.releaser
-            .keep_note(|into, name| slot.link_into(into, name));
-    }
-    let written = match new_content {
-        Some(content) => match slot.write(content.as_bytes()) {
-            Ok(meta) => Some((content.as_bytes(), meta)),
-            Err(e) => {
-                slot.remove_created_folders();
-                return Err(Error::internal(format!("cannot write {rel_path}: {e}")));
-            }
-        },
-        None => {
-            slot.remove().map_err(|r| refused(rel_path, r))?;
-            None
+    let mut written = Vec::with_capacity(opened.len());
+    for note in &opened {
+        if note.before.is_some() {
+            repo.releaser
+                .keep_note(|into, name| note.slot.link_into(into, name));
         }
-    };
-    let staged = written.as_ref().map(|(bytes, meta)| (*bytes, meta));
-    match repo.commit_locked(journal, lock, index, rel_path, staged, (message, author)) {
+        let result = match note.content {
+            Some(content) => note
+                .slot
+                .write(content.as_bytes())
+                .map(Some)
+                .map_err(|e| Error::internal(format!("cannot write {}: {e}", note.rel))),
+            None => note
+                .slot
+                .remove()
+                .map(|()| None)
+                .map_err(|r| refused(note.rel, r)),
+        };
+        match result {
+            Ok(meta) => written.push(meta),
+            Err(mut e) => {
+                undo(&opened, written.len(), &mut e);
+                return Err(e);
+            }
+        }
+    }
+    let staged: Vec<Staged<'_>> = opened
+        .iter()
+        .zip(&written)
+        .map(|(note, meta)| {
+            let bytes = note.content.map(str::as_bytes);
+            (note.rel, bytes.zip(meta.as_ref()))
+        })
+        .collect();
+    match repo.commit_locked(journal, lock, index, &staged, (message, author)) {
         Ok(sha) => Ok(sha),
         Err(mut e) => {
-            let restored = slot.restore(before.as_deref());
-            slot.remove_created_folders();
-            if let Err(r) = restored {
-                e.message
-                    .push_str(&format!("; restoring {rel_path} also failed: {r}"));
-            }
+            undo(&opened, opened.len(), &mut e);
             Err(e)
         }
+    }
+}
+
+/// Opens each note's folder (made when a created note needs it) and reads its
+/// bytes, refusing a note with uncommitted changes. Whatever was opened is in
+/// `opened`, for [`undo`], when this fails.
+fn open_all<'a>(
+    repo: &Repo,
+    index: &Entries,
+    changes: &[(&'a str, Option<&'a str>)],
+    opened: &mut Vec<Opened<'a>>,
+) -> Result<()> {
+    let head = repo.head_tree()?;
+    let mut seen = HashSet::with_capacity(changes.len());
+    for &(rel, content) in changes {
+        if !seen.insert(rel) {
+            return Err(Error::internal(format!(
+                "{rel} is given twice in one commit; each note may change once"
+            )));
+        }
+        let slot = repo.notes.slot(rel, content.is_some())?;
+        let before = match slot.read() {
+            Ok(before) => before,
+            Err(r) => {
+                slot.remove_created_folders();
+                return Err(refused(rel, r));
+            }
+        };
+        let dirty = repo.has_uncommitted(index, head.as_ref(), rel, before.as_deref());
+        opened.push(Opened {
+            rel,
+            content,
+            slot,
+            before,
+        });
+        if dirty? {
+            return Err(Error::conflict(format!(
+                "{rel} has uncommitted changes in the working tree or the index; commit or \
+                 discard them first (mirai never commits or overwrites someone else's work; an \
+                 operator may set MIRAI_DIRTY_NOTES=snapshot to commit such edits first)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Records what a restart needs to finish or undo the write, before any note changes.
+fn record_writing(repo: &Repo, journal: &mut Journal, opened: &[Opened<'_>]) -> Result<()> {
+    let hex = |bytes: Option<&[u8]>| -> Result<Option<String>> {
+        Ok(bytes.map(blob_id).transpose()?.map(|id| id.to_string()))
+    };
+    let mut notes = Vec::with_capacity(opened.len());
+    for note in opened {
+        let before = hex(note.before.as_deref())?;
+        notes.push(NoteIntent {
+            note: note.rel.to_string(),
+            index_before: before.clone(),
+            before,
+            after: hex(note.content.map(str::as_bytes))?,
+        });
+    }
+    let (reference, parent) = repo.head_target()?;
+    journal.record(|intent| {
+        intent.stage = Stage::Writing;
+        intent.notes = notes;
+        intent.parent = parent.map(|id| id.to_string());
+        intent.reference = Some(reference);
+    })
+}
+
+/// After a failure: puts the first `written` notes back as they were (newest
+/// first), then removes the folders made for any of them; a failure to restore
+/// is added to `e`'s message.
+fn undo(opened: &[Opened<'_>], written: usize, e: &mut Error) {
+    for note in opened[..written].iter().rev() {
+        if let Err(r) = note.slot.restore(note.before.as_deref()) {
+            e.message
+                .push_str(&format!("; restoring {} also failed: {r}", note.rel));
+        }
+    }
+    for note in opened.iter().rev() {
+        note.slot.remove_created_folders();
     }
 }
 
@@ -749,7 +857,8 @@ fn snapshot_recorded(
         }
         None => (None, None),
     };
-    if !repo.has_uncommitted(&index, rel_path, work.as_deref())? {
+    let head = repo.head_tree()?;
+    if !repo.has_uncommitted(&index, head.as_ref(), rel_path, work.as_deref())? {
         return Ok(None);
     }
     // Nothing is written to the note: a restart never rolls a snapshot back
@@ -757,17 +866,20 @@ fn snapshot_recorded(
     let work_id = work.as_deref().map(blob_id).transpose()?;
     let (reference, parent) = repo.head_target()?;
     journal.record(|intent| {
+        let before = work_id.map(|id| id.to_string());
         intent.stage = Stage::Writing;
-        intent.note = Some(rel_path.to_string());
-        intent.before = work_id.map(|id| id.to_string());
-        intent.after = intent.before.clone();
-        intent.index_before = index.get(rel_path, 0).map(|entry| entry.id.to_string());
+        intent.notes = vec![NoteIntent {
+            note: rel_path.to_string(),
+            after: before.clone(),
+            before,
+            index_before: index.get(rel_path, 0).map(|entry| entry.id.to_string()),
+        }];
         intent.parent = parent.map(|id| id.to_string());
         intent.reference = Some(reference);
     })?;
     let message = format!("mirai: snapshot of uncommitted edits to {rel_path}\n");
-    let staged = work.as_deref().zip(meta.as_ref());
-    repo.commit_locked(journal, lock, index, rel_path, staged, (&message, author))
+    let staged = [(rel_path, work.as_deref().zip(meta.as_ref()))];
+    repo.commit_locked(journal, lock, index, &staged, (&message, author))
         .map(Some)
 }
 
@@ -842,8 +954,7 @@ mod tests {
         let before = repo.head().unwrap().unwrap();
         let sha = write_and_commit(
             &repo,
-            "a.md",
-            Some("alpha 2\n"),
+            &[("a.md", Some("alpha 2\n"))],
             "mcp.patch_apply: a.md\n",
             &author(),
         )
@@ -881,8 +992,7 @@ mod tests {
         assert_eq!(repo.head().unwrap(), None);
         let sha = write_and_commit(
             &repo,
-            "x/y/z.md",
-            Some("new\n"),
+            &[("x/y/z.md", Some("new\n"))],
             "mcp.patch_apply: x/y/z.md\n",
             &author(),
         )
@@ -899,7 +1009,13 @@ mod tests {
         let dir = seeded();
         let root = dir.path();
         let repo = open_repo(root).unwrap();
-        write_and_commit(&repo, "a.md", None, "mcp.patch_apply: a.md\n", &author()).unwrap();
+        write_and_commit(
+            &repo,
+            &[("a.md", None)],
+            "mcp.patch_apply: a.md\n",
+            &author(),
+        )
+        .unwrap();
         assert!(!root.join("a.md").exists());
         assert_eq!(git(root, &["ls-tree", "--name-only", "HEAD"]), "b.md\n");
         assert_eq!(git(root, &["status", "--porcelain"]), "");
@@ -919,19 +1035,20 @@ mod tests {
         fs::write(root.join(".git/index.lock"), "").unwrap();
 
         let repo = open_repo(root).unwrap();
-        let err = write_and_commit(&repo, "a.md", Some("changed\n"), "m\n", &author()).unwrap_err();
+        let err =
+            write_and_commit(&repo, &[("a.md", Some("changed\n"))], "m\n", &author()).unwrap_err();
         assert_eq!(err.code, ErrorCode::GitError, "{err}");
         assert_eq!(fs::read(root.join("a.md")).unwrap(), original);
         assert_eq!(git(root, &["rev-parse", "HEAD"]), head_before);
         assert_eq!(fs::read(root.join(".git/index")).unwrap(), index_before);
 
         // A created note is removed again, with the folders made for it.
-        let err =
-            write_and_commit(&repo, "new/deep/n.md", Some("x\n"), "m\n", &author()).unwrap_err();
+        let err = write_and_commit(&repo, &[("new/deep/n.md", Some("x\n"))], "m\n", &author())
+            .unwrap_err();
         assert_eq!(err.code, ErrorCode::GitError);
         assert!(!root.join("new").exists());
         // A deleted note comes back.
-        let err = write_and_commit(&repo, "b.md", None, "m\n", &author()).unwrap_err();
+        let err = write_and_commit(&repo, &[("b.md", None)], "m\n", &author()).unwrap_err();
         assert_eq!(err.code, ErrorCode::GitError);
         assert_eq!(
             fs::read_to_string(root.join("b.md")).unwrap(),
@@ -941,7 +1058,7 @@ mod tests {
         // Once the lock is gone, the next commit carries only its own change.
         fs::remove_file(root.join(".git/index.lock")).unwrap();
         fs::write(root.join("a.md"), "alpha\n").unwrap();
-        write_and_commit(&repo, "a.md", Some("alpha 3\n"), "m\n", &author()).unwrap();
+        write_and_commit(&repo, &[("a.md", Some("alpha 3\n"))], "m\n", &author()).unwrap();
         assert_eq!(
             git(root, &["show", "--name-only", "--format=", "HEAD"]).trim(),
             "a.md"
@@ -958,7 +1075,7 @@ mod tests {
         fs::write(root.join("b.md"), "beta 2\n").unwrap();
         git(root, &["commit", "-qam", "outside"]);
         let outside = git(root, &["rev-parse", "HEAD"]);
-        write_and_commit(&repo, "a.md", Some("alpha 2\n"), "m\n", &author()).unwrap();
+        write_and_commit(&repo, &[("a.md", Some("alpha 2\n"))], "m\n", &author()).unwrap();
         assert_eq!(git(root, &["rev-parse", "HEAD~1"]), outside);
         assert_eq!(git(root, &["show", "HEAD:b.md"]), "beta 2\n");
     }
@@ -970,7 +1087,7 @@ mod tests {
         let repo = open_repo(root).unwrap();
         let base = repo.head().unwrap().unwrap();
         assert!(!repo.changed_since(&base, "a.md").unwrap());
-        write_and_commit(&repo, "b.md", Some("beta 2\n"), "m\n", &author()).unwrap();
+        write_and_commit(&repo, &[("b.md", Some("beta 2\n"))], "m\n", &author()).unwrap();
         assert!(!repo.changed_since(&base, "a.md").unwrap());
         assert!(repo.changed_since(&base, "b.md").unwrap());
         assert!(repo.changed_since(&base[..10], "b.md").unwrap());
@@ -989,7 +1106,7 @@ mod tests {
         let repo = open_repo(&root).unwrap();
         // A ref lock left behind makes libgit2 fail with the lock's absolute path.
         fs::write(root.join(".git/refs/heads/main.lock"), "").unwrap();
-        let err = write_and_commit(&repo, "a.md", Some("x\n"), "m\n", &author()).unwrap_err();
+        let err = write_and_commit(&repo, &[("a.md", Some("x\n"))], "m\n", &author()).unwrap_err();
         assert_eq!(err.code, ErrorCode::GitError, "{err}");
         assert!(err.message.contains(".git/refs/heads/main.lock"), "{err}");
         assert!(
@@ -1007,9 +1124,9 @@ mod tests {
         let repo = open_repo(root).unwrap();
         for n in 0..5 {
             let text = format!("alpha {n}\n");
-            write_and_commit(&repo, "a.md", Some(&text), "m\n", &author()).unwrap();
+            write_and_commit(&repo, &[("a.md", Some(text.as_str()))], "m\n", &author()).unwrap();
         }
-        write_and_commit(&repo, "b.md", None, "m\n", &author()).unwrap();
+        write_and_commit(&repo, &[("b.md", None)], "m\n", &author()).unwrap();
         drop(repo); // waits for the links still queued
         let listing = |folder: &str| -> Vec<String> {
             fs::read_dir(root.join(folder))
@@ -1032,7 +1149,7 @@ mod tests {
         let repo = open_repo(root).unwrap();
         assert_eq!(listing(".mirai/released"), Vec::<String>::new());
         assert_eq!(listing(".git/mirai-released"), Vec::<String>::new());
-        write_and_commit(&repo, "a.md", Some("alpha 5\n"), "m\n", &author()).unwrap();
+        write_and_commit(&repo, &[("a.md", Some("alpha 5\n"))], "m\n", &author()).unwrap();
         assert_eq!(git(root, &["status", "--porcelain"]), "");
         assert_fsck_clean(root);
     }
@@ -1042,17 +1159,17 @@ mod tests {
         let dir = seeded();
         let root = dir.path();
         let repo = open_repo(root).unwrap();
-        write_and_commit(&repo, "a.md", Some("alpha 2\n"), "m\n", &author()).unwrap();
+        write_and_commit(&repo, &[("a.md", Some("alpha 2\n"))], "m\n", &author()).unwrap();
         // The index is no longer the file mirai wrote: its kept entries must not be used.
         fs::write(root.join("b.md"), "beta staged\n").unwrap();
         git(root, &["add", "b.md"]);
         fs::write(root.join("c.md"), "new\n").unwrap();
         git(root, &["add", "-N", "c.md"]);
-        write_and_commit(&repo, "a.md", Some("alpha 3\n"), "m\n", &author()).unwrap();
+        write_and_commit(&repo, &[("a.md", Some("alpha 3\n"))], "m\n", &author()).unwrap();
         assert_eq!(git(root, &["status", "--porcelain"]), "M  b.md\n A c.md\n");
         assert_eq!(git(root, &["show", ":b.md"]), "beta staged\n");
         // And the entries mirai kept from that write serve the next one.
-        write_and_commit(&repo, "a.md", Some("alpha 4\n"), "m\n", &author()).unwrap();
+        write_and_commit(&repo, &[("a.md", Some("alpha 4\n"))], "m\n", &author()).unwrap();
         assert_eq!(git(root, &["status", "--porcelain"]), "M  b.md\n A c.md\n");
         assert_eq!(
             git(root, &["show", "--name-only", "--format=", "HEAD"]).trim(),
@@ -1066,5 +1183,104 @@ mod tests {
         fs::create_dir(dir.path().join("inner")).unwrap();
         let err = open_repo(&dir.path().join("inner")).err().unwrap();
         assert_eq!(err.code, ErrorCode::GitError);
+    }
+
+    #[test]
+    fn several_notes_change_in_one_commit_and_the_index_follows_all() {
+        let dir = seeded();
+        let root = dir.path();
+        fs::write(root.join("c.md"), "untracked\n").unwrap();
+        let repo = open_repo(root).unwrap();
+        let before = repo.head().unwrap().unwrap();
+        let sha = write_and_commit(
+            &repo,
+            &[
+                ("b.md", None),
+                ("x/y/new.md", Some("new\n")),
+                ("a.md", Some("alpha 2\n")),
+            ],
+            "several\n",
+            &author(),
+        )
+        .unwrap();
+        assert_eq!(git(root, &["rev-parse", "HEAD~1"]).trim(), before);
+        assert_eq!(repo.head().unwrap().unwrap(), sha);
+        assert_eq!(
+            git(root, &["show", "--name-status", "--format=", "HEAD"]),
+            "M\ta.md\nD\tb.md\nA\tx/y/new.md\n"
+        );
+        assert_eq!(git(root, &["show", "HEAD:a.md"]), "alpha 2\n");
+        assert_eq!(git(root, &["show", "HEAD:x/y/new.md"]), "new\n");
+        assert!(!root.join("b.md").exists());
+        assert_eq!(git(root, &["status", "--porcelain"]), "?? c.md\n");
+        assert_eq!(git(root, &["ls-files"]), "a.md\nx/y/new.md\n");
+        assert_fsck_clean(root);
+    }
+
+    #[test]
+    fn a_failed_commit_of_several_notes_puts_every_one_back() {
+        let dir = seeded();
+        let root = dir.path();
+        let original = b"alpha\r\nno newline \xe2\x9c\x93".to_vec();
+        fs::write(root.join("a.md"), &original).unwrap();
+        git(root, &["commit", "-qam", "crlf"]);
+        let index_before = fs::read(root.join(".git/index")).unwrap();
+        let head_before = git(root, &["rev-parse", "HEAD"]);
+        let repo = open_repo(root).unwrap();
+        // The branch's lock is held: the notes are written, then the commit fails.
+        fs::write(root.join(".git/refs/heads/main.lock"), "").unwrap();
+        let err = write_and_commit(
+            &repo,
+            &[
+                ("a.md", Some("changed\n")),
+                ("new/deep/n.md", Some("x\n")),
+                ("b.md", None),
+            ],
+            "m\n",
+            &author(),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, ErrorCode::GitError, "{err}");
+        assert_eq!(fs::read(root.join("a.md")).unwrap(), original);
+        assert_eq!(fs::read_to_string(root.join("b.md")).unwrap(), "beta\n");
+        assert!(!root.join("new").exists());
+        assert_eq!(git(root, &["rev-parse", "HEAD"]), head_before);
+        assert_eq!(fs::read(root.join(".git/index")).unwrap(), index_before);
+        fs::remove_file(root.join(".git/refs/heads/main.lock")).unwrap();
+        assert_eq!(git(root, &["status", "--porcelain"]), "");
+
+        // A note with someone's edit among them: refused before anything is written.
+        fs::write(root.join("b.md"), "a person's beta\n").unwrap();
+        let err = write_and_commit(
+            &repo,
+            &[("made/n.md", Some("x\n")), ("b.md", Some("mirai's\n"))],
+            "m\n",
+            &author(),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, ErrorCode::Conflict, "{err}");
+        assert!(
+            err.message.contains("b.md has uncommitted changes"),
+            "{err}"
+        );
+        assert!(!root.join("made").exists());
+        assert_eq!(
+            fs::read_to_string(root.join("b.md")).unwrap(),
+            "a person's beta\n"
+        );
+        assert_eq!(git(root, &["rev-parse", "HEAD"]), head_before);
+
+        // The same note twice is refused.
+        let err = write_and_commit(
+            &repo,
+            &[("a.md", Some("1\n")), ("a.md", Some("2\n"))],
+            "m\n",
+            &author(),
+        )
+        .unwrap_err();
+        assert!(err.message.contains("given twice"), "{err}");
+        assert_eq!(fs::read(root.join("a.md")).unwrap(), original);
+        assert_eq!(git(root, &["rev-parse", "HEAD"]), head_before);
+        assert_fsck_clean(root);
     }
 }

@@ -128,7 +128,7 @@ impl Repo {
         }
 
         let lock = self.lock_index(journal)?;
-        let mut index = self.read_index(&lock)?;
+        let index = self.read_index(&lock)?;
         // Every visible path first: its file and entry hold one side's bytes, or the pull stops.
         let mut work = Vec::with_capacity(changes.len());
         for change in &changes {
@@ -163,7 +163,7 @@ impl Repo {
             // No single note: a dead pull only leaves locks to free (its files
             // already hold the incoming bytes, which the next pull takes as clean).
             intent.stage = Stage::Committing;
-            intent.note = None;
+            intent.notes = Vec::new();
             intent.parent = head.map(|id| id.to_string());
             intent.commit = Some(target.to_string());
             intent.reference = Some(reference.clone());
@@ -216,14 +216,12 @@ impl Repo {
             };
             entries.push((change.path.clone(), entry));
         }
-        // The last change goes through carried_entries, which also smudges
-        // racily clean entries of other files, as every index mirai writes does.
-        if let Some((last, last_entry)) = entries.pop() {
-            for (rel, entry) in entries {
-                index.set(&rel, entry);
-            }
-            index = self.carried_entries(index, &last, last_entry);
-        }
+        // As every index mirai writes: racily clean entries of other files are smudged.
+        let (paths, new_entries): (Vec<String>, Vec<Option<IndexEntry>>) =
+            entries.into_iter().unzip();
+        let changed: Vec<(&str, Option<IndexEntry>)> =
+            paths.iter().map(String::as_str).zip(new_entries).collect();
+        let index = self.carried_entries(index, changed);
         let (bytes, stamp) = super::index_file::encode(&index);
         lock.stage(&bytes, |id| {
             journal.record(|intent| intent.index_lock.push(id))

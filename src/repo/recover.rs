@@ -1,10 +1,11 @@
 //! Recovery: what mirai does at start-up with the intent files of processes
 //! that died (see intent.rs for the records). A dead mirai's lock files are
-//! removed only while they are still the ones it recorded; its write is rolled
-//! forward (the commit is on the branch: the index entry is put right) or back
-//! (the note was renamed into place, the commit is missing: the note goes back
-//! to HEAD's bytes), and never when the working tree holds bytes that are not
-//! mirai's (a person's edit since). With no other live mirai, mirai's stray
+//! removed only while they are still the ones it recorded; its write (of one
+//! note or several in one commit) is rolled forward (the commit is on the
+//! branch: the index entries are put right, in one write of the index) or back
+//! (notes were renamed into place, the commit is missing: each goes back to
+//! HEAD's bytes), and a note is never touched when the working tree holds bytes
+//! that are not mirai's (a person's edit since). With no other live mirai, mirai's stray
 //! temp files are removed too.
 //!
 //! Written as `impl Repo` so that the repository calls it as a method: the
@@ -18,7 +19,7 @@ use cap_std::fs::Dir;
 use git2::{Oid, Repository};
 
 use super::intent::*;
-use super::{blob_id, tracked_under, Repo};
+use super::{blob_id, tracked_under, Landed, Repo};
 use crate::error::{Error, Result};
 use crate::notes::{Existence, Notes};
 
@@ -159,22 +160,43 @@ fn parse_oid(text: &Option<String>) -> Result<Option<Oid>> {
         .transpose()
 }
 
-/// Rolls the recorded write forward or back, when the note holds what mirai wrote.
+/// One note of the recorded write, as it is on disk now.
+struct OnDisk {
+    rel: String,
+    before: Option<Oid>,
+    index_before: Option<Oid>,
+    after: Option<Oid>,
+    work: Option<Vec<u8>>,
+}
+
+/// Reads the note `recorded` names, as it is now (its path must pass the rules
+/// for a write, whatever the record says).
+fn on_disk(repo: &Repo, recorded: &NoteIntent) -> Result<OnDisk> {
+    let note = repo
+        .notes
+        .resolve_for_write(&recorded.note, Existence::MayBeMissing)?;
+    let rel = note.rel;
+    let work = match repo.notes.existing_slot(&rel)? {
+        Some(slot) => slot.read().map_err(|r| crate::notes::refused(&rel, r))?,
+        None => None,
+    };
+    Ok(OnDisk {
+        before: parse_oid(&recorded.before)?,
+        index_before: parse_oid(&recorded.index_before)?,
+        after: parse_oid(&recorded.after)?,
+        work,
+        rel,
+    })
+}
+
+/// Rolls the recorded write forward or back, for each note that holds what mirai wrote.
 fn finish_write(
     repo: &Repo,
     journal: &mut Journal,
     intent: &Intent,
     done: &mut Recovery,
 ) -> Result<()> {
-    let (git, notes) = (&repo.git, &repo.notes);
-    let Some(raw) = intent.note.as_deref() else {
-        return Ok(());
-    };
-    let note = notes.resolve_for_write(raw, Existence::MayBeMissing)?;
-    let rel = note.rel.as_str();
-    let before = parse_oid(&intent.before)?;
-    let index_before = parse_oid(&intent.index_before)?;
-    let after = parse_oid(&intent.after)?;
+    let git = &repo.git;
     let commit = parse_oid(&intent.commit)?;
     let reference = intent.reference.as_deref().filter(|r| valid_reference(r));
     let head = match reference {
@@ -191,51 +213,86 @@ fn finish_write(
         }
         _ => false,
     };
-    let slot = notes.existing_slot(rel)?;
-    let work = match &slot {
-        Some(slot) => slot.read().map_err(|r| crate::notes::refused(rel, r))?,
-        None => None,
-    };
-    let work_id = work.as_deref().map(blob_id).transpose()?;
+    let mut notes = Vec::with_capacity(intent.notes.len());
+    for recorded in &intent.notes {
+        match on_disk(repo, recorded) {
+            Ok(note) => notes.push(note),
+            Err(e) => log::warn!(
+                "recovery: {:?} of the write of pid {} is left as it is: {}",
+                recorded.note,
+                intent.pid,
+                e.message
+            ),
+        }
+    }
     if landed {
-        if repo.roll_index_forward(journal, rel, index_before, after, work.as_deref())? {
+        let landed: Vec<Landed> = notes
+            .iter()
+            .map(|note| Landed {
+                rel: &note.rel,
+                index_before: note.index_before,
+                after: note.after,
+                work: note.work.as_deref(),
+            })
+            .collect();
+        let rolled = repo.roll_index_forward(journal, &landed)?;
+        for rel in &rolled {
             log::info!(
                 "recovery: rolled forward {rel}: commit {} is on the branch; its index entry is now put right (pid {} died)",
                 intent.commit.as_deref().unwrap_or(""),
                 intent.pid
             );
-            done.rolled_forward += 1;
         }
+        done.rolled_forward += usize::from(!rolled.is_empty());
         return Ok(());
     }
-    if work_id == before || work_id != after {
-        if work_id != before {
+    // HEAD still has the notes as they were: what mirai wrote goes back.
+    let head_tree = head
+        .and_then(|id| git.find_commit(id).ok())
+        .and_then(|c| c.tree().ok());
+    let mut rolled_back = false;
+    for note in &notes {
+        match roll_back(repo, head_tree.as_ref(), note, intent.pid) {
+            Ok(rolled) => rolled_back |= rolled,
+            Err(e) => log::warn!(
+                "recovery: could not roll back {} (pid {} died): {}",
+                note.rel,
+                intent.pid,
+                e.message
+            ),
+        }
+    }
+    done.rolled_back += usize::from(rolled_back);
+    Ok(())
+}
+
+/// Puts `note` back to its bytes before the write when it holds what mirai
+/// wrote and HEAD still has it as it was; `false` when it is left as it is.
+fn roll_back(repo: &Repo, head: Option<&git2::Tree>, note: &OnDisk, pid: u32) -> Result<bool> {
+    let rel = note.rel.as_str();
+    let work_id = note.work.as_deref().map(blob_id).transpose()?;
+    if work_id == note.before || work_id != note.after {
+        if work_id != note.before {
             log::warn!(
-                "recovery: {rel} holds bytes mirai did not write (someone's edit since pid {} died); left as it is",
-                intent.pid
+                "recovery: {rel} holds bytes mirai did not write (someone's edit since pid {pid} died); left as it is"
             );
         }
-        return Ok(());
+        return Ok(false);
     }
     // The note is mirai's unacknowledged write; HEAD still has the note as it was.
-    let head_blob = head
-        .and_then(|id| git.find_commit(id).ok())
-        .and_then(|c| c.tree().ok())
-        .and_then(|tree| tree.get_path(Path::new(rel)).ok().map(|entry| entry.id()));
-    if head_blob != before {
+    let head_blob =
+        head.and_then(|tree| tree.get_path(Path::new(rel)).ok().map(|entry| entry.id()));
+    if head_blob != note.before {
         log::warn!(
-            "recovery: {rel} changed in HEAD since pid {} died; its half-done write is left as it is",
-            intent.pid
+            "recovery: {rel} changed in HEAD since pid {pid} died; its half-done write is left as it is"
         );
-        return Ok(());
+        return Ok(false);
     }
-    let slot = match slot {
-        Some(slot) => slot,
-        None => notes.slot(rel, true)?,
-    };
-    match before {
+    let slot = repo.notes.slot(rel, true)?;
+    match note.before {
         Some(blob) => {
-            let blob = git
+            let blob = repo
+                .git
                 .find_blob(blob)
                 .map_err(|e| Error::git(format!("cannot read {rel} from HEAD: {}", e.message())))?;
             slot.write(blob.content())
@@ -244,11 +301,9 @@ fn finish_write(
         None => slot.remove().map_err(|r| crate::notes::refused(rel, r))?,
     }
     log::info!(
-        "recovery: rolled back {rel} to HEAD's bytes: its write was never committed (pid {} died)",
-        intent.pid
+        "recovery: rolled back {rel} to HEAD's bytes: its write was never committed (pid {pid} died)"
     );
-    done.rolled_back += 1;
-    Ok(())
+    Ok(true)
 }
 
 /// Removes mirai's stray temp files: notes' `.mirai-<pid>-<n>.tmp`, the

@@ -297,10 +297,13 @@ impl Sandbox {
             .and_then(Value::as_str)
             .unwrap_or("the program failed");
         // QuickJS rejects with `null` when it cannot even allocate the error for
-        // running out of memory; linear memory past the JavaScript heap limit
-        // (it never shrinks) says the heap did fill up.
-        let heap_filled =
-            message == "uncaught exception: null" && state.memory.peak >= self.js_heap_bytes();
+        // running out of memory, and drops a promise job it cannot allocate (so
+        // the awaited promise never settles: the prelude's `pending`); linear
+        // memory past the JavaScript heap limit (it never shrinks) says the heap
+        // did fill up.
+        let starved = message == "uncaught exception: null"
+            || message.starts_with("the program awaited a promise that never settles");
+        let heap_filled = starved && state.memory.peak >= self.js_heap_bytes();
         if code == ErrorCode::SandboxMemory || heap_filled {
             return self.out_of_memory();
         }

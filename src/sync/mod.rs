@@ -268,9 +268,11 @@ impl Syncer {
         }
         let forward = repo.fast_forward(target, &self.author)?;
         if let Forward::Moved { notes, to, .. } = &forward {
-            for (path, content) in notes {
-                self.index.note_changed(path, content.as_deref(), to);
-            }
+            let changes: Vec<(&str, Option<&str>)> = notes
+                .iter()
+                .map(|(path, content)| (path.as_str(), content.as_deref()))
+                .collect();
+            self.index.notes_changed(&changes, to);
         }
         Ok(forward)
     }

@@ -1,0 +1,269 @@
+//! `notes.revert`: takes back a commit, or every commit of an agent run, as
+//! one new commit through `changes.apply`'s path ([`land_all`]).
+//!
+//! Each reverted commit's change to a note is its diff against its first
+//! parent, reversed and applied strictly to the note as it is now, as
+//! `git apply -R` would: it lands where its context is, and where the note has
+//! changed so that it no longer applies the answer is 409 with the patch's
+//! line-numbered diagnostics, never a three-way merge. A run's commits are
+//! taken back newest first, one note at a time, and each note's result lands
+//! as one change.
+
+use std::collections::HashMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::change::{land_all, plan_text, status_lines, Plan};
+use super::patch::{summary, PatchSummary};
+use super::{Class, Context, HttpInput, HttpRoute, Operation};
+use crate::error::{Error, ErrorCode, Result};
+use crate::notes::{Existence, NotePath};
+use crate::patch;
+use crate::repo::{self, CommitChanges};
+
+/// `notes.revert`'s request: exactly one of `commit` and `run_id`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RevertRequest {
+    /// The commit to take back: its sha, full or abbreviated (4 to 40 hex digits).
+    #[serde(default)]
+    pub commit: Option<String>,
+    /// The agent run to take back: every commit carrying `Mirai-Run: <run_id>`.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// Take back only this note's part.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Refuse (conflict) when a note to change changed between this commit and HEAD.
+    #[serde(default)]
+    pub base_commit: Option<String>,
+}
+
+/// What a revert did: the new commit, the commits it took back (newest
+/// first) and each note's change.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Reverted {
+    /// `null` in a dry run, and when taking the commits back changes nothing.
+    pub commit: Option<String>,
+    pub reverted: Vec<String>,
+    pub changes: Vec<PatchSummary>,
+}
+
+/// `notes.revert`: take back a commit or an agent run, as a new commit.
+pub struct NotesRevert;
+
+impl Operation for NotesRevert {
+    const NAME: &'static str = "notes.revert";
+    const EXAMPLE: &'static str = r##"await mirai.notes.revert({commit: "3f2a9c1"})"##;
+    const CLASS: Class = Class::Write;
+    const SUMMARY: &'static str =
+        "Take back a commit ({commit}) or every commit of an agent run ({run_id}), optionally only one note's part ({path}), as ONE new commit; the inverse applies strictly (409 when a note changed so that it no longer applies).";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/revert", HttpInput::Body);
+    type Request = RevertRequest;
+    type Response = Reverted;
+
+    fn run(ctx: &Context, request: RevertRequest) -> Result<Reverted> {
+        let only = match request.path.as_deref() {
+            Some(raw) => Some(ctx.view.resolve(raw, Existence::MayBeMissing)?.rel),
+            None => None,
+        };
+        let (subject, commits) = match (request.commit.as_deref(), request.run_id.as_deref()) {
+            (Some(sha), None) => {
+                let commit = {
+                    let repo = ctx.writer()?;
+                    repo.commit_changes(sha, only.as_deref(), ctx.max_changes)?
+                };
+                (format!("mcp.revert: {}", commit.short), vec![commit])
+            }
+            (None, Some(run_id)) => {
+                let run_id = run_id.trim();
+                (
+                    format!("mcp.revert: run {run_id}"),
+                    run(ctx, run_id, only.as_deref())?,
+                )
+            }
+            _ => {
+                return Err(Error::new(
+                    ErrorCode::InvalidRequest,
+                    "give exactly one of `commit` (a sha) and `run_id` (an agent run's id)",
+                ))
+            }
+        };
+        let commits: Vec<CommitChanges> = commits
+            .into_iter()
+            .filter(|commit| !commit.files.is_empty())
+            .collect();
+        if commits.is_empty() {
+            let what = match (&request.commit, &only) {
+                (Some(sha), Some(path)) => format!("commit {} did not change {path}", sha.trim()),
+                (Some(sha), None) => format!("commit {} changed nothing", sha.trim()),
+                (None, Some(path)) => format!("no commit of the run changed {path}"),
+                (None, None) => "the run's commits changed nothing".to_string(),
+            };
+            return Err(Error::new(
+                ErrorCode::InvalidRequest,
+                format!("{what}: there is nothing to take back"),
+            ));
+        }
+        check_notes(ctx, &commits)?;
+        let (plans, commit) = land_all(
+            ctx,
+            request.base_commit.as_deref(),
+            |ctx| plan_inverse(ctx, &commits),
+            |plans| {
+                let reverts: String = commits
+                    .iter()
+                    .map(|c| format!("This reverts commit {}.\n", c.id))
+                    .collect();
+                ctx.commit_message(&subject, &format!("{reverts}\n{}", status_lines(plans)))
+            },
+        )?;
+        Ok(Reverted {
+            commit,
+            reverted: commits.into_iter().map(|c| c.id).collect(),
+            changes: plans
+                .iter()
+                .filter(|plan| !plan.is_noop())
+                .map(summary)
+                .collect(),
+        })
+    }
+}
+
+/// Every commit of agent run `run_id`, newest first, with what each changed.
+fn run(ctx: &Context, run_id: &str, only: Option<&str>) -> Result<Vec<CommitChanges>> {
+    if uuid::Uuid::parse_str(run_id).is_err() {
+        return Err(Error::new(
+            ErrorCode::InvalidRequest,
+            format!("run_id {run_id:?} is not a run id: give the UUID /agent/run answered"),
+        ));
+    }
+    let repo = ctx.writer()?;
+    let ids = repo::run_commits(&repo, run_id)?;
+    if ids.is_empty() {
+        return Err(Error::not_found(format!(
+            "no commit on the branch carries Mirai-Run: {run_id}; the run changed nothing, or \
+             its commits are not in this branch's history"
+        )));
+    }
+    ids.iter()
+        .map(|id| repo.commit_changes(id, only, ctx.max_changes))
+        .collect()
+}
+
+/// Refuses a revert that would write what mirai may not (a path that is not
+/// a note, a symlink, a submodule) or more notes than one commit may change.
+fn check_notes(ctx: &Context, commits: &[CommitChanges]) -> Result<()> {
+    let mut notes = std::collections::HashSet::new();
+    for commit in commits {
+        for file in &commit.files {
+            let refuse = |why: String| {
+                Error::new(
+                    ErrorCode::InvalidRequest,
+                    format!(
+                        "commit {} changes {}, {why}; give `path` to take back its notes one at \
+                         a time, or revert it with git",
+                        commit.short, file.path
+                    ),
+                )
+            };
+            if !file.regular {
+                return Err(refuse(
+                    "which is not a regular file (a symlink, a submodule or a change of type) \
+                     that mirai can write"
+                        .to_string(),
+                ));
+            }
+            if let Err(e) = ctx.view.resolve(&file.path, Existence::MayBeMissing) {
+                return Err(refuse(format!(
+                    "which is not a note mirai may write ({})",
+                    e.message
+                )));
+            }
+            notes.insert(file.path.as_str());
+        }
+    }
+    if notes.len() > ctx.max_changes {
+        return Err(Error::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "taking this back changes {} notes; at most {} change in one commit \
+                 (MIRAI_CHANGES_MAX_PATCHES): give `path` to take back one note at a time",
+                notes.len(),
+                ctx.max_changes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// One note while the inverses apply: its text now, and as the inverses leave it.
+struct Working {
+    note: NotePath,
+    current: Option<String>,
+    text: Option<String>,
+}
+
+/// Applies each commit's inverse, newest first, to the notes as this context
+/// sees them, then plans each note's whole change (one plan per note, in the
+/// order the notes were first met).
+fn plan_inverse(ctx: &Context, commits: &[CommitChanges]) -> Result<Vec<Plan>> {
+    let mut notes: Vec<Working> = Vec::new();
+    let mut at: HashMap<&str, usize> = HashMap::new();
+    for commit in commits {
+        for file in &commit.files {
+            if file.before == file.after {
+                continue; // only the mode changed: no text to take back
+            }
+            let slot = match at.get(file.path.as_str()) {
+                Some(&slot) => slot,
+                None => {
+                    let note = ctx
+                        .view
+                        .resolve_for_write(&file.path, Existence::MayBeMissing)?;
+                    let current = ctx.view.current_text(&note)?;
+                    at.insert(file.path.as_str(), notes.len());
+                    notes.push(Working {
+                        note,
+                        text: current.clone(),
+                        current,
+                    });
+                    notes.len() - 1
+                }
+            };
+            let working = &mut notes[slot];
+            let as_text = |bytes: &Option<Vec<u8>>| -> Result<Option<String>> {
+                bytes
+                    .as_ref()
+                    .map(|b| String::from_utf8(b.clone()))
+                    .transpose()
+                    .map_err(|_| {
+                        Error::conflict(format!(
+                            "{} is not UTF-8 text in commit {}; mirai takes back changes to \
+                             text notes only: revert it with git",
+                            file.path, commit.short
+                        ))
+                    })
+            };
+            let (before, after) = (as_text(&file.before)?, as_text(&file.after)?);
+            let Some(forward) = patch::make(&file.path, before.as_deref(), after.as_deref()) else {
+                continue;
+            };
+            let inverse = patch::parse(&forward)?.reversed();
+            let applied = patch::apply(&inverse, working.text.as_deref()).map_err(|e| {
+                Error::conflict(format!(
+                    "cannot take back commit {} ({}) in {}: the note changed since in a way its \
+                     inverse no longer applies to (mirai applies it strictly, as `git apply -R` \
+                     would); change the note by hand instead. {}",
+                    commit.short, commit.subject, working.note.rel, e.message
+                ))
+            })?;
+            working.text = applied.content;
+        }
+    }
+    notes
+        .into_iter()
+        .map(|working| plan_text(ctx, working.note, working.current, working.text.as_deref()))
+        .collect()
+}

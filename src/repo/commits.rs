@@ -1,0 +1,202 @@
+//! Reading commits back for `notes.revert`: the commits of an agent run, found
+//! by their `Mirai-Run` trailer, and what one commit changed, path by path,
+//! against its first parent (no rename detection: a rename is a deletion and a
+//! creation, each of which mirai can take back).
+
+use std::path::Path;
+
+use git2::{Commit, Delta, DiffOptions, FileMode, Oid};
+
+use super::{git_error, Repo};
+use crate::error::{Error, ErrorCode, Result};
+
+/// The trailer that marks an agent run's commits (DESIGN 7.8).
+pub const RUN_TRAILER: &str = "Mirai-Run";
+
+/// What one commit did to one path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    pub path: String,
+    /// The bytes in the first parent (`None`: not there).
+    pub before: Option<Vec<u8>>,
+    /// The bytes in the commit (`None`: deleted).
+    pub after: Option<Vec<u8>>,
+    /// Both sides are regular files (not a symlink, a submodule or a type change).
+    pub regular: bool,
+}
+
+/// A commit and the paths it changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitChanges {
+    /// The full id.
+    pub id: String,
+    /// The id abbreviated as git abbreviates it (unique in this repository).
+    pub short: String,
+    pub subject: String,
+    pub files: Vec<FileChange>,
+}
+
+/// The commits of agent run `run_id` on HEAD's first-parent line, newest
+/// first: those whose trailers hold `Mirai-Run: <run_id>`.
+pub fn run_commits(repo: &Repo, run_id: &str) -> Result<Vec<String>> {
+    let git = &repo.git;
+    let Some(head) = repo.head_target()?.1 else {
+        return Ok(Vec::new());
+    };
+    let cannot = |e| git_error("cannot walk the history", e);
+    let mut walk = git.revwalk().map_err(cannot)?;
+    walk.push(head).map_err(cannot)?;
+    walk.simplify_first_parent().map_err(cannot)?;
+    let mut found = Vec::new();
+    for id in walk {
+        let commit = git.find_commit(id.map_err(cannot)?).map_err(cannot)?;
+        let Some(message) = commit.message() else {
+            continue;
+        };
+        let Ok(trailers) = git2::message_trailers_strs(message) else {
+            continue;
+        };
+        if trailers
+            .iter()
+            .any(|(key, value)| key == RUN_TRAILER && value.trim() == run_id)
+        {
+            found.push(commit.id().to_string());
+        }
+    }
+    Ok(found)
+}
+
+impl Repo {
+    /// What commit `sha` (4 to 40 hex digits) changed against its first
+    /// parent (or, for a root commit, against nothing), only at `only` when
+    /// given. Refused: anything but hex (`invalid_request`), a commit this
+    /// repository does not have (`not_found`), an abbreviation that names
+    /// several, a merge, and a commit changing more than `max_files` paths.
+    pub fn commit_changes(
+        &self,
+        sha: &str,
+        only: Option<&str>,
+        max_files: usize,
+    ) -> Result<CommitChanges> {
+        self.commit_changes_inner(sha, only, max_files)
+            .map_err(|e| self.scrub(e))
+    }
+
+    fn commit_changes_inner(
+        &self,
+        sha: &str,
+        only: Option<&str>,
+        max_files: usize,
+    ) -> Result<CommitChanges> {
+        let commit = self.find_commit_by_sha(sha)?;
+        let short = commit
+            .as_object()
+            .short_id()
+            .ok()
+            .and_then(|buf| buf.as_str().map(str::to_string))
+            .unwrap_or_else(|| commit.id().to_string()[..7].to_string());
+        if commit.parent_count() > 1 {
+            return Err(Error::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "commit {short} is a merge; mirai does not revert merges (git revert -m \
+                     chooses a side): revert the commits it brought in instead"
+                ),
+            ));
+        }
+        let cannot = |e| git_error(&format!("cannot read what commit {short} changed"), e);
+        let tree = commit.tree().map_err(cannot)?;
+        let parent_tree = match commit.parent(0) {
+            Ok(parent) => Some(parent.tree().map_err(cannot)?),
+            Err(_) => None,
+        };
+        let mut options = DiffOptions::new();
+        options.include_typechange(true);
+        if let Some(path) = only {
+            options.pathspec(path).disable_pathspec_match(true);
+        }
+        let diff = self
+            .git
+            .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(&mut options))
+            .map_err(cannot)?;
+        if diff.deltas().len() > max_files {
+            return Err(Error::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "commit {short} changes {} paths; at most {max_files} notes change in one \
+                     commit (MIRAI_CHANGES_MAX_PATCHES): give `path` to take back one note at a \
+                     time, or revert it with git",
+                    diff.deltas().len()
+                ),
+            ));
+        }
+        let mut files = Vec::with_capacity(diff.deltas().len());
+        for delta in diff.deltas() {
+            let (old, new) = (delta.old_file(), delta.new_file());
+            let path = new
+                .path()
+                .or_else(|| old.path())
+                .and_then(Path::to_str)
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorCode::InvalidRequest,
+                        format!("commit {short} changes a path that is not UTF-8"),
+                    )
+                })?
+                .to_string();
+            let regular =
+                |mode: FileMode| matches!(mode, FileMode::Blob | FileMode::BlobExecutable);
+            let side = |present: bool, id: Oid| -> Result<Option<Vec<u8>>> {
+                if !present {
+                    return Ok(None);
+                }
+                let blob = self.git.find_blob(id).map_err(cannot)?;
+                Ok(Some(blob.content().to_vec()))
+            };
+            let had = delta.status() != Delta::Added;
+            let has = delta.status() != Delta::Deleted;
+            let both_regular = (!had || regular(old.mode())) && (!has || regular(new.mode()));
+            files.push(FileChange {
+                before: if both_regular {
+                    side(had, old.id())?
+                } else {
+                    None
+                },
+                after: if both_regular {
+                    side(has, new.id())?
+                } else {
+                    None
+                },
+                regular: both_regular,
+                path,
+            });
+        }
+        Ok(CommitChanges {
+            id: commit.id().to_string(),
+            subject: commit.summary().unwrap_or("").to_string(),
+            short,
+            files,
+        })
+    }
+
+    /// The commit `sha` names: 4 to 40 hex digits, a unique prefix of a commit.
+    fn find_commit_by_sha(&self, sha: &str) -> Result<Commit<'_>> {
+        let sha = sha.trim();
+        if !(4..=40).contains(&sha.len()) || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Error::new(
+                ErrorCode::InvalidRequest,
+                format!("{sha:?} is not a commit id: give 4 to 40 hex digits of a commit's sha"),
+            ));
+        }
+        // By prefix only: a branch or tag that happens to be named like hex is never taken.
+        self.git
+            .find_commit_by_prefix(sha)
+            .map_err(|e| match e.code() {
+                git2::ErrorCode::Ambiguous => Error::new(
+                    ErrorCode::InvalidRequest,
+                    format!("{sha} names more than one object; give more digits"),
+                ),
+                _ => Error::not_found(format!("no commit {sha} in the notes repository")),
+            })
+    }
+}
