@@ -3,12 +3,18 @@
 # mirai itself then runs as that user with no capabilities.
 
 FROM rust:1.95-bookworm AS build
+# git2's https and ssh transports link the system's OpenSSL and libssh2
+# (.cargo/config.toml makes libssh2-sys use pkg-config instead of a vendored copy).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends pkg-config libssl-dev libssh2-1-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Dependencies first, in their own layer: the manifest and lock file with an
 # empty main, lib and one empty file per declared test, bench and example
 # target (cargo wants them all to exist). A change to mirai's own code reuses
 # this layer and compiles only the mirai crate.
 COPY Cargo.toml Cargo.lock ./
+COPY .cargo ./.cargo
 RUN set -eu; \
     mkdir -p src; echo 'fn main() {}' > src/main.rs; : > src/lib.rs; \
     awk -F'"' ' \
@@ -35,9 +41,10 @@ COPY guest ./guest
 RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin mirai
 
 FROM debian:bookworm-slim
-# curl for the HEALTHCHECK; setpriv (util-linux) is already in the base image.
+# curl for the HEALTHCHECK; setpriv (util-linux) is already in the base image;
+# libssl3 and libssh2-1 for git2's https and ssh transports (linked dynamically).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates curl \
+    && apt-get install -y --no-install-recommends ca-certificates curl libssl3 libssh2-1 \
     && rm -rf /var/lib/apt/lists/*
 # /notes is mounted from the host and owned by whoever owns it there; when
 # MIRAI_UID names another user, libgit2's repository-owner check must still

@@ -249,6 +249,15 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
     covered.insert("index.invalidate".into());
     assert_eq!(result(&answer), &json!({"invalidated": true}));
 
+    // Without a remote, status shows the branch and HEAD, and a sync is refused.
+    let answer = eval(&server, "return await mirai.repo.status()");
+    covered.insert("repo.status".into());
+    assert_eq!(result(&answer)["head"], json!(server.head()));
+    assert_eq!(result(&answer)["remote"], Value::Null);
+    let answer = eval(&server, "await mirai.repo.sync()");
+    covered.insert("repo.sync".into());
+    assert_eq!(failure(&answer).0, "invalid_request");
+
     let table: BTreeSet<String> = TABLE.iter().map(|op| op.name.to_string()).collect();
     assert_eq!(
         covered, table,

@@ -50,6 +50,7 @@ pub fn build(config: Config) -> Result<App, StartError> {
     recover(&ctx);
     ctx.index.warm_up();
     ctx.index.watch(WATCH_EVERY);
+    start_sync(&ctx, &config)?;
     let agent = Arc::new(Agent::new(&config, sandbox.clone()));
     if config.llm.is_configured() {
         log::info!(
@@ -74,11 +75,67 @@ pub fn build(config: Config) -> Result<App, StartError> {
     })
 }
 
+/// With a remote: checks that HEAD is on the followed branch, then starts
+/// the pusher and the interval puller (logged).
+fn start_sync(ctx: &Context, config: &Config) -> Result<(), StartError> {
+    let (Some(sync), Some(settings)) = (&ctx.sync, &config.sync) else {
+        return Ok(());
+    };
+    crate::sync::set_transport_timeouts();
+    if let Some(branch) = &settings.branch {
+        let git = crate::sync::open_repository(&config.notes_root)
+            .map_err(|e| StartError::new(e.message))?;
+        let current = crate::sync::local_status(git.as_ref())
+            .map_err(|e| StartError::new(e.message))?
+            .branch;
+        if current.as_deref() != Some(branch.as_str()) {
+            return Err(StartError::new(format!(
+                "MIRAI_GIT_BRANCH is {branch} but NOTES_ROOT has {} checked out; check out {branch} there (git switch {branch}) or change MIRAI_GIT_BRANCH",
+                current.as_deref().unwrap_or("no branch (a detached HEAD)")
+            )));
+        }
+    }
+    sync.start();
+    log::info!(
+        "sync: remote {}{}, {}",
+        sync.shown_remote(),
+        if sync.pushes() {
+            ", pushing after every commit"
+        } else {
+            " (read_only: pull only)"
+        },
+        match settings.interval_secs {
+            0 => "pulling on demand only".to_string(),
+            n => format!("pulling every {n} s"),
+        }
+    );
+    Ok(())
+}
+
 /// The notes root for serving: checked for an owner git trusts, then created
-/// and git-initialized with a welcome note when missing (logged).
+/// and git-initialized with a welcome note when missing (logged); with a
+/// remote, an empty or missing root is cloned from it instead.
 pub fn prepare_notes(config: &Config) -> Result<Notes, StartError> {
     trust_notes_root_owner(&config.notes_root)?;
     let root = &config.notes_root;
+    if let Some(sync) = &config.sync {
+        if let Some(branch) = bootstrap::clone_into_empty(root, sync).map_err(StartError::new)? {
+            log::info!(
+                "cloned {} (branch {branch}) into {}",
+                sync.shown_remote(),
+                root.display()
+            );
+            let notes = Notes::open(root).map_err(|e| StartError::new(e.message))?;
+            let ctx = Context::new(notes.clone(), config);
+            if let Some(sync) = &ctx.sync {
+                crate::sync::set_transport_timeouts();
+                sync.pull().map_err(|e| {
+                    StartError::new(format!("cloning {}: {}", sync.shown_remote(), e.message))
+                })?;
+            }
+            return Ok(notes);
+        }
+    }
     match bootstrap::prepare_notes_root(root, config.policy, &config.git_identity)
         .map_err(StartError::new)?
     {

@@ -9,7 +9,7 @@ use std::path::Path;
 use git2::{Repository, Signature};
 use thiserror::Error;
 
-use crate::config::{GitIdentity, PolicyMode};
+use crate::config::{GitIdentity, PolicyMode, SyncConfig};
 
 /// The note committed into a freshly initialized notes repository.
 pub const WELCOME_NOTE: &str = "welcome.md";
@@ -151,4 +151,44 @@ fn commit_welcome_note(
         &[],
     )?;
     Ok(())
+}
+
+/// With a remote and a missing or empty `root`: makes `root` an empty
+/// repository whose unborn HEAD names the branch to follow (`MIRAI_GIT_BRANCH`,
+/// else the remote's default), ready for the first pull to fill it (mirai
+/// writes the working tree itself, as in every pull: no libgit2 checkout).
+/// Answers that branch; `None` when the root has files, or the remote has no
+/// branch yet (then the root is prepared as without a remote, and the first
+/// push creates the branch).
+pub fn clone_into_empty(root: &Path, sync: &SyncConfig) -> Result<Option<String>, String> {
+    let shown = root.display();
+    match fs::read_dir(root) {
+        Ok(entries) => {
+            if entries.into_iter().next().is_some() {
+                return Ok(None);
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("notes root {shown} cannot be read: {e}")),
+    }
+    let branch = match &sync.branch {
+        Some(branch) => branch.clone(),
+        None => match crate::sync::remote::default_branch(sync) {
+            Ok(Some(branch)) => branch,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(format!("cannot clone into {shown}: {}", e.message)),
+        },
+    };
+    fs::create_dir_all(root).map_err(|e| format!("notes root {shown} cannot be created: {e}"))?;
+    let mut options = git2::RepositoryInitOptions::new();
+    options.initial_head(&branch);
+    let repo = Repository::init_opts(root, &options).map_err(|e| {
+        format!(
+            "notes root {shown} could not be made a git repository: {}",
+            e.message()
+        )
+    })?;
+    exclude_mirai_folder(repo.path())
+        .map_err(|e| format!("cannot keep .mirai/ out of git in {shown}: {e}"))?;
+    Ok(Some(branch))
 }

@@ -244,6 +244,9 @@ pub enum ConfigError {
         value: String,
         expected: &'static str,
     },
+    /// A sync setting that cannot be used (the message names it and the fix).
+    #[error("{0}")]
+    Sync(String),
     #[error("MIRAI_CACHE_DIR {0} is inside the notes root: compiled code must never live where notes (and anyone who can push to them) can put files; choose a folder outside NOTES_ROOT")]
     CacheInsideNotes(String),
 }
@@ -324,6 +327,11 @@ pub struct Config {
     /// Whether `cache_dir` was set by `MIRAI_CACHE_DIR` (then a cache inside
     /// the notes root stops start-up rather than being skipped).
     pub cache_dir_explicit: bool,
+    /// The git remote mirai pushes to and pulls from (`MIRAI_GIT_*`); `None`: no sync.
+    pub sync: Option<SyncConfig>,
+    /// `MIRAI_WEBHOOK_SECRET`: when set (with a remote), `POST /hooks/push` exists and
+    /// checks GitHub's `X-Hub-Signature-256` with it. Never logged, never shown.
+    pub webhook_secret: Option<String>,
 }
 
 impl std::fmt::Debug for Config {
@@ -350,6 +358,8 @@ impl std::fmt::Debug for Config {
             mcp_max_result_bytes,
             cache_dir,
             cache_dir_explicit,
+            sync,
+            webhook_secret,
         } = self;
         f.debug_struct("Config")
             .field("notes_root", notes_root)
@@ -372,6 +382,8 @@ impl std::fmt::Debug for Config {
             .field("mcp_max_result_bytes", mcp_max_result_bytes)
             .field("cache_dir", cache_dir)
             .field("cache_dir_explicit", cache_dir_explicit)
+            .field("sync", sync)
+            .field("webhook_secret", &secret(webhook_secret))
             .finish()
     }
 }
@@ -383,6 +395,8 @@ impl Config {
         Config {
             cache_dir: None,
             cache_dir_explicit: false,
+            sync: None,
+            webhook_secret: None,
             dirty_notes: DirtyNotes::Refuse,
             guards: Guards::default(),
             sandbox: SandboxLimits::default(),
@@ -592,6 +606,15 @@ impl Config {
         if let Some(email) = non_empty("MIRAI_GIT_AUTHOR_EMAIL") {
             self.git_identity.email = email.trim().to_string();
         }
+        self.sync = SyncConfig::from_environment(&non_empty)?;
+        self.webhook_secret = non_empty("MIRAI_WEBHOOK_SECRET");
+        if self.webhook_secret.is_some() && self.sync.is_none() {
+            return Err(ConfigError::Sync(
+                "MIRAI_WEBHOOK_SECRET is set but MIRAI_GIT_REMOTE is not: a push webhook has \
+                 nothing to pull from; set MIRAI_GIT_REMOTE or unset the secret"
+                    .to_string(),
+            ));
+        }
         Ok(self)
     }
 
@@ -613,6 +636,270 @@ impl Config {
             return Err(ConfigError::CacheInsideNotes(cache.display().to_string()));
         }
         Ok(None)
+    }
+}
+
+/// Seconds between pulls when `MIRAI_SYNC_INTERVAL` is not set.
+pub const DEFAULT_SYNC_INTERVAL_SECS: u64 = 60;
+
+/// The username a token is sent with when `MIRAI_GIT_USERNAME` is not set
+/// (what GitHub and Gitea accept with any token).
+pub const DEFAULT_GIT_USERNAME: &str = "x-access-token";
+
+/// How a remote URL is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Https,
+    /// Plain `http://`; `loopback` when the host is this machine.
+    Http {
+        loopback: bool,
+    },
+    /// `ssh://` or scp-like `user@host:path`.
+    Ssh,
+    /// A path on this machine or `file://`.
+    Local,
+}
+
+impl Transport {
+    /// What `url` is, or why it is not a remote mirai can use.
+    pub fn of(url: &str) -> Result<Transport, String> {
+        let with_host = |url: &str| -> Result<url::Url, String> {
+            let parsed = url::Url::parse(url).map_err(|e| e.to_string())?;
+            match parsed.host_str() {
+                Some(host) if !host.is_empty() => Ok(parsed),
+                _ => Err("the URL names no host".to_string()),
+            }
+        };
+        if let Some((scheme, _)) = url.split_once("://") {
+            return match scheme.to_ascii_lowercase().as_str() {
+                "https" => with_host(url).map(|_| Transport::Https),
+                "http" => {
+                    let parsed = with_host(url)?;
+                    let loopback = parsed
+                        .host()
+                        .is_some_and(|host| crate::origin::is_loopback(&host.to_owned()));
+                    Ok(Transport::Http { loopback })
+                }
+                "ssh" => with_host(url).map(|_| Transport::Ssh),
+                "file" => Ok(Transport::Local),
+                other => Err(format!("the scheme {other}:// is not supported")),
+            };
+        }
+        // git's rule: a colon before any slash makes `[user@]host:path` an ssh address.
+        match (url.find(':'), url.find('/')) {
+            (Some(colon), slash) if colon > 0 && slash.is_none_or(|slash| colon < slash) => {
+                Ok(Transport::Ssh)
+            }
+            _ => Ok(Transport::Local),
+        }
+    }
+}
+
+/// What mirai proves itself to the remote with. Its `Debug` form never shows a secret.
+#[derive(Clone, PartialEq, Eq)]
+pub enum GitCredentials {
+    /// Nothing of mirai's own (a local path, or a URL that carries its own user information).
+    None,
+    /// HTTPS basic auth: `MIRAI_GIT_USERNAME` (default `x-access-token`) and `MIRAI_GIT_TOKEN`.
+    Token { username: String, token: String },
+    /// An SSH private key file (`MIRAI_GIT_SSH_KEY`, `MIRAI_GIT_SSH_KEY_PASSPHRASE`); the
+    /// server's host key must be listed in `known_hosts` (`MIRAI_GIT_SSH_KNOWN_HOSTS`).
+    SshKey {
+        key: PathBuf,
+        passphrase: Option<String>,
+        known_hosts: PathBuf,
+    },
+}
+
+impl std::fmt::Debug for GitCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GitCredentials::None => f.write_str("None"),
+            GitCredentials::Token { username, token } => f
+                .debug_struct("Token")
+                .field("username", username)
+                .field("token", &secret(&Some(token.clone())))
+                .finish(),
+            GitCredentials::SshKey {
+                key,
+                passphrase,
+                known_hosts,
+            } => f
+                .debug_struct("SshKey")
+                .field("key", key)
+                .field("passphrase", &secret(passphrase))
+                .field("known_hosts", known_hosts)
+                .finish(),
+        }
+    }
+}
+
+/// The git remote mirai follows (`MIRAI_GIT_REMOTE` and the settings around it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SyncConfig {
+    /// The URL as configured: may carry user information, so it is shown only
+    /// through [`SyncConfig::shown_remote`].
+    pub remote: String,
+    pub transport: Transport,
+    /// The branch to follow (`MIRAI_GIT_BRANCH`); `None`: the current branch.
+    pub branch: Option<String>,
+    pub credentials: GitCredentials,
+    /// Seconds between pulls (`MIRAI_SYNC_INTERVAL`); 0: only on demand.
+    pub interval_secs: u64,
+}
+
+impl std::fmt::Debug for SyncConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured, so a new field cannot be added without deciding how it is shown.
+        let SyncConfig {
+            remote: _,
+            transport,
+            branch,
+            credentials,
+            interval_secs,
+        } = self;
+        f.debug_struct("SyncConfig")
+            .field("remote", &self.shown_remote())
+            .field("transport", transport)
+            .field("branch", branch)
+            .field("credentials", credentials)
+            .field("interval_secs", interval_secs)
+            .finish()
+    }
+}
+
+impl SyncConfig {
+    /// The remote's URL without user information or query (what logs, status and `/config` show).
+    pub fn shown_remote(&self) -> String {
+        crate::redact::urls(&self.remote).into_owned()
+    }
+
+    /// Reads `MIRAI_GIT_REMOTE` and the settings that go with it; `None` when
+    /// no remote is set (and then none of them may be).
+    fn from_environment(
+        non_empty: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<SyncConfig>, ConfigError> {
+        let bad = |message: String| ConfigError::Sync(message);
+        let Some(remote) = non_empty("MIRAI_GIT_REMOTE").map(|r| r.trim().to_string()) else {
+            for name in [
+                "MIRAI_GIT_TOKEN",
+                "MIRAI_GIT_SSH_KEY",
+                "MIRAI_GIT_BRANCH",
+                "MIRAI_SYNC_INTERVAL",
+            ] {
+                if non_empty(name).is_some() {
+                    return Err(bad(format!(
+                        "{name} is set but MIRAI_GIT_REMOTE is not; set the remote's URL or unset {name}"
+                    )));
+                }
+            }
+            return Ok(None);
+        };
+        let transport = Transport::of(&remote).map_err(|why| {
+            bad(format!(
+                "invalid MIRAI_GIT_REMOTE: {} ({why}; expected https://, http://, ssh://, \
+                 user@host:path, file:// or a local path)",
+                crate::redact::urls(&remote)
+            ))
+        })?;
+        let shown = crate::redact::urls(&remote).into_owned();
+        let url_has_secret = shown != remote;
+        let token = non_empty("MIRAI_GIT_TOKEN").map(|t| t.trim().to_string());
+        let key = non_empty("MIRAI_GIT_SSH_KEY").map(|k| PathBuf::from(k.trim()));
+        if token.is_some() && key.is_some() {
+            return Err(bad(
+                "MIRAI_GIT_TOKEN and MIRAI_GIT_SSH_KEY are both set; set the one the remote's URL uses (https: the token, ssh: the key)".to_string(),
+            ));
+        }
+        if let Transport::Http { loopback: false } = transport {
+            if token.is_some() || url_has_secret {
+                return Err(bad(format!(
+                    "refusing to send git credentials over plain http:// to {shown}: use https:// \
+                     (plain http is allowed only to a loopback host)"
+                )));
+            }
+        }
+        let credentials = match (token, key) {
+            (Some(token), None) => {
+                if !matches!(transport, Transport::Https | Transport::Http { .. }) {
+                    return Err(bad(format!(
+                        "MIRAI_GIT_TOKEN is for https:// remotes, but MIRAI_GIT_REMOTE is {shown}; \
+                         use MIRAI_GIT_SSH_KEY for ssh, or an https:// URL"
+                    )));
+                }
+                let username = non_empty("MIRAI_GIT_USERNAME")
+                    .map(|u| u.trim().to_string())
+                    .unwrap_or_else(|| DEFAULT_GIT_USERNAME.to_string());
+                GitCredentials::Token { username, token }
+            }
+            (None, Some(key)) => {
+                if transport != Transport::Ssh {
+                    return Err(bad(format!(
+                        "MIRAI_GIT_SSH_KEY is for ssh remotes, but MIRAI_GIT_REMOTE is {shown}; \
+                         use MIRAI_GIT_TOKEN for https, or an ssh URL"
+                    )));
+                }
+                readable_file("MIRAI_GIT_SSH_KEY", &key).map_err(bad)?;
+                let Some(known_hosts) =
+                    non_empty("MIRAI_GIT_SSH_KNOWN_HOSTS").map(|k| PathBuf::from(k.trim()))
+                else {
+                    return Err(bad(
+                        "MIRAI_GIT_SSH_KNOWN_HOSTS is required with an ssh remote: mirai checks \
+                         the server's host key; point it at a known_hosts file (ssh-keyscan HOST > known_hosts)"
+                            .to_string(),
+                    ));
+                };
+                readable_file("MIRAI_GIT_SSH_KNOWN_HOSTS", &known_hosts).map_err(bad)?;
+                GitCredentials::SshKey {
+                    key,
+                    passphrase: non_empty("MIRAI_GIT_SSH_KEY_PASSPHRASE"),
+                    known_hosts,
+                }
+            }
+            _ => {
+                if transport == Transport::Ssh {
+                    return Err(bad(format!(
+                        "MIRAI_GIT_REMOTE {shown} is an ssh remote: set MIRAI_GIT_SSH_KEY (a private \
+                         key file) and MIRAI_GIT_SSH_KNOWN_HOSTS"
+                    )));
+                }
+                GitCredentials::None
+            }
+        };
+        let branch = match non_empty("MIRAI_GIT_BRANCH").map(|b| b.trim().to_string()) {
+            Some(branch) if !git2::Branch::name_is_valid(&branch).unwrap_or(false) => {
+                return Err(ConfigError::Value {
+                    name: "MIRAI_GIT_BRANCH",
+                    value: branch,
+                    expected: "a valid git branch name such as main",
+                })
+            }
+            branch => branch,
+        };
+        let interval_secs = match non_empty("MIRAI_SYNC_INTERVAL") {
+            None => DEFAULT_SYNC_INTERVAL_SECS,
+            Some(raw) => raw.trim().parse::<u64>().map_err(|_| ConfigError::Value {
+                name: "MIRAI_SYNC_INTERVAL",
+                value: raw,
+                expected: "a number of seconds (0: pull only on demand)",
+            })?,
+        };
+        Ok(Some(SyncConfig {
+            remote,
+            transport,
+            branch,
+            credentials,
+            interval_secs,
+        }))
+    }
+}
+
+/// Start-up's check that a file a setting names can be read.
+fn readable_file(name: &str, path: &std::path::Path) -> Result<(), String> {
+    match std::fs::File::open(path).and_then(|f| f.metadata()) {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(_) => Err(format!("{name} {} is not a file", path.display())),
+        Err(e) => Err(format!("{name} {} cannot be read: {e}", path.display())),
     }
 }
 
@@ -897,5 +1184,188 @@ mod tests {
             .unwrap();
         assert_eq!(c.git_identity.name, "Ada");
         assert_eq!(c.git_identity.email, "ada@example.org");
+    }
+
+    #[test]
+    fn no_remote_means_no_sync_and_its_settings_alone_are_refused() {
+        let c = Config::new("n").with_environment(&env_of(&[])).unwrap();
+        assert_eq!(c.sync, None);
+        for name in [
+            "MIRAI_GIT_TOKEN",
+            "MIRAI_WEBHOOK_SECRET",
+            "MIRAI_SYNC_INTERVAL",
+        ] {
+            let pairs: &'static [(&str, &str)] = Box::leak(Box::new([(name, "5")]));
+            let err = Config::new("n")
+                .with_environment(&env_of(pairs))
+                .unwrap_err();
+            let line = err.to_string();
+            assert!(
+                line.contains(name) && line.contains("MIRAI_GIT_REMOTE"),
+                "{line}"
+            );
+            assert!(!line.contains('\n'), "{line}");
+        }
+    }
+
+    #[test]
+    fn remotes_are_classified_as_git_reads_them() {
+        for (url, transport) in [
+            ("https://github.com/me/notes.git", Transport::Https),
+            (
+                "http://127.0.0.1:8080/notes.git",
+                Transport::Http { loopback: true },
+            ),
+            ("http://[::1]/n.git", Transport::Http { loopback: true }),
+            ("http://git.lan/n.git", Transport::Http { loopback: false }),
+            ("ssh://git@host:22/me/notes.git", Transport::Ssh),
+            ("git@github.com:me/notes.git", Transport::Ssh),
+            ("/srv/notes.git", Transport::Local),
+            ("../notes.git", Transport::Local),
+            ("file:///srv/notes.git", Transport::Local),
+            ("dir/with:colon", Transport::Local),
+        ] {
+            assert_eq!(Transport::of(url), Ok(transport), "{url}");
+        }
+        assert!(Transport::of("ftp://host/x").is_err());
+        assert!(Transport::of("https://").is_err());
+    }
+
+    #[test]
+    fn sync_settings_are_read_with_defaults() {
+        let c = Config::new("n")
+            .with_environment(&env_of(&[
+                ("MIRAI_GIT_REMOTE", "https://github.com/me/notes.git"),
+                ("MIRAI_GIT_TOKEN", "ghp-s3cret"),
+                ("MIRAI_WEBHOOK_SECRET", "hook-s3cret"),
+            ]))
+            .unwrap();
+        let sync = c.sync.clone().unwrap();
+        assert_eq!(sync.interval_secs, 60);
+        assert_eq!(sync.branch, None);
+        assert_eq!(
+            sync.credentials,
+            GitCredentials::Token {
+                username: "x-access-token".into(),
+                token: "ghp-s3cret".into()
+            }
+        );
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("github.com/me/notes.git"), "{shown}");
+        let c = Config::new("n")
+            .with_environment(&env_of(&[
+                ("MIRAI_GIT_REMOTE", "/srv/notes.git"),
+                ("MIRAI_GIT_BRANCH", "notes"),
+                ("MIRAI_SYNC_INTERVAL", "0"),
+            ]))
+            .unwrap();
+        let sync = c.sync.unwrap();
+        assert_eq!(
+            (sync.interval_secs, sync.branch.as_deref()),
+            (0, Some("notes"))
+        );
+        assert_eq!(sync.credentials, GitCredentials::None);
+    }
+
+    #[test]
+    fn bad_sync_settings_stop_start_up_with_one_line_and_no_secret() {
+        for (pairs, expect) in [
+            (
+                &[
+                    ("MIRAI_GIT_REMOTE", "http://git.lan/n.git"),
+                    ("MIRAI_GIT_TOKEN", "t-s3cret"),
+                ][..],
+                "plain http://",
+            ),
+            (
+                &[("MIRAI_GIT_REMOTE", "http://me:pw-s3cret@git.lan/n.git")][..],
+                "plain http://",
+            ),
+            (&[("MIRAI_GIT_REMOTE", "gopher://x/y")][..], "gopher"),
+            (
+                &[("MIRAI_GIT_REMOTE", "git@host:n.git")][..],
+                "MIRAI_GIT_SSH_KEY",
+            ),
+            (
+                &[
+                    ("MIRAI_GIT_REMOTE", "git@host:n.git"),
+                    ("MIRAI_GIT_TOKEN", "t-s3cret"),
+                ][..],
+                "MIRAI_GIT_TOKEN is for https",
+            ),
+            (
+                &[
+                    ("MIRAI_GIT_REMOTE", "git@host:n.git"),
+                    ("MIRAI_GIT_SSH_KEY", "/nonexistent/key"),
+                ][..],
+                "cannot be read",
+            ),
+            (
+                &[
+                    ("MIRAI_GIT_REMOTE", "/srv/n.git"),
+                    ("MIRAI_GIT_BRANCH", "a..b"),
+                ][..],
+                "MIRAI_GIT_BRANCH",
+            ),
+            (
+                &[
+                    ("MIRAI_GIT_REMOTE", "/srv/n.git"),
+                    ("MIRAI_SYNC_INTERVAL", "-1"),
+                ][..],
+                "MIRAI_SYNC_INTERVAL",
+            ),
+        ] {
+            let pairs: &'static [(&str, &str)] = Box::leak(pairs.to_vec().into_boxed_slice());
+            let line = Config::new("n")
+                .with_environment(&env_of(pairs))
+                .unwrap_err()
+                .to_string();
+            assert!(line.contains(expect), "{line}");
+            assert!(!line.contains("s3cret") && !line.contains('\n'), "{line}");
+        }
+        // A token over plain http to this machine is fine (tests, a sidecar forge).
+        let c = Config::new("n")
+            .with_environment(&env_of(&[
+                ("MIRAI_GIT_REMOTE", "http://localhost:3000/n.git"),
+                ("MIRAI_GIT_TOKEN", "t"),
+                ("MIRAI_GIT_USERNAME", "ada"),
+            ]))
+            .unwrap();
+        assert!(matches!(
+            c.sync.unwrap().credentials,
+            GitCredentials::Token { username, .. } if username == "ada"
+        ));
+    }
+
+    #[test]
+    fn an_ssh_remote_needs_a_key_and_known_hosts() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("id");
+        let hosts = dir.path().join("known_hosts");
+        std::fs::write(&key, "k").unwrap();
+        std::fs::write(&hosts, "h").unwrap();
+        let (key, hosts) = (key.display().to_string(), hosts.display().to_string());
+        let env = |known: bool| {
+            let (key, hosts) = (key.clone(), hosts.clone());
+            move |name: &str| match name {
+                "MIRAI_GIT_REMOTE" => Some("ssh://git@host/n.git".to_string()),
+                "MIRAI_GIT_SSH_KEY" => Some(key.clone()),
+                "MIRAI_GIT_SSH_KEY_PASSPHRASE" => Some("pass-s3cret".to_string()),
+                "MIRAI_GIT_SSH_KNOWN_HOSTS" if known => Some(hosts.clone()),
+                _ => None,
+            }
+        };
+        let err = Config::new("n").with_environment(&env(false)).unwrap_err();
+        assert!(
+            err.to_string().contains("MIRAI_GIT_SSH_KNOWN_HOSTS"),
+            "{err}"
+        );
+        let c = Config::new("n").with_environment(&env(true)).unwrap();
+        assert!(matches!(
+            c.sync.as_ref().unwrap().credentials,
+            GitCredentials::SshKey { .. }
+        ));
+        assert!(!format!("{c:?}").contains("s3cret"));
     }
 }

@@ -32,6 +32,8 @@ pub enum ErrorCode {
     GitError,
     InvalidIndexArtifact,
     LlmUnavailable,
+    /// The git remote could not be reached (or refused mirai's credentials); nothing changed locally.
+    RemoteUnavailable,
     Internal,
     /// The model's answer followed neither `<code>` nor `<reply>`.
     ProtocolError,
@@ -69,6 +71,7 @@ impl ErrorCode {
             ErrorCode::GitError => "git_error",
             ErrorCode::InvalidIndexArtifact => "invalid_index_artifact",
             ErrorCode::LlmUnavailable => "llm_unavailable",
+            ErrorCode::RemoteUnavailable => "remote_unavailable",
             ErrorCode::Internal => "internal",
             ErrorCode::ProtocolError => "protocol_error",
             ErrorCode::SandboxTimeout => "sandbox_timeout",
@@ -80,7 +83,7 @@ impl ErrorCode {
     }
 
     /// Every code, for lookups by wire name.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::InvalidPath,
         ErrorCode::InvalidExtension,
         ErrorCode::InvalidPatch,
@@ -99,6 +102,7 @@ impl ErrorCode {
         ErrorCode::GitError,
         ErrorCode::InvalidIndexArtifact,
         ErrorCode::LlmUnavailable,
+        ErrorCode::RemoteUnavailable,
         ErrorCode::Internal,
         ErrorCode::ProtocolError,
         ErrorCode::SandboxTimeout,
@@ -133,7 +137,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::GuardRefused => 422,
             ErrorCode::GitError | ErrorCode::InvalidIndexArtifact | ErrorCode::Internal => 500,
-            ErrorCode::LlmUnavailable => 503,
+            ErrorCode::LlmUnavailable | ErrorCode::RemoteUnavailable => 503,
             // A program's or a model's failure is reported inside a 200 answer
             // (DESIGN 7.10, 7.11); these statuses apply only where an adapter must pick one.
             ErrorCode::SandboxTimeout => 408,

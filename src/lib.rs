@@ -21,3 +21,4 @@ pub mod patch;
 pub mod redact;
 pub mod repo;
 pub mod sandbox;
+pub mod sync;

@@ -46,6 +46,9 @@ enum Command {
     /// Speak MCP on stdin/stdout (for desktop clients that start mirai
     /// themselves); logs go to stderr.
     Mcp(NotesArgs),
+    /// Pull from the git remote (MIRAI_GIT_REMOTE), then push (read_only: pull
+    /// only), print the outcome as JSON; exit 1 when either fails (for cron).
+    Sync(NotesArgs),
     /// Take back a commit, or every commit of an agent run, as one new commit
     /// (as POST /mcp/notes/revert does) and print the new commit.
     Revert(RevertArgs),
@@ -127,6 +130,7 @@ fn main() -> ExitCode {
         Some(Command::Eval(args)) => eval(args),
         Some(Command::Log(args)) => log_lines(args),
         Some(Command::Mcp(args)) => mcp_stdio(args),
+        Some(Command::Sync(args)) => sync(args),
         Some(Command::Revert(args)) => revert(args),
         None => serve(cli.serve),
     });
@@ -223,6 +227,25 @@ fn open_notes(args: &NotesArgs) -> Result<(Config, Notes), Failure> {
         .map_err(Failure::config)?;
     let notes = app::open_notes(&config).map_err(Failure::config)?;
     Ok((config, notes))
+}
+
+/// `mirai sync`: one pull and push, as `POST /mcp/repo/sync` does.
+fn sync(args: NotesArgs) -> Result<(), Failure> {
+    let (config, notes) = open_notes(&args)?;
+    if config.sync.is_none() {
+        return Err(Failure::config(
+            "no git remote is configured; set MIRAI_GIT_REMOTE to sync",
+        ));
+    }
+    let ctx = Context::new(notes, &config);
+    app::recover(&ctx);
+    mirai::sync::set_transport_timeouts();
+    let answer = ops::dispatch(&ctx, "repo.sync", Input::Json(serde_json::json!({})))
+        .map_err(Failure::operation)?;
+    // Notes the pull brought in reach the artifact before the process ends.
+    app::persist_index(&ctx, "before exit");
+    println!("{answer}");
+    Ok(())
 }
 
 /// `mirai revert (COMMIT|--run ID) [--path P]`: the `notes.revert` row with

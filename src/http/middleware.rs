@@ -114,7 +114,11 @@ pub async fn refuse_browsers(
     Ok(next.call(req).await?.map_into_boxed_body())
 }
 
-/// With `MIRAI_API_TOKEN` set, every route but `/health` needs `Authorization: Bearer <token>`.
+/// Routes whose callers prove themselves otherwise: `/health` needs nothing,
+/// `/hooks/push` its HMAC signature (DESIGN 7.16).
+const TOKENLESS: &[&str] = &["/health", "/hooks/push"];
+
+/// With `MIRAI_API_TOKEN` set, every route but [`TOKENLESS`] needs `Authorization: Bearer <token>`.
 pub async fn require_token(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -123,7 +127,7 @@ pub async fn require_token(
         .app_data::<web::Data<App>>()
         .and_then(|app| app.config.api_token.clone());
     if let Some(expected) = expected {
-        if req.path() != "/health" && !bearer_matches(&req, &expected) {
+        if !TOKENLESS.contains(&req.path()) && !bearer_matches(&req, &expected) {
             let err = Error::new(
                 ErrorCode::Unauthorized,
                 "missing or wrong bearer token: send the header Authorization: Bearer <MIRAI_API_TOKEN>",

@@ -10,6 +10,7 @@
 //! `respond`; `middleware` -> `respond`; this file -> `routes`, `middleware`, `mcp`.
 
 mod agent;
+mod hooks;
 mod mcp;
 mod middleware;
 mod respond;

@@ -9,7 +9,7 @@ use actix_web::{web, HttpRequest, HttpResponse, Route};
 use serde_json::json;
 
 use super::respond::error_response;
-use super::{agent, mcp, row};
+use super::{agent, hooks, mcp, row};
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
 use crate::ops::{OpEntry, Verb, TABLE};
@@ -80,6 +80,7 @@ static OWN: &[Endpoint] = &[
     own(Verb::Post, "/mcp", || web::route().to(mcp::post)),
     own(Verb::Get, "/mcp", || web::route().to(mcp::get)),
     own(Verb::Delete, "/mcp", || web::route().to(mcp::delete)),
+    own(Verb::Post, "/hooks/push", || web::route().to(hooks::push)),
 ];
 
 /// Every route the server answers: each row at its declared route, then mirai's own.
@@ -138,6 +139,13 @@ async fn config(app: web::Data<App>) -> HttpResponse {
             "max_steps": config.agent.default_steps,
             "deadline_ms": config.agent.deadline_ms,
         },
+        "sync": config.sync.as_ref().map(|sync| json!({
+            "remote": sync.shown_remote(),
+            "branch": sync.branch,
+            "interval_seconds": sync.interval_secs,
+            "pushes": config.policy != crate::config::PolicyMode::ReadOnly,
+            "webhook": config.webhook_secret.is_some(),
+        })),
         "version": env!("CARGO_PKG_VERSION"),
     }))
 }

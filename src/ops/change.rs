@@ -247,6 +247,9 @@ fn commit(ctx: &Context, repo: &Repo, plans: &[&Plan], message: &str) -> Result<
         .collect();
     let commit = repo::write_and_commit(repo, &changes, message, &ctx.author())?;
     ctx.index.notes_changed(&changes, &commit);
+    if let Some(sync) = &ctx.sync {
+        sync.committed();
+    }
     Ok(commit)
 }
 

@@ -11,6 +11,7 @@ mod history;
 mod index;
 mod notes;
 mod patch;
+mod repo;
 mod revert;
 mod shortcuts;
 mod write;
@@ -20,6 +21,7 @@ pub use history::*;
 pub use index::*;
 pub use notes::*;
 pub use patch::*;
+pub use repo::*;
 pub use revert::*;
 pub use shortcuts::*;
 pub use write::*;
@@ -40,6 +42,7 @@ use crate::notes::overlay::Overlay;
 use crate::notes::{Notes, View};
 use crate::repo::history::History;
 use crate::repo::{Author, Repo};
+use crate::sync::Syncer;
 
 /// What an operation does to the notes: `read_only` mode denies every `Write`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -81,12 +84,37 @@ pub struct Context {
     /// Set where a model is the author (the sandbox, agent runs, MCP): the
     /// guards apply by default (`MIRAI_GUARDS=models`).
     model_author: bool,
+    /// The git remote's sync, when `MIRAI_GIT_REMOTE` is set: told of every commit.
+    pub sync: Option<Arc<Syncer>>,
 }
 
 impl Context {
     pub fn new(notes: Notes, config: &Config) -> Context {
+        let index = Arc::new(LiveIndex::new(notes.clone()));
+        let writer: Arc<Mutex<Option<Repo>>> = Arc::new(Mutex::new(None));
+        let sync = config.sync.clone().map(|sync| {
+            let (writer, for_writer) = (writer.clone(), notes.clone());
+            let with_writer: crate::sync::WithWriter = Box::new(move |work| {
+                let guard = lock_writer(&writer, &for_writer)?;
+                work(guard.as_ref().expect("lock_writer opens the repository"));
+                Ok(())
+            });
+            let author = Author {
+                name: config.git_identity.name.clone(),
+                email: config.git_identity.email.clone(),
+            };
+            let pushes = config.policy != PolicyMode::ReadOnly;
+            Arc::new(Syncer::new(
+                sync,
+                notes.clone(),
+                index.clone(),
+                with_writer,
+                author,
+                pushes,
+            ))
+        });
         Context {
-            index: Arc::new(LiveIndex::new(notes.clone())),
+            index,
             history: Arc::new(History::new(notes.root())),
             view: View::disk(notes),
             policy: config.policy,
@@ -96,10 +124,11 @@ impl Context {
             dirty_notes: config.dirty_notes,
             guards: config.guards,
             identity: config.git_identity.clone(),
-            writer: Arc::new(Mutex::new(None)),
+            writer,
             run_id: None,
             deadline: None,
             model_author: false,
+            sync,
         }
     }
 
@@ -161,12 +190,8 @@ impl Context {
 
     /// Takes the repository for one write. Writes are serialized; reads never wait for this.
     pub fn writer(&self) -> Result<Writer<'_>> {
-        // A panic during an earlier write left the repository as git left it; carry on.
         let mut guard = match self.deadline {
-            None => self
-                .writer
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            None => return lock_writer(&self.writer, self.view.disk_notes()).map(Writer),
             Some(deadline) => loop {
                 match self.writer.try_lock() {
                     Ok(guard) => break guard,
@@ -194,6 +219,21 @@ impl Context {
             email: self.identity.email.clone(),
         }
     }
+}
+
+/// Takes the writer lock (waiting as long as it takes) with the repository
+/// opened. A panic during an earlier write left the repository as git left it; carry on.
+fn lock_writer<'a>(
+    writer: &'a Mutex<Option<Repo>>,
+    notes: &Notes,
+) -> Result<MutexGuard<'a, Option<Repo>>> {
+    let mut guard = writer
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if guard.is_none() {
+        *guard = Some(Repo::open(notes)?);
+    }
+    Ok(guard)
 }
 
 /// The repository, held for one write.
@@ -361,6 +401,8 @@ pub static TABLE: &[OpEntry] = &[
     entry::<IndexStatus>(),
     entry::<IndexQuery>(),
     entry::<IndexInvalidate>(),
+    entry::<RepoStatus>(),
+    entry::<RepoSync>(),
 ];
 
 /// Looks a row up by its dotted name.

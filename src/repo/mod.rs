@@ -44,6 +44,7 @@ pub mod history;
 mod index_file;
 mod index_lock;
 pub mod intent;
+pub mod pull;
 mod recover;
 mod release;
 

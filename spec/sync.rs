@@ -1,0 +1,680 @@
+//! Sync with a git remote (issue 18): a bare repository on disk as the remote
+//! and a second clone as a person on another machine; a real smart-HTTP remote
+//! (`git http-backend` behind the test's own server) with credentials; the push
+//! webhook; a burst of applies against a slow remote.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::git_http::GitHttp;
+use common::{git, mirai_cli, send, TestServer};
+use mirai::config::{Config, GitCredentials, PolicyMode, SyncConfig, Transport};
+use serde_json::{json, Value};
+
+/// A bare remote with one seed commit (`a.md`, `b.md`) on `main`, and a
+/// person's clone of it.
+struct World {
+    dir: tempfile::TempDir,
+    remote: PathBuf,
+    person: PathBuf,
+}
+
+fn person_git(repo: &Path, args: &[&str]) -> String {
+    let mut full = vec![
+        "-c",
+        "user.name=Person",
+        "-c",
+        "user.email=person@example.org",
+    ];
+    full.extend_from_slice(args);
+    git(repo, &full)
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = dir.path().join("remote.git");
+        let person = dir.path().join("person");
+        git(
+            dir.path(),
+            &[
+                "init",
+                "-q",
+                "--bare",
+                "-b",
+                "main",
+                remote.to_str().unwrap(),
+            ],
+        );
+        git(
+            dir.path(),
+            &[
+                "clone",
+                "-q",
+                remote.to_str().unwrap(),
+                person.to_str().unwrap(),
+            ],
+        );
+        git(&person, &["checkout", "-q", "-b", "main"]);
+        std::fs::write(person.join("a.md"), "alpha\n").unwrap();
+        std::fs::write(person.join("b.md"), "beta\n").unwrap();
+        person_git(&person, &["add", "-A"]);
+        person_git(&person, &["commit", "-qm", "seed"]);
+        person_git(&person, &["push", "-q", "origin", "main"]);
+        World {
+            dir,
+            remote,
+            person,
+        }
+    }
+
+    /// The person commits `files` (path, content; `None` deletes) and pushes.
+    fn person_pushes(&self, files: &[(&str, Option<&str>)], message: &str) -> String {
+        person_git(&self.person, &["pull", "-q", "--ff-only", "origin", "main"]);
+        for (rel, content) in files {
+            let path = self.person.join(rel);
+            match content {
+                Some(text) => {
+                    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                    std::fs::write(&path, text).unwrap();
+                }
+                None => std::fs::remove_file(&path).unwrap(),
+            }
+        }
+        person_git(&self.person, &["add", "-A", "-f"]);
+        person_git(&self.person, &["commit", "-qm", message]);
+        person_git(&self.person, &["push", "-q", "origin", "main"]);
+        self.remote_head()
+    }
+
+    fn remote_head(&self) -> String {
+        git(&self.remote, &["rev-parse", "main"]).trim().to_string()
+    }
+
+    fn sync_config(&self, url: &str) -> SyncConfig {
+        SyncConfig {
+            remote: url.to_string(),
+            transport: Transport::of(url).unwrap(),
+            branch: None,
+            credentials: GitCredentials::None,
+            interval_secs: 0,
+        }
+    }
+
+    /// mirai serving a root cloned at start-up from the remote on disk.
+    fn mirai(&self, adjust: impl FnOnce(&mut Config)) -> TestServer {
+        let sync = self.sync_config(self.remote.to_str().unwrap());
+        let root = tempfile::tempdir().unwrap();
+        let notes = root.path().join("notes");
+        TestServer::start_in(root, notes, |config| {
+            config.sync = Some(sync);
+            adjust(config);
+        })
+    }
+}
+
+/// `git fsck` is clean in `repo`.
+fn assert_fsck(repo: &Path) {
+    git(repo, &["fsck", "--strict", "--no-progress"]);
+}
+
+/// `commit` is reachable from `branch` in `repo`.
+fn reachable(repo: &Path, commit: &str, branch: &str) -> bool {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["merge-base", "--is-ancestor", commit, branch])
+        .status()
+        .unwrap()
+        .success()
+}
+
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn write_note(server: &TestServer, path: &str, content: &str) -> String {
+    let answer = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": path, "content": content}),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.body["commit"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn an_empty_root_is_cloned_and_a_fast_forward_takes_in_the_persons_commits() {
+    let world = World::new();
+    let server = world.mirai(|_| {});
+    // Cloned at start-up: the seed's notes, HEAD on main, nothing to commit.
+    assert_eq!(server.read("a.md").body["content"], "alpha\n");
+    assert_eq!(server.head(), world.remote_head());
+    assert_eq!(
+        git(&server.root, &["symbolic-ref", "HEAD"]).trim(),
+        "refs/heads/main"
+    );
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    // A query builds the index now, so the pull must update it.
+    let before = server.get("/mcp/index/query?q=zeppelin");
+    assert_eq!(
+        before.body["chunks"].as_array().unwrap().len(),
+        0,
+        "{before:?}"
+    );
+
+    let pushed = world.person_pushes(
+        &[
+            ("a.md", Some("alpha\nzeppelin over the bay\n")),
+            ("b.md", None),
+            ("deep/new.md", Some("# New\n")),
+            (".obsidian/workspace.json", Some("{\"remote\": true}\n")),
+            (".mirai/index.json", Some("{\"version\":1}\n")),
+            ("assets/pic.txt", Some("not a note\n")),
+        ],
+        "person: edits",
+    );
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["pulled"], true);
+    assert_eq!(answer.body["pushed"], false);
+    assert_eq!(answer.body["head"], pushed.as_str());
+    assert_eq!(answer.body["unmerged"], json!([]));
+
+    assert_eq!(
+        server.read("a.md").body["content"],
+        "alpha\nzeppelin over the bay\n"
+    );
+    server.read("b.md").assert_error(404, "not_found");
+    assert_eq!(server.read("deep/new.md").body["content"], "# New\n");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("assets/pic.txt")).unwrap(),
+        "not a note\n"
+    );
+    // Hidden paths the remote tracks are never written into the working tree.
+    assert!(!server.root.join(".obsidian").exists());
+    assert!(!server.root.join(".mirai/index.json").exists());
+    // The live index has the pulled text before the next query.
+    let hits = server.get("/mcp/index/query?q=zeppelin");
+    assert_eq!(
+        hits.body["chunks"][0]["metadata"]["path"], "a.md",
+        "{hits:?}"
+    );
+    // git agrees: HEAD is the remote's commit and nothing is dirty (hidden paths skip-worktree).
+    assert_eq!(server.head(), pushed);
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    let status = server.get("/mcp/repo/status");
+    assert_eq!(status.status, 200);
+    assert_eq!(
+        (
+            status.body["ahead"].as_u64(),
+            status.body["behind"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
+    assert!(
+        status.body["last_pull"].as_str().unwrap().ends_with('Z'),
+        "{status:?}"
+    );
+    assert_eq!(status.body["last_error"], Value::Null);
+    assert_eq!(status.body["branch"], "main");
+    assert_fsck(&server.root);
+    assert_fsck(&world.remote);
+}
+
+#[test]
+fn every_apply_is_pushed_in_the_background_and_never_forced() {
+    let world = World::new();
+    let server = world.mirai(|_| {});
+    let first = write_note(&server, "a.md", "alpha 2\n");
+    let second = write_note(&server, "c.md", "gamma\n");
+    wait_until("the remote has both commits", || {
+        world.remote_head() == second
+    });
+    assert!(reachable(&world.remote, &first, "main"));
+    wait_until("status shows the push", || {
+        let status = server.get("/mcp/repo/status");
+        status.body["last_push"].is_string() && status.body["ahead"] == 0
+    });
+    // The person's view matches mirai's.
+    person_git(
+        &world.person,
+        &["pull", "-q", "--ff-only", "origin", "main"],
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.person.join("c.md")).unwrap(),
+        "gamma\n"
+    );
+    assert_fsck(&world.remote);
+}
+
+#[test]
+fn uncommitted_edits_block_a_pull_until_they_are_gone() {
+    let world = World::new();
+    let server = world.mirai(|_| {});
+    let head = server.head();
+    let pushed = world.person_pushes(&[("a.md", Some("alpha from the person\n"))], "person: a");
+    // Someone edits a.md in mirai's clone without committing.
+    std::fs::write(server.root.join("a.md"), "my local draft\n").unwrap();
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    answer.assert_error(409, "conflict");
+    let message = answer.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("a.md") && message.contains("uncommitted"),
+        "{message}"
+    );
+    // Nothing moved: the edit, HEAD and the index are as they were.
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("a.md")).unwrap(),
+        "my local draft\n"
+    );
+    assert_eq!(server.head(), head);
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), " M a.md\n");
+    let status = server.get("/mcp/repo/status");
+    assert!(
+        status.body["last_error"].as_str().unwrap().contains("a.md"),
+        "{status:?}"
+    );
+    assert_eq!(status.body["behind"], 1);
+
+    // An edit elsewhere does not block; once a.md is clean the pull goes through.
+    std::fs::write(server.root.join("b.md"), "beta draft\n").unwrap();
+    git(&server.root, &["checkout", "--", "a.md"]);
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(server.head(), pushed);
+    assert_eq!(
+        server.read("a.md").body["content"],
+        "alpha from the person\n"
+    );
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), " M b.md\n");
+    assert_eq!(
+        server.get("/mcp/repo/status").body["last_error"],
+        Value::Null
+    );
+    assert_fsck(&server.root);
+}
+
+#[test]
+fn when_both_sides_moved_nothing_is_lost_and_status_says_why() {
+    let world = World::new();
+    // No background pushes racing the person: read_only would not write, so
+    // hold the remote still by letting the person push first.
+    let server = world.mirai(|_| {});
+    let theirs = world.person_pushes(&[("b.md", Some("beta from the person\n"))], "person: b");
+    let ours = write_note(&server, "a.md", "alpha from mirai\n");
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    answer.assert_error(409, "conflict");
+    assert!(answer.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("both have commits"));
+    // Both commits survive: mirai's on its branch, the person's on the remote.
+    assert_eq!(server.head(), ours);
+    assert!(reachable(&world.remote, &theirs, "main"));
+    assert!(reachable(&server.root, &ours, "main"));
+    assert_eq!(world.remote_head(), theirs, "never forced");
+    let status = server.get("/mcp/repo/status");
+    assert_eq!(
+        (
+            status.body["ahead"].as_u64(),
+            status.body["behind"].as_u64()
+        ),
+        (Some(1), Some(1))
+    );
+    assert_fsck(&server.root);
+    assert_fsck(&world.remote);
+}
+
+#[test]
+fn a_read_only_replica_pulls_but_never_pushes_or_writes() {
+    let world = World::new();
+    let server = world.mirai(|config| config.policy = PolicyMode::ReadOnly);
+    let seed = world.remote_head();
+    server
+        .post_json(
+            "/mcp/notes/write",
+            &json!({"path": "x.md", "content": "x\n"}),
+        )
+        .assert_error(403, "policy_denied");
+    let pushed = world.person_pushes(&[("a.md", Some("alpha 2\n"))], "person: a");
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        (
+            answer.body["pulled"].as_bool(),
+            answer.body["pushed"].as_bool()
+        ),
+        (Some(true), Some(false))
+    );
+    assert_eq!(server.read("a.md").body["content"], "alpha 2\n");
+    assert_ne!(pushed, seed);
+    assert_eq!(world.remote_head(), pushed);
+}
+
+#[test]
+fn the_interval_puller_takes_in_commits_without_being_asked() {
+    let world = World::new();
+    let server = world.mirai(|config| config.sync.as_mut().unwrap().interval_secs = 1);
+    let pushed = world.person_pushes(&[("a.md", Some("alpha by interval\n"))], "person: a");
+    wait_until("the interval pull", || server.head() == pushed);
+    assert_eq!(server.read("a.md").body["content"], "alpha by interval\n");
+}
+
+#[test]
+fn repo_status_without_a_remote_has_nulls_and_sync_is_refused() {
+    let server = TestServer::with_note("a.md", "a\n");
+    let status = server.get("/mcp/repo/status");
+    assert_eq!(status.status, 200, "{status:?}");
+    assert_eq!(status.body["head"], server.head().as_str());
+    for key in [
+        "remote",
+        "ahead",
+        "behind",
+        "last_push",
+        "last_pull",
+        "last_error",
+    ] {
+        assert_eq!(status.body[key], Value::Null, "{key}");
+    }
+    server
+        .post_json("/mcp/repo/sync", &json!({}))
+        .assert_error(400, "invalid_request");
+    // Without a secret the webhook route does not exist.
+    server
+        .post_raw("/hooks/push", "{}")
+        .assert_error(404, "not_found");
+}
+
+#[test]
+fn the_push_webhook_needs_a_good_signature_and_then_pulls() {
+    let world = World::new();
+    let server = world.mirai(|config| {
+        config.webhook_secret = Some("hook-s3cret".into());
+        config.api_token = Some("api-token".into());
+    });
+    let pushed = world.person_pushes(&[("a.md", Some("alpha via hook\n"))], "person: a");
+    let body = br#"{"ref":"refs/heads/main"}"#.to_vec();
+    let good = mirai::sync::webhook::sign("hook-s3cret", &body);
+    let hook = |signature: Option<&str>, body: &[u8]| {
+        let mut request = server
+            .raw()
+            .post(format!("{}/hooks/push", server.url))
+            .header("content-type", "application/json")
+            .body(body.to_vec());
+        if let Some(signature) = signature {
+            request = request.header("X-Hub-Signature-256", signature);
+        }
+        send(request)
+    };
+    hook(None, &body).assert_error(401, "unauthorized");
+    hook(Some("sha256=00"), &body).assert_error(401, "unauthorized");
+    hook(Some(&mirai::sync::webhook::sign("wrong", &body)), &body)
+        .assert_error(401, "unauthorized");
+    hook(Some(&good), br#"{"ref":"refs/heads/other"}"#).assert_error(401, "unauthorized");
+    assert_ne!(server.head(), pushed, "refused calls pulled nothing");
+    // Signed right, with no bearer token: the webhook's signature is its credential.
+    let answer = hook(Some(&good), &body);
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["pulled"], true);
+    assert_eq!(server.head(), pushed);
+    // Every other route still needs the token.
+    send(server.raw().get(format!("{}/mcp/repo/status", server.url)))
+        .assert_error(401, "unauthorized");
+}
+
+/// `mirai serve` as a child process with its log captured.
+struct Served {
+    child: Child,
+    url: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl Served {
+    fn start(root: &Path, env: &[(&str, &str)]) -> Served {
+        let mut command = mirai_cli();
+        command
+            .args(["serve", "--port", "0", "--notes-root"])
+            .arg(root)
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(at) = line.find(" on http://") {
+                    let url = line[at + 4..]
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or("")
+                        .to_string();
+                    let _ = tx.send(url);
+                }
+                let mut log = kept.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("mirai did not start: {}", log.lock().unwrap()));
+        Served { child, url, log }
+    }
+
+    fn get(&self, path: &str) -> common::Answer {
+        send(reqwest::blocking::Client::new().get(format!("{}{path}", self.url)))
+    }
+
+    fn post(&self, path: &str, body: Value) -> common::Answer {
+        send(
+            reqwest::blocking::Client::new()
+                .post(format!("{}{path}", self.url))
+                .json(&body),
+        )
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_https_style_remote_with_a_token_pushes_and_the_token_appears_nowhere() {
+    let world = World::new();
+    let http = GitHttp::start(world.dir.path(), "ada", "tok-s3cret-42", Duration::ZERO);
+    let url = format!("{}/remote.git", http.base);
+
+    // The wrong token: remote_unavailable, nothing changed, no secret in the answer.
+    let root = world.dir.path().join("wrong");
+    std::fs::create_dir(&root).unwrap();
+    git(&root, &["init", "-q", "-b", "main"]);
+    let wrong = Served::start(
+        &root,
+        &[
+            ("MIRAI_GIT_REMOTE", &url),
+            ("MIRAI_GIT_TOKEN", "wrong-s3cret-7"),
+            ("MIRAI_GIT_USERNAME", "ada"),
+            ("MIRAI_SYNC_INTERVAL", "0"),
+        ],
+    );
+    let answer = wrong.post("/mcp/repo/sync", json!({}));
+    answer.assert_error(503, "remote_unavailable");
+    assert!(!answer.body.to_string().contains("s3cret"), "{answer:?}");
+    assert_eq!(
+        git(&root, &["rev-list", "--all", "--count"]).trim(),
+        "0",
+        "nothing fetched"
+    );
+    let status = wrong.get("/mcp/repo/status");
+    assert!(status.body["last_error"].is_string(), "{status:?}");
+    assert!(!status.body.to_string().contains("s3cret"), "{status:?}");
+    let wrong_log = wrong.log.clone();
+    drop(wrong);
+
+    // The right token: clones at start-up, pushes an apply.
+    let root = world.dir.path().join("served");
+    let served = Served::start(
+        &root,
+        &[
+            ("MIRAI_GIT_REMOTE", &url),
+            ("MIRAI_GIT_TOKEN", "tok-s3cret-42"),
+            ("MIRAI_GIT_USERNAME", "ada"),
+            ("MIRAI_SYNC_INTERVAL", "0"),
+            ("MIRAI_WEBHOOK_SECRET", "hook-s3cret-9"),
+        ],
+    );
+    assert_eq!(
+        served.get("/mcp/notes/read?path=a.md").body["content"],
+        "alpha\n"
+    );
+    let answer = served.post(
+        "/mcp/notes/write",
+        json!({"path": "n.md", "content": "new\n"}),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let commit = answer.body["commit"].as_str().unwrap().to_string();
+    wait_until("the push reached the HTTP remote", || {
+        world.remote_head() == commit
+    });
+    assert!(http.pushes() >= 1, "{:?}", http.requests());
+    let answer = served.post("/mcp/repo/sync", json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+
+    let config = served.get("/config");
+    let status = served.get("/mcp/repo/status");
+    assert_eq!(config.body["sync"]["remote"], url.as_str());
+    assert_eq!(status.body["remote"], url.as_str());
+    assert_eq!(status.body["ahead"], 0);
+    let served_log = served.log.clone();
+    drop(served);
+    let logs = [
+        wrong_log.lock().unwrap().clone(),
+        served_log.lock().unwrap().clone(),
+    ];
+    assert!(logs[1].contains("sync: remote"), "{}", logs[1]);
+    for text in [config.body.to_string(), status.body.to_string()]
+        .iter()
+        .chain(&logs)
+    {
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+}
+
+#[test]
+fn a_burst_of_applies_against_a_slow_remote_is_pushed_whole_in_a_few_pushes() {
+    let world = World::new();
+    // Every push waits 200 ms at the remote; the applies must not.
+    let http = GitHttp::start(world.dir.path(), "ada", "tok", Duration::from_millis(200));
+    let url = format!("{}/remote.git", http.base);
+    let mut sync = world.sync_config(&url);
+    sync.credentials = GitCredentials::Token {
+        username: "ada".into(),
+        token: "tok".into(),
+    };
+    let root = tempfile::tempdir().unwrap();
+    let notes = root.path().join("notes");
+    let server = TestServer::start_in(root, notes, |config| config.sync = Some(sync));
+    let seed = world.remote_head();
+    let mut commits = Vec::new();
+    for n in 0..200 {
+        commits.push(write_note(
+            &server,
+            &format!("burst/{}.md", n % 20),
+            &format!("note {n}\n"),
+        ));
+    }
+    let last = commits.last().unwrap().clone();
+    wait_until("the remote has the last apply", || {
+        world.remote_head() == last
+    });
+    for commit in &commits {
+        assert!(
+            reachable(&world.remote, commit, "main"),
+            "{commit} was not pushed"
+        );
+    }
+    assert_eq!(
+        git(
+            &world.remote,
+            &["rev-list", "--count", &format!("{seed}..main")]
+        )
+        .trim(),
+        "200"
+    );
+    let pushes = http.pushes();
+    assert!(
+        (1..200).contains(&pushes),
+        "{pushes} pushes for 200 applies: {:?}",
+        http.requests()
+    );
+    assert_fsck(&world.remote);
+}
+
+#[test]
+fn mirai_sync_pulls_and_pushes_once_and_fails_with_a_non_zero_exit() {
+    let world = World::new();
+    let root = world.dir.path().join("cli");
+    git(
+        world.dir.path(),
+        &[
+            "clone",
+            "-q",
+            world.remote.to_str().unwrap(),
+            root.to_str().unwrap(),
+        ],
+    );
+    let pushed = world.person_pushes(&[("a.md", Some("alpha for cron\n"))], "person: a");
+    let run = |remote: &str| {
+        mirai_cli()
+            .args(["sync", "--notes-root"])
+            .arg(&root)
+            .env("MIRAI_GIT_REMOTE", remote)
+            .output()
+            .unwrap()
+    };
+    let out = run(world.remote.to_str().unwrap());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (answer["pulled"].as_bool(), answer["head"].as_str()),
+        (Some(true), Some(pushed.as_str()))
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.md")).unwrap(),
+        "alpha for cron\n"
+    );
+    let missing = world.dir.path().join("nowhere.git");
+    let out = run(missing.to_str().unwrap());
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("remote_unavailable"), "{stderr}");
+    // No remote configured: a configuration error.
+    let out = mirai_cli()
+        .args(["sync", "--notes-root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,37 @@
+//! `POST /hooks/push`: a forge's push webhook triggers a sync (pull, then
+//! push). Its credential is the body's HMAC in `X-Hub-Signature-256` under
+//! `MIRAI_WEBHOOK_SECRET`, never the bearer token (DESIGN 7.16); without a
+//! secret and a remote it answers 404. The body is trusted for
+//! nothing else: a good signature only says "pull now".
+
+use actix_web::{web, HttpRequest, HttpResponse};
+
+use super::respond::{error_response, read_body, render};
+use crate::app::App;
+use crate::error::{Error, ErrorCode};
+use crate::sync::webhook;
+
+pub async fn push(app: web::Data<App>, req: HttpRequest, payload: web::Payload) -> HttpResponse {
+    let (Some(secret), Some(sync)) = (app.config.webhook_secret.clone(), app.ctx.sync.clone())
+    else {
+        return error_response(&Error::not_found(
+            "POST /hooks/push is off: it needs MIRAI_WEBHOOK_SECRET and MIRAI_GIT_REMOTE",
+        ));
+    };
+    let body = match read_body(&app.config, payload).await {
+        Ok(body) => body,
+        Err(err) => return error_response(&err),
+    };
+    let signature = req
+        .headers()
+        .get(webhook::SIGNATURE_HEADER)
+        .and_then(|value| value.to_str().ok());
+    if !webhook::verify(&secret, &body, signature) {
+        return error_response(&Error::new(
+            ErrorCode::Unauthorized,
+            "missing or wrong webhook signature: the forge must sign the body with \
+             MIRAI_WEBHOOK_SECRET (X-Hub-Signature-256: sha256=<HMAC-SHA256>)",
+        ));
+    }
+    render(web::block(move || sync.sync_now()).await, "/hooks/push")
+}

@@ -1,0 +1,65 @@
+//! Repository operations: `repo.status` (branch, HEAD and the sync with the
+//! git remote) and `repo.sync` (pull, then push, now), over [`crate::sync`].
+
+use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation, PromptDetail};
+use crate::error::{Error, ErrorCode, Result};
+use crate::notes::Landing;
+use crate::sync::{self, Status, Synced};
+
+/// `repo.status`: where the branch is, and how it stands with the remote.
+pub struct RepoStatus;
+
+impl Operation for RepoStatus {
+    const NAME: &'static str = "repo.status";
+    const EXAMPLE: &'static str = r##"await mirai.repo.status()"##;
+    const CLASS: Class = Class::Read;
+    const SUMMARY: &'static str = "The branch, HEAD and, with a git remote, commits ahead and behind, the last push and pull, the last sync error and any mirai/unmerged branches.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::get("/mcp/repo/status", HttpInput::Nothing);
+    const PROMPT: PromptDetail = PromptDetail::Brief;
+    type Request = Empty;
+    type Response = Status;
+
+    fn run(ctx: &Context, _request: Empty) -> Result<Status> {
+        match &ctx.sync {
+            Some(sync) => sync.status(),
+            None => {
+                let git = sync::open_repository(ctx.view.disk_notes().root())?;
+                sync::local_status(git.as_ref())
+            }
+        }
+    }
+}
+
+/// `repo.sync`: pull from the remote now, then push (only pull in `read_only`
+/// mode, DESIGN 7.16: a read replica keeps itself current).
+pub struct RepoSync;
+
+impl Operation for RepoSync {
+    const NAME: &'static str = "repo.sync";
+    const EXAMPLE: &'static str = r##"await mirai.repo.sync()"##;
+    // Allowed in read_only mode, where it only pulls (a write class would deny it).
+    const CLASS: Class = Class::Read;
+    const SUMMARY: &'static str = "Pull the git remote's new commits now (fast-forward), then push local ones (read_only: pull only). 503 remote_unavailable when the remote cannot be reached, with nothing changed.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::post("/mcp/repo/sync", HttpInput::Nothing);
+    const PROMPT: PromptDetail = PromptDetail::Brief;
+    type Request = Empty;
+    type Response = Synced;
+
+    fn run(ctx: &Context, _request: Empty) -> Result<Synced> {
+        if let Landing::Overlay(_) = ctx.view.landing() {
+            return Err(Error::new(
+                ErrorCode::PolicyDenied,
+                "action repo.sync is denied in a dry run: it changes the notes on disk, and a dry run writes nothing",
+            ));
+        }
+        let Some(sync) = &ctx.sync else {
+            return Err(Error::new(
+                ErrorCode::InvalidRequest,
+                "no git remote is configured; set MIRAI_GIT_REMOTE to sync",
+            ));
+        };
+        sync.sync_now()
+    }
+}

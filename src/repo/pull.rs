@@ -1,0 +1,242 @@
+//! A pull's fast-forward, as `impl Repo`: the branch moves to a fetched commit
+//! that descends from it, and the index and the working tree follow, holding
+//! `index.lock` like every write (DESIGN 8.7: mirai writes the working-tree
+//! bytes itself, through the root handle; libgit2 only reads objects and
+//! writes the index and the ref).
+//!
+//! Only the paths that differ between the two commits are touched. One of them
+//! whose file or index entry holds work that is neither side's (a person's
+//! uncommitted edit, a staged change, an untracked file in the way) stops the
+//! pull before anything is written, as `git merge` stops. A file that already
+//! holds the incoming bytes counts as clean, so a pull that died half-way
+//! simply runs again. Hidden paths (`.mirai/`, `.obsidian/`, any component
+//! starting with a dot), symlinks and submodules a remote tracks are never
+//! written: their index entries carry git's skip-worktree bit, so `git status`
+//! stays clean and nothing of the remote's choosing lands there (DESIGN 8.2).
+
+use git2::{Delta, DiffOptions, IndexEntry, Oid};
+
+use super::intent::Stage;
+use super::{blob_id, git_error, index_entry, unstatted_entry, Author, Repo};
+use crate::error::{Error, Result};
+use crate::notes::{path, refused};
+
+/// The skip-worktree bit of an index entry's extended flags.
+const SKIP_WORKTREE: u16 = 0x4000;
+
+/// What a pull found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Forward {
+    /// The branch already is the remote's commit, or descends from it.
+    Nothing,
+    /// Both sides have commits the other lacks: a fast-forward cannot join them.
+    Diverged,
+    /// A path the pull would change holds someone's uncommitted work: nothing moved.
+    Blocked(String),
+    /// The branch moved from `from` to `to`; `notes` are the visible notes
+    /// written (`None`: deleted), for the live index.
+    Moved {
+        from: Option<String>,
+        to: String,
+        notes: Vec<(String, Option<String>)>,
+    },
+}
+
+/// One path the pull changes.
+struct Change {
+    path: String,
+    old: Option<Oid>,
+    new: Option<(Oid, i32)>,
+    /// Written to the working tree (else only its index entry changes, skip-worktree).
+    visible: bool,
+}
+
+impl Repo {
+    /// The reference HEAD moves (`refs/heads/<branch>`, or `HEAD` when
+    /// detached) and the commit it points at (`None`: unborn).
+    pub fn branch_head(&self) -> Result<(String, Option<Oid>)> {
+        self.head_target().map_err(|e| self.scrub(e))
+    }
+
+    /// Moves HEAD's branch to `target` when it descends from HEAD, with the
+    /// index and the working tree (see the module's comment); `author` signs the reflog.
+    pub fn fast_forward(&self, target: Oid, author: &Author) -> Result<Forward> {
+        let mut journal = self.journal();
+        journal.ensure_reachable(&self.notes)?;
+        let result = self.fast_forward_locked(&mut journal, target, author);
+        journal.idle();
+        result.map_err(|e| self.scrub(e))
+    }
+
+    fn fast_forward_locked(
+        &self,
+        journal: &mut super::intent::Journal,
+        target: Oid,
+        author: &Author,
+    ) -> Result<Forward> {
+        let git = &self.git;
+        let (reference, head) = self.head_target()?;
+        if reference == "HEAD" {
+            return Err(Error::git(
+                "HEAD is detached in NOTES_ROOT; check out the branch mirai follows, then sync again",
+            ));
+        }
+        if let Some(head) = head {
+            if head == target || git.graph_descendant_of(head, target).unwrap_or(false) {
+                return Ok(Forward::Nothing);
+            }
+            if !git.graph_descendant_of(target, head).unwrap_or(false) {
+                return Ok(Forward::Diverged);
+            }
+        }
+        let tree_of = |id: Option<Oid>| -> Result<Option<git2::Tree<'_>>> {
+            id.map(|id| git.find_commit(id).and_then(|c| c.tree()))
+                .transpose()
+                .map_err(|e| git_error("cannot read a commit's tree", e))
+        };
+        let (old_tree, new_tree) = (tree_of(head)?, tree_of(Some(target))?);
+        let mut options = DiffOptions::new();
+        options.include_typechange(false);
+        let diff = git
+            .diff_tree_to_tree(old_tree.as_ref(), new_tree.as_ref(), Some(&mut options))
+            .map_err(|e| git_error("cannot compare the two commits", e))?;
+        let mut changes = Vec::new();
+        for delta in diff.deltas() {
+            let (old, new) = (delta.old_file(), delta.new_file());
+            let Some(rel) = new.path().or(old.path()).and_then(|p| p.to_str()) else {
+                return Err(Error::git(
+                    "the remote has a path that is not UTF-8; mirai cannot take it in",
+                ));
+            };
+            let blob = |mode: git2::FileMode| {
+                matches!(mode, git2::FileMode::Blob | git2::FileMode::BlobExecutable)
+            };
+            let present = |status: bool, file: &git2::DiffFile| status.then(|| file.id());
+            let old_id = present(delta.status() != Delta::Added, &old);
+            let new_entry = present(delta.status() != Delta::Deleted, &new)
+                .map(|id| (id, i32::from(new.mode())));
+            let plain = |file: &git2::DiffFile, there: bool| !there || blob(file.mode());
+            let visible = !path::is_hidden(rel)
+                && plain(&old, old_id.is_some())
+                && plain(&new, new_entry.is_some());
+            changes.push(Change {
+                path: rel.to_string(),
+                old: old_id,
+                new: new_entry,
+                visible,
+            });
+        }
+
+        let lock = self.lock_index(journal)?;
+        let index = self.read_index(&lock)?;
+        // Every visible path first: its file and entry hold one side's bytes, or the pull stops.
+        let mut work = Vec::with_capacity(changes.len());
+        for change in &changes {
+            if !change.visible {
+                work.push(None);
+                continue;
+            }
+            let slot = self.notes.existing_slot(&change.path);
+            let bytes = match slot {
+                Ok(Some(slot)) => slot.read().map_err(|r| refused(&change.path, r))?,
+                Ok(None) => None,
+                Err(e) => return Ok(Forward::Blocked(e.message)),
+            };
+            let work_id = bytes.as_deref().map(blob_id).transpose()?;
+            let new_id = change.new.map(|(id, _)| id);
+            let staged = index.get(&change.path, 0).map(|entry| entry.id);
+            let conflicted = (1..=3).any(|stage| index.get(&change.path, stage).is_some());
+            let clean = !conflicted
+                && (staged == change.old || staged == new_id)
+                && (work_id == change.old || work_id == new_id);
+            if !clean {
+                return Ok(Forward::Blocked(format!(
+                    "{} has uncommitted changes that the pull would overwrite; commit or discard \
+                     them, then sync again (nothing was changed)",
+                    change.path
+                )));
+            }
+            work.push(Some(work_id));
+        }
+
+        journal.record(|intent| {
+            // No single note: a dead pull only leaves locks to free (its files
+            // already hold the incoming bytes, which the next pull takes as clean).
+            intent.stage = Stage::Committing;
+            intent.notes = Vec::new();
+            intent.parent = head.map(|id| id.to_string());
+            intent.commit = Some(target.to_string());
+            intent.reference = Some(reference.clone());
+        })?;
+        let mut entries: Vec<(String, Option<IndexEntry>)> = Vec::with_capacity(changes.len());
+        let mut notes = Vec::new();
+        for (change, work_id) in changes.iter().zip(work) {
+            let Some(work_id) = work_id else {
+                let entry = change.new.map(|(id, mode)| {
+                    let mut entry = unstatted_entry(&change.path, id);
+                    entry.mode = mode as u32;
+                    entry.flags_extended = SKIP_WORKTREE;
+                    entry
+                });
+                entries.push((change.path.clone(), entry));
+                continue;
+            };
+            let entry = match change.new {
+                Some((id, _)) => {
+                    let blob = git
+                        .find_blob(id)
+                        .map_err(|e| git_error(&format!("cannot read {}", change.path), e))?;
+                    let slot = self.notes.slot(&change.path, true)?;
+                    let meta = if work_id == Some(id) {
+                        slot.stat().map_err(|r| refused(&change.path, r))?
+                    } else {
+                        slot.write(blob.content()).map_err(|e| {
+                            Error::internal(format!("cannot write {}: {e}", change.path))
+                        })?
+                    };
+                    if path::has_note_extension(&change.path) {
+                        let text = String::from_utf8(blob.content().to_vec()).ok();
+                        if let Some(text) = text {
+                            notes.push((change.path.clone(), Some(text)));
+                        }
+                    }
+                    Some(index_entry(&change.path, id, &meta))
+                }
+                None => {
+                    if let Some(slot) = self.notes.existing_slot(&change.path)? {
+                        if work_id.is_some() {
+                            slot.remove().map_err(|r| refused(&change.path, r))?;
+                        }
+                    }
+                    if path::has_note_extension(&change.path) {
+                        notes.push((change.path.clone(), None));
+                    }
+                    None
+                }
+            };
+            entries.push((change.path.clone(), entry));
+        }
+        // As every index mirai writes: racily clean entries of other files are smudged.
+        let (paths, new_entries): (Vec<String>, Vec<Option<IndexEntry>>) =
+            entries.into_iter().unzip();
+        let changed: Vec<(&str, Option<IndexEntry>)> =
+            paths.iter().map(String::as_str).zip(new_entries).collect();
+        let index = self.carried_entries(index, changed);
+        let (bytes, stamp) = super::index_file::encode(&index);
+        lock.stage(&bytes, |id| {
+            journal.record(|intent| intent.index_lock.push(id))
+        })?;
+        let log = format!("pull: fast-forward to {target}");
+        self.move_reference(journal, &reference, head, target, author, &log)?;
+        self.releaser.keep_git_file(&lock.index_path());
+        match lock.commit() {
+            Ok(()) => self.kept_index().keep(stamp, index),
+            Err(e) => log::warn!("pulled {target} but could not replace the index: {e}"),
+        }
+        Ok(Forward::Moved {
+            from: head.map(|id| id.to_string()),
+            to: target.to_string(),
+            notes,
+        })
+    }
+}
