@@ -303,35 +303,302 @@ fn uncommitted_edits_block_a_pull_until_they_are_gone() {
     assert_fsck(&server.root);
 }
 
-#[test]
-fn when_both_sides_moved_nothing_is_lost_and_status_says_why() {
-    let world = World::new();
-    // No background pushes racing the person: read_only would not write, so
-    // hold the remote still by letting the person push first.
-    let server = world.mirai(|_| {});
-    let theirs = world.person_pushes(&[("b.md", Some("beta from the person\n"))], "person: b");
-    let ours = write_note(&server, "a.md", "alpha from mirai\n");
-    let answer = server.post_json("/mcp/repo/sync", &json!({}));
-    answer.assert_error(409, "conflict");
-    assert!(answer.body["error"]["message"]
-        .as_str()
+/// The commits `from..to` in `repo`, oldest first.
+fn commits_between(repo: &Path, from: &str, to: &str) -> Vec<String> {
+    git(repo, &["rev-list", "--reverse", &format!("{from}..{to}")])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A commit's message, author (name, email, date) and committer (name, email).
+fn identity(repo: &Path, commit: &str) -> (String, String) {
+    let show = |format: &str| git(repo, &["show", "-s", &format!("--format={format}"), commit]);
+    (show("%B%an <%ae> %at"), show("%cn <%ce>"))
+}
+
+/// The old -> new pairs of mirai's map of replayed commits.
+fn replayed_map(server: &TestServer) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(server.root.join(".mirai/replayed.json")).unwrap();
+    let map: Value = serde_json::from_str(&text).unwrap();
+    map["replayed"]
+        .as_array()
         .unwrap()
-        .contains("both have commits"));
-    // Both commits survive: mirai's on its branch, the person's on the remote.
-    assert_eq!(server.head(), ours);
+        .iter()
+        .map(|pair| {
+            (
+                pair[0].as_str().unwrap().to_string(),
+                pair[1].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn when_both_sides_moved_the_local_commits_are_replayed_on_top_and_pushed() {
+    let world = World::new();
+    let long = "# Long\n\none\ntwo\nthree\nfour\nfive\n";
+    world.person_pushes(&[("long.md", Some(long))], "person: long");
+    let server = world.mirai(|_| {});
+    // The person pushes first, so mirai's background pushes are refused (never forced).
+    let theirs = world.person_pushes(
+        &[
+            ("long.md", Some(&long.replace("\none", "\nintro\n\none"))),
+            ("c.md", Some("the person's c\n")),
+        ],
+        "person: long and c",
+    );
+    // mirai's own commit: its diff applies to the person's long.md two lines further down.
+    let one = write_note(&server, "long.md", &long.replace("five", "five from mirai"));
+    // A person working in mirai's clone, with git: a note and a non-note file.
+    std::fs::write(server.root.join("e.md"), "# E\n").unwrap();
+    std::fs::write(server.root.join(".gitignore"), "*.tmp\n").unwrap();
+    person_git(&server.root, &["add", "e.md", ".gitignore"]);
+    person_git(
+        &server.root,
+        &["commit", "-qm", "clone person: e and .gitignore"],
+    );
+    let two = server.head();
+    // A multi-note commit with a message of its own.
+    let answer = server.post_json(
+        "/mcp/changes/apply",
+        &json!({
+            "patches": [
+                "--- a/b.md\n+++ b/b.md\n@@ -1 +1,2 @@\n beta\n+more beta\n",
+                "--- /dev/null\n+++ b/d.md\n@@ -0,0 +1 @@\n+# D\n",
+            ],
+            "message": "Two notes at once",
+        }),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let three = answer.body["commit"].as_str().unwrap().to_string();
+    let originals = [one, two, three];
+    let before: Vec<_> = originals
+        .iter()
+        .map(|c| identity(&server.root, c))
+        .collect();
+    let mirai_committer = before[0].1.clone();
+
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["pulled"], true);
+    assert_eq!(answer.body["unmerged"], json!([]));
+    let head = server.head();
+    assert_eq!(answer.body["head"], head.as_str());
+    // Pushed by this sync, or by the background pusher retrying just before it.
+    assert_eq!(world.remote_head(), head, "pushed");
+
+    // On top of the person's commit, in order, each keeping message and
+    // author; mirai commits them.
+    let replayed = commits_between(&server.root, &theirs, &head);
+    assert_eq!(replayed.len(), 3, "{replayed:?}");
+    assert_eq!(
+        git(&server.root, &["rev-parse", &format!("{}~1", replayed[0])]).trim(),
+        theirs
+    );
+    for (n, new) in replayed.iter().enumerate() {
+        assert_ne!(new, &originals[n]);
+        let (message_and_author, committer) = identity(&server.root, new);
+        assert_eq!(message_and_author, before[n].0, "commit {n}");
+        assert_eq!(committer, mirai_committer, "commit {n}");
+    }
+    assert!(before[1].0.contains("Person <person@example.org>"));
+    // The multi-note commit is still one commit.
+    assert_eq!(
+        git(
+            &server.root,
+            &["show", "--name-only", "--format=", &replayed[2]]
+        ),
+        "b.md\nd.md\n"
+    );
+    // The notes: both sides' changes, in the answer, on disk and in search.
+    assert_eq!(
+        server.read("long.md").body["content"],
+        "# Long\n\nintro\n\none\ntwo\nthree\nfour\nfive from mirai\n"
+    );
+    assert_eq!(server.read("b.md").body["content"], "beta\nmore beta\n");
+    assert_eq!(server.read("c.md").body["content"], "the person's c\n");
+    assert_eq!(server.read("d.md").body["content"], "# D\n");
+    assert_eq!(server.read("e.md").body["content"], "# E\n");
+    assert_eq!(
+        git(&server.root, &["show", &format!("{head}:.gitignore")]),
+        "*.tmp\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(server.root.join(".gitignore")).unwrap(),
+        "*.tmp\n"
+    );
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    let hits = server.get("/mcp/index/query?q=person");
+    assert!(
+        hits.body["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["metadata"]["path"] == "c.md"),
+        "{hits:?}"
+    );
+
+    // Nothing is lost: the person's commit is on both sides, each old id maps
+    // to its replacement on the branch.
     assert!(reachable(&world.remote, &theirs, "main"));
-    assert!(reachable(&server.root, &ours, "main"));
-    assert_eq!(world.remote_head(), theirs, "never forced");
+    let map = replayed_map(&server);
+    let expected: Vec<(String, String)> = originals
+        .iter()
+        .cloned()
+        .zip(replayed.iter().cloned())
+        .collect();
+    assert_eq!(map, expected);
+    for new in &replayed {
+        assert!(reachable(&world.remote, new, "main"));
+    }
     let status = server.get("/mcp/repo/status");
     assert_eq!(
         (
             status.body["ahead"].as_u64(),
             status.body["behind"].as_u64()
         ),
-        (Some(1), Some(1))
+        (Some(0), Some(0))
     );
+    assert_eq!(status.body["last_error"], Value::Null);
     assert_fsck(&server.root);
     assert_fsck(&world.remote);
+}
+
+#[test]
+fn a_commit_that_no_longer_applies_goes_to_an_unmerged_branch_with_the_commits_after_it() {
+    let world = World::new();
+    let server = world.mirai(|_| {});
+    let theirs = world.person_pushes(&[("a.md", Some("alpha by the person\n"))], "person: a");
+    let fits = write_note(&server, "c.md", "c from mirai\n");
+    let clash = write_note(&server, "a.md", "alpha by mirai\n");
+    let after = write_note(&server, "b.md", "beta by mirai\n");
+
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["pulled"], true);
+    let unmerged = answer.body["unmerged"].as_array().unwrap().clone();
+    assert_eq!(unmerged.len(), 1, "{answer:?}");
+    let branch = unmerged[0]["branch"].as_str().unwrap().to_string();
+    assert!(branch.starts_with("mirai/unmerged/"), "{branch}");
+    assert_eq!(unmerged[0]["commit"], after.as_str());
+
+    // The branch follows the remote plus what replayed before the clash.
+    let head = server.head();
+    let replayed = commits_between(&server.root, &theirs, &head);
+    assert_eq!(replayed.len(), 1);
+    assert_eq!(
+        identity(&server.root, &replayed[0]).0,
+        identity(&server.root, &fits).0
+    );
+    assert_eq!(server.read("c.md").body["content"], "c from mirai\n");
+    assert_eq!(server.read("a.md").body["content"], "alpha by the person\n");
+    assert_eq!(server.read("b.md").body["content"], "beta\n");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("b.md")).unwrap(),
+        "beta\n"
+    );
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    wait_until("the replayed commit is pushed", || {
+        world.remote_head() == head
+    });
+
+    // The original commits are kept on the unmerged branch, which git and status show.
+    for original in [&fits, &clash, &after] {
+        assert!(reachable(&server.root, original, &branch), "{original}");
+    }
+    assert_eq!(
+        git(&server.root, &["show", &format!("{branch}:a.md")]),
+        "alpha by mirai\n"
+    );
+    let status = server.get("/mcp/repo/status");
+    assert_eq!(status.body["unmerged"], json!(unmerged));
+    assert_eq!(status.body["head"], head.as_str());
+    assert_eq!(
+        git(
+            &server.root,
+            &["for-each-ref", "--format=%(refname)", "refs/heads/mirai/"]
+        )
+        .trim(),
+        format!("refs/heads/{branch}")
+    );
+    // A later sync has nothing to join and keeps the branch.
+    let again = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(again.status, 200, "{again:?}");
+    assert_eq!(again.body["pulled"], false);
+    assert_eq!(again.body["unmerged"], json!(unmerged));
+    assert!(reachable(&world.remote, &theirs, "main"));
+    assert_fsck(&server.root);
+    assert_fsck(&world.remote);
+}
+
+#[test]
+fn old_ids_keep_working_after_a_replay_base_commit_revert_and_a_runs_commits() {
+    use common::fake_llm::{FakeLlm, Script};
+    let llm = FakeLlm::start(Script::answering(&[
+        r#"<think>Append it.</think><code>return await mirai.notes.append({path: "a.md", text: "- from the run"});</code>"#.into(),
+        "<think>Done.</think><reply>Appended to a.md.</reply>".into(),
+    ]));
+    let world = World::new();
+    let base_url = llm.base_url.clone();
+    let server = world.mirai(|config| {
+        config.llm.base_url = base_url;
+        config.llm.model = "fake-model".into();
+    });
+    let theirs = world.person_pushes(&[("b.md", Some("beta by the person\n"))], "person: b");
+    let run = server.post_json("/agent/run", &json!({"task": "Append to a.md."}));
+    assert_eq!(run.status, 200, "{run:?}");
+    let run_id = run.body["run_id"].as_str().unwrap().to_string();
+    let run_commit = run.body["commits"][0].as_str().unwrap().to_string();
+    let ours = write_note(&server, "c.md", "c from mirai\n");
+
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let replayed = commits_between(&server.root, &theirs, &server.head());
+    assert_eq!(replayed.len(), 2);
+    let (new_run_commit, new_ours) = (replayed[0].clone(), replayed[1].clone());
+    assert!(
+        git(
+            &server.root,
+            &["show", "-s", "--format=%B", &new_run_commit]
+        )
+        .contains(&format!("Mirai-Run: {run_id}")),
+        "the trailer is kept"
+    );
+
+    // The run's commits are found by their trailer: the replayed one.
+    let transcript = server.get(&format!("/agent/runs/{run_id}"));
+    assert_eq!(transcript.status, 200, "{transcript:?}");
+    let commits: Vec<&str> = transcript.body["commits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["commit"].as_str().unwrap())
+        .collect();
+    assert_eq!(commits, vec![new_run_commit.as_str()]);
+
+    // base_commit with an old id: a.md is as the run left it, so the write lands...
+    let write = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "a.md", "content": "alpha, rewritten\n", "base_commit": run_commit}),
+    );
+    assert_eq!(write.status, 200, "{write:?}");
+    // ...b.md changed on the remote underneath that commit: refused.
+    let write = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "b.md", "content": "beta, rewritten\n", "base_commit": run_commit}),
+    );
+    write.assert_error(409, "conflict");
+    assert_eq!(server.read("b.md").body["content"], "beta by the person\n");
+
+    // A revert by the old id takes back its replacement.
+    let revert = server.post_json("/mcp/notes/revert", &json!({"commit": ours}));
+    assert_eq!(revert.status, 200, "{revert:?}");
+    assert_eq!(revert.body["reverted"], json!([new_ours]));
+    server.read("c.md").assert_error(404, "not_found");
+    assert!(git(&server.root, &["show", "-s", "--format=%B", "HEAD"])
+        .contains(&format!("This reverts commit {new_ours}.")));
+    assert_fsck(&server.root);
 }
 
 #[test]

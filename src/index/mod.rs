@@ -18,7 +18,7 @@ pub mod markdown;
 mod postings;
 mod rank;
 mod request;
-mod stored;
+pub(crate) mod stored;
 pub mod tokenizer;
 mod update;
 

@@ -364,7 +364,7 @@ impl Root {
     /// Removes mirai's stray temp files (only call this when no other mirai is
     /// alive): `.mirai-<pid>-<n>.tmp` in the root and every real folder under it
     /// (hidden folders are not entered), and the index artifact's
-    /// `.mirai/index.json.tmp-*`. Answers how many went.
+    /// `.mirai/index.json.tmp-*` (and the replay map's `replayed.json.tmp-*`). Answers how many went.
     pub fn remove_temp_files(&self) -> usize {
         let mut folders = vec![String::new()];
         self.walk(WALK_LIMITS, |rel, file_type, _| {
@@ -381,7 +381,9 @@ impl Root {
         }
         if let Ok(Some(state)) = self.state_dir(false) {
             removed += remove_matching(&state, |name| {
-                name.starts_with("index.json.tmp-") || name.starts_with("index.bin.tmp-")
+                name.starts_with("index.json.tmp-")
+                    || name.starts_with("index.bin.tmp-")
+                    || name.starts_with("replayed.json.tmp-")
             });
         }
         removed
@@ -577,6 +579,12 @@ pub fn open_folder(dir: &Dir, name: &str, create: bool) -> io::Result<Option<(Di
 
 /// Opens `name` in `dir` for reading without following a symlink and without
 /// blocking (a FIFO would otherwise hang), and only if it is a regular file.
+/// Opens the regular file `name` in `dir` (a folder of mirai's state) for
+/// reading, without following a symlink; anything but a regular file is refused.
+pub fn open_regular_in(dir: &Dir, name: &str) -> Result<std::fs::File, Refusal> {
+    open_regular(dir, name).map(File::into_std)
+}
+
 fn open_regular(dir: &Dir, name: &str) -> Result<File, Refusal> {
     let mut options = OpenOptions::new();
     options

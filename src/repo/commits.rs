@@ -34,7 +34,8 @@ pub struct CommitChanges {
 }
 
 impl Repo {
-    /// What commit `sha` (4 to 40 hex digits) changed against its first
+    /// What commit `sha` (4 to 40 hex digits; a commit a pull replayed
+    /// stands for its replacement, see [`Repo::replaced_by`]) changed against its first
     /// parent (or, for a root commit, against nothing), only at `only` when
     /// given. Refused: anything but hex (`invalid_request`), a commit this
     /// repository does not have (`not_found`), an abbreviation that names
@@ -55,7 +56,14 @@ impl Repo {
         only: Option<&str>,
         max_files: usize,
     ) -> Result<CommitChanges> {
-        let commit = self.find_commit_by_sha(sha)?;
+        let mut commit = self.find_commit_by_sha(sha)?;
+        // A commit a pull replayed: its replacement on the branch.
+        if let Some(new) = self.replaced_by(commit.id()) {
+            commit = self
+                .git
+                .find_commit(new)
+                .map_err(|e| git_error("cannot read a replayed commit", e))?;
+        }
         let short = commit
             .as_object()
             .short_id()

@@ -47,6 +47,8 @@ pub mod intent;
 pub mod pull;
 mod recover;
 mod release;
+pub mod replay;
+pub mod replayed;
 
 /// Who a commit is by (author and committer alike).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -462,7 +464,8 @@ impl Repo {
         let head = self.head_target().ok()?.1?;
         let mut walk = git.revwalk().ok()?;
         walk.push(head).ok()?;
-        walk.hide(base.id()).ok()?;
+        walk.hide(self.replaced_by(base.id()).unwrap_or(base.id()))
+            .ok()?;
         let path = Path::new(rel_path);
         let entry = |commit: &git2::Commit| entry_at(commit, path).ok().flatten();
         for id in walk.take(1000).flatten() {
@@ -512,12 +515,45 @@ impl Repo {
         if head_id == base.id() {
             return Ok(false);
         }
+        let path = Path::new(rel_path);
+        // A commit a pull replayed stands for its replacement on the branch;
+        // the note must also be as the caller saw it there (the remote may
+        // have changed it underneath).
+        let base = match self.replaced_by(base.id()) {
+            Some(new) => {
+                let new = self
+                    .git
+                    .find_commit(new)
+                    .map_err(|e| git_error("cannot read a replayed commit", e))?;
+                if entry_at(&base, path)? != entry_at(&new, path)? {
+                    return Ok(true);
+                }
+                new
+            }
+            None => base,
+        };
         let head = self
             .git
             .find_commit(head_id)
             .map_err(|e| git_error("cannot read the HEAD commit", e))?;
-        let path = Path::new(rel_path);
         Ok(entry_at(&base, path)? != entry_at(&head, path)?)
+    }
+
+    /// The commit that replaced `id` when a pull replayed it onto the
+    /// remote's commits (`.mirai/replayed.json`), when `id` is no longer on
+    /// the branch and its replacement is. `None` otherwise: an id on the
+    /// branch stands for itself, and a map naming a commit that is not on
+    /// the branch is not believed.
+    pub fn replaced_by(&self, id: Oid) -> Option<Oid> {
+        let head = self.head_target().ok()?.1?;
+        let on_branch =
+            |id: Oid| id == head || self.git.graph_descendant_of(head, id).unwrap_or(false);
+        if on_branch(id) {
+            return None;
+        }
+        replayed::Replayed::load(&self.notes)
+            .get(id)
+            .filter(|new| on_branch(*new))
     }
 }
 

@@ -89,6 +89,32 @@ impl Repo {
                 return Ok(Forward::Diverged);
             }
         }
+        let log = format!("pull: fast-forward to {target}");
+        self.advance_locked(
+            journal,
+            (&reference, head),
+            target,
+            (author, &log),
+            &mut || Ok(()),
+        )
+    }
+
+    /// Moves `reference` from `head` to `target` (any commit: a descendant, or
+    /// a replay's new tip), with the index and the working tree, under
+    /// `index.lock`: the paths that differ between the two commits are checked
+    /// first (someone's work in the way answers [`Forward::Blocked`] with
+    /// nothing changed), then `prepare` runs (its failure also changes
+    /// nothing here), then the files are written, the index staged and the
+    /// reference moved by compare-and-swap.
+    pub(super) fn advance_locked(
+        &self,
+        journal: &mut super::intent::Journal,
+        (reference, head): (&str, Option<Oid>),
+        target: Oid,
+        (author, log): (&Author, &str),
+        prepare: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<Forward> {
+        let git = &self.git;
         let tree_of = |id: Option<Oid>| -> Result<Option<git2::Tree<'_>>> {
             id.map(|id| git.find_commit(id).and_then(|c| c.tree()))
                 .transpose()
@@ -158,6 +184,7 @@ impl Repo {
             }
             work.push(Some(work_id));
         }
+        prepare()?;
 
         journal.record(|intent| {
             // No single note: a dead pull only leaves locks to free (its files
@@ -166,7 +193,7 @@ impl Repo {
             intent.notes = Vec::new();
             intent.parent = head.map(|id| id.to_string());
             intent.commit = Some(target.to_string());
-            intent.reference = Some(reference.clone());
+            intent.reference = Some(reference.to_string());
         })?;
         let mut entries: Vec<(String, Option<IndexEntry>)> = Vec::with_capacity(changes.len());
         let mut notes = Vec::new();
@@ -226,8 +253,7 @@ impl Repo {
         lock.stage(&bytes, |id| {
             journal.record(|intent| intent.index_lock.push(id))
         })?;
-        let log = format!("pull: fast-forward to {target}");
-        self.move_reference(journal, &reference, head, target, author, &log)?;
+        self.move_reference(journal, reference, head, target, author, log)?;
         self.releaser.keep_git_file(&lock.index_path());
         match lock.commit() {
             Ok(()) => self.kept_index().keep(stamp, index),

@@ -11,9 +11,10 @@
 //!   holding the writer lock every write holds, fast-forward HEAD, the index and
 //!   the working tree ([`crate::repo::pull`]); the live index takes in the notes
 //!   the pull wrote before the pull answers. Uncommitted edits in the way stop
-//!   the pull with the reason in status. When both sides moved, the branch is
-//!   left as it is and status says so (replaying local commits on top of the
-//!   remote comes with the multi-note apply).
+//!   the pull with the reason in status. When both sides moved, the local
+//!   commits are replayed on top of the remote's ([`crate::repo::replay`]);
+//!   those that no longer apply stay on a `mirai/unmerged/<UTC time>` branch,
+//!   which status lists.
 //! - Network work (fetch, push) is one at a time ([`Syncer::network`]).
 
 pub mod known_hosts;
@@ -32,6 +33,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::index::live::LiveIndex;
 use crate::notes::Notes;
 use crate::repo::pull::Forward;
+use crate::repo::replay::Replay;
 use crate::repo::{Author, Repo};
 
 /// Runs a closure with the repository while holding the writer lock that every
@@ -207,9 +209,10 @@ impl Syncer {
         }
     }
 
-    /// Fetches and fast-forwards. `Ok(true)`: commits came in. A pull that
-    /// cannot join the two sides (uncommitted edits in the way, both moved)
-    /// is a 409 `conflict` with the reason, also kept for status.
+    /// Fetches and fast-forwards, or replays the local commits on top of the
+    /// remote's when both moved. `Ok(true)`: commits came in. A pull that
+    /// cannot join the two sides (uncommitted edits in the way) is a 409
+    /// `conflict` with the reason, also kept for status.
     pub fn pull(&self) -> Result<bool> {
         let result = self.pull_inner();
         self.note_error(result.as_ref().err());
@@ -233,12 +236,20 @@ impl Syncer {
         (self.with_writer)(&mut |repo: &Repo| {
             outcome = Some(self.forward_under_writer(repo, &branch, target));
         })?;
-        let outcome = outcome.unwrap_or_else(|| Err(Error::internal("the pull did not run")))?;
+        let (outcome, replay) =
+            outcome.unwrap_or_else(|| Err(Error::internal("the pull did not run")))?;
         match outcome {
             Forward::Nothing => Ok(false),
             Forward::Moved { notes, to, from } => {
+                let replayed = match &replay {
+                    Some(replay) => format!(
+                        ", {} local commit(s) replayed on top",
+                        replay.replayed.len()
+                    ),
+                    None => String::new(),
+                };
                 log::info!(
-                    "sync: pulled {} ({} note(s) changed) from {}",
+                    "sync: pulled {} ({} note(s) changed{replayed}) from {}",
                     match &from {
                         Some(from) => format!("{}..{}", short(from), short(&to)),
                         None => short(&to).to_string(),
@@ -246,27 +257,46 @@ impl Syncer {
                     notes.len(),
                     self.shown_remote()
                 );
+                if let Some(unmerged) = replay.and_then(|r| r.unmerged) {
+                    log::warn!(
+                        "sync: {}; they are on branch {} (commit {}) and nothing of them is lost: \
+                         join them by hand, then delete the branch",
+                        unmerged.reason,
+                        unmerged.branch,
+                        unmerged.commit
+                    );
+                }
                 Ok(true)
             }
             Forward::Blocked(reason) => Err(Error::conflict(format!("the pull stopped: {reason}"))),
-            Forward::Diverged => Err(Error::conflict(format!(
-                "{branch} and the remote's {branch} both have commits the other lacks; mirai does not \
-                 replay local commits yet, so the branch stays as it is and nothing is pushed: \
-                 join them with git (pull --rebase in NOTES_ROOT), then sync again"
+            Forward::Diverged => Err(Error::internal(format!(
+                "{branch} and the remote's {branch} both moved and the replay did not join them"
             ))),
         }
     }
 
-    /// The fast-forward, under the writer lock, and the live index told of
-    /// every note it wrote before the lock is let go.
-    fn forward_under_writer(&self, repo: &Repo, branch: &str, target: Oid) -> Result<Forward> {
+    /// The fast-forward (or, when both sides moved, the replay of the local
+    /// commits on top of the remote's), under the writer lock, and the live
+    /// index told of every note it wrote before the lock is let go.
+    fn forward_under_writer(
+        &self,
+        repo: &Repo,
+        branch: &str,
+        target: Oid,
+    ) -> Result<(Forward, Option<Replay>)> {
         let (reference, _) = repo.branch_head()?;
         if reference != format!("refs/heads/{branch}") {
             return Err(Error::git(format!(
                 "HEAD in NOTES_ROOT is {reference}, not the followed branch {branch}; check out {branch} (MIRAI_GIT_BRANCH) to sync"
             )));
         }
-        let forward = repo.fast_forward(target, &self.author)?;
+        let mut forward = repo.fast_forward(target, &self.author)?;
+        let mut replay = None;
+        if forward == Forward::Diverged {
+            let replayed = repo.replay(target, &self.author)?;
+            forward = replayed.forward.clone();
+            replay = Some(replayed);
+        }
         if let Forward::Moved { notes, to, .. } = &forward {
             let changes: Vec<(&str, Option<&str>)> = notes
                 .iter()
@@ -274,7 +304,7 @@ impl Syncer {
                 .collect();
             self.index.notes_changed(&changes, to);
         }
-        Ok(forward)
+        Ok((forward, replay))
     }
 
     /// Pushes the branch when it has commits the remote lacks. `Ok(true)`:

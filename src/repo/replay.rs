@@ -1,0 +1,395 @@
+//! A pull's replay, as `impl Repo`: when the branch and the remote's branch
+//! both have commits the other lacks, every local commit is made again on top
+//! of the remote's tip, oldest first, and the branch moves there once, at the
+//! end, with the index and the working tree (the fast-forward's
+//! [`Repo::advance_locked`]).
+//!
+//! - **Which commits**: the branch's first-parent chain down to the first
+//!   commit the remote's branch already has. A merge among them is replayed as
+//!   one commit of its first-parent diff (what it brought in), so the result is
+//!   linear; the side branch's own commits are not replayed one by one.
+//! - **How**: each commit's change against its first parent, path by path (no
+//!   rename detection: a rename is a deletion and a creation). A path the
+//!   remote left as the commit's parent had it simply takes the commit's
+//!   version (any file: notes, `.gitignore`, attachments). A path both sides
+//!   changed is merged only when it is a visible note (`.md`, not hidden)
+//!   holding UTF-8 text on every side: the commit's diff (as [`patch::make`]
+//!   writes it) is applied to the remote's text by git apply's rules, offsets
+//!   included, as `changes.apply` applies a caller's diff; no fuzz, no
+//!   three-way merge, no guards (a person's commit was already accepted by
+//!   git). A path that already holds the commit's version is left alone, so a
+//!   change both sides made is not a conflict. A commit keeps its message
+//!   (trailers included), its author and author date; the committer is mirai.
+//!   A multi-note commit stays one commit; one that becomes empty stays too
+//!   (its message and trailer are part of the history a run is found by).
+//! - **A commit that no longer applies** stops the replay: it and every later
+//!   local commit (which may depend on it) are kept, as the original commits,
+//!   on a new branch `mirai/unmerged/<UTC time>` pointing at the old tip; the
+//!   branch follows the remote plus what replayed before it.
+//! - **Crash safety**: the new commits are only objects until the very end;
+//!   the unmerged branch is made and the map of old to new ids
+//!   ([`super::replayed`]) written after the working tree was found clean and
+//!   before any file is written, then the files, the index and (by
+//!   compare-and-swap) the branch move as a fast-forward's do. A kill before
+//!   the branch moves leaves HEAD on the old commits (the next pull replays
+//!   them again: files already holding the new bytes count as clean); a map or
+//!   branch naming commits that never landed misleads nobody (a lookup
+//!   believes a new id only when it is on the branch).
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use chrono::Utc;
+use git2::build::TreeUpdateBuilder;
+use git2::{Commit, Delta, DiffOptions, FileMode, Oid, Signature};
+
+use super::intent::Journal;
+use super::pull::Forward;
+use super::replayed::Replayed;
+use super::{git_error, Author, Repo};
+use crate::error::{Error, ErrorCode, Result};
+use crate::notes::path;
+use crate::patch;
+
+/// What a replay did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replay {
+    /// [`Forward::Moved`] (to the new tip), or [`Forward::Blocked`] with nothing changed.
+    pub forward: Forward,
+    /// Each replayed commit: its old id and its new one, oldest first.
+    pub replayed: Vec<(Oid, Oid)>,
+    /// The commits that did not apply, kept on a branch of their own.
+    pub unmerged: Option<Unmerged>,
+}
+
+/// Local commits a replay could not apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unmerged {
+    /// `mirai/unmerged/<UTC time>` (without `refs/heads/`).
+    pub branch: String,
+    /// The old tip it points at.
+    pub commit: Oid,
+    /// Which commit stopped the replay, and why.
+    pub reason: String,
+}
+
+/// A path's entry in a tree: blob id and mode (`None`: not there).
+type Entry = Option<(Oid, i32)>;
+
+impl Repo {
+    /// Replays the branch's local commits onto `target`, the remote's tip,
+    /// when neither descends from the other (see the module's comment);
+    /// `committer` commits and signs the reflog.
+    pub fn replay(&self, target: Oid, committer: &Author) -> Result<Replay> {
+        let mut journal = self.journal();
+        journal.ensure_reachable(&self.notes)?;
+        let result = self.replay_locked(&mut journal, target, committer);
+        journal.idle();
+        result.map_err(|e| self.scrub(e))
+    }
+
+    fn replay_locked(
+        &self,
+        journal: &mut Journal,
+        target: Oid,
+        committer: &Author,
+    ) -> Result<Replay> {
+        let git = &self.git;
+        let (reference, head) = self.head_target()?;
+        let Some(head) = head.filter(|_| reference != "HEAD") else {
+            return Err(Error::git(
+                "HEAD is detached or unborn in NOTES_ROOT; check out the branch mirai follows, then sync again",
+            ));
+        };
+        let local = self.local_commits(head, target)?;
+        let cannot = |e| git_error("cannot read a commit to replay", e);
+        let mut tip = git.find_commit(target).map_err(cannot)?;
+        let mut replayed = Vec::with_capacity(local.len());
+        let mut stopped = None;
+        for (n, &id) in local.iter().enumerate() {
+            let commit = git.find_commit(id).map_err(cannot)?;
+            match self.replay_one(&commit, &tip, committer) {
+                Ok(new) => {
+                    replayed.push((id, new));
+                    tip = git.find_commit(new).map_err(cannot)?;
+                }
+                Err(e) if e.code == ErrorCode::Conflict => {
+                    let later = local.len() - n - 1;
+                    stopped = Some(format!(
+                        "local commit {} ({}) no longer applies on the remote's commits: {}{}",
+                        short(id),
+                        commit.summary().unwrap_or(""),
+                        e.message,
+                        match later {
+                            0 => String::new(),
+                            1 => "; the 1 local commit after it is kept with it".to_string(),
+                            n => format!("; the {n} local commits after it are kept with it"),
+                        }
+                    ));
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+
+        let unmerged = match stopped {
+            Some(reason) => Some(Unmerged {
+                branch: self.unmerged_name()?,
+                commit: head,
+                reason,
+            }),
+            None => None,
+        };
+        let mut made_branch = false;
+        let log = format!(
+            "pull: replayed {} local commit(s) onto {target}",
+            replayed.len()
+        );
+        let moved = self.advance_locked(
+            journal,
+            (&reference, Some(head)),
+            tip.id(),
+            (committer, &log),
+            &mut || {
+                if let Some(unmerged) = &unmerged {
+                    git.reference(
+                        &format!("refs/heads/{}", unmerged.branch),
+                        head,
+                        false,
+                        "mirai: local commits a replay could not apply",
+                    )
+                    .map_err(|e| git_error("cannot keep the commits that did not replay", e))?;
+                    made_branch = true;
+                }
+                if !replayed.is_empty() {
+                    let mut map = Replayed::load(&self.notes);
+                    map.record(&replayed);
+                    map.save(&self.notes)?;
+                }
+                Ok(())
+            },
+        );
+        let kept = matches!(moved, Ok(Forward::Moved { .. }));
+        if made_branch && !kept {
+            // The branch did not move: the commits are still on it.
+            if let Some(unmerged) = &unmerged {
+                if let Ok(mut branch) =
+                    git.find_reference(&format!("refs/heads/{}", unmerged.branch))
+                {
+                    let _ = branch.delete();
+                }
+            }
+        }
+        Ok(Replay {
+            forward: moved?,
+            replayed,
+            unmerged,
+        })
+    }
+
+    /// The local commits to replay, oldest first: the first-parent chain from
+    /// `head` down to the first commit `target` has.
+    fn local_commits(&self, head: Oid, target: Oid) -> Result<Vec<Oid>> {
+        let git = &self.git;
+        git.merge_base(head, target).map_err(|_| {
+            Error::conflict(
+                "the branch and the remote's branch share no commit (unrelated histories); \
+                 mirai does not replay them: join them with git in NOTES_ROOT, then sync again",
+            )
+        })?;
+        let cannot = |e| git_error("cannot list the local commits", e);
+        let mut walk = git.revwalk().map_err(cannot)?;
+        walk.push(head).map_err(cannot)?;
+        walk.hide(target).map_err(cannot)?;
+        let only_local: HashSet<Oid> = walk
+            .collect::<std::result::Result<_, _>>()
+            .map_err(cannot)?;
+        let mut chain = Vec::new();
+        let mut at = Some(head);
+        while let Some(id) = at.filter(|id| only_local.contains(id)) {
+            chain.push(id);
+            at = git.find_commit(id).map_err(cannot)?.parent_id(0).ok();
+        }
+        chain.reverse();
+        Ok(chain)
+    }
+
+    /// A name for a new unmerged branch: the UTC time, made unique.
+    fn unmerged_name(&self) -> Result<String> {
+        let stamp = Utc::now().format("%Y%m%dT%H%M%SZ");
+        let base = format!("{}{stamp}", crate::sync::UNMERGED_PREFIX);
+        for n in 1..1000 {
+            let name = match n {
+                1 => base.clone(),
+                n => format!("{base}-{n}"),
+            };
+            if self
+                .git
+                .find_reference(&format!("refs/heads/{name}"))
+                .is_err()
+            {
+                return Ok(name);
+            }
+        }
+        Err(Error::git(format!(
+            "too many branches named {base}-N; delete some of the mirai/unmerged branches"
+        )))
+    }
+
+    /// Makes `commit` again on top of `onto`: its change against its first
+    /// parent applied to `onto`'s tree. A path that cannot take it is a 409
+    /// `conflict` naming it.
+    fn replay_one(
+        &self,
+        commit: &Commit<'_>,
+        onto: &Commit<'_>,
+        committer: &Author,
+    ) -> Result<Oid> {
+        let git = &self.git;
+        let cannot = |e| git_error(&format!("cannot replay commit {}", short(commit.id())), e);
+        let tree = commit.tree().map_err(cannot)?;
+        let parent_tree = match commit.parent(0) {
+            Ok(parent) => Some(parent.tree().map_err(cannot)?),
+            Err(_) => None,
+        };
+        let base = onto.tree().map_err(cannot)?;
+        let mut options = DiffOptions::new();
+        options.include_typechange(true);
+        let diff = git
+            .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(&mut options))
+            .map_err(cannot)?;
+        let mut update = TreeUpdateBuilder::new();
+        for delta in diff.deltas() {
+            let (old_file, new_file) = (delta.old_file(), delta.new_file());
+            let rel = new_file
+                .path()
+                .or_else(|| old_file.path())
+                .and_then(Path::to_str)
+                .ok_or_else(|| Error::conflict("it changes a path that is not UTF-8"))?
+                .to_string();
+            let side = |present: bool, file: &git2::DiffFile<'_>| {
+                present.then(|| (file.id(), i32::from(file.mode())))
+            };
+            let old = side(delta.status() != Delta::Added, &old_file);
+            let new = side(delta.status() != Delta::Deleted, &new_file);
+            let current: Entry = base
+                .get_path(Path::new(&rel))
+                .ok()
+                .map(|entry| (entry.id(), entry.filemode()));
+            if current == new {
+                continue; // already there
+            }
+            let result = if current == old {
+                new
+            } else {
+                self.merge_note(&rel, old, new, current)?
+            };
+            match result {
+                Some((id, mode)) => {
+                    update.upsert(&rel, id, file_mode(mode));
+                }
+                None if current.is_some() => {
+                    update.remove(&rel);
+                }
+                None => {}
+            }
+        }
+        let new_tree = update
+            .create_updated(git, &base)
+            .and_then(|id| git.find_tree(id))
+            .map_err(|e| {
+                Error::conflict(format!(
+                    "its paths do not fit the remote's folders: {}",
+                    e.message()
+                ))
+            })?;
+        let committer = Signature::now(&committer.name, &committer.email).map_err(cannot)?;
+        let message = String::from_utf8_lossy(commit.message_raw_bytes());
+        git.commit(
+            None,
+            &commit.author(),
+            &committer,
+            &message,
+            &new_tree,
+            &[onto],
+        )
+        .map_err(cannot)
+    }
+
+    /// A note both sides changed: the commit's diff (`old` → `new`) applied
+    /// to the remote's version (`current`) by git apply's rules. Anything but
+    /// a visible note of UTF-8 text on every side is a conflict.
+    fn merge_note(&self, rel: &str, old: Entry, new: Entry, current: Entry) -> Result<Entry> {
+        let refuse =
+            |why: &str| Error::conflict(format!("{rel} changed on the remote too, and {why}"));
+        if path::in_history(rel).as_deref() != Ok(rel) {
+            return Err(refuse(
+                "it is not a note mirai merges by its diff (only visible .md notes are)",
+            ));
+        }
+        let regular = |entry: Entry| {
+            entry.is_none_or(|(_, mode)| {
+                matches!(file_mode(mode), FileMode::Blob | FileMode::BlobExecutable)
+            })
+        };
+        if !(regular(old) && regular(new) && regular(current)) {
+            return Err(refuse("it is not a regular file on every side"));
+        }
+        let text = |entry: Entry| -> Result<Option<String>> {
+            let Some((id, _)) = entry else {
+                return Ok(None);
+            };
+            let blob = self
+                .git
+                .find_blob(id)
+                .map_err(|e| git_error(&format!("cannot read {rel}"), e))?;
+            String::from_utf8(blob.content().to_vec())
+                .map(Some)
+                .map_err(|_| refuse("it is not UTF-8 text"))
+        };
+        let (before, after, theirs) = (text(old)?, text(new)?, text(current)?);
+        let content = match patch::make(rel, before.as_deref(), after.as_deref()) {
+            // Only the mode changed: the remote's text, with the new mode.
+            None => theirs,
+            Some(diff) => {
+                let parsed = patch::parse(&diff).map_err(|e| refuse(&e.message))?;
+                patch::apply(&parsed, theirs.as_deref())
+                    .map_err(|e| {
+                        refuse(&format!(
+                            "the commit's diff does not apply to it: {}",
+                            e.message
+                        ))
+                    })?
+                    .content
+            }
+        };
+        let Some(content) = content else {
+            return Ok(None);
+        };
+        let id = self
+            .git
+            .blob(content.as_bytes())
+            .map_err(|e| git_error(&format!("cannot store {rel}"), e))?;
+        let mode = match (old, new, current) {
+            (Some((_, was)), Some((_, is)), Some((_, _))) if was != is => is,
+            (_, _, Some((_, theirs))) => theirs,
+            (_, Some((_, is)), None) => is,
+            _ => i32::from(FileMode::Blob),
+        };
+        Ok(Some((id, mode)))
+    }
+}
+
+fn file_mode(mode: i32) -> FileMode {
+    match mode {
+        0o100755 => FileMode::BlobExecutable,
+        0o120000 => FileMode::Link,
+        0o160000 => FileMode::Commit,
+        0o040000 => FileMode::Tree,
+        _ => FileMode::Blob,
+    }
+}
+
+fn short(id: Oid) -> String {
+    id.to_string()[..12].to_string()
+}
