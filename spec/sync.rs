@@ -533,6 +533,93 @@ fn a_commit_that_no_longer_applies_goes_to_an_unmerged_branch_with_the_commits_a
 }
 
 #[test]
+fn a_merge_in_the_clone_replays_as_one_commit_and_uncommitted_edits_block_a_replay() {
+    let world = World::new();
+    let server = world.mirai(|config| {
+        // The person switches branches in mirai's clone: sync follows main only.
+        config.sync.as_mut().unwrap().branch = Some("main".into());
+    });
+    let theirs = world.person_pushes(&[("b.md", Some("beta by the person\n"))], "person: b");
+    let commit = |files: &[(&str, &str)], message: &str| {
+        for (rel, text) in files {
+            std::fs::write(server.root.join(rel), text).unwrap();
+            person_git(&server.root, &["add", rel]);
+        }
+        person_git(&server.root, &["commit", "-qm", message]);
+    };
+    person_git(&server.root, &["checkout", "-qb", "side"]);
+    commit(&[("f.md", "# F\n")], "side: f");
+    person_git(&server.root, &["checkout", "-q", "main"]);
+    commit(&[("g.md", "# G\n")], "main: g");
+    person_git(
+        &server.root,
+        &["merge", "-q", "--no-ff", "-m", "merge side", "side"],
+    );
+    let merge = server.head();
+
+    // An uncommitted edit to a note the pull would change stops it: nothing moves.
+    std::fs::write(server.root.join("b.md"), "beta, edited by hand\n").unwrap();
+    let blocked = server.post_json("/mcp/repo/sync", &json!({}));
+    blocked.assert_error(409, "conflict");
+    assert!(
+        blocked.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("b.md has uncommitted changes"),
+        "{blocked:?}"
+    );
+    assert_eq!(server.head(), merge);
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("b.md")).unwrap(),
+        "beta, edited by hand\n"
+    );
+    assert_eq!(
+        git(&server.root, &["for-each-ref", "refs/heads/mirai/"]),
+        ""
+    );
+    assert!(!server.root.join(".mirai/replayed.json").exists());
+
+    // Once the edit is gone, the replay runs; the merge is one commit of what it brought in.
+    git(&server.root, &["checkout", "--", "b.md"]);
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["unmerged"], json!([]));
+    let head = server.head();
+    let replayed = commits_between(&server.root, &theirs, &head);
+    let subjects: Vec<String> = replayed
+        .iter()
+        .map(|c| git(&server.root, &["show", "-s", "--format=%s %p", c]))
+        .collect();
+    assert_eq!(
+        subjects,
+        vec![
+            format!("main: g {}\n", &theirs[..7]),
+            format!("merge side {}\n", &replayed[0][..7]),
+        ]
+    );
+    assert_eq!(
+        git(
+            &server.root,
+            &["show", "--name-only", "--format=", &replayed[1]]
+        ),
+        "f.md\n"
+    );
+    for (note, text) in [
+        ("b.md", "beta by the person\n"),
+        ("f.md", "# F\n"),
+        ("g.md", "# G\n"),
+    ] {
+        assert_eq!(server.read(note).body["content"], text, "{note}");
+    }
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    wait_until("the replayed commits are pushed", || {
+        world.remote_head() == head
+    });
+    assert_fsck(&server.root);
+    assert_fsck(&world.remote);
+}
+
+#[test]
 fn old_ids_keep_working_after_a_replay_base_commit_revert_and_a_runs_commits() {
     use common::fake_llm::{FakeLlm, Script};
     let llm = FakeLlm::start(Script::answering(&[

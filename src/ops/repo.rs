@@ -40,7 +40,7 @@ impl Operation for RepoSync {
     const EXAMPLE: &'static str = r##"await mirai.repo.sync()"##;
     // Allowed in read_only mode, where it only pulls (a write class would deny it).
     const CLASS: Class = Class::Read;
-    const SUMMARY: &'static str = "Pull the git remote's new commits now (fast-forward), then push local ones (read_only: pull only). 503 remote_unavailable when the remote cannot be reached, with nothing changed.";
+    const SUMMARY: &'static str = "Pull now (local commits replayed on top; any that fail kept on a mirai/unmerged branch), then push (read_only: pull only). 503 remote_unavailable: unreachable, nothing changed.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/repo/sync", HttpInput::Nothing);
     const PROMPT: PromptDetail = PromptDetail::Brief;
