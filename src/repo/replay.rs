@@ -51,6 +51,9 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::notes::path;
 use crate::patch;
 
+/// The prefix of the branches that keep local commits a replay could not apply.
+pub const UNMERGED_PREFIX: &str = "mirai/unmerged/";
+
 /// What a replay did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replay {
@@ -217,7 +220,7 @@ impl Repo {
     /// A name for a new unmerged branch: the UTC time, made unique.
     fn unmerged_name(&self) -> Result<String> {
         let stamp = Utc::now().format("%Y%m%dT%H%M%SZ");
-        let base = format!("{}{stamp}", crate::sync::UNMERGED_PREFIX);
+        let base = format!("{UNMERGED_PREFIX}{stamp}");
         for n in 1..1000 {
             let name = match n {
                 1 => base.clone(),

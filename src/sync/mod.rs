@@ -41,8 +41,7 @@ use crate::repo::{Author, Repo};
 /// with a pull moving HEAD, the index and the working tree.
 pub type WithWriter = Box<dyn Fn(&mut dyn FnMut(&Repo)) -> Result<()> + Send + Sync>;
 
-/// The prefix of the branches that keep local commits a replay could not apply.
-pub const UNMERGED_PREFIX: &str = "mirai/unmerged/";
+pub use crate::repo::replay::UNMERGED_PREFIX;
 
 /// The first wait after a failed push; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
