@@ -313,9 +313,9 @@ impl HttpRoute {
 /// How much of a row the agent's generated prompt shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PromptDetail {
-    /// Signature, summary, each field's description and the example.
+    /// Request and answer shapes, summary, each field's description and the example.
     Full,
-    /// Signature and summary alone: rows a model rarely needs for everyday note
+    /// Request shape and summary alone: rows a model rarely needs for everyday note
     /// tasks (history, diffs, multi-note commits, the index's upkeep).
     Brief,
 }
