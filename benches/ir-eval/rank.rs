@@ -4,7 +4,9 @@
 //!
 //! Usage: `rank NOTES_DIR QUERIES_TSV DEPTH VARIANT...` where QUERIES_TSV lines are
 //! `qid<TAB>query` and a VARIANT is `name` or `name:key=value,...` with keys
-//! k1, b, tw (title weight), nw (note weight), stem, stop, fold, cjk (0/1), pack, max (chars).
+//! k1, b, tw (title weight), nw (note weight), stem, stop, fold, cjk (0/1), pack, max (chars),
+//! fbd, fbt, fbw, fbq (RM3 feedback: chunks, terms, the original query's weight, the fewest query
+//! terms it applies to; fbd=0 turns it off).
 //! Prints `variant<TAB>qid<TAB>rank<TAB>path<TAB>chunk_index<TAB>score` lines.
 
 use std::io::Write;
@@ -52,6 +54,10 @@ fn params(spec: &str) -> (String, Params) {
             "cjk" => p.tokenizer.cjk_bigrams = f != 0.0,
             "pack" => p.chunks.pack_chars = f as usize,
             "max" => p.chunks.max_chars = f as usize,
+            "fbd" => p.feedback.docs = f as usize,
+            "fbt" => p.feedback.terms = f as usize,
+            "fbw" => p.feedback.original_weight = f,
+            "fbq" => p.feedback.min_query_terms = f as usize,
             other => panic!("unknown key {other}"),
         }
     }

@@ -50,6 +50,44 @@ pub struct Params {
     /// Weight of the whole note's BM25 score added to each of its chunks, so a
     /// chunk is judged with its note's context; zero ranks chunks alone.
     pub note_weight: f64,
+    /// Pseudo-relevance feedback (RM3) on every lexical query.
+    pub feedback: Feedback,
+}
+
+/// RM3 pseudo-relevance feedback: terms drawn from the best chunks of a first
+/// pass are mixed into the query for a second. It re-ranks and never adds: a
+/// chunk is still returned only when its own text holds an original query term.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Feedback {
+    /// How many chunks of the first pass feed the relevance model (0: off).
+    pub docs: usize,
+    /// How many expansion terms the relevance model gives the second pass.
+    pub terms: usize,
+    /// The original query's share of the mixed query (RM3's lambda), 0..=1;
+    /// 1 turns feedback off.
+    pub original_weight: f64,
+    /// Queries with fewer distinct indexed terms are ranked without feedback:
+    /// short queries are mostly names and titles of known notes, where
+    /// expansion pulls in their neighbours (benches/ir-eval/README.md).
+    pub min_query_terms: usize,
+}
+
+impl Feedback {
+    /// No feedback: one pass, the query as typed.
+    pub const OFF: Feedback = Feedback {
+        docs: 0,
+        terms: 0,
+        original_weight: 1.0,
+        min_query_terms: 0,
+    };
+
+    /// Whether a query of `terms` distinct indexed terms gets feedback.
+    fn applies_to(&self, terms: usize) -> bool {
+        self.docs > 0
+            && self.terms > 0
+            && self.original_weight < 1.0
+            && terms >= self.min_query_terms
+    }
 }
 
 impl Default for Params {
@@ -61,6 +99,12 @@ impl Default for Params {
             b: 0.75,
             title_weight: 4.0,
             note_weight: 1.0,
+            feedback: Feedback {
+                docs: 10,
+                terms: 10,
+                original_weight: 0.6,
+                min_query_terms: 5,
+            },
         }
     }
 }
