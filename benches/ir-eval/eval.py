@@ -63,6 +63,12 @@ COLLECTION_VARIANTS = [
     "mirai-lexical:fbd=0",
     "mirai-lexical+rm3",
 ]
+# With an embedding server configured (MIRAI_EMBED_BASE_URL, as for the server).
+SEMANTIC_VARIANTS = [
+    "mirai-semantic:mode=semantic",
+    "mirai-hybrid-rrf:mode=hybrid,fusion=rrf",
+    "mirai-hybrid (default):mode=hybrid",
+]
 
 
 def read_notes(root):
@@ -246,8 +252,11 @@ def run_mirai(notes_dir, queries, variants):
         qfile = fh.name
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(CRATE, "target"))
     exe = os.path.join(target, "release", "examples", "rank")
+    env = dict(os.environ)
+    env.setdefault("RANK_VECTORS", os.path.join(tempfile.gettempdir(), "mirai-ir-eval-vectors-%s.bin"
+                                                 % os.path.basename(notes_dir.rstrip("/"))))
     res = subprocess.run([exe, notes_dir, qfile, str(DEPTH)] + variants,
-                         check=True, capture_output=True, text=True)
+                         check=True, stdout=subprocess.PIPE, text=True, env=env)
     os.unlink(qfile)
     runs = {}
     for line in res.stdout.splitlines():
@@ -309,6 +318,9 @@ def graded(ranked, relevant):
 def collection_run(args):
     notes, queries, rel = load_cisi(os.path.join(HERE, "data", args.collection))
     print("%s: %d notes, %d judged queries" % (args.collection, len(notes), len(queries)))
+    # Chunk vectors are kept between runs (keyed by model and chunk text).
+    os.environ.setdefault("RANK_VECTORS", os.path.join(
+        tempfile.gettempdir(), "mirai-ir-eval-vectors-%s.bin" % args.collection))
     with tempfile.TemporaryDirectory() as folder:
         for path, text in notes.items():
             with open(os.path.join(folder, path), "w", encoding="utf-8") as fh:
@@ -339,7 +351,10 @@ def main():
     ap.add_argument("--variants", nargs="*")
     args = ap.parse_args()
     if args.collection:
-        args.variants = args.variants or COLLECTION_VARIANTS
+        if not args.variants:
+            args.variants = list(COLLECTION_VARIANTS)
+            if os.environ.get("MIRAI_EMBED_BASE_URL"):
+                args.variants += SEMANTIC_VARIANTS
         return collection_run(args)
     if not args.notes:
         ap.error("--notes DIR or --collection cisi")

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each spec binary uses a different part of the harness
 
+pub mod fake_embed;
 pub mod fake_llm;
 #[path = "../../benches/support/vault.rs"]
 pub mod vault;

@@ -18,7 +18,7 @@ mod markdown;
 mod postings;
 mod rank;
 mod request;
-mod stored;
+pub(crate) mod stored;
 pub mod tokenizer;
 mod update;
 
@@ -123,6 +123,11 @@ pub struct Hit {
     /// caller typed it (its first spelling when several normalize alike).
     pub matched_terms: Vec<String>,
 }
+
+/// A chunk as a ranking of one index names it: meaningful only with that
+/// index (slots are reused as notes change).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ChunkRef(u32);
 
 #[derive(Debug, Clone)]
 struct Chunk {
@@ -256,6 +261,46 @@ impl Index {
     /// Indexed note paths, sorted by bytes.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
         self.by_path.keys().map(String::as_str)
+    }
+
+    /// Every chunk as (note path, the note's content hash, chunk index,
+    /// text), in path then chunk order: what embeddings are made of.
+    pub fn chunk_texts(&self) -> impl Iterator<Item = (&str, u64, usize, &str)> {
+        self.by_path.iter().flat_map(move |(path, &slot)| {
+            let note = self.notes[slot as usize].as_ref();
+            note.into_iter().flat_map(move |n| {
+                n.chunks.iter().filter_map(move |&c| {
+                    let chunk = self.chunks[c as usize].as_ref()?;
+                    Some((
+                        path.as_str(),
+                        n.hash,
+                        chunk.chunk_index as usize,
+                        chunk.content.as_str(),
+                    ))
+                })
+            })
+        })
+    }
+
+    /// The chunk `chunk_index` of `path`, while the note still has the
+    /// content hash `note_hash` (`None` once it changed or went).
+    pub fn locate(&self, path: &str, note_hash: u64, chunk_index: usize) -> Option<ChunkRef> {
+        let note = self.notes[*self.by_path.get(path)? as usize].as_ref()?;
+        if note.hash != note_hash {
+            return None;
+        }
+        let at = |slot: u32| {
+            self.chunks[slot as usize]
+                .as_ref()
+                .is_some_and(|c| c.chunk_index as usize == chunk_index)
+        };
+        // Chunk slots are kept in chunk_index order, so this is its place.
+        note.chunks
+            .get(chunk_index)
+            .copied()
+            .filter(|&slot| at(slot))
+            .or_else(|| note.chunks.iter().copied().find(|&slot| at(slot)))
+            .map(ChunkRef)
     }
 
     /// Each note's chunks in path then chunk order: the artifact's order.

@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use super::{path_matches_prefix, Hit, Index};
+use super::{path_matches_prefix, ChunkRef, Hit, Index};
 
 thread_local! {
     /// Per-thread working arrays, kept between queries: zeroing arrays the
@@ -102,22 +102,52 @@ impl Index {
         prune: bool,
     ) -> Vec<Hit> {
         let query = self.analyze_query(q);
+        self.ranked_with(&query, limit, path_prefix, prune)
+            .into_iter()
+            .filter_map(|(score, slot)| self.hit(slot, score, &query))
+            .collect()
+    }
+
+    /// The lexical ranking of [`Index::query`] as chunk references, for
+    /// fusing with another ranking; [`Index::hits`] turns them into hits.
+    pub fn ranked(&self, q: &str, limit: usize, path_prefix: Option<&str>) -> Vec<(f64, ChunkRef)> {
+        let query = self.analyze_query(q);
+        self.ranked_with(&query, limit, path_prefix, true)
+            .into_iter()
+            .map(|(score, slot)| (score, ChunkRef(slot)))
+            .collect()
+    }
+
+    /// A hit for each chunk of this index, in the order given, with the
+    /// terms of `q` its text holds (none, for a chunk found by meaning);
+    /// `None` for a reference this index does not hold.
+    pub fn hits(&self, q: &str, ranked: &[(f64, ChunkRef)]) -> Vec<Option<Hit>> {
+        let query = self.analyze_query(q);
+        ranked
+            .iter()
+            .map(|&(score, ChunkRef(slot))| self.hit(slot, score, &query))
+            .collect()
+    }
+
+    fn ranked_with(
+        &self,
+        query: &[QueryTerm],
+        limit: usize,
+        path_prefix: Option<&str>,
+        prune: bool,
+    ) -> Vec<(f64, u32)> {
         if query.is_empty() || limit == 0 || self.live_chunks == 0 {
             return Vec::new();
         }
         let stats = self.stats();
         let feedback = self.params.feedback;
-        let ranked = if feedback.applies_to(query.len()) {
-            let first = self.rank(&query, feedback.docs, path_prefix, &stats, prune);
-            let expanded = self.expand(&query, &first);
+        if feedback.applies_to(query.len()) {
+            let first = self.rank(query, feedback.docs, path_prefix, &stats, prune);
+            let expanded = self.expand(query, &first);
             self.rank(&expanded, limit, path_prefix, &stats, prune)
         } else {
-            self.rank(&query, limit, path_prefix, &stats, prune)
-        };
-        ranked
-            .into_iter()
-            .filter_map(|(score, slot)| self.hit(slot, score, &query))
-            .collect()
+            self.rank(query, limit, path_prefix, &stats, prune)
+        }
     }
 
     /// The best `limit` candidate chunks for `query` with their scores.

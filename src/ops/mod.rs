@@ -25,6 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::{Config, DirtyNotes, GitIdentity, PolicyMode};
+use crate::embed::Embeddings;
 use crate::error::{Error, ErrorCode, Result};
 use crate::index::live::LiveIndex;
 use crate::notes::overlay::Overlay;
@@ -50,6 +51,8 @@ pub struct Context {
     pub view: View,
     pub policy: PolicyMode,
     pub index: Arc<LiveIndex>,
+    /// Chunk embeddings for semantic and hybrid queries (`None`: not configured).
+    pub embeddings: Option<Arc<Embeddings>>,
     /// Largest note content a write may produce (the request body limit).
     pub max_content_bytes: usize,
     /// Most edits one `notes.edit` may carry.
@@ -66,8 +69,14 @@ pub struct Context {
 
 impl Context {
     pub fn new(notes: Notes, config: &Config) -> Context {
+        let index = Arc::new(LiveIndex::new(notes.clone()));
+        let embeddings = config
+            .embed
+            .clone()
+            .map(|embed| Arc::new(Embeddings::new(embed, notes.clone(), index.clone())));
         Context {
-            index: Arc::new(LiveIndex::new(notes.clone())),
+            index,
+            embeddings,
             view: View::disk(notes),
             policy: config.policy,
             max_content_bytes: config.max_body_bytes,
