@@ -2,9 +2,7 @@
 """Known-item retrieval evaluation of mirai's lexical index against SQLite FTS5,
 bm25s and tantivy, in one run, on the same notes and the same queries.
 
-No standard IR test collection is reachable from this machine (none is packaged
-on PyPI, npm or Debian; ir_datasets/BEIR download at run time), so the queries are
-derived deterministically from the vault given with --notes (the figures in
+By default the queries are derived deterministically from the vault given with --notes (the figures in
 README.md came from a real vault of 1,013 Dendron notes; a generated one:
 `cargo run --release --example gen-notes -- --notes 2000 --out DIR`), in three sets, each query with exactly one relevant note:
 

@@ -191,11 +191,11 @@ fn main() {
                             .expect("embedding server")
                             .remove(0)
                     });
-                    let near = matrix.nearest(&idx, qv, ranking.depth.max(depth), None);
+                    let near = matrix.nearest(&idx, qv, ranking.depth, None);
                     let ranked: Vec<(f64, ChunkRef)> = if ranking.mode == "semantic" {
                         near.into_iter().take(depth).collect()
                     } else {
-                        let lexical = idx.ranked(q, ranking.depth.max(depth), None);
+                        let lexical = idx.ranked(q, ranking.depth, None);
                         fuse(&lexical, &near, ranking.fusion, depth)
                             .into_iter()
                             .map(|f| (f.score, f.chunk))

@@ -12,6 +12,7 @@ use std::time::Duration;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use serde_json::{json, Value};
 
+/// The dimension of the specs' vectors.
 pub const DIMENSION: usize = 64;
 
 /// Words the fake treats as one meaning.
@@ -19,8 +20,8 @@ const SYNONYMS: &[(&str, &str)] = &[("automobile", "car"), ("vehicle", "car"), (
 
 /// The fake's vector of `text`: each word (after synonyms) adds one to a
 /// hashed coordinate.
-pub fn vector(text: &str) -> Vec<f32> {
-    let mut v = vec![0f32; DIMENSION];
+pub fn vector(text: &str, dimension: usize) -> Vec<f32> {
+    let mut v = vec![0f32; dimension];
     for word in text
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
@@ -34,13 +35,14 @@ pub fn vector(text: &str) -> Vec<f32> {
         for b in word.bytes() {
             h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
         }
-        v[(h % DIMENSION as u64) as usize] += 1.0;
+        v[(h % dimension as u64) as usize] += 1.0;
     }
     v
 }
 
 #[derive(Default)]
 struct State {
+    dimension: usize,
     requests: AtomicU64,
     inputs: Mutex<Vec<String>>,
     authorization: Mutex<Vec<String>>,
@@ -56,7 +58,14 @@ pub struct FakeEmbed {
 
 impl FakeEmbed {
     pub fn start() -> FakeEmbed {
-        let state = Arc::new(State::default());
+        FakeEmbed::with_dimension(DIMENSION)
+    }
+
+    pub fn with_dimension(dimension: usize) -> FakeEmbed {
+        let state = Arc::new(State {
+            dimension,
+            ..State::default()
+        });
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
         let (tx, rx) = mpsc::channel();
@@ -148,7 +157,7 @@ async fn answer(
     let data: Vec<Value> = inputs
         .iter()
         .enumerate()
-        .map(|(i, text)| json!({"object": "embedding", "index": i, "embedding": vector(text)}))
+        .map(|(i, text)| json!({"object": "embedding", "index": i, "embedding": vector(text, state.dimension)}))
         .collect();
     HttpResponse::Ok().json(json!({"object": "list", "data": data, "model": body["model"]}))
 }

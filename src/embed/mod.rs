@@ -287,7 +287,10 @@ impl Embeddings {
             work.vectors = Some(self.load());
         }
         let generation = self.index.generation();
-        let index = self.index.snapshot().map_err(|e| e.message.clone())?;
+        // Nothing loaded yet (no artifact, no query so far): the first load pokes again.
+        let Some(index) = self.index.current() else {
+            return Ok(());
+        };
         let keyed = work.keys.keyed(&index);
         let vectors = work.vectors.as_mut().expect("loaded above");
         let mut missing: Vec<(Key, &str)> = Vec::new();
@@ -492,13 +495,13 @@ impl Embeddings {
             return lexical(index, q, limit, path_prefix, Some(why));
         }
         let depth = FUSION_DEPTH.max(limit);
-        let semantic = matrix.nearest(index, &query, depth, path_prefix);
         let fused: Vec<Fused> = match mode {
-            Mode::Semantic => semantic
-                .iter()
+            Mode::Semantic => matrix
+                .nearest(index, &query, depth, path_prefix)
+                .into_iter()
                 .take(limit)
                 .enumerate()
-                .map(|(rank, &(score, chunk))| Fused {
+                .map(|(rank, (score, chunk))| Fused {
                     chunk,
                     score,
                     lexical_rank: None,
@@ -507,7 +510,16 @@ impl Embeddings {
                 })
                 .collect(),
             _ => {
-                let lexical = index.ranked(q, depth, path_prefix);
+                // The two sides on two cores: the scan of the vectors beside the lexical ranking.
+                let (semantic, lexical) = std::thread::scope(|scope| {
+                    let semantic =
+                        scope.spawn(|| matrix.nearest(index, &query, depth, path_prefix));
+                    let lexical = index.ranked(q, depth, path_prefix);
+                    let semantic = semantic
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                    (semantic, lexical)
+                });
                 fuse(&lexical, &semantic, DEFAULT_FUSION, limit)
             }
         };

@@ -189,12 +189,11 @@ impl LiveIndex {
         }
     }
 
-    /// The index queries answer from now (loaded, or built on demand, first
-    /// when needed).
-    pub fn snapshot(&self) -> Result<Arc<Index>> {
-        self.with_loaded(|loaded| {
-            loaded.map_or_else(|| Arc::new(Index::default()), |l| l.index.clone())
-        })
+    /// The index in memory, if one is loaded (nothing is loaded or built here:
+    /// a caller that only follows the index, like the embedding worker, must
+    /// not make a rebuild or an invalidation read every note).
+    pub fn current(&self) -> Option<Arc<Index>> {
+        self.read_lock().as_ref().map(|loaded| loaded.index.clone())
     }
 
     /// The `.mirai` folder, through the root handle (`None`: there is none yet).
@@ -263,27 +262,22 @@ impl LiveIndex {
 
     /// Runs `f` on an index that matches the artifact (or the notes when there is none).
     fn with_index<R>(&self, f: impl FnOnce(&Index) -> R) -> Result<R> {
-        self.with_loaded(|loaded| match loaded {
-            Some(loaded) => f(&loaded.index),
-            None => f(&Index::default()),
-        })
-    }
-
-    /// Runs `f` on what is loaded once it matches the artifact (or the notes
-    /// when there is none); refresh leaves an index loaded whenever it succeeds.
-    fn with_loaded<R>(&self, f: impl FnOnce(Option<&Loaded>) -> R) -> Result<R> {
         let stamp = self.stamp();
         {
             let guard = self.read_lock();
             if let Some(loaded) = guard.as_ref() {
                 if self.is_current(loaded, stamp)? {
-                    return Ok(f(Some(loaded)));
+                    return Ok(f(&loaded.index));
                 }
             }
         }
         let mut guard = self.write_lock();
         self.refresh(&mut guard, stamp)?;
-        Ok(f(guard.as_ref()))
+        // refresh leaves an index loaded whenever it succeeds
+        Ok(match guard.as_ref() {
+            Some(loaded) => f(&loaded.index),
+            None => f(&Index::default()),
+        })
     }
 
     /// Whether `loaded` may answer, given the artifact's stamp now.
