@@ -5,8 +5,9 @@
 //! Usage: `rank NOTES_DIR QUERIES_TSV DEPTH VARIANT...` where QUERIES_TSV lines are
 //! `qid<TAB>query` and a VARIANT is `name` or `name:key=value,...` with keys
 //! k1, b, tw (title weight), nw (note weight), stem, stop, fold, cjk (0/1), pack, max (chars),
-//! fbd, fbt, fbw, fbq (RM3 feedback: chunks, terms, the original query's weight, the fewest query
-//! terms it applies to; fbd=0 turns it off).
+//! fbd, fbt, fbw, fbq, fbdf (RM3 feedback: chunks, terms, the original query's weight, the fewest
+//! query terms it applies to, the largest share of chunks an expansion term may be in; fbd=0
+//! turns it off).
 //! Semantic and hybrid variants add `mode=semantic|hybrid`, and for hybrid
 //! `fusion=rrf|weighted` with `rrfk` or `alpha` (the lexical weight) and `depth` (each
 //! side's list); they embed with the embedding server configured as the server's
@@ -98,6 +99,7 @@ fn params(spec: &str) -> (String, Params, Ranking) {
             "fbt" => p.feedback.terms = f as usize,
             "fbw" => p.feedback.original_weight = f,
             "fbq" => p.feedback.min_query_terms = f as usize,
+            "fbdf" => p.feedback.max_df_share = f,
             other => panic!("unknown key {other}"),
         }
     }

@@ -66,6 +66,9 @@ pub struct Feedback {
     /// The original query's share of the mixed query (RM3's lambda), 0..=1;
     /// 1 turns feedback off.
     pub original_weight: f64,
+    /// Terms found in more than this share of all chunks are never expansion
+    /// terms (1: no limit).
+    pub max_df_share: f64,
     /// Queries with fewer distinct indexed terms are ranked without feedback:
     /// short queries are mostly names and titles of known notes, where
     /// expansion pulls in their neighbours (benches/ir-eval/README.md).
@@ -78,6 +81,7 @@ impl Feedback {
         docs: 0,
         terms: 0,
         original_weight: 1.0,
+        max_df_share: 1.0,
         min_query_terms: 0,
     };
 
@@ -103,6 +107,7 @@ impl Default for Params {
                 docs: 10,
                 terms: 10,
                 original_weight: 0.6,
+                max_df_share: 1.0,
                 min_query_terms: 5,
             },
         }

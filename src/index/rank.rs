@@ -190,9 +190,11 @@ impl Index {
     fn expand(&self, query: &[QueryTerm], first: &[(f64, u32)]) -> Vec<QueryTerm> {
         let feedback = self.params.feedback;
         let total: f64 = first.iter().map(|&(score, _)| score.max(0.0)).sum();
-        let mut model: HashMap<u32, f64> = HashMap::new();
+        // Terms in more than this many chunks say nothing about the topic.
+        let max_df = (self.live_chunks as f64 * feedback.max_df_share).max(1.0) as usize;
+        let mut model: HashMap<u32, (f64, &str)> = HashMap::new();
         if total > 0.0 {
-            let mut counts: HashMap<u32, u32> = HashMap::new();
+            let mut counts: HashMap<u32, (u32, &str)> = HashMap::new();
             for &(score, slot) in first {
                 let Some(chunk) = self.chunks[slot as usize].as_ref() else {
                     continue;
@@ -200,22 +202,23 @@ impl Index {
                 counts.clear();
                 let mut len = 0u32;
                 self.tokenizer.for_each_token(&chunk.content, |term, _, _| {
-                    if let Some(&id) = self.terms.ids.get(term) {
-                        *counts.entry(id).or_default() += 1;
+                    if let Some((known, &id)) = self.terms.ids.get_key_value(term) {
+                        counts.entry(id).or_insert((0, known)).0 += 1;
                         len += 1;
                     }
                 });
                 let doc_weight = score.max(0.0) / total;
-                for (&id, &tf) in &counts {
-                    *model.entry(id).or_default() += doc_weight * f64::from(tf) / f64::from(len);
+                for (&id, &(tf, term)) in &counts {
+                    if self.terms.body[id as usize].len() <= max_df {
+                        model.entry(id).or_insert((0.0, term)).0 +=
+                            doc_weight * f64::from(tf) / f64::from(len);
+                    }
                 }
             }
         }
-        let mut best: Vec<(f64, &str, u32)> = self
-            .terms
-            .ids
-            .iter()
-            .filter_map(|(term, &id)| model.get(&id).map(|&p| (p, &**term, id)))
+        let mut best: Vec<(f64, &str, u32)> = model
+            .into_iter()
+            .map(|(id, (p, term))| (p, term, id))
             .collect();
         best.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
         best.truncate(feedback.terms);
