@@ -76,7 +76,7 @@ fn a_task_that_reads_edits_and_replies_leaves_one_commit_with_the_run_trailer() 
         json!({"prompt_tokens": 300, "completion_tokens": 60})
     );
 
-    // What mirai sent: the generated prompt, the task first, stop sequences,
+    // What mirai sent: the generated prompt, the task first, stop sequences, max_tokens,
     // and each observation as the next user message.
     let requests = llm.requests();
     assert_eq!(requests.len(), 3);
@@ -86,6 +86,8 @@ fn a_task_that_reads_edits_and_replies_leaves_one_commit_with_the_run_trailer() 
         .as_array()
         .unwrap()
         .contains(&json!("</reply>")));
+    // Each answer is bounded (MIRAI_LLM_MAX_TOKENS, default 1024).
+    assert_eq!(first["max_tokens"], 1024);
     let system = first["messages"][0]["content"].as_str().unwrap();
     assert!(system.contains("mirai.notes.edit({"), "{system}");
     assert_eq!(

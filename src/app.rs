@@ -50,6 +50,14 @@ pub fn build(config: Config) -> Result<App, StartError> {
     recover(&ctx);
     ctx.index.warm_up();
     ctx.index.watch(WATCH_EVERY);
+    if let (Some(embeddings), Some(embed)) = (&ctx.embeddings, &config.embed) {
+        embeddings.start();
+        log::info!(
+            "search: embeddings by {} at {} (hybrid by default)",
+            embed.model,
+            crate::redact::origin(&embed.base_url)
+        );
+    }
     start_sync(&ctx, &config)?;
     let agent = Arc::new(Agent::new(&config, sandbox.clone()));
     if config.llm.is_configured() {

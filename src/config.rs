@@ -59,6 +59,9 @@ pub struct LlmConfig {
     pub api_key: Option<String>,
     pub timeout_ms: u64,
     pub max_retries: u32,
+    /// The most tokens one answer may take (`max_tokens`): a model that
+    /// rambles past its stop sequences costs a bounded time per step.
+    pub max_tokens: u32,
 }
 
 pub const DEFAULT_LLM_BASE_URL: &str = "https://api.openai.com/v1";
@@ -71,6 +74,7 @@ impl Default for LlmConfig {
             api_key: None,
             timeout_ms: 120_000,
             max_retries: 3,
+            max_tokens: 1024,
         }
     }
 }
@@ -96,12 +100,149 @@ impl std::fmt::Debug for LlmConfig {
             api_key,
             timeout_ms,
             max_retries,
+            max_tokens,
         } = self;
         f.debug_struct("LlmConfig")
             .field("base_url", &crate::redact::urls(base_url))
             .field("model", model)
             .field("api_key", &secret(api_key))
             .field("timeout_ms", timeout_ms)
+            .field("max_retries", max_retries)
+            .field("max_tokens", max_tokens)
+            .finish()
+    }
+}
+
+/// Where chunk embeddings come from: an OpenAI-compatible embeddings API
+/// (`MIRAI_EMBED_*`). Absent (no `MIRAI_EMBED_BASE_URL`): search is lexical only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EmbedConfig {
+    pub base_url: String,
+    pub model: String,
+    /// `MIRAI_EMBED_API_KEY`. Never logged, never shown.
+    pub api_key: Option<String>,
+    /// Chunks per request (`MIRAI_EMBED_BATCH`, default 32).
+    pub batch: usize,
+    /// Send `"input_type": "query"` / `"passage"` (`MIRAI_EMBED_INPUT_TYPE=on`).
+    pub input_type: bool,
+    pub query_prefix: String,
+    pub passage_prefix: String,
+    /// One request of the background worker (`MIRAI_EMBED_TIMEOUT_MS`, default 60000).
+    pub timeout_ms: u64,
+    /// The one request a query makes (`MIRAI_EMBED_QUERY_TIMEOUT_MS`, default 1000).
+    pub query_timeout_ms: u64,
+    /// Retries of a worker request on 429/5xx (`MIRAI_EMBED_MAX_RETRIES`, default 3).
+    pub max_retries: u32,
+}
+
+impl EmbedConfig {
+    /// The settings for `base_url`, every other one at its default.
+    pub fn new(base_url: &str) -> EmbedConfig {
+        EmbedConfig {
+            base_url: base_url.trim().trim_end_matches('/').to_string(),
+            model: "text-embedding-3-small".to_string(),
+            api_key: None,
+            batch: 32,
+            input_type: false,
+            query_prefix: String::new(),
+            passage_prefix: String::new(),
+            timeout_ms: 60_000,
+            query_timeout_ms: 1000,
+            max_retries: 3,
+        }
+    }
+
+    /// Reads `MIRAI_EMBED_*`; `None` without a base URL.
+    fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<EmbedConfig>, ConfigError> {
+        let non_empty = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let Some(base) = non_empty("MIRAI_EMBED_BASE_URL") else {
+            return Ok(None);
+        };
+        let mut c = EmbedConfig::new(&base);
+        if let Some(model) = non_empty("MIRAI_EMBED_MODEL") {
+            c.model = model.trim().to_string();
+        }
+        c.api_key = non_empty("MIRAI_EMBED_API_KEY").map(|key| key.trim().to_string());
+        let number =
+            |name: &'static str, expected: &'static str, range: std::ops::RangeInclusive<u64>| {
+                let Some(raw) = non_empty(name) else {
+                    return Ok(None);
+                };
+                match raw.trim().parse::<u64>() {
+                    Ok(n) if range.contains(&n) => Ok(Some(n)),
+                    _ => Err(ConfigError::Value {
+                        name,
+                        value: raw,
+                        expected,
+                    }),
+                }
+            };
+        if let Some(n) = number(
+            "MIRAI_EMBED_BATCH",
+            "a number of chunks from 1 to 2048",
+            1..=2048,
+        )? {
+            c.batch = n as usize;
+        }
+        let ms = "a positive number of milliseconds";
+        if let Some(n) = number("MIRAI_EMBED_TIMEOUT_MS", ms, 1..=u64::MAX)? {
+            c.timeout_ms = n;
+        }
+        if let Some(n) = number("MIRAI_EMBED_QUERY_TIMEOUT_MS", ms, 1..=u64::MAX)? {
+            c.query_timeout_ms = n;
+        }
+        if let Some(n) = number(
+            "MIRAI_EMBED_MAX_RETRIES",
+            "a number of retries from 0 to 10",
+            0..=10,
+        )? {
+            c.max_retries = n as u32;
+        }
+        if let Some(raw) = non_empty("MIRAI_EMBED_INPUT_TYPE") {
+            c.input_type = match raw.trim().to_ascii_lowercase().as_str() {
+                "on" => true,
+                "off" => false,
+                _ => {
+                    return Err(ConfigError::Value {
+                        name: "MIRAI_EMBED_INPUT_TYPE",
+                        value: raw,
+                        expected: "on or off",
+                    })
+                }
+            };
+        }
+        // Prefixes keep their spaces ("query: "): only unset means none.
+        c.query_prefix = env("MIRAI_EMBED_QUERY_PREFIX").unwrap_or_default();
+        c.passage_prefix = env("MIRAI_EMBED_PASSAGE_PREFIX").unwrap_or_default();
+        Ok(Some(c))
+    }
+}
+
+impl std::fmt::Debug for EmbedConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured, so a new field cannot be added without deciding how it is shown.
+        let EmbedConfig {
+            base_url,
+            model,
+            api_key,
+            batch,
+            input_type,
+            query_prefix,
+            passage_prefix,
+            timeout_ms,
+            query_timeout_ms,
+            max_retries,
+        } = self;
+        f.debug_struct("EmbedConfig")
+            .field("base_url", &crate::redact::urls(base_url))
+            .field("model", model)
+            .field("api_key", &secret(api_key))
+            .field("batch", batch)
+            .field("input_type", input_type)
+            .field("query_prefix", query_prefix)
+            .field("passage_prefix", passage_prefix)
+            .field("timeout_ms", timeout_ms)
+            .field("query_timeout_ms", query_timeout_ms)
             .field("max_retries", max_retries)
             .finish()
     }
@@ -310,6 +451,8 @@ pub struct Config {
     pub guards: Guards,
     pub sandbox: SandboxLimits,
     pub llm: LlmConfig,
+    /// Embeddings for semantic and hybrid search; `None`: lexical only.
+    pub embed: Option<EmbedConfig>,
     pub agent: AgentLimits,
     /// Browser origins allowed besides loopback ones (`MIRAI_ALLOWED_ORIGINS`, alias
     /// `MIRAI_MCP_ALLOWED_ORIGINS`; comma-separated), as [`crate::origin::origin_key`] writes them.
@@ -352,6 +495,7 @@ impl std::fmt::Debug for Config {
             guards,
             sandbox,
             llm,
+            embed,
             agent,
             allowed_origins,
             allowed_hosts,
@@ -376,6 +520,7 @@ impl std::fmt::Debug for Config {
             .field("guards", guards)
             .field("sandbox", sandbox)
             .field("llm", llm)
+            .field("embed", embed)
             .field("agent", agent)
             .field("allowed_origins", allowed_origins)
             .field("allowed_hosts", allowed_hosts)
@@ -401,6 +546,7 @@ impl Config {
             guards: Guards::default(),
             sandbox: SandboxLimits::default(),
             llm: LlmConfig::default(),
+            embed: None,
             agent: AgentLimits::default(),
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
@@ -551,6 +697,20 @@ impl Config {
                 }
             };
         }
+        if let Some(n) = positive(
+            "MIRAI_LLM_MAX_TOKENS",
+            "a number of tokens from 64 to 32768",
+        )? {
+            if !(64..=32768).contains(&n) {
+                return Err(ConfigError::Value {
+                    name: "MIRAI_LLM_MAX_TOKENS",
+                    value: n.to_string(),
+                    expected: "a number of tokens from 64 to 32768",
+                });
+            }
+            self.llm.max_tokens = n as u32;
+        }
+        self.embed = EmbedConfig::from_env(env)?;
         if let Some(n) = positive("MIRAI_AGENT_MAX_STEPS", "a number of steps from 1 to 32")? {
             if n > MAX_AGENT_STEPS as u64 {
                 return Err(ConfigError::Value {
@@ -960,6 +1120,62 @@ mod tests {
     }
 
     #[test]
+    fn embedding_settings() {
+        assert_eq!(
+            Config::new("n")
+                .with_environment(&env_of(&[]))
+                .unwrap()
+                .embed,
+            None
+        );
+        let c = Config::new("n")
+            .with_environment(&env_of(&[
+                (
+                    "MIRAI_EMBED_BASE_URL",
+                    "https://u:pw-s3cret@embed.example/v1/",
+                ),
+                ("MIRAI_EMBED_MODEL", "e5-small"),
+                ("MIRAI_EMBED_API_KEY", "ek-s3cret"),
+                ("MIRAI_EMBED_BATCH", "8"),
+                ("MIRAI_EMBED_INPUT_TYPE", "ON"),
+                ("MIRAI_EMBED_QUERY_PREFIX", "query: "),
+                ("MIRAI_EMBED_QUERY_TIMEOUT_MS", "250"),
+            ]))
+            .unwrap();
+        let e = c.embed.clone().unwrap();
+        assert_eq!(e.base_url, "https://u:pw-s3cret@embed.example/v1");
+        assert_eq!(
+            (e.model.as_str(), e.batch, e.input_type),
+            ("e5-small", 8, true)
+        );
+        assert_eq!(
+            (e.query_prefix.as_str(), e.passage_prefix.as_str()),
+            ("query: ", "")
+        );
+        assert_eq!((e.query_timeout_ms, e.timeout_ms), (250, 60_000));
+        assert_eq!(e.api_key.as_deref(), Some("ek-s3cret"));
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("s3cret") && shown.contains("embed.example/v1"),
+            "{shown}"
+        );
+        for (name, value) in [
+            ("MIRAI_EMBED_INPUT_TYPE", "yes"),
+            ("MIRAI_EMBED_BATCH", "0"),
+            ("MIRAI_EMBED_QUERY_TIMEOUT_MS", "soon"),
+        ] {
+            let pairs: &'static [(&'static str, &'static str)] = Box::leak(Box::new([
+                ("MIRAI_EMBED_BASE_URL", "http://127.0.0.1:1/v1"),
+                (name, value),
+            ]));
+            let err = Config::new("n")
+                .with_environment(&env_of(pairs))
+                .unwrap_err();
+            assert!(err.to_string().contains(name), "{err}");
+        }
+    }
+
+    #[test]
     fn unknown_policy_mode_is_refused_with_its_value() {
         let err = Config::new("n")
             .with_environment(&env_of(&[("MIRAI_POLICY_MODE", "yolo")]))
@@ -1043,6 +1259,23 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn llm_answers_are_bounded_from_64_to_32768_tokens() {
+        assert_eq!(Config::new("n").llm.max_tokens, 1024);
+        for bad in ["0", "63", "32769", "lots"] {
+            let pairs: &'static [(&str, &str)] =
+                Box::leak(Box::new([("MIRAI_LLM_MAX_TOKENS", bad)]));
+            let err = Config::new("n")
+                .with_environment(&env_of(pairs))
+                .unwrap_err();
+            assert!(err.to_string().contains("MIRAI_LLM_MAX_TOKENS"), "{bad}");
+        }
+        let config = Config::new("n")
+            .with_environment(&env_of(&[("MIRAI_LLM_MAX_TOKENS", "512")]))
+            .unwrap();
+        assert_eq!(config.llm.max_tokens, 512);
     }
 
     #[test]

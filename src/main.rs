@@ -93,10 +93,20 @@ struct LogArgs {
 
 #[derive(Debug, Subcommand)]
 enum IndexAction {
-    /// Rebuild the index artifact and print one summary line.
-    Rebuild(NotesArgs),
+    /// Rebuild the index artifact and print one summary line; with an embedding
+    /// server configured, wait until every chunk has its vector (a progress bar on a terminal).
+    Rebuild(RebuildArgs),
     /// Print the index status as JSON.
     Status(NotesArgs),
+}
+
+#[derive(Debug, Args)]
+struct RebuildArgs {
+    #[command(flatten)]
+    notes: NotesArgs,
+    /// Do not wait for chunk embeddings (the server's worker makes them later).
+    #[arg(long)]
+    no_embed: bool,
 }
 
 #[derive(Debug, Args)]
@@ -187,7 +197,7 @@ fn refuse_root() -> Result<(), Failure> {
 /// the same policy (a read_only deployment's cron job sets allow_all itself).
 fn index(action: IndexAction) -> Result<(), Failure> {
     let (args, op) = match &action {
-        IndexAction::Rebuild(args) => (args, "index.rebuild"),
+        IndexAction::Rebuild(args) => (&args.notes, "index.rebuild"),
         IndexAction::Status(args) => (args, "index.status"),
     };
     let (config, notes) = open_notes(args)?;
@@ -199,7 +209,7 @@ fn index(action: IndexAction) -> Result<(), Failure> {
     let answer =
         ops::dispatch(&ctx, op, Input::Json(serde_json::json!({}))).map_err(Failure::operation)?;
     match action {
-        IndexAction::Rebuild(_) => {
+        IndexAction::Rebuild(args) => {
             let elapsed = started.elapsed().as_millis();
             // The artifact's size comes from index.status, like everything the CLI reports.
             let status = ops::dispatch(&ctx, "index.status", Input::Json(serde_json::json!({})))
@@ -208,6 +218,9 @@ fn index(action: IndexAction) -> Result<(), Failure> {
                 "indexed {} notes, {} chunks, {} bytes in {elapsed} ms",
                 answer["notes_indexed"], answer["chunks_indexed"], status["artifact_byte_size"]
             );
+            if let (Some(embeddings), false) = (&ctx.embeddings, args.no_embed) {
+                embed_all(embeddings)?;
+            }
         }
         IndexAction::Status(_) => {
             let text = serde_json::to_string_pretty(&answer).map_err(|e| Failure {
@@ -218,6 +231,51 @@ fn index(action: IndexAction) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// Waits until every chunk has its vector, with a progress bar when stderr
+/// is a terminal; prints one summary line.
+fn embed_all(embeddings: &mirai::embed::Embeddings) -> Result<(), Failure> {
+    let started = Instant::now();
+    let bar =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "embedding chunks {bar:40} {pos}/{len} ({eta} left)",
+        )
+        .expect("a valid template"),
+    );
+    let mut first = None;
+    let done = embeddings.embed_all(&mut |status| {
+        let total = (status.chunks_embedded + status.chunks_pending) as u64;
+        first.get_or_insert(status.chunks_embedded);
+        bar.set_length(total);
+        bar.set_position(status.chunks_embedded as u64);
+    });
+    bar.finish_and_clear();
+    let status = embeddings.status();
+    match done {
+        Ok(()) => {
+            println!(
+                "embedded {} chunks with {} ({} already had vectors) in {} ms",
+                status.chunks_embedded - first.unwrap_or(0),
+                status.model,
+                first.unwrap_or(0),
+                started.elapsed().as_millis()
+            );
+            Ok(())
+        }
+        Err(e) => Err(Failure {
+            code: 1,
+            message: format!(
+                "the index was rebuilt, but embedding its chunks failed ({} of {} done): {e}; \
+                 queries stay lexical for the chunks without a vector until the server's worker \
+                 embeds them (or pass --no-embed)",
+                status.chunks_embedded,
+                status.chunks_embedded + status.chunks_pending
+            ),
+        }),
+    }
 }
 
 /// The configuration and an existing notes root, for the commands that do not serve.

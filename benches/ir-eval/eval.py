@@ -2,9 +2,7 @@
 """Known-item retrieval evaluation of mirai's lexical index against SQLite FTS5,
 bm25s and tantivy, in one run, on the same notes and the same queries.
 
-No standard IR test collection is reachable from this machine (none is packaged
-on PyPI, npm or Debian; ir_datasets/BEIR download at run time), so the queries are
-derived deterministically from the vault given with --notes (the figures in
+By default the queries are derived deterministically from the vault given with --notes (the figures in
 README.md came from a real vault of 1,013 Dendron notes; a generated one:
 `cargo run --release --example gen-notes -- --notes 2000 --out DIR`), in three sets, each query with exactly one relevant note:
 
@@ -18,7 +16,12 @@ Every system ranks notes: the peers index whole notes (their natural setup);
 mirai ranks chunks and a note takes the rank of its best chunk. Reported: nDCG@10
 and MRR@100 per set and their mean over all queries.
 
+With --collection cisi it runs the standard CISI collection instead (data/cisi,
+see its SOURCE.md): one note per document (title as the first heading, abstract
+as body), the 76 queries with judgments, nDCG@10 and MAP@100 (binary relevance).
+
 Usage: python3 eval.py --notes DIR [--per-set N] [--variants SPEC ...]
+       python3 eval.py --collection cisi [--variants SPEC ...]
 Needs: pip install bm25s PyStemmer tantivy; `cargo build --release --example rank`.
 """
 
@@ -51,6 +54,18 @@ DEFAULT_VARIANTS = [
     "tw=2:tw=2",
     "nw=0.5:nw=0.5",
     "pack=3000:pack=3000,max=6000",
+]
+
+
+COLLECTION_VARIANTS = [
+    "mirai-lexical:fbd=0",
+    "mirai-lexical+rm3",
+]
+# With an embedding server configured (MIRAI_EMBED_BASE_URL, as for the server).
+SEMANTIC_VARIANTS = [
+    "mirai-semantic:mode=semantic",
+    "mirai-hybrid-rrf:mode=hybrid,fusion=rrf",
+    "mirai-hybrid (default):mode=hybrid",
 ]
 
 
@@ -159,7 +174,8 @@ def dedupe(paths):
 
 
 def terms_only(q):
-    return re.findall(r"\w+", q)
+    # Lowercase, so a query's "AND"/"OR"/"NOT" are words, not operators.
+    return [t.lower() for t in re.findall(r"\w+", q)]
 
 
 def run_fts5(notes, queries, tokenize):
@@ -232,9 +248,13 @@ def run_mirai(notes_dir, queries, variants):
         for qid, q in queries:
             fh.write("%s\t%s\n" % (qid, q.replace("\t", " ").replace("\n", " ")))
         qfile = fh.name
-    exe = os.path.join(CRATE, "target", "release", "examples", "rank")
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(CRATE, "target"))
+    exe = os.path.join(target, "release", "examples", "rank")
+    env = dict(os.environ)
+    env.setdefault("RANK_VECTORS", os.path.join(tempfile.gettempdir(), "mirai-ir-eval-vectors-%s.bin"
+                                                 % os.path.basename(notes_dir.rstrip("/"))))
     res = subprocess.run([exe, notes_dir, qfile, str(DEPTH)] + variants,
-                         check=True, capture_output=True, text=True)
+                         check=True, stdout=subprocess.PIPE, text=True, env=env)
     os.unlink(qfile)
     runs = {}
     for line in res.stdout.splitlines():
@@ -243,13 +263,100 @@ def run_mirai(notes_dir, queries, variants):
     return {name: {qid: dedupe(ps) for qid, ps in run.items()} for name, run in runs.items()}
 
 
+def cisi_records(path):
+    """CISI's `.I id` records as {id: {field letter: text}}."""
+    records, current, field = {}, None, None
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            line = line.rstrip("\n")
+            m = re.match(r"^\.([A-Z])(?:\s+(\d+))?\s*$", line)
+            if m and m.group(1) == "I" and m.group(2):
+                current = records.setdefault(int(m.group(2)), {})
+                field = None
+            elif m:
+                field = m.group(1)
+                if current is not None:
+                    current.setdefault(field, "")
+            elif current is not None and field:
+                current[field] += line.strip() + "\n"
+    return records
+
+
+def load_cisi(folder):
+    docs = cisi_records(os.path.join(folder, "CISI.ALL"))
+    notes = {}
+    for i, rec in sorted(docs.items()):
+        title = " ".join(rec.get("T", "").split())
+        body = rec.get("W", "").strip()
+        notes["d%04d.md" % i] = "# %s\n\n%s\n" % (title, body)
+    qrecs = cisi_records(os.path.join(folder, "CISI.QRY"))
+    judged = {}
+    with open(os.path.join(folder, "CISI.REL")) as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) >= 2:
+                judged.setdefault(int(parts[0]), set()).add("d%04d.md" % int(parts[1]))
+    queries = [("q%03d" % q, " ".join(qrecs[q].get("W", "").split())) for q in sorted(judged)]
+    rel = {"q%03d" % q: paths for q, paths in judged.items()}
+    return notes, queries, rel
+
+
+def graded(ranked, relevant):
+    """nDCG@10 and average precision at depth 100, binary relevance."""
+    dcg = sum(1.0 / math.log2(i + 2) for i, p in enumerate(ranked[:10]) if p in relevant)
+    ideal = sum(1.0 / math.log2(i + 2) for i in range(min(10, len(relevant))))
+    hits, ap = 0, 0.0
+    for i, p in enumerate(ranked[:DEPTH]):
+        if p in relevant:
+            hits += 1
+            ap += hits / (i + 1)
+    return dcg / ideal, ap / len(relevant)
+
+
+def collection_run(args):
+    notes, queries, rel = load_cisi(os.path.join(HERE, "data", args.collection))
+    print("%s: %d notes, %d judged queries" % (args.collection, len(notes), len(queries)))
+    # Chunk vectors are kept between runs (keyed by model and chunk text).
+    os.environ.setdefault("RANK_VECTORS", os.path.join(
+        tempfile.gettempdir(), "mirai-ir-eval-vectors-%s.bin" % args.collection))
+    with tempfile.TemporaryDirectory() as folder:
+        for path, text in notes.items():
+            with open(os.path.join(folder, path), "w", encoding="utf-8") as fh:
+                fh.write(text)
+        runs = run_mirai(folder, queries, args.variants)
+    runs["fts5-unicode61"] = run_fts5(notes, queries, "unicode61 remove_diacritics 2")
+    runs["fts5-porter"] = run_fts5(notes, queries, "porter unicode61 remove_diacritics 2")
+    runs["bm25s"] = run_bm25s(notes, queries)
+    runs["tantivy"] = run_tantivy(notes, queries)
+    peers = ["fts5-unicode61", "fts5-porter", "bm25s", "tantivy"]
+    table = {}
+    for system in [v.split(":")[0] for v in args.variants] + peers:
+        ms = [graded(runs.get(system, {}).get(qid, []), rel[qid]) for qid, _ in queries]
+        table[system] = (sum(m[0] for m in ms) / len(ms), sum(m[1] for m in ms) / len(ms))
+    best = max(peers, key=lambda p: table[p][0])
+    print("%-28s %9s %9s %14s" % ("system", "nDCG@10", "MAP@100", "nDCG vs " + best))
+    for system, (nd, ap) in table.items():
+        print("%-28s %9.4f %9.4f %13.3fx" % (system, nd, ap, nd / table[best][0]))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--notes", required=True,
+    ap.add_argument("--notes",
                     help="a folder of markdown notes (your vault, or one from the gen-notes example)")
+    ap.add_argument("--collection", choices=["cisi"],
+                    help="a standard test collection under data/ instead of known items")
     ap.add_argument("--per-set", type=int, default=300)
-    ap.add_argument("--variants", nargs="*", default=DEFAULT_VARIANTS)
+    ap.add_argument("--variants", nargs="*")
     args = ap.parse_args()
+    if args.collection:
+        if not args.variants:
+            args.variants = list(COLLECTION_VARIANTS)
+            if os.environ.get("MIRAI_EMBED_BASE_URL"):
+                args.variants += SEMANTIC_VARIANTS
+        return collection_run(args)
+    if not args.notes:
+        ap.error("--notes DIR or --collection cisi")
+    args.variants = args.variants or DEFAULT_VARIANTS
 
     notes = read_notes(args.notes)
     sets = make_queries(notes, args.per_set)

@@ -4,13 +4,26 @@
 //!
 //! Usage: `rank NOTES_DIR QUERIES_TSV DEPTH VARIANT...` where QUERIES_TSV lines are
 //! `qid<TAB>query` and a VARIANT is `name` or `name:key=value,...` with keys
-//! k1, b, tw (title weight), nw (note weight), stem, stop, fold, cjk (0/1), pack, max (chars).
+//! k1, b, tw (title weight), nw (note weight), stem, stop, fold, cjk (0/1), pack, max (chars),
+//! fbd, fbt, fbw, fbq, fbdf (RM3 feedback: chunks, terms, the original query's weight, the fewest
+//! query terms it applies to, the largest share of chunks an expansion term may be in; fbd=0
+//! turns it off).
+//! Semantic and hybrid variants add `mode=semantic|hybrid`, and for hybrid
+//! `fusion=rrf|weighted` with `rrfk` or `alpha` (the lexical weight) and `depth` (each
+//! side's list); they embed with the embedding server configured as the server's
+//! `MIRAI_EMBED_*` settings say, keeping chunk vectors in the file `RANK_VECTORS` names.
 //! Prints `variant<TAB>qid<TAB>rank<TAB>path<TAB>chunk_index<TAB>score` lines.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
+use std::time::Instant;
 
-use mirai::index::{Index, Params};
+use mirai::config::Config;
+use mirai::embed::client::{Client, Kind};
+use mirai::embed::search::{fuse, Fusion, KeyCache, Matrix};
+use mirai::embed::vectors::{Key, Vectors};
+use mirai::index::{ChunkRef, Index, Params};
 
 fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -35,13 +48,43 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
     }
 }
 
-fn params(spec: &str) -> (String, Params) {
+/// How a variant ranks beyond the lexical index's parameters.
+struct Ranking {
+    mode: String,
+    fusion: Fusion,
+    depth: usize,
+}
+
+fn params(spec: &str) -> (String, Params, Ranking) {
     let (name, kv) = spec.split_once(':').unwrap_or((spec, ""));
     let mut p = Params::default();
+    let mut r = Ranking {
+        mode: "lexical".into(),
+        fusion: mirai::embed::search::DEFAULT_FUSION,
+        depth: mirai::embed::FUSION_DEPTH,
+    };
     for pair in kv.split(',').filter(|s| !s.is_empty()) {
         let (k, v) = pair.split_once('=').expect("key=value");
+        match (k, v) {
+            ("mode", _) => {
+                r.mode = v.to_string();
+                continue;
+            }
+            ("fusion", "rrf") => {
+                r.fusion = Fusion::Rrf { k: 60.0 };
+                continue;
+            }
+            ("fusion", "weighted") => {
+                r.fusion = mirai::embed::search::DEFAULT_FUSION;
+                continue;
+            }
+            _ => {}
+        }
         let f: f64 = v.parse().expect("number");
         match k {
+            "rrfk" => r.fusion = Fusion::Rrf { k: f },
+            "alpha" => r.fusion = Fusion::Weighted { lexical_weight: f },
+            "depth" => r.depth = f as usize,
             "k1" => p.k1 = f,
             "b" => p.b = f,
             "tw" => p.title_weight = f,
@@ -52,10 +95,55 @@ fn params(spec: &str) -> (String, Params) {
             "cjk" => p.tokenizer.cjk_bigrams = f != 0.0,
             "pack" => p.chunks.pack_chars = f as usize,
             "max" => p.chunks.max_chars = f as usize,
+            "fbd" => p.feedback.docs = f as usize,
+            "fbt" => p.feedback.terms = f as usize,
+            "fbw" => p.feedback.original_weight = f,
+            "fbq" => p.feedback.min_query_terms = f as usize,
+            "fbdf" => p.feedback.max_df_share = f,
             other => panic!("unknown key {other}"),
         }
     }
-    (name.to_string(), p)
+    (name.to_string(), p, r)
+}
+
+/// The embedding client and the vectors of every chunk of `idx`, embedded
+/// where the cache file has none.
+fn embedded(idx: &Index, client: &Client) -> Matrix {
+    let cache = std::env::var("RANK_VECTORS").expect("RANK_VECTORS: where to keep chunk vectors");
+    let model = &client.config().model;
+    let mut vectors = std::fs::read(&cache)
+        .ok()
+        .and_then(|bytes| Vectors::decode(&bytes).ok())
+        .filter(|v| &v.model == model && v.recipe == client.recipe())
+        .unwrap_or_else(|| Vectors::new(model, &client.recipe()));
+    let keyed = KeyCache::default().keyed(idx);
+    let mut missing: Vec<(Key, &str)> = keyed
+        .iter()
+        .filter(|k| !vectors.map.contains_key(&k.key))
+        .map(|k| (k.key, k.text))
+        .collect();
+    missing.sort();
+    missing.dedup();
+    if !missing.is_empty() {
+        let started = Instant::now();
+        for batch in missing.chunks(client.config().batch) {
+            let texts: Vec<&str> = batch.iter().map(|b| b.1).collect();
+            let got = client
+                .embed(&texts, Kind::Passage)
+                .expect("embedding server");
+            for ((key, _), v) in batch.iter().zip(got) {
+                vectors.insert(*key, v);
+            }
+        }
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!(
+            "embedded {} chunks in {secs:.1} s ({:.1} chunks/s)",
+            missing.len(),
+            missing.len() as f64 / secs
+        );
+        std::fs::write(&cache, vectors.encode()).expect("write RANK_VECTORS");
+    }
+    Matrix::build(&keyed, &vectors)
 }
 
 fn main() {
@@ -76,11 +164,49 @@ fn main() {
     let depth: usize = args[3].parse().expect("depth");
     let out = std::io::stdout();
     let mut out = std::io::BufWriter::new(out.lock());
+    let client = || {
+        let config = Config::new(root)
+            .with_environment(&mirai::config::process_env)
+            .expect("settings");
+        Client::new(
+            config
+                .embed
+                .expect("MIRAI_EMBED_BASE_URL for a semantic variant"),
+        )
+    };
+    let mut query_vectors: HashMap<String, Vec<f32>> = HashMap::new();
     for spec in &args[4..] {
-        let (name, p) = params(spec);
+        let (name, p, ranking) = params(spec);
         let idx = Index::build_with(notes.clone(), p);
+        let semantic = (ranking.mode != "lexical").then(|| {
+            let client = client();
+            let matrix = embedded(&idx, &client);
+            (client, matrix)
+        });
         for (qid, q) in &queries {
-            for (rank, h) in idx.query(q, depth, None).iter().enumerate() {
+            let hits = match &semantic {
+                None => idx.query(q, depth, None),
+                Some((client, matrix)) => {
+                    let qv = query_vectors.entry(q.clone()).or_insert_with(|| {
+                        client
+                            .embed(&[q], Kind::Query)
+                            .expect("embedding server")
+                            .remove(0)
+                    });
+                    let near = matrix.nearest(&idx, qv, ranking.depth, None);
+                    let ranked: Vec<(f64, ChunkRef)> = if ranking.mode == "semantic" {
+                        near.into_iter().take(depth).collect()
+                    } else {
+                        let lexical = idx.ranked(q, ranking.depth, None);
+                        fuse(&lexical, &near, ranking.fusion, depth)
+                            .into_iter()
+                            .map(|f| (f.score, f.chunk))
+                            .collect()
+                    };
+                    idx.hits(q, &ranked).into_iter().flatten().collect()
+                }
+            };
+            for (rank, h) in hits.iter().enumerate() {
                 writeln!(
                     out,
                     "{name}\t{qid}\t{}\t{}\t{}\t{}",

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each spec binary uses a different part of the harness
 
+pub mod fake_embed;
 pub mod fake_llm;
 pub mod git_http;
 #[path = "../../benches/support/vault.rs"]

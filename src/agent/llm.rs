@@ -1,6 +1,7 @@
 //! A client for OpenAI-compatible chat completions (`{base}/chat/completions`):
 //! one request per step, a timeout per request, retries with backoff on 429
-//! and 5xx (honouring `Retry-After`), never past the run's deadline.
+//! and 5xx (honouring `Retry-After`), never past the run's deadline; the
+//! request discipline is [`crate::outbound`]'s, shared with the embeddings client.
 
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::protocol::STOP_SEQUENCES;
 use crate::config::LlmConfig;
+use crate::outbound::{self, Attempts, CallError};
 
 /// One chat message. Contents are plain strings (DESIGN 7.11).
 #[derive(Debug, Clone, Serialize)]
@@ -67,17 +69,12 @@ pub struct Llm {
     config: LlmConfig,
 }
 
-/// The first wait after a 429 or 5xx; each retry doubles it.
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-const MAX_BACKOFF: Duration = Duration::from_secs(8);
-
 impl Llm {
     pub fn new(config: LlmConfig) -> Llm {
-        let http = reqwest::blocking::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .expect("an HTTP client with no TLS settings of its own always builds");
-        Llm { http, config }
+        Llm {
+            http: outbound::client(),
+            config,
+        }
     }
 
     pub fn config(&self) -> &LlmConfig {
@@ -100,65 +97,30 @@ impl Llm {
             "messages": messages,
             "stop": STOP_SEQUENCES,
             "temperature": 0,
+            "max_tokens": self.config.max_tokens,
         });
-        let mut backoff = FIRST_BACKOFF;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                return Err(LlmError::new(
-                    "the run's deadline passed while waiting for the model",
-                ));
+        let attempts = Attempts {
+            per_attempt: Duration::from_millis(self.config.timeout_ms),
+            max_retries: self.config.max_retries,
+            deadline,
+        };
+        let response = outbound::post_json(
+            &self.http,
+            &url,
+            self.config.api_key.as_deref(),
+            &body,
+            attempts,
+        )
+        .map_err(|e| match e {
+            CallError::Deadline => {
+                LlmError::new("the run's deadline passed while waiting for the model")
             }
-            let mut request = self
-                .http
-                .post(&url)
-                .timeout(remaining.min(Duration::from_millis(self.config.timeout_ms)))
-                .json(&body);
-            if let Some(key) = &self.config.api_key {
-                request = request.bearer_auth(key);
-            }
-            let (retry_after, failure) = match request.send() {
-                Ok(response) if response.status().is_success() => {
-                    let value: Value = response.json().map_err(|e| {
-                        LlmError::new(format!("the model's answer is not JSON: {e}"))
-                    })?;
-                    return completion(&value, started);
-                }
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    let retry_after = response
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .map(Duration::from_secs);
-                    let text = response.text().unwrap_or_default();
-                    let failure = format!(
-                        "{url} answered {status}: {}",
-                        text.chars().take(300).collect::<String>()
-                    );
-                    if status != 429 && status < 500 {
-                        return Err(LlmError::new(failure));
-                    }
-                    (retry_after, failure)
-                }
-                Err(e) if e.is_timeout() => (None, format!("{url} did not answer in time: {e}")),
-                Err(e) => (None, format!("cannot reach {url}: {e}")),
-            };
-            if attempt > self.config.max_retries {
-                return Err(LlmError::new(format!(
-                    "{failure} (after {attempt} attempts)"
-                )));
-            }
-            let wait = retry_after.unwrap_or(backoff).min(MAX_BACKOFF);
-            if Instant::now() + wait >= deadline {
-                return Err(LlmError::new(format!("{failure} (no time left to retry)")));
-            }
-            std::thread::sleep(wait);
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-        }
+            CallError::Failed(failure) => LlmError::new(failure),
+        })?;
+        let value: Value = response
+            .json()
+            .map_err(|e| LlmError::new(format!("the model's answer is not JSON: {e}")))?;
+        completion(&value, started)
     }
 }
 

@@ -141,30 +141,31 @@ pub fn system_prompt(facts: &PromptFacts) -> String {
     out
 }
 
-/// Every `mirai.*` function with its shapes and summary, and for the rows
-/// shown in full ([`PromptDetail::Full`]) its documented request fields and
-/// example; fields many rows share are described once, at the end. Write
+/// Every `mirai.*` function with its request's shape and its summary, and
+/// for the rows shown in full ([`PromptDetail::Full`]) its answer's shape,
+/// documented request fields and example; fields many rows share are described once, at the end. Write
 /// functions are left out when `read_only`. The agent's prompt and MCP's
 /// code-mode tool both describe the API with this.
 pub fn api_reference(read_only: bool) -> String {
-    let mut out = String::new();
+    let mut out = String::from("(A field marked `?` may be absent or null.)\n");
     let mut shared: Vec<(String, String)> = Vec::new();
     for op in TABLE {
         if read_only && op.class == Class::Write {
             continue;
         }
         let request = shape(&(op.request_schema)().to_value());
-        let response = shape(&(op.response_schema)().to_value());
         let argument = if request == "{}" {
             String::new()
         } else {
             request
         };
-        let _ = writeln!(out, "mirai.{}({argument}) -> {response}", op.name);
-        let _ = writeln!(out, "  {}", op.summary);
         if op.prompt == PromptDetail::Brief {
+            let _ = writeln!(out, "mirai.{}({argument})\n  {}", op.name, op.summary);
             continue;
         }
+        let response = shape(&(op.response_schema)().to_value());
+        let _ = writeln!(out, "mirai.{}({argument}) -> {response}", op.name);
+        let _ = writeln!(out, "  {}", op.summary);
         for (field, description) in field_descriptions(&(op.request_schema)().to_value()) {
             if SHARED_FIELDS.contains(&field.as_str()) {
                 if !shared.iter().any(|(name, _)| *name == field) {
@@ -204,7 +205,8 @@ fn is_operation_code(code: ErrorCode) -> bool {
     )
 }
 
-/// A compact TypeScript-like rendering of a JSON Schema: `{path: string, base_commit?: string | null}`.
+/// A compact TypeScript-like rendering of a JSON Schema: `{path: string, base_commit?: string}`
+/// (`?`: the field may be absent or null).
 pub fn shape(schema: &Value) -> String {
     render(schema, schema, 0)
 }
@@ -267,7 +269,14 @@ fn object(node: &Value, root: &Value, depth: usize) -> String {
             } else {
                 "?"
             };
-            format!("{name}{optional}: {}", render(schema, root, depth + 1))
+            let mut rendered = render(schema, root, depth + 1);
+            // `?` already says "absent or null" (the prompt says so once).
+            if !optional.is_empty() {
+                if let Some(without) = rendered.strip_suffix(" | null") {
+                    rendered = without.to_string();
+                }
+            }
+            format!("{name}{optional}: {rendered}")
         })
         .collect();
     format!("{{{}}}", fields.join(", "))
@@ -331,7 +340,7 @@ mod tests {
         });
         assert_eq!(
             shape(&schema),
-            "{base_commit?: string | null, edits: {new: string, old: string}[], path: string}"
+            "{base_commit?: string, edits: {new: string, old: string}[], path: string}"
         );
     }
 
@@ -379,15 +388,12 @@ mod tests {
     }
 
     #[test]
-    fn brief_rows_show_their_signature_alone_and_shared_fields_are_said_once() {
+    fn brief_rows_show_their_request_and_summary_alone_and_shared_fields_are_said_once() {
         let reference = api_reference(false);
         let diff = reference.find("mirai.notes.diff(").unwrap();
         let next = diff + reference[diff..].find("\nmirai.").unwrap();
-        assert!(
-            !reference[diff..next].contains("e.g."),
-            "{}",
-            &reference[diff..next]
-        );
+        let brief = &reference[diff..next];
+        assert!(!brief.contains("e.g.") && !brief.contains("->"), "{brief}");
         assert!(reference.contains("e.g. await mirai.notes.edit("));
         for field in SHARED_FIELDS {
             assert_eq!(

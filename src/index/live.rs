@@ -8,14 +8,14 @@
 
 use cap_std::fs::MetadataExt;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use chrono::{DateTime, SubsecRound, Utc};
 
 use super::artifact::{self, ArtifactMeta, NoteStat};
-use super::{Hit, Index};
+use super::Index;
 use crate::error::Result;
 use crate::notes::Notes;
 
@@ -115,6 +115,11 @@ pub struct LiveIndex {
     artifact_trusted: bool,
     /// The same for `.mirai/index.bin`, the artifact's binary form.
     binary_trusted: bool,
+    /// Counts the changes of the index in memory (loads, builds, applies,
+    /// outside changes taken in, rebuilds, invalidation).
+    generation: AtomicU64,
+    /// Called after each such change (the embedding worker's wake-up).
+    on_change: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
 /// Clears [`LiveIndex::own_write`] however the write ends.
@@ -152,7 +157,43 @@ impl LiveIndex {
             dirty: AtomicBool::new(false),
             unpersisted: Mutex::new(BTreeSet::new()),
             last_change: Mutex::new(Instant::now()),
+            generation: AtomicU64::new(0),
+            on_change: Mutex::new(Vec::new()),
         }
+    }
+
+    /// How many times the index in memory has changed: equal numbers, the
+    /// same index.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Calls `hook` after every change of the index in memory, on the thread
+    /// that made it: it must be quick and must not call back into the index.
+    pub fn on_change(&self, hook: impl Fn() + Send + Sync + 'static) {
+        self.on_change
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(Box::new(hook));
+    }
+
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        for hook in self
+            .on_change
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+        {
+            hook();
+        }
+    }
+
+    /// The index in memory, if one is loaded (nothing is loaded or built here:
+    /// a caller that only follows the index, like the embedding worker, must
+    /// not make a rebuild or an invalidation read every note).
+    pub fn current(&self) -> Option<Arc<Index>> {
+        self.read_lock().as_ref().map(|loaded| loaded.index.clone())
     }
 
     /// The `.mirai` folder, through the root handle (`None`: there is none yet).
@@ -197,23 +238,17 @@ impl LiveIndex {
         });
     }
 
-    /// Ranks chunks for `q`. Loads or reloads the artifact when needed, or
-    /// indexes on demand when there is none.
-    pub fn query(&self, q: &str, limit: usize, path_prefix: Option<&str>) -> Result<Vec<Hit>> {
-        self.with_index(|index| index.query(q, limit, path_prefix))
-    }
-
-    /// Ranks chunks for `q` as if the notes in `written` held that text
-    /// (`None`: deleted): a dry run's view. Costs a copy of the index.
-    pub fn query_as_if(
+    /// Runs `f` on the index (loading or reloading the artifact when needed,
+    /// or indexing on demand when there is none) as if the notes in `written`
+    /// held that text (`None`: deleted): a dry run's view, which costs a copy
+    /// of the index. With nothing written, on the index itself.
+    pub fn as_if<R>(
         &self,
-        q: &str,
-        limit: usize,
-        path_prefix: Option<&str>,
         written: &[(String, Option<String>)],
-    ) -> Result<Vec<Hit>> {
+        f: impl FnOnce(&Index) -> R,
+    ) -> Result<R> {
         if written.is_empty() {
-            return self.query(q, limit, path_prefix);
+            return self.with_index(f);
         }
         let mut index = self.with_index(Index::clone)?;
         for (path, content) in written {
@@ -222,7 +257,7 @@ impl LiveIndex {
                 None => index.remove_note(path),
             }
         }
-        Ok(index.query(q, limit, path_prefix))
+        Ok(f(&index))
     }
 
     /// Runs `f` on an index that matches the artifact (or the notes when there is none).
@@ -285,6 +320,7 @@ impl LiveIndex {
                     self.unpersisted().clear();
                     self.apply_drift(&mut fresh, &stats, SystemTime::now());
                     *slot = Some(fresh);
+                    self.changed();
                     return Ok(());
                 }
             }
@@ -296,6 +332,7 @@ impl LiveIndex {
             checked: built_at.into(),
             source: Source::OnDemand { built_at },
         });
+        self.changed();
         Ok(())
     }
 
@@ -367,6 +404,7 @@ impl LiveIndex {
             }),
         );
         drop(guard);
+        self.changed();
         drop(own_write);
         drop(replaced);
         release_freed_memory();
@@ -389,6 +427,7 @@ impl LiveIndex {
         let dropped = guard.take();
         self.unpersisted().clear();
         drop(guard);
+        self.changed();
         drop(dropped);
         release_freed_memory();
         match self.state() {
@@ -470,6 +509,7 @@ impl LiveIndex {
                 None => index.remove_note(path),
             }
         }
+        self.changed();
         match &mut loaded.source {
             Source::Artifact { meta, .. } => {
                 meta.notes_commit = Some(commit.to_string());
@@ -601,6 +641,7 @@ impl LiveIndex {
         for path in &drift.removed {
             index.remove_note(path);
         }
+        self.changed();
         if matches!(loaded.source, Source::Artifact { .. }) {
             let mut unpersisted = self.unpersisted();
             unpersisted.extend(drift.changed.into_iter().map(|(path, _)| path));

@@ -50,6 +50,48 @@ pub struct Params {
     /// Weight of the whole note's BM25 score added to each of its chunks, so a
     /// chunk is judged with its note's context; zero ranks chunks alone.
     pub note_weight: f64,
+    /// Pseudo-relevance feedback (RM3) on every lexical query.
+    pub feedback: Feedback,
+}
+
+/// RM3 pseudo-relevance feedback: terms drawn from the best chunks of a first
+/// pass are mixed into the query for a second. It re-ranks and never adds: a
+/// chunk is still returned only when its own text holds an original query term.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Feedback {
+    /// How many chunks of the first pass feed the relevance model (0: off).
+    pub docs: usize,
+    /// How many expansion terms the relevance model gives the second pass.
+    pub terms: usize,
+    /// The original query's share of the mixed query (RM3's lambda), 0..=1;
+    /// 1 turns feedback off.
+    pub original_weight: f64,
+    /// Terms found in more than this share of all chunks are never expansion
+    /// terms (1: no limit).
+    pub max_df_share: f64,
+    /// Queries with fewer distinct indexed terms are ranked without feedback:
+    /// short queries are mostly names and titles of known notes, where
+    /// expansion pulls in their neighbours (benches/ir-eval/README.md).
+    pub min_query_terms: usize,
+}
+
+impl Feedback {
+    /// No feedback: one pass, the query as typed.
+    pub const OFF: Feedback = Feedback {
+        docs: 0,
+        terms: 0,
+        original_weight: 1.0,
+        max_df_share: 1.0,
+        min_query_terms: 0,
+    };
+
+    /// Whether a query of `terms` distinct indexed terms gets feedback.
+    fn applies_to(&self, terms: usize) -> bool {
+        self.docs > 0
+            && self.terms > 0
+            && self.original_weight < 1.0
+            && terms >= self.min_query_terms
+    }
 }
 
 impl Default for Params {
@@ -61,6 +103,13 @@ impl Default for Params {
             b: 0.75,
             title_weight: 4.0,
             note_weight: 1.0,
+            feedback: Feedback {
+                docs: 10,
+                terms: 10,
+                original_weight: 0.6,
+                max_df_share: 1.0,
+                min_query_terms: 5,
+            },
         }
     }
 }
@@ -79,6 +128,11 @@ pub struct Hit {
     /// caller typed it (its first spelling when several normalize alike).
     pub matched_terms: Vec<String>,
 }
+
+/// A chunk as a ranking of one index names it: meaningful only with that
+/// index (slots are reused as notes change).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ChunkRef(u32);
 
 #[derive(Debug, Clone)]
 struct Chunk {
@@ -212,6 +266,46 @@ impl Index {
     /// Indexed note paths, sorted by bytes.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
         self.by_path.keys().map(String::as_str)
+    }
+
+    /// Every chunk as (note path, the note's content hash, chunk index,
+    /// text), in path then chunk order: what embeddings are made of.
+    pub fn chunk_texts(&self) -> impl Iterator<Item = (&str, u64, usize, &str)> {
+        self.by_path.iter().flat_map(move |(path, &slot)| {
+            let note = self.notes[slot as usize].as_ref();
+            note.into_iter().flat_map(move |n| {
+                n.chunks.iter().filter_map(move |&c| {
+                    let chunk = self.chunks[c as usize].as_ref()?;
+                    Some((
+                        path.as_str(),
+                        n.hash,
+                        chunk.chunk_index as usize,
+                        chunk.content.as_str(),
+                    ))
+                })
+            })
+        })
+    }
+
+    /// The chunk `chunk_index` of `path`, while the note still has the
+    /// content hash `note_hash` (`None` once it changed or went).
+    pub fn locate(&self, path: &str, note_hash: u64, chunk_index: usize) -> Option<ChunkRef> {
+        let note = self.notes[*self.by_path.get(path)? as usize].as_ref()?;
+        if note.hash != note_hash {
+            return None;
+        }
+        let at = |slot: u32| {
+            self.chunks[slot as usize]
+                .as_ref()
+                .is_some_and(|c| c.chunk_index as usize == chunk_index)
+        };
+        // Chunk slots are kept in chunk_index order, so this is its place.
+        note.chunks
+            .get(chunk_index)
+            .copied()
+            .filter(|&slot| at(slot))
+            .or_else(|| note.chunks.iter().copied().find(|&slot| at(slot)))
+            .map(ChunkRef)
     }
 
     /// Each note's chunks in path then chunk order: the artifact's order.

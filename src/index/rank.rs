@@ -4,8 +4,9 @@
 //! the matched terms and the snippet offset.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 
-use super::{path_matches_prefix, Hit, Index};
+use super::{path_matches_prefix, ChunkRef, Hit, Index};
 
 thread_local! {
     /// Per-thread working arrays, kept between queries: zeroing arrays the
@@ -101,32 +102,147 @@ impl Index {
         prune: bool,
     ) -> Vec<Hit> {
         let query = self.analyze_query(q);
+        self.ranked_with(&query, limit, path_prefix, prune)
+            .into_iter()
+            .filter_map(|(score, slot)| self.hit(slot, score, &query))
+            .collect()
+    }
+
+    /// The lexical ranking of [`Index::query`] as chunk references, for
+    /// fusing with another ranking; [`Index::hits`] turns them into hits.
+    pub fn ranked(&self, q: &str, limit: usize, path_prefix: Option<&str>) -> Vec<(f64, ChunkRef)> {
+        let query = self.analyze_query(q);
+        self.ranked_with(&query, limit, path_prefix, true)
+            .into_iter()
+            .map(|(score, slot)| (score, ChunkRef(slot)))
+            .collect()
+    }
+
+    /// A hit for each chunk of this index, in the order given, with the
+    /// terms of `q` its text holds (none, for a chunk found by meaning);
+    /// `None` for a reference this index does not hold.
+    pub fn hits(&self, q: &str, ranked: &[(f64, ChunkRef)]) -> Vec<Option<Hit>> {
+        let query = self.analyze_query(q);
+        ranked
+            .iter()
+            .map(|&(score, ChunkRef(slot))| self.hit(slot, score, &query))
+            .collect()
+    }
+
+    fn ranked_with(
+        &self,
+        query: &[QueryTerm],
+        limit: usize,
+        path_prefix: Option<&str>,
+        prune: bool,
+    ) -> Vec<(f64, u32)> {
         if query.is_empty() || limit == 0 || self.live_chunks == 0 {
             return Vec::new();
         }
         let stats = self.stats();
+        let feedback = self.params.feedback;
+        if feedback.applies_to(query.len()) {
+            let first = self.rank(query, feedback.docs, path_prefix, &stats, prune);
+            let expanded = self.expand(query, &first);
+            self.rank(&expanded, limit, path_prefix, &stats, prune)
+        } else {
+            self.rank(query, limit, path_prefix, &stats, prune)
+        }
+    }
+
+    /// The best `limit` candidate chunks for `query` with their scores.
+    fn rank(
+        &self,
+        query: &[QueryTerm],
+        limit: usize,
+        path_prefix: Option<&str>,
+        stats: &Stats,
+        prune: bool,
+    ) -> Vec<(f64, u32)> {
         let rank = |scratch: &mut Scratch| {
             scratch.fit(self.chunks.len(), self.notes.len());
             let pruned = if prune {
-                self.pruned(&query, limit, path_prefix, &stats, scratch)
+                self.pruned(query, limit, path_prefix, stats, scratch)
             } else {
                 None
             };
             let ranked = match pruned {
                 Some(scored) => self.top(scored, limit),
-                None => self.exhaustive(&query, limit, path_prefix, &stats, scratch),
+                None => self.exhaustive(query, limit, path_prefix, stats, scratch),
             };
             scratch.busy = false;
             ranked
         };
-        let ranked = SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut scratch) => rank(&mut scratch),
             Err(_) => rank(&mut Scratch::default()),
-        });
-        ranked
+        })
+    }
+
+    /// RM3: the relevance model of the first pass's chunks (each chunk's term
+    /// distribution weighted by its share of the scores), its best
+    /// [`Feedback::terms`] terms mixed with the query. The original terms keep
+    /// their weights; the model's terms get `(1 - lambda) / lambda` times the
+    /// query's length, split by their probabilities (RM3's interpolation,
+    /// scaled so a query without feedback terms scores as before). Ties
+    /// between equally likely terms go to the smaller term, so loading the
+    /// index or building it gives the same query.
+    fn expand(&self, query: &[QueryTerm], first: &[(f64, u32)]) -> Vec<QueryTerm> {
+        let feedback = self.params.feedback;
+        let total: f64 = first.iter().map(|&(score, _)| score.max(0.0)).sum();
+        // Terms in more than this many chunks say nothing about the topic.
+        let max_df = (self.live_chunks as f64 * feedback.max_df_share).max(1.0) as usize;
+        let mut model: HashMap<u32, (f64, &str)> = HashMap::new();
+        if total > 0.0 {
+            let mut counts: HashMap<u32, (u32, &str)> = HashMap::new();
+            for &(score, slot) in first {
+                let Some(chunk) = self.chunks[slot as usize].as_ref() else {
+                    continue;
+                };
+                counts.clear();
+                let mut len = 0u32;
+                self.tokenizer.for_each_token(&chunk.content, |term, _, _| {
+                    if let Some((known, &id)) = self.terms.ids.get_key_value(term) {
+                        counts.entry(id).or_insert((0, known)).0 += 1;
+                        len += 1;
+                    }
+                });
+                let doc_weight = score.max(0.0) / total;
+                for (&id, &(tf, term)) in &counts {
+                    if self.terms.body[id as usize].len() <= max_df {
+                        model.entry(id).or_insert((0.0, term)).0 +=
+                            doc_weight * f64::from(tf) / f64::from(len);
+                    }
+                }
+            }
+        }
+        let mut best: Vec<(f64, &str, u32)> = model
             .into_iter()
-            .filter_map(|(score, slot)| self.hit(slot, score, &query))
-            .collect()
+            .map(|(id, (p, term))| (p, term, id))
+            .collect();
+        best.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        best.truncate(feedback.terms);
+        let mass: f64 = best.iter().map(|b| b.0).sum();
+        let mut expanded: Vec<QueryTerm> = query.iter().map(QueryTerm::clone).collect();
+        if mass <= 0.0 {
+            return expanded;
+        }
+        let length: f64 = query.iter().map(|qt| qt.weight).sum();
+        let lambda = feedback.original_weight.clamp(f64::MIN_POSITIVE, 1.0);
+        let share = length * (1.0 - lambda) / lambda / mass;
+        for (p, term, id) in best {
+            match expanded.iter_mut().find(|qt| qt.id == id) {
+                Some(qt) => qt.weight += share * p,
+                None => expanded.push(QueryTerm {
+                    term: term.to_string(),
+                    surface: String::new(),
+                    id,
+                    weight: share * p,
+                    original: false,
+                }),
+            }
+        }
+        expanded
     }
 
     fn stats(&self) -> Stats {
@@ -168,7 +284,8 @@ impl Index {
         } = scratch;
         let (k1, b, wt, nw) = (st.k1, st.b, st.wt, st.nw);
         candidates.clear();
-        for qt in query {
+        // Only an original term makes a chunk a candidate: feedback terms re-rank.
+        for qt in query.iter().filter(|qt| qt.original) {
             for (slot, _) in self.terms.body[qt.id as usize].iter() {
                 if is_candidate[slot as usize] {
                     continue;
@@ -397,7 +514,7 @@ impl Index {
                 let tf = self.terms.body[qt.id as usize].get(slot);
                 let mut t = 0.0;
                 if tf > 0 {
-                    candidate = true;
+                    candidate |= qt.original;
                     let norm = 1.0 - b + b * f64::from(chunk.len) / st.avg_len;
                     t = f64::from(tf) / norm;
                 }
@@ -495,6 +612,7 @@ impl Index {
                     surface: chars[start..end].iter().collect(),
                     id,
                     weight: 1.0,
+                    original: true,
                 });
             }
         });
@@ -508,12 +626,15 @@ fn idf(n: f64, df: usize) -> f64 {
     (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct QueryTerm {
     term: String,
     surface: String,
     id: u32,
     weight: f64,
+    /// Typed by the caller, not added by feedback: only such terms make a
+    /// chunk a candidate.
+    original: bool,
 }
 
 #[cfg(test)]
@@ -652,6 +773,93 @@ mod tests {
                 "{pruned} of {rare_queries} pruned"
             );
         }
+    }
+
+    fn with_feedback(min_query_terms: usize) -> Params {
+        Params {
+            feedback: crate::index::Feedback {
+                min_query_terms,
+                ..Params::default().feedback
+            },
+            ..Params::default()
+        }
+    }
+
+    /// With feedback on every query, pruned ranking still equals the
+    /// exhaustive one, and feedback changes only the order: the chunks
+    /// returned (all of them, limit past the candidates) are those without it.
+    #[test]
+    fn feedback_reranks_and_never_adds() {
+        let notes = vault(21, 400);
+        let plain = Index::build_with(
+            notes.clone(),
+            Params {
+                feedback: crate::index::Feedback::OFF,
+                ..Params::default()
+            },
+        );
+        let fed = Index::build_with(notes, with_feedback(1));
+        let mut rng = Rng(8);
+        let mut reordered = 0;
+        for q in queries(4, 140) {
+            let limit = 1 + rng.below(50);
+            assert_eq!(
+                fed.query(&q, limit, None),
+                fed.query_exhaustive(&q, limit, None),
+                "{q:?} {limit}"
+            );
+            let key = |h: &Hit| (h.path.clone(), h.chunk_index);
+            let all_plain = plain.query(&q, 100_000, None);
+            let all_fed = fed.query(&q, 100_000, None);
+            let mut a: Vec<_> = all_plain.iter().map(key).collect();
+            let mut b: Vec<_> = all_fed.iter().map(key).collect();
+            if a != b {
+                reordered += 1;
+            }
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "{q:?}");
+            assert!(all_fed.iter().all(|h| !h.matched_terms.is_empty()));
+        }
+        assert!(reordered > 70, "feedback reordered only {reordered} of 140");
+    }
+
+    /// A chunk sharing the vocabulary of the best chunks rises above one that
+    /// holds the query word as often but nothing else of theirs; short queries
+    /// (below `min_query_terms`) rank as without feedback.
+    #[test]
+    fn feedback_promotes_the_best_chunks_neighbours() {
+        let mut notes: Vec<(String, String)> = (0..3)
+            .map(|i| {
+                (
+                    format!("t{i}.md"),
+                    "jaguar jaguar jaguar predator habitat rainforest prey\n".to_string(),
+                )
+            })
+            .collect();
+        notes.push(("a-car.md".into(), "jaguar engine gearbox mileage\n".into()));
+        notes.push((
+            "b-cat.md".into(),
+            "jaguar predator habitat rainforest\n".into(),
+        ));
+        for i in 0..20 {
+            notes.push((format!("filler{i}.md"), format!("engine {i} other words\n")));
+        }
+        let order = |idx: &Index| {
+            idx.query("jaguar", 10, None)
+                .into_iter()
+                .map(|h| h.path)
+                .filter(|p| p.starts_with("a-") || p.starts_with("b-"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            order(&Index::build_with(notes.clone(), with_feedback(1))),
+            ["b-cat.md", "a-car.md"]
+        );
+        assert_eq!(
+            order(&Index::build_with(notes, with_feedback(2))),
+            ["a-car.md", "b-cat.md"]
+        );
     }
 
     /// Keeping the best so far selects what sorting everything would, ties

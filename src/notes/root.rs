@@ -363,8 +363,8 @@ impl Root {
 impl Root {
     /// Removes mirai's stray temp files (only call this when no other mirai is
     /// alive): `.mirai-<pid>-<n>.tmp` in the root and every real folder under it
-    /// (hidden folders are not entered), and the index artifact's
-    /// `.mirai/index.json.tmp-*` (and the replay map's `replayed.json.tmp-*`). Answers how many went.
+    /// (hidden folders are not entered), and the temp files of `.mirai/`'s
+    /// index, vector and replay-map files. Answers how many went.
     pub fn remove_temp_files(&self) -> usize {
         let mut folders = vec![String::new()];
         self.walk(WALK_LIMITS, |rel, file_type, _| {
@@ -383,6 +383,7 @@ impl Root {
             removed += remove_matching(&state, |name| {
                 name.starts_with("index.json.tmp-")
                     || name.starts_with("index.bin.tmp-")
+                    || name.starts_with("vectors.bin.tmp-")
                     || name.starts_with("replayed.json.tmp-")
             });
         }

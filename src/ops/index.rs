@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::Landing;
-use crate::{bootstrap, index};
+use crate::{bootstrap, embed, index};
 
 /// `index.rebuild`: index every note and write `.mirai/index.json`.
 pub struct IndexRebuild;
@@ -72,6 +72,19 @@ pub struct StatusResponse {
     pub artifact_byte_size: Option<u64>,
     pub chunks_content_bytes_total: Option<u64>,
     pub notes_commit: Option<String>,
+    /// Chunk embeddings (null when no embedding server is configured).
+    pub embeddings: Option<EmbeddingsStatus>,
+}
+
+/// How far the background worker is with embedding the chunks.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct EmbeddingsStatus {
+    pub model: String,
+    pub chunks_embedded: usize,
+    /// Chunks still waiting for a vector; semantic ranking skips them.
+    pub chunks_pending: usize,
+    /// The last failure of the embedding server (null once a batch succeeds).
+    pub last_error: Option<String>,
 }
 
 impl Operation for IndexStatus {
@@ -89,6 +102,15 @@ impl Operation for IndexStatus {
     fn run(ctx: &Context, _request: Empty) -> Result<StatusResponse> {
         let status = ctx.index.status()?;
         let notes_present = ctx.index.notes_present()?;
+        let embeddings = ctx.embeddings.as_ref().map(|e| {
+            let s = e.status();
+            EmbeddingsStatus {
+                model: s.model,
+                chunks_embedded: s.chunks_embedded,
+                chunks_pending: s.chunks_pending,
+                last_error: s.last_error,
+            }
+        });
         Ok(match status {
             None => StatusResponse {
                 present: false,
@@ -103,6 +125,7 @@ impl Operation for IndexStatus {
                 artifact_byte_size: None,
                 chunks_content_bytes_total: None,
                 notes_commit: None,
+                embeddings,
             },
             Some(s) => StatusResponse {
                 present: true,
@@ -123,6 +146,7 @@ impl Operation for IndexStatus {
                 artifact_byte_size: Some(s.byte_size),
                 chunks_content_bytes_total: Some(s.content_bytes),
                 notes_commit: s.notes_commit,
+                embeddings,
             },
         })
     }
@@ -149,6 +173,21 @@ pub struct QueryRequest {
     /// Only notes under this folder, e.g. "projects/".
     #[serde(default)]
     pub path_prefix: Option<String>,
+    /// How to rank: "lexical" (the words), "semantic" (the meaning, by
+    /// embeddings) or "hybrid" (both fused); the default is hybrid when an
+    /// embedding server is configured, else lexical.
+    #[serde(default)]
+    #[schemars(with = "Option<QueryMode>")]
+    pub mode: Option<Value>,
+}
+
+/// `index.query`'s ranking modes.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum QueryMode {
+    Lexical,
+    Semantic,
+    Hybrid,
 }
 
 /// The `limit` field's description as models and MCP clients read it, from the
@@ -165,6 +204,11 @@ fn limit_description() -> String {
 pub struct QueryResponse {
     pub query: String,
     pub limit: usize,
+    /// The mode that ranked the answer: lexical when semantic ranking was asked
+    /// for but could not be had (then `degraded` says why).
+    pub mode: QueryMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<String>,
     pub chunks: Vec<QueryChunk>,
 }
 
@@ -190,10 +234,21 @@ pub struct SnippetOffset {
     pub end: usize,
 }
 
+/// Why a chunk is in the answer. In semantic and hybrid modes a chunk may hold
+/// no query term (`matched_terms` empty): its `semantic_score` (cosine
+/// similarity with the query) and ranks say why it is there.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Explanation {
     pub matched_terms: Vec<String>,
     pub matched_term_count: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semantic_score: Option<f64>,
+    /// 1-based place in the lexical ranking (hybrid mode; null when absent from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lexical_rank: Option<usize>,
+    /// 1-based place in the semantic ranking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semantic_rank: Option<usize>,
 }
 
 impl Operation for IndexQuery {
@@ -205,7 +260,7 @@ impl Operation for IndexQuery {
     const MALFORMED: ErrorCode = ErrorCode::InvalidQuery;
     const HTTP: HttpRoute = HttpRoute::get(
         "/mcp/index/query",
-        HttpInput::Query(&["q", "limit", "path_prefix"]),
+        HttpInput::Query(&["q", "limit", "path_prefix", "mode"]),
     );
     type Request = QueryRequest;
     type Response = QueryResponse;
@@ -227,33 +282,76 @@ impl Operation for IndexQuery {
             }
         };
         let prefix = index::validate_path_prefix(request.path_prefix.as_deref())?;
-        let hits = ctx
-            .index
-            .query_as_if(&query, limit, prefix.as_deref(), &ctx.view.unsaved())?;
-        let chunks = hits
+        let mode = match &request.mode {
+            None | Some(Value::Null) => None,
+            Some(Value::String(raw)) => Some(embed::Mode::parse(raw).ok_or_else(|| bad_mode(raw))?),
+            Some(other) => return Err(bad_mode(&other.to_string())),
+        };
+        let mode = mode.unwrap_or(if ctx.embeddings.is_some() {
+            embed::Mode::Hybrid
+        } else {
+            embed::Mode::Lexical
+        });
+        let unsaved = ctx.view.unsaved();
+        let answer = ctx.index.as_if(&unsaved, |idx| match (&ctx.embeddings, mode) {
+            (_, embed::Mode::Lexical) => embed::lexical(idx, &query, limit, prefix.as_deref(), None),
+            (Some(embeddings), _) => embeddings.search(idx, &query, limit, prefix.as_deref(), mode),
+            (None, _) => embed::lexical(
+                idx,
+                &query,
+                limit,
+                prefix.as_deref(),
+                Some(format!(
+                    "no embedding server is configured (MIRAI_EMBED_BASE_URL), so {} ranking is not available",
+                    mode.as_str()
+                )),
+            ),
+        })?;
+        let chunks = answer
+            .hits
             .into_iter()
-            .map(|hit| QueryChunk {
-                content: hit.content,
-                score: hit.score,
-                metadata: ChunkMetadata {
-                    path: hit.path,
-                    chunk_index: hit.chunk_index,
-                    snippet_offset: hit
-                        .snippet_offset
-                        .map(|(start, end)| SnippetOffset { start, end }),
-                },
-                explanation: Explanation {
-                    matched_term_count: hit.matched_terms.len(),
-                    matched_terms: hit.matched_terms,
-                },
+            .map(|ranked| {
+                let hit = ranked.hit;
+                QueryChunk {
+                    content: hit.content,
+                    score: hit.score,
+                    metadata: ChunkMetadata {
+                        path: hit.path,
+                        chunk_index: hit.chunk_index,
+                        snippet_offset: hit
+                            .snippet_offset
+                            .map(|(start, end)| SnippetOffset { start, end }),
+                    },
+                    explanation: Explanation {
+                        matched_term_count: hit.matched_terms.len(),
+                        matched_terms: hit.matched_terms,
+                        semantic_score: ranked.semantic_score,
+                        lexical_rank: ranked.lexical_rank,
+                        semantic_rank: ranked.semantic_rank,
+                    },
+                }
             })
             .collect();
         Ok(QueryResponse {
             query,
             limit,
+            mode: match answer.mode {
+                embed::Mode::Lexical => QueryMode::Lexical,
+                embed::Mode::Semantic => QueryMode::Semantic,
+                embed::Mode::Hybrid => QueryMode::Hybrid,
+            },
+            degraded: answer.degraded,
             chunks,
         })
     }
+}
+
+/// A `mode` other than the three (DESIGN 7.16: a new parameter's own code).
+fn bad_mode(raw: &str) -> Error {
+    Error::new(
+        ErrorCode::InvalidRequest,
+        format!("mode must be lexical, semantic or hybrid, not {raw}"),
+    )
 }
 
 /// `index.invalidate`: delete the artifact; queries then index on demand.

@@ -36,6 +36,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::{Config, DirtyNotes, GitIdentity, Guards, PolicyMode};
+use crate::embed::Embeddings;
 use crate::error::{Error, ErrorCode, Result};
 use crate::index::live::LiveIndex;
 use crate::notes::overlay::Overlay;
@@ -65,6 +66,8 @@ pub struct Context {
     pub index: Arc<LiveIndex>,
     /// The repository's history, walked once per HEAD (reads never take the writer).
     pub history: Arc<History>,
+    /// Chunk embeddings for semantic and hybrid queries (`None`: not configured).
+    pub embeddings: Option<Arc<Embeddings>>,
     /// Largest note content a write may produce (the request body limit).
     pub max_content_bytes: usize,
     /// Most edits one `notes.edit` may carry.
@@ -91,6 +94,10 @@ pub struct Context {
 impl Context {
     pub fn new(notes: Notes, config: &Config) -> Context {
         let index = Arc::new(LiveIndex::new(notes.clone()));
+        let embeddings = config
+            .embed
+            .clone()
+            .map(|embed| Arc::new(Embeddings::new(embed, notes.clone(), index.clone())));
         let writer: Arc<Mutex<Option<Repo>>> = Arc::new(Mutex::new(None));
         let sync = config.sync.clone().map(|sync| {
             let (writer, for_writer) = (writer.clone(), notes.clone());
@@ -115,6 +122,7 @@ impl Context {
         });
         Context {
             index,
+            embeddings,
             history: Arc::new(History::new(notes.root())),
             view: View::disk(notes),
             policy: config.policy,
@@ -313,9 +321,9 @@ impl HttpRoute {
 /// How much of a row the agent's generated prompt shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PromptDetail {
-    /// Signature, summary, each field's description and the example.
+    /// Request and answer shapes, summary, each field's description and the example.
     Full,
-    /// Signature and summary alone: rows a model rarely needs for everyday note
+    /// Request shape and summary alone: rows a model rarely needs for everyday note
     /// tasks (history, diffs, multi-note commits, the index's upkeep).
     Brief,
 }
