@@ -103,6 +103,13 @@ fn a_client_over_http_lists_calls_writes_fails_and_reads() {
             write.annotations.as_ref().unwrap().destructive_hint,
             Some(true)
         );
+        // A sync changes the notes (others' commits come in) but never loses
+        // any, and talks to the remote.
+        let sync = tools.iter().find(|t| t.name == "repo_sync").unwrap();
+        let annotations = sync.annotations.as_ref().unwrap();
+        assert_eq!(annotations.read_only_hint, Some(false));
+        assert_eq!(annotations.destructive_hint, Some(false));
+        assert_eq!(annotations.open_world_hint, Some(true));
         let eval_tool = tools.iter().find(|t| t.name == "agent_eval").unwrap();
         assert!(eval_tool
             .description

@@ -90,8 +90,8 @@ fn every_row_is_served_at_its_declared_route_by_that_row() {
                     format!("action {} is denied in read_only mode", op.name)
                 );
             }
-            mirai::ops::Class::Read if answer.status == 200 => {}
-            mirai::ops::Class::Read => {
+            mirai::ops::Class::Read | mirai::ops::Class::Sync if answer.status == 200 => {}
+            mirai::ops::Class::Read | mirai::ops::Class::Sync => {
                 assert_eq!(
                     answer.error_code(),
                     op.malformed.as_str(),

@@ -27,6 +27,9 @@ pub fn list(read_only: bool, sandbox: &Sandbox) -> Value {
         .filter(|op| !(read_only && op.class == Class::Write))
         .map(|op| {
             let read = op.class == Class::Read;
+            // A sync adds others' commits and pushes mirai's, never loses either,
+            // and talks to the remote.
+            let sync = op.class == Class::Sync;
             let input = object_schema((op.request_schema)().to_value());
             // The rows a guard may refuse say how to pass it.
             let guarded = if input["properties"].get("allow_large_delete").is_some() {
@@ -42,9 +45,9 @@ pub fn list(read_only: bool, sandbox: &Sandbox) -> Value {
                 "outputSchema": object_schema((op.response_schema)().to_value()),
                 "annotations": {
                     "readOnlyHint": read,
-                    "destructiveHint": !read,
-                    "idempotentHint": read,
-                    "openWorldHint": false,
+                    "destructiveHint": op.class == Class::Write,
+                    "idempotentHint": read || sync,
+                    "openWorldHint": sync,
                 },
             })
         })

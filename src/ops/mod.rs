@@ -51,6 +51,10 @@ use crate::sync::Syncer;
 pub enum Class {
     Read,
     Write,
+    /// Brings the notes up to date with the git remote (pulls, and pushes
+    /// mirai's own commits): allowed in `read_only` mode, where it only pulls
+    /// (DESIGN 7.16), yet not a read (MCP does not call it read-only).
+    Sync,
 }
 
 /// What operations run against: the notes as this context sees them, the

@@ -39,7 +39,7 @@ impl Operation for RepoSync {
     const NAME: &'static str = "repo.sync";
     const EXAMPLE: &'static str = r##"await mirai.repo.sync()"##;
     // Allowed in read_only mode, where it only pulls (a write class would deny it).
-    const CLASS: Class = Class::Read;
+    const CLASS: Class = Class::Sync;
     const SUMMARY: &'static str = "Pull now (local commits replayed on top; any that fail kept on a mirai/unmerged branch), then push (read_only: pull only). 503 remote_unavailable: unreachable, nothing changed.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/repo/sync", HttpInput::Nothing);
