@@ -11,11 +11,10 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::Command;
 
 use serde_json::json;
-use support::{copy_tree, report, time_ms, vault_arg, Server};
+use support::{copy_tree, git, report, time_ms, vault_arg, Server};
 
 /// Notes per call.
 const NOTES: usize = 1_000;
@@ -48,22 +47,6 @@ fn creation(path: &str, text: &str) -> String {
         patch.push_str(line);
     }
     patch
-}
-
-fn git(repo: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn main() {

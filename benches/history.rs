@@ -13,10 +13,9 @@ mod vault;
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
-use support::{report, time_ms, Server};
+use support::{git, report, time_ms, Server};
 
 const NOTES: usize = 10_000;
 const COMMITS: usize = 5_000;
@@ -154,15 +153,4 @@ fn edit_one_note(root: &Path) -> String {
         parent = repo.find_commit(id).unwrap();
     }
     target
-}
-
-fn git(root: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}");
-    String::from_utf8(out.stdout).unwrap()
 }

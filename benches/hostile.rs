@@ -12,12 +12,10 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{median_p95, Server};
+use support::{git, median_p95, Server};
 
 /// The default request body limit (MIRAI_MAX_BODY_BYTES).
 const LIMIT: usize = 1024 * 1024;
@@ -268,21 +266,6 @@ fn cases() -> Vec<Case> {
         fill(50_000, |h| far_hunks(150_000, h)),
         fill(600_000, shuffled),
     ]
-}
-
-fn git(root: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 enum Outcome {

@@ -14,7 +14,7 @@ mod support;
 
 use mirai::index::{artifact, Index};
 use serde_json::Value;
-use support::{copy_tree, report, time_ms, vault_arg, Server};
+use support::{copy_tree, note_name_words, report, time_ms, vault_arg, Server};
 
 const REBUILDS: usize = 10;
 const QUERIES: usize = 1000;
@@ -73,30 +73,7 @@ fn main() {
     );
 
     // Queries: words from the vault's note names, so every one finds something.
-    let notes: Vec<String> = serde_json::from_value(
-        server
-            .client
-            .get(url("/mcp/notes"))
-            .send()
-            .unwrap()
-            .json::<Value>()
-            .unwrap()["notes"]
-            .clone(),
-    )
-    .unwrap();
-    let words: Vec<String> = notes
-        .iter()
-        .flat_map(|n| {
-            n.rsplit('/')
-                .next()
-                .unwrap_or(n)
-                .trim_end_matches(".md")
-                .split([' ', '-', '_'])
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .filter(|w| w.len() >= 4 && w.chars().all(char::is_alphabetic))
-        .collect();
+    let words = note_name_words(&server);
     let queries: Vec<String> = (0..QUERIES)
         .map(|i| {
             let a = &words[(i * 7919) % words.len()];

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::json;
-use support::{copy_tree, report, time_ms, vault_arg, Server};
+use support::{copy_tree, git, report, time_ms, vault_arg, Server};
 
 const SAMPLES: usize = 100;
 const WARMUP: usize = 5;
@@ -37,21 +37,6 @@ fn append_patch(path: &str, content: &str, tag: &str) -> Option<String> {
     }
     patch.push_str(&format!("+bench {tag}\n"));
     Some(patch)
-}
-
-fn git(repo: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn main() {

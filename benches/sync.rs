@@ -11,33 +11,16 @@ mod git_http;
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use mirai::config::{Config, GitCredentials, SyncConfig, Transport};
 use mirai::notes::Notes;
 use mirai::ops::{self, Context, Input};
 use serde_json::json;
-use support::{report, time_ms, Server};
+use support::{git, report, time_ms, Server};
 
 const SAMPLES: usize = 50;
 const APPLIES: usize = 200;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=b", "-c", "user.email=b@b"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// A bare `remote.git` in `dir` with one commit of 100 notes, and a person's clone.
 fn world(dir: &Path) {

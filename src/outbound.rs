@@ -2,7 +2,8 @@
 //! JSON POST with the configured key as a bearer token (never logged), a
 //! timeout per attempt, and retries with doubling backoff on 429 and 5xx
 //! (honouring `Retry-After`), never past a deadline. Failure texts may hold
-//! the URL: callers pass them through [`crate::redact::urls`].
+//! the URL: callers pass them through [`crate::redact::urls`]; the key is cut
+//! out of whatever the provider answered before it goes into one.
 
 use std::time::{Duration, Instant};
 
@@ -72,7 +73,8 @@ pub fn post_json(
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.trim().parse::<u64>().ok())
                     .map(Duration::from_secs);
-                let text = response.text().unwrap_or_default();
+                // A provider may echo what it was sent (the key included).
+                let text = without_key(&response.text().unwrap_or_default(), key);
                 let failure = format!(
                     "{url} answered {status}: {}",
                     text.chars().take(300).collect::<String>()
@@ -98,5 +100,65 @@ pub fn post_json(
         }
         std::thread::sleep(wait);
         backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// `text` with every occurrence of `key` replaced.
+fn without_key(text: &str, key: Option<&str>) -> String {
+    match key {
+        Some(key) if !key.is_empty() => text.replace(key, "<the key>"),
+        _ => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
+
+    /// A provider that answers 400 with every request header in its body.
+    fn echoing_server() -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1/embeddings", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut headers = String::new();
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+                headers.push_str(&line);
+            }
+            let body = format!("bad request; you sent: {headers}");
+            let mut stream = stream;
+            write!(
+                stream,
+                "HTTP/1.1 400 Bad Request\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+        });
+        url
+    }
+
+    #[test]
+    fn a_key_the_provider_echoes_back_never_reaches_the_failure_text() {
+        let url = echoing_server();
+        let attempts = Attempts {
+            per_attempt: Duration::from_secs(5),
+            max_retries: 0,
+            deadline: Instant::now() + Duration::from_secs(10),
+        };
+        let failure = match post_json(&client(), &url, Some("sk-s3cret"), &Value::Null, attempts) {
+            Err(CallError::Failed(text)) => text,
+            other => panic!("{other:?}"),
+        };
+        assert!(failure.contains("answered 400"), "{failure}");
+        assert!(failure.contains("Bearer <the key>"), "{failure}");
+        assert!(!failure.contains("s3cret"), "{failure}");
     }
 }

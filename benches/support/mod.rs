@@ -147,3 +147,47 @@ pub fn copy_tree(from: &Path, to: &Path) {
         to.display()
     );
 }
+
+/// Runs `git -C dir ARGS` (as a bench identity) and answers its stdout; panics
+/// with git's stderr when it fails.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=bench", "-c", "user.email=bench@localhost"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Words of four or more letters from the names of the notes `server` lists,
+/// for queries that each find something.
+pub fn note_name_words(server: &Server) -> Vec<String> {
+    let answer: serde_json::Value = server
+        .client
+        .get(format!("{}/mcp/notes", server.url))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let notes: Vec<String> = serde_json::from_value(answer["notes"].clone()).unwrap();
+    notes
+        .iter()
+        .flat_map(|n| {
+            n.rsplit('/')
+                .next()
+                .unwrap_or(n)
+                .trim_end_matches(".md")
+                .split([' ', '-', '_'])
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter(|w| w.len() >= 4 && w.chars().all(char::is_alphabetic))
+        .collect()
+}

@@ -310,19 +310,8 @@ impl Index {
 
     /// Each note's chunks in path then chunk order: the artifact's order.
     fn sorted_chunks(&self) -> impl Iterator<Item = (&str, usize, &str)> {
-        self.by_path.iter().flat_map(move |(path, &slot)| {
-            let note = self.notes[slot as usize].as_ref();
-            note.into_iter().flat_map(move |n| {
-                n.chunks.iter().filter_map(move |&c| {
-                    let chunk = self.chunks[c as usize].as_ref()?;
-                    Some((
-                        path.as_str(),
-                        chunk.chunk_index as usize,
-                        chunk.content.as_str(),
-                    ))
-                })
-            })
-        })
+        self.chunk_texts()
+            .map(|(path, _, chunk_index, text)| (path, chunk_index, text))
     }
 }
 
