@@ -15,6 +15,8 @@ mod support;
 #[path = "../spec/common/fake_embed.rs"]
 #[allow(dead_code)] // the specs use the rest of it
 mod fake_embed;
+#[path = "../spec/common/loopback.rs"]
+mod loopback;
 
 use std::time::{Duration, Instant};
 

@@ -6,32 +6,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use common::{git, Answer, TestServer};
+use common::{git, repo_state, Answer, TestServer};
 use serde_json::{json, Value};
 
 fn apply(server: &TestServer, body: &Value) -> Answer {
     server.post_json("/mcp/changes/apply", body)
-}
-
-/// Everything a failed write must leave alone: HEAD, `.git/index`'s bytes and
-/// every file of the work tree (`.git/` and `.mirai/` aside), with its bytes.
-fn state(root: &Path) -> (String, Vec<u8>, BTreeMap<String, Vec<u8>>) {
-    let head = git(root, &["rev-parse", "HEAD"]);
-    let index = std::fs::read(root.join(".git/index")).unwrap();
-    let files = walkdir::WalkDir::new(root)
-        .into_iter()
-        .filter_entry(|e| e.file_name() != ".git" && e.file_name() != ".mirai")
-        .filter_map(|e| e.ok())
-        .filter(|e| !e.file_type().is_dir())
-        .map(|e| {
-            let rel = e.path().strip_prefix(root).unwrap().display().to_string();
-            (rel, std::fs::read(e.path()).unwrap())
-        })
-        .collect();
-    (head, index, files)
 }
 
 fn seeded() -> TestServer {
@@ -128,7 +107,7 @@ fn three_notes_land_in_one_commit_with_the_documented_message() {
 #[test]
 fn a_three_note_change_whose_third_patch_conflicts_writes_nothing() {
     let server = seeded();
-    let before = state(&server.root);
+    let before = repo_state(&server.root);
     let conflicting = "--- a/sub/b.md\n+++ b/sub/b.md\n@@ -3 +3 @@\n-gamma\n+delta\n";
     let answer = apply(
         &server,
@@ -146,7 +125,7 @@ fn a_three_note_change_whose_third_patch_conflicts_writes_nothing() {
         message.contains("beta"),
         "shows the note's actual line: {message}"
     );
-    assert_eq!(state(&server.root), before);
+    assert_eq!(repo_state(&server.root), before);
     assert!(!server.root.join("new").exists());
     git(&server.root, &["fsck", "--strict", "--no-progress"]);
 }
@@ -156,7 +135,7 @@ fn refusals_keep_patch_applys_codes_and_name_the_patch() {
     let server = TestServer::start_with(|c| c.max_changes = 3);
     server.write("a.md", "# A\n\none\ntwo\nthree\n");
     server.commit_all();
-    let before = state(&server.root);
+    let before = repo_state(&server.root);
     let cases: Vec<(Value, u16, &str, &str)> = vec![
         (
             json!({"patches": [MODIFY_A, "not a diff"]}),
@@ -225,7 +204,7 @@ fn refusals_keep_patch_applys_codes_and_name_the_patch() {
         answer.assert_error(status, code);
         let message = answer.body["error"]["message"].as_str().unwrap();
         assert!(message.contains(says), "{body}: {message}");
-        assert_eq!(state(&server.root), before, "{body}");
+        assert_eq!(repo_state(&server.root), before, "{body}");
     }
     let answer = server.post_raw("/mcp/changes/apply", "{\"patches\": [");
     answer.assert_error(400, "invalid_request");
@@ -249,7 +228,7 @@ fn base_commit_refuses_when_any_of_the_notes_changed_since() {
             "person",
         ],
     );
-    let before = state(&server.root);
+    let before = repo_state(&server.root);
     let b_patch = "--- a/sub/b.md\n+++ b/sub/b.md\n@@ -3 +3 @@\n-beta by a person\n+beta\n";
     let answer = apply(
         &server,
@@ -265,7 +244,7 @@ fn base_commit_refuses_when_any_of_the_notes_changed_since() {
         message.contains("person"),
         "names who changed it: {message}"
     );
-    assert_eq!(state(&server.root), before);
+    assert_eq!(repo_state(&server.root), before);
 
     let answer = apply(
         &server,
@@ -277,7 +256,7 @@ fn base_commit_refuses_when_any_of_the_notes_changed_since() {
 #[test]
 fn a_dry_run_records_every_note_in_the_overlay_and_writes_nothing() {
     let server = seeded();
-    let before = state(&server.root);
+    let before = repo_state(&server.root);
     let answer = server.post_json(
         "/agent/eval",
         &json!({"dry_run": true, "code": format!(
@@ -294,7 +273,7 @@ fn a_dry_run_records_every_note_in_the_overlay_and_writes_nothing() {
         json!({"commit": null, "d": "# D\n\nzeppelin\n",
                "list": ["a.md", "new/d.md", "sub/b.md", "welcome.md"]})
     );
-    assert_eq!(state(&server.root), before);
+    assert_eq!(repo_state(&server.root), before);
     let changes = answer.body["changes"].as_array().unwrap();
     let paths: Vec<&str> = changes
         .iter()

@@ -770,22 +770,7 @@ fn an_agent_runs_commits_are_in_its_answer_and_in_history() {
 #[test]
 fn mcp_lists_the_rows_read_only_and_the_sandbox_calls_them() {
     let server = TestServer::with_note("a.md", "a\n");
-    let answer: Value = server
-        .raw()
-        .post(format!("{}/mcp", server.url))
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/list")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {}}}}),
-        )
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
-    let tools = answer["result"]["tools"].as_array().unwrap();
+    let tools = server.mcp_tools();
     for name in ["notes_history", "notes_diff"] {
         let tool = tools
             .iter()

@@ -6,33 +6,15 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
 use common::fake_llm::{FakeLlm, Script};
-use common::{git, mirai_cli, Answer, TestServer};
+use common::{git, mirai_cli, repo_state, Answer, TestServer};
 use serde_json::{json, Value};
 
 fn revert(server: &TestServer, body: Value) -> Answer {
     server.post_json("/mcp/notes/revert", &body)
-}
-
-/// HEAD, `.git/index`'s bytes and every work-tree file's bytes.
-fn state(root: &Path) -> (String, Vec<u8>, BTreeMap<String, Vec<u8>>) {
-    let head = git(root, &["rev-parse", "HEAD"]);
-    let index = std::fs::read(root.join(".git/index")).unwrap();
-    let files = walkdir::WalkDir::new(root)
-        .into_iter()
-        .filter_entry(|e| e.file_name() != ".git" && e.file_name() != ".mirai")
-        .filter_map(|e| e.ok())
-        .filter(|e| !e.file_type().is_dir())
-        .map(|e| {
-            let rel = e.path().strip_prefix(root).unwrap().display().to_string();
-            (rel, std::fs::read(e.path()).unwrap())
-        })
-        .collect();
-    (head, index, files)
 }
 
 fn assert_clean(root: &Path) {
@@ -201,7 +183,7 @@ fn a_revert_that_conflicts_leaves_everything_as_it_was() {
         &json!({"path": "a.md", "edits": [{"old": "line FOUR", "new": "line 4 again"}]}),
     );
     assert_eq!(edit.status, 200, "{edit:?}");
-    let before = state(&server.root);
+    let before = repo_state(&server.root);
     let answer = revert(&server, json!({ "commit": x }));
     answer.assert_error(409, "conflict");
     let message = answer.body["error"]["message"].as_str().unwrap();
@@ -218,7 +200,7 @@ fn a_revert_that_conflicts_leaves_everything_as_it_was() {
         message.contains("line 4 again"),
         "shows the note's lines: {message}"
     );
-    assert_eq!(state(&server.root), before);
+    assert_eq!(repo_state(&server.root), before);
     assert_clean(&server.root);
     // The other notes of X can still be taken back one by one.
     let answer = revert(&server, json!({"commit": x, "path": "d.md"}));
@@ -329,7 +311,7 @@ fn refusals_change_nothing() {
     git(&server.root, &["add", "-A"]);
     git_as_person(&server.root, &["commit", "-qm", "ignore temp files"]);
     let ignore = server.head();
-    let before = state(&server.root);
+    let before = repo_state(&server.root);
     let unknown_run = "0190a0c0-0000-7000-8000-000000000000";
     let cases: Vec<(Value, u16, &str, String)> = vec![
         (json!({}), 400, "invalid_request", "exactly one".into()),
@@ -399,7 +381,7 @@ fn refusals_change_nothing() {
         answer.assert_error(status, code);
         let message = answer.body["error"]["message"].as_str().unwrap();
         assert!(message.contains(&says), "{body}: {message}");
-        assert_eq!(state(&server.root), before, "{body}");
+        assert_eq!(repo_state(&server.root), before, "{body}");
     }
     // More notes than one commit may change.
     let small = TestServer::start_with(|c| c.max_changes = 3);
@@ -418,27 +400,12 @@ fn refusals_change_nothing() {
 #[test]
 fn mcp_lists_both_rows_as_destructive_tools() {
     let server = TestServer::start();
-    let answer: Value = server
-        .raw()
-        .post(format!("{}/mcp", server.url))
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/list")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {}}}}),
-        )
-        .send()
-        .unwrap()
-        .json()
-        .unwrap();
-    let tools = answer["result"]["tools"].as_array().expect("tools");
+    let tools = server.mcp_tools();
     for name in ["notes_revert", "changes_apply"] {
         let tool = tools
             .iter()
             .find(|t| t["name"] == name)
-            .unwrap_or_else(|| panic!("{name} is listed: {answer}"));
+            .unwrap_or_else(|| panic!("{name} is listed: {tools:?}"));
         assert_eq!(tool["annotations"]["destructiveHint"], true, "{tool}");
         assert_eq!(tool["annotations"]["readOnlyHint"], false, "{tool}");
     }
@@ -499,12 +466,12 @@ fn a_run_whose_changes_cancel_out_is_taken_back_with_no_commit() {
     let run_id = report.body["run_id"].as_str().unwrap();
     let commits = report.body["commits"].as_array().unwrap().clone();
     assert_eq!(commits.len(), 2, "{report:?}");
-    let before = state(&server.root);
+    let before = repo_state(&server.root);
     let answer = revert(&server, json!({ "run_id": run_id }));
     assert_eq!(answer.status, 200, "{answer:?}");
     assert_eq!(
         answer.body,
         json!({"commit": null, "reverted": [commits[1], commits[0]], "changes": []})
     );
-    assert_eq!(state(&server.root), before);
+    assert_eq!(repo_state(&server.root), before);
 }

@@ -10,6 +10,8 @@
 #[path = "../../spec/common/fake_llm.rs"]
 #[allow(dead_code)]
 mod fake_llm;
+#[path = "../../spec/common/loopback.rs"]
+mod loopback;
 #[path = "suite.rs"]
 mod suite;
 #[path = "../support/mod.rs"]

@@ -4,12 +4,11 @@
 //! words), counting requests and keeping every input and `Authorization`
 //! header; it can be told to fail (500) or to hang.
 
-use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 
 /// The dimension of the specs' vectors.
@@ -66,26 +65,11 @@ impl FakeEmbed {
             dimension,
             ..State::default()
         });
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let (tx, rx) = mpsc::channel();
         let shared = state.clone();
-        std::thread::spawn(move || {
-            actix_web::rt::System::new().block_on(async move {
-                let server = HttpServer::new(move || {
-                    App::new()
-                        .app_data(web::Data::from(shared.clone()))
-                        .route("/v1/embeddings", web::post().to(answer))
-                })
-                .workers(2)
-                .listen(listener)
-                .expect("listen")
-                .run();
-                tx.send(server.handle()).expect("send handle");
-                server.await.expect("fake embedding server runs");
-            })
+        let (base_url, handle) = super::loopback::serve(move |app| {
+            app.app_data(web::Data::from(shared.clone()))
+                .route("/v1/embeddings", web::post().to(answer));
         });
-        let handle = rx.recv().expect("fake embedding server started");
         FakeEmbed {
             base_url,
             state,

@@ -3,12 +3,11 @@
 //! got, so specs can assert what mirai sent.
 
 use std::collections::VecDeque;
-use std::net::TcpListener;
 use std::path::Path;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use actix_web::{web, App, HttpResponse, HttpServer};
+use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -84,26 +83,11 @@ impl FakeLlm {
             repeat_last: script.repeat_last,
             requests: Mutex::new(Vec::new()),
         });
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-        let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
-        let (tx, rx) = mpsc::channel();
         let shared = state.clone();
-        std::thread::spawn(move || {
-            actix_web::rt::System::new().block_on(async move {
-                let server = HttpServer::new(move || {
-                    App::new()
-                        .app_data(web::Data::from(shared.clone()))
-                        .route("/v1/chat/completions", web::post().to(answer))
-                })
-                .workers(2)
-                .listen(listener)
-                .expect("listen")
-                .run();
-                tx.send(server.handle()).expect("send handle");
-                server.await.expect("fake llm runs");
-            })
+        let (base_url, handle) = super::loopback::serve(move |app| {
+            app.app_data(web::Data::from(shared.clone()))
+                .route("/v1/chat/completions", web::post().to(answer));
         });
-        let handle = rx.recv().expect("fake llm started");
         FakeLlm {
             base_url,
             state,

@@ -6,9 +6,11 @@
 pub mod fake_embed;
 pub mod fake_llm;
 pub mod git_http;
+pub mod loopback;
 #[path = "../../benches/support/vault.rs"]
 pub mod vault;
 
+use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -131,6 +133,27 @@ impl TestServer {
         send(self.authorized(request))
     }
 
+    /// MCP's `tools/list` over Streamable HTTP (a sessionless modern request).
+    pub fn mcp_tools(&self) -> Vec<Value> {
+        let answer: Value = self
+            .raw()
+            .post(format!("{}/mcp", self.url))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/list")
+            .json(
+                &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                "params": {"_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            )
+            .send()
+            .expect("tools/list answers")
+            .json()
+            .expect("a JSON-RPC answer");
+        answer["result"]["tools"].as_array().expect("tools").clone()
+    }
+
     pub fn post_raw(&self, path: &str, body: impl Into<Vec<u8>>) -> Answer {
         let request = self
             .client
@@ -231,6 +254,24 @@ pub fn git(repo: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Everything a failed write must leave alone: HEAD, `.git/index`'s bytes and
+/// every file of the work tree (`.git/` and `.mirai/` aside), with its bytes.
+pub fn repo_state(root: &Path) -> (String, Vec<u8>, BTreeMap<String, Vec<u8>>) {
+    let head = git(root, &["rev-parse", "HEAD"]);
+    let index = std::fs::read(root.join(".git/index")).unwrap();
+    let files = walkdir::WalkDir::new(root)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != ".git" && e.file_name() != ".mirai")
+        .filter_map(|e| e.ok())
+        .filter(|e| !e.file_type().is_dir())
+        .map(|e| {
+            let rel = e.path().strip_prefix(root).unwrap().display().to_string();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    (head, index, files)
 }
 
 /// One compiled guest module for every server and CLI run of every spec binary.
