@@ -279,6 +279,68 @@ fn the_sandbox_is_guarded_and_allow_large_delete_passes() {
 }
 
 #[test]
+fn changes_apply_is_guarded_per_note_and_a_revert_is_not() {
+    let long = long_note();
+    let server = TestServer::with_note("log.md", &long);
+    server.write("todo.md", "# Todo\n");
+    server.commit_all();
+    let count = server.commit_count();
+    // The second note's patch empties a long note: the whole commit is refused.
+    let program = r##"const cut = await mirai.patch.make({path: "log.md", content: "# Log\n"});
+        const add = await mirai.patch.make({path: "todo.md", content: "# Todo\n- tea\n"});
+        return await mirai.changes.apply({patches: [add.patch, cut.patch]ALLOW})"##;
+    let out = eval(&server, &program.replace("ALLOW", ""));
+    assert_eq!(out["error"]["code"], "guard_refused", "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("patch 2: "),
+        "{out}"
+    );
+    assert_eq!(server.commit_count(), count);
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("log.md")).unwrap(),
+        long
+    );
+    // Said on purpose, it lands; taking it back (a large re-growth) is never guarded.
+    let out = eval(
+        &server,
+        &program.replace("ALLOW", ", allow_large_delete: true"),
+    );
+    let commit = out["result"]["commit"]
+        .as_str()
+        .expect("a commit")
+        .to_string();
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("log.md")).unwrap(),
+        "# Log\n"
+    );
+    let out = eval(
+        &server,
+        &format!("return await mirai.notes.revert({{commit: \"{commit}\"}})"),
+    );
+    let restored = out["result"]["commit"]
+        .as_str()
+        .expect("a commit")
+        .to_string();
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("log.md")).unwrap(),
+        long
+    );
+    // Reverting the revert empties the long note again: a revert is not guarded.
+    let out = eval(
+        &server,
+        &format!("return await mirai.notes.revert({{commit: \"{restored}\"}})"),
+    );
+    assert!(out["result"]["commit"].is_string(), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("log.md")).unwrap(),
+        "# Log\n"
+    );
+}
+
+#[test]
 fn placeholders_are_refused_unless_the_note_already_had_them() {
     let note = "# Draft\n\n...\n- one\n- two\n";
     let server = TestServer::with_note("draft.md", note);
