@@ -251,7 +251,9 @@ fn a_reply_claiming_a_change_that_failed_shows_no_commits_and_the_failed_call() 
         "{observation}"
     );
     assert!(
-        observation.contains("Nothing was changed by the failed notes.edit call"),
+        observation.contains(
+            "The notes.edit call changed nothing. Next: a <code> block that calls it again"
+        ),
         "{observation}"
     );
     assert!(
@@ -443,7 +445,10 @@ fn read_only_runs_are_allowed_and_their_writes_denied() {
     );
     let observation = requests[1]["messages"][3]["content"].as_str().unwrap();
     assert!(
-        observation.contains("Nothing was changed by the failed notes.write call"),
+        observation.contains(
+            "The notes.write call changed nothing: this deployment is read-only and no write can \
+             succeed. Next: a <reply>"
+        ),
         "{observation}"
     );
 }

@@ -213,10 +213,11 @@ fn a_missing_note_suggests_the_closest_paths() {
     );
     answer.assert_error(404, "not_found");
     assert!(message(&answer).ends_with("did you mean \"todo.md\"?"));
-    // Nothing close: no guess.
+    // Nothing close: no guess, but where to look.
     assert_eq!(
         message(&server.read("zebra.md")),
-        "note not found: \"zebra.md\""
+        "note not found: \"zebra.md\"; no note has a close name: list them (notes.list) or \
+         find one by its words (index.query)"
     );
 }
 

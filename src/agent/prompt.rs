@@ -19,11 +19,12 @@ const CHOOSING: &str = "\n# Which operation\n\
 it finds, and name each note's path in the reply.\n\
 Example, over two answers:\n\
 <think>A question about the notes: search first.</think>\n\
-<code>const hits = await mirai.index.query({q: \"heron\", limit: 3});\n\
+<code>const hits = await mirai.index.query({q: \"dentist\", limit: 3});\n\
 return hits.chunks.map(c => [c.metadata.path, c.content]);</code>\n\
-(the observation shows journal.md with the line \"Saw a blue heron by the canal.\")\n\
-<think>journal.md answers it.</think>\n\
-<reply>journal.md mentions a heron: \"Saw a blue heron by the canal.\"</reply>\n";
+(the observation shows health/visits.md with the line \"Dentist on Friday at 9.\")\n\
+<think>health/visits.md answers it.</think>\n\
+<reply>health/visits.md says: \"Dentist on Friday at 9.\"</reply>\n\
+(The example's notes are made up: use the paths and text of the notes you are given.)\n";
 
 /// Which write to use, one line each, and a worked example (left out when
 /// writes are denied); [`ALLOW_LARGE_DELETE`] follows it.
@@ -36,14 +37,14 @@ const WRITING: &str = "\n# Writing\n\
 - A write succeeded only when its answer has a `commit` and the observation shows no error. \
 If a call failed, nothing changed: read the note again, fix the request, and retry before replying.\n\
 Example, over three answers:\n\
-<think>I need the exact text of todo.md first.</think>\n\
-<code>return (await mirai.notes.read({path: \"todo.md\"})).content;</code>\n\
-(the observation shows the note, with the line \"- buy milk\")\n\
+<think>I need the exact text of shop/list.md first.</think>\n\
+<code>return (await mirai.notes.read({path: \"shop/list.md\"})).content;</code>\n\
+(the observation shows the note, with the line \"- apples\")\n\
 <think>Replace that line.</think>\n\
-<code>return await mirai.notes.edit({path: \"todo.md\", edits: [{old: \"- buy milk\", new: \"- buy oat milk\"}]});</code>\n\
+<code>return await mirai.notes.edit({path: \"shop/list.md\", edits: [{old: \"- apples\", new: \"- green apples\"}]});</code>\n\
 (the observation shows a commit)\n\
 <think>The edit is committed.</think>\n\
-<reply>Changed \"buy milk\" to \"buy oat milk\" in todo.md.</reply>\n";
+<reply>Changed \"apples\" to \"green apples\" in shop/list.md.</reply>\n";
 
 /// The most tokens the generated prompt may take: half of the 8k context of
 /// the small local models mirai is run with, so the task, the answers and the
@@ -378,9 +379,11 @@ mod tests {
             assert!(prompt.contains(line), "{line}");
         }
         let search = prompt
-            .find("await mirai.index.query({q: \"heron\"")
+            .find("await mirai.index.query({q: \"dentist\"")
             .unwrap();
-        let answer = prompt.find("<reply>journal.md mentions a heron").unwrap();
+        let answer = prompt
+            .find("<reply>health/visits.md says: \"Dentist on Friday at 9.\"")
+            .unwrap();
         assert!(
             search < answer,
             "the example searches, then answers with the path"

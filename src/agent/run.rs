@@ -394,11 +394,28 @@ pub(super) fn observe(evaluation: &Evaluation, commits_so_far: usize, dry_run: b
         body["commits_so_far"] = json!(commits_so_far);
     }
     if !failed_writes.is_empty() {
-        body["note"] = Value::String(format!(
-            "Nothing was changed by the failed {} call{}: fix the request and try again.",
+        let calls = format!(
+            "{} call{}",
             failed_writes.join(", "),
             if failed_writes.len() == 1 { "" } else { "s" }
-        ));
+        );
+        // Small models copy this text into their reply: it says what to do
+        // next, in words that make a poor reply.
+        let denied = evaluation
+            .error
+            .as_ref()
+            .is_some_and(|e| e.code == ErrorCode::PolicyDenied);
+        body["note"] = Value::String(if denied {
+            format!(
+                "The {calls} changed nothing: this deployment is read-only and no write can succeed. \
+                 Next: a <reply> telling the user the change could not be made."
+            )
+        } else {
+            format!(
+                "The {calls} changed nothing. Next: a <code> block that calls it again, fixed as the \
+                 error message says (it often names the right path or the exact text)."
+            )
+        });
     }
     format!("<observation>\n{body}\n</observation>")
 }

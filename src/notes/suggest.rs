@@ -88,6 +88,11 @@ pub fn did_you_mean(names: &[&str]) -> String {
     }
 }
 
+/// What a missing note's message says when no note has a close name: where
+/// to look instead (a small model otherwise gives up, or guesses again).
+pub const NOTHING_CLOSE: &str =
+    "; no note has a close name: list them (notes.list) or find one by its words (index.query)";
+
 /// A path's file name without `.md` (any case), lowercased.
 fn stem(path: &str) -> String {
     let name = path.rsplit('/').next().unwrap_or(path);

@@ -72,7 +72,8 @@ impl View {
     }
 
     /// `result`, with the closest notes this view lists added to a missing
-    /// note's `not_found` message (see [`suggest::closest_notes`]).
+    /// note's `not_found` message (see [`suggest::closest_notes`]), or where
+    /// to look when none is close.
     fn suggesting<T>(&self, raw: &str, result: Result<T>) -> Result<T> {
         let Err(mut err) = result else {
             return result;
@@ -80,7 +81,11 @@ impl View {
         if err.code == ErrorCode::NotFound && err.message.starts_with(suggest::MISSING) {
             if let (Ok(rel), Ok(notes)) = (path::lexical(raw), self.list()) {
                 let closest = suggest::closest_notes(&rel, &notes);
-                err.message.push_str(&suggest::did_you_mean(&closest));
+                if closest.is_empty() {
+                    err.message.push_str(suggest::NOTHING_CLOSE);
+                } else {
+                    err.message.push_str(&suggest::did_you_mean(&closest));
+                }
             }
         }
         Err(err)
@@ -199,7 +204,10 @@ mod tests {
         assert_eq!(view.read("a.md").unwrap().1, "changed\n");
         assert_eq!(view.read("new.md").unwrap().1, "fresh\n");
         let err = view.read("gone.md").unwrap_err();
-        assert_eq!(err.message, "note not found: \"gone.md\"");
+        assert_eq!(
+            err.message,
+            format!("note not found: \"gone.md\"{}", suggest::NOTHING_CLOSE)
+        );
         // A missing note's answer names the closest ones the view holds.
         let err = view.read("nwe.md").unwrap_err();
         assert_eq!(
