@@ -11,10 +11,8 @@
 
 mod support;
 
-use std::process::Command;
-
 use serde_json::json;
-use support::{copy_tree, git, report, time_ms, vault_arg, Server};
+use support::{copy_tree, fsck, git, report, time_ms, vault_arg, Server};
 
 /// Notes per call.
 const NOTES: usize = 1_000;
@@ -143,18 +141,8 @@ fn main() {
         singles_median / median,
         if median <= 2000.0 { "met" } else { "MISSED" }
     );
-    let fsck = Command::new("git")
-        .arg("-C")
-        .arg(&root)
-        .args(["fsck", "--no-progress"])
-        .output()
-        .unwrap();
     println!(
         "git status after mirai's commits: clean; git fsck after the run: {}",
-        if fsck.status.success() {
-            "clean"
-        } else {
-            "FAILED"
-        }
+        fsck(&root)
     );
 }

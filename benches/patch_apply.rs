@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::json;
-use support::{copy_tree, git, report, time_ms, vault_arg, Server};
+use support::{copy_tree, fsck, git, report, time_ms, vault_arg, Server};
 
 const SAMPLES: usize = 100;
 const WARMUP: usize = 5;
@@ -199,19 +199,9 @@ fn bench_vault(vault: &Path) -> Row {
         apply_indexed / propose,
         apply / git_median
     );
-    let fsck = Command::new("git")
-        .arg("-C")
-        .arg(&root)
-        .args(["fsck", "--no-progress"])
-        .output()
-        .unwrap();
     println!(
         "git status after mirai's applies: clean; git fsck after the run: {}",
-        if fsck.status.success() {
-            "clean"
-        } else {
-            "FAILED"
-        }
+        fsck(&root)
     );
     Row {
         notes: notes.len(),

@@ -44,23 +44,30 @@ fn every_task_passes_with_its_scripted_model() {
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }
 
-#[test]
-fn a_false_claim_fails_a_task_that_expects_no_warnings() {
+/// What the suite's checker finds wrong when the model answers `task_name`
+/// with `reply` alone.
+fn failures_of_one_reply(task_name: &str, reply: &str) -> Vec<String> {
     let task = suite::load_all()
         .into_iter()
-        .find(|task| task.name == "which-note-mentions")
+        .find(|task| task.name == task_name)
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let prepared = suite::prepare(&task, dir.path());
-    let llm = FakeLlm::start(Script::answering(&[
-        "<think>Easy.</think><reply>Updated projects/garden.md with the answer.</reply>".into(),
-    ]));
+    let llm = FakeLlm::start(Script::answering(&[reply.to_string()]));
     let base_url = llm.base_url.clone();
     let server = TestServer::start_in(dir, prepared.root.clone(), |config| {
         config.llm.base_url = base_url;
     });
     let answer = server.post_json("/agent/run", &json!({"task": prepared.task}));
-    let failures = suite::check(&task, &prepared, &answer.body);
+    suite::check(&task, &prepared, &answer.body)
+}
+
+#[test]
+fn a_false_claim_fails_a_task_that_expects_no_warnings() {
+    let failures = failures_of_one_reply(
+        "which-note-mentions",
+        "<think>Easy.</think><reply>Updated projects/garden.md with the answer.</reply>",
+    );
     assert!(
         failures
             .iter()
@@ -71,21 +78,10 @@ fn a_false_claim_fails_a_task_that_expects_no_warnings() {
 
 #[test]
 fn a_model_that_does_nothing_fails_the_checkers() {
-    let task = suite::load_all()
-        .into_iter()
-        .find(|task| task.name == "fix-typo")
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let prepared = suite::prepare(&task, dir.path());
-    let llm = FakeLlm::start(Script::answering(&[
-        "<think>Easy.</think><reply>Fixed the typo.</reply>".into(),
-    ]));
-    let base_url = llm.base_url.clone();
-    let server = TestServer::start_in(dir, prepared.root.clone(), |config| {
-        config.llm.base_url = base_url;
-    });
-    let answer = server.post_json("/agent/run", &json!({"task": prepared.task}));
-    let failures = suite::check(&task, &prepared, &answer.body);
+    let failures = failures_of_one_reply(
+        "fix-typo",
+        "<think>Easy.</think><reply>Fixed the typo.</reply>",
+    );
     assert!(
         failures
             .iter()

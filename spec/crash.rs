@@ -147,6 +147,23 @@ fn person_commit(root: &Path, message: &str) {
     );
 }
 
+/// Runs git in `root` with `scratch` as its index file (so the real
+/// `.git/index` stays as a half-done write left it), as mirai; answers stdout.
+fn git_with_index(root: &Path, scratch: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(root)
+        .env("GIT_INDEX_FILE", scratch)
+        .env("GIT_AUTHOR_NAME", "mirai")
+        .env("GIT_AUTHOR_EMAIL", "m@m")
+        .env("GIT_COMMITTER_NAME", "mirai")
+        .env("GIT_COMMITTER_EMAIL", "m@m")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 fn blob(root: &Path, content: &str) -> String {
     let mut child = Command::new("git")
         .args(["hash-object", "-w", "--stdin"])
@@ -436,20 +453,7 @@ fn a_half_done_write_whose_commit_landed_is_rolled_forward() {
     // The commit is on the branch and the note on disk; git's index still has the old blob.
     fs::write(root.join("a.md"), "new a\n").unwrap();
     let scratch = dir.path().join("scratch-index");
-    let with_env = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(&root)
-            .env("GIT_INDEX_FILE", &scratch)
-            .env("GIT_AUTHOR_NAME", "mirai")
-            .env("GIT_AUTHOR_EMAIL", "m@m")
-            .env("GIT_COMMITTER_NAME", "mirai")
-            .env("GIT_COMMITTER_EMAIL", "m@m")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
+    let with_env = |args: &[&str]| git_with_index(&root, &scratch, args);
     with_env(&["read-tree", "HEAD"]);
     with_env(&["update-index", "--cacheinfo", &format!("100644,{new},a.md")]);
     let tree = with_env(&["write-tree"]);
@@ -558,20 +562,7 @@ fn a_multi_note_commit_that_landed_has_every_index_entry_rolled_forward() {
     // The commit of a.md, b.md (deleted) and new.md is on the branch and the
     // notes on disk; git's index still has the old entries.
     let scratch = dir.path().join("scratch-index");
-    let with_env = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(&root)
-            .env("GIT_INDEX_FILE", &scratch)
-            .env("GIT_AUTHOR_NAME", "mirai")
-            .env("GIT_AUTHOR_EMAIL", "m@m")
-            .env("GIT_COMMITTER_NAME", "mirai")
-            .env("GIT_COMMITTER_EMAIL", "m@m")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    };
+    let with_env = |args: &[&str]| git_with_index(&root, &scratch, args);
     let (new_a, new_n) = (blob(&root, "new a\n"), blob(&root, "new n\n"));
     with_env(&["read-tree", "HEAD"]);
     with_env(&[

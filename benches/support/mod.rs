@@ -166,6 +166,21 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `git fsck` of `dir` as the benches print it: `clean` or `FAILED`.
+pub fn fsck(dir: &Path) -> &'static str {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["fsck", "--no-progress"])
+        .output()
+        .unwrap();
+    if out.status.success() {
+        "clean"
+    } else {
+        "FAILED"
+    }
+}
+
 /// Words of four or more letters from the names of the notes `server` lists,
 /// for queries that each find something.
 pub fn note_name_words(server: &Server) -> Vec<String> {
