@@ -1,5 +1,5 @@
 //! `POST /hooks/push`: a forge's push webhook triggers a sync (pull, then
-//! push). Its credential is the body's HMAC in `X-Hub-Signature-256` under
+//! push) by running the `repo.sync` row. Its credential is the body's HMAC in `X-Hub-Signature-256` under
 //! `MIRAI_WEBHOOK_SECRET`, never the bearer token (DESIGN 7.16); without a
 //! secret and a remote it answers 404. The body is trusted for
 //! nothing else: a good signature only says "pull now".
@@ -9,11 +9,11 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use super::respond::{error_response, read_body, render};
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
+use crate::ops::{self, Input};
 use crate::sync::webhook;
 
 pub async fn push(app: web::Data<App>, req: HttpRequest, payload: web::Payload) -> HttpResponse {
-    let (Some(secret), Some(sync)) = (app.config.webhook_secret.clone(), app.ctx.sync.clone())
-    else {
+    let (Some(secret), true) = (app.config.webhook_secret.clone(), app.ctx.sync.is_some()) else {
         return error_response(&Error::not_found(
             "POST /hooks/push is off: it needs MIRAI_WEBHOOK_SECRET and MIRAI_GIT_REMOTE",
         ));
@@ -33,5 +33,8 @@ pub async fn push(app: web::Data<App>, req: HttpRequest, payload: web::Payload) 
              MIRAI_WEBHOOK_SECRET (X-Hub-Signature-256: sha256=<HMAC-SHA256>)",
         ));
     }
-    render(web::block(move || sync.sync_now()).await, "/hooks/push")
+    let ctx = app.ctx.clone();
+    let synced =
+        web::block(move || ops::dispatch(&ctx, "repo.sync", Input::Json(serde_json::json!({}))));
+    render(synced.await, "/hooks/push")
 }
