@@ -242,6 +242,17 @@ fn a_reply_claiming_a_change_that_failed_shows_no_commits_and_the_failed_call() 
         json!([{"op": "notes.edit", "ok": false, "ms": report["steps"][0]["calls"][0]["ms"]}])
     );
     assert_eq!(server.head(), head);
+    // Its first reply, right after the failed edit, was held back once.
+    assert_eq!(
+        report["steps"][1]["held_reply"],
+        "I changed bread to rye bread in todo.md."
+    );
+    assert!(report["steps"][2].get("held_reply").is_none());
+    let again = message(&llm, 2, 5);
+    assert!(
+        again.starts_with("Your reply was not given to the user: your last code failed"),
+        "{again}"
+    );
     let observation = llm.requests()[1]["messages"][3]["content"]
         .as_str()
         .unwrap()
@@ -327,26 +338,102 @@ fn a_reply_written_before_failing_code_is_held_back_and_the_run_goes_on() {
     );
 }
 
+/// The content of message `index` of request `request` the fake LLM received.
+fn message(llm: &FakeLlm, request: usize, index: usize) -> String {
+    llm.requests()[request]["messages"][index]["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 #[test]
-fn resending_the_same_failing_code_is_pointed_out() {
+fn resending_the_same_failing_code_is_taken_out_of_the_history_and_said() {
     let llm = FakeLlm::fixture("repeats-failing-code");
     let server = server_for(&llm, |_| {});
     let report = ok_run(&server, json!({"task": "Edit todo.md."}));
     assert_eq!(report["stopped"], "reply");
-    let requests = llm.requests();
-    let message = |request: usize, index: usize| {
-        requests[request]["messages"][index]["content"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    let first = message(1, 3);
+    // Two tries, a reply held back once, the reply that stands.
+    assert_eq!(report["steps"].as_array().unwrap().len(), 4);
+    assert_eq!(report["reply"], "I could not edit todo.md.");
+    let first = message(&llm, 1, 3);
     assert!(first.contains("use notes.write"), "{first}");
     assert!(!first.contains("same code"), "{first}");
-    let second = message(2, 5);
+    // The model sees its first try and its observation again, not its loop.
+    let requests = llm.requests();
+    assert_eq!(requests[2]["messages"].as_array().unwrap().len(), 4);
+    let second = message(&llm, 2, 3);
     assert!(
-        second.contains("same code as your previous answer"),
+        second.contains("You sent this same code 2 times and it failed the same way"),
         "{second}"
+    );
+    assert!(second.contains("use notes.write"), "{second}");
+    // At temperature 0 it would most likely send that code a third time.
+    assert_eq!(requests[1]["temperature"], 0.0);
+    assert_eq!(requests[2]["temperature"], 0.7);
+    assert_eq!(requests[3]["temperature"], 0.0);
+}
+
+#[test]
+fn rereading_the_same_result_is_said_once_per_repeat_and_the_transcript_records_it() {
+    let llm = FakeLlm::fixture("repeats-a-read");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "What does todo.md list?"}));
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 4);
+    let requests = llm.requests();
+    for (request, times) in [(2, 2), (3, 3)] {
+        assert_eq!(requests[request]["messages"].as_array().unwrap().len(), 4);
+        let note = message(&llm, request, 3);
+        assert!(
+            note.contains(&format!(
+                "You ran this same code {times} times and got this same result each time"
+            )),
+            "{note}"
+        );
+        assert!(note.contains("buy milk"), "{note}");
+    }
+    let run_id = report["run_id"].as_str().unwrap();
+    let transcript =
+        std::fs::read_to_string(server.root.join(format!(".mirai/runs/{run_id}.jsonl"))).unwrap();
+    let repeats: Vec<Value> = transcript
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|event| event["type"] == "repeat")
+        .collect();
+    assert_eq!(repeats.len(), 2, "{transcript}");
+    assert_eq!(repeats[1]["times"], 3);
+}
+
+#[test]
+fn code_that_returns_nothing_after_its_calls_is_told_what_they_answered() {
+    let llm = FakeLlm::fixture("reads-a-missing-field");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "How many notes are there?"}));
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(report["steps"][0]["result"], Value::Null);
+    let first = message(&llm, 1, 3);
+    assert!(
+        first.contains(
+            "Your code returned nothing (null or undefined). mirai.notes.list answered {notes: string[2]}"
+        ),
+        "{first}"
+    );
+    // A program that returns something gets no such note.
+    assert_eq!(report["steps"][1]["result"], 2);
+    assert!(!message(&llm, 2, 5).contains("answered"));
+}
+
+#[test]
+fn a_request_missing_a_field_is_told_the_calls_shape() {
+    let llm = FakeLlm::fixture("misses-a-field");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "Add \"- call mum\" under Todo."}));
+    assert_eq!(report["commits"].as_array().unwrap().len(), 1);
+    let first = message(&llm, 1, 3);
+    assert!(first.contains("missing field `path`"), "{first}");
+    assert!(
+        first.contains("mirai.notes.insert takes {after_line?: string, before_line?: string, heading?: string, path: string, text: string}."),
+        "{first}"
     );
 }
 

@@ -6,6 +6,7 @@
 //! cargo bench --bench agent_tasks                       # the scripted fake model
 //! cargo bench --bench agent_tasks -- --base-url http://127.0.0.1:8080/v1 --model qwen2.5-coder
 //!     [--key-env OPENAI_API_KEY] [--only fix-typo,delete-note] [--max-steps 8]
+//!     [--transcripts DIR]   # keep each run's transcript as DIR/<task>.jsonl
 
 #[path = "../../spec/common/fake_llm.rs"]
 #[allow(dead_code)]
@@ -17,6 +18,7 @@ mod suite;
 #[path = "../support/mod.rs"]
 mod support;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use fake_llm::{FakeLlm, Script};
@@ -29,6 +31,7 @@ struct Options {
     key_env: Option<String>,
     only: Vec<String>,
     max_steps: usize,
+    transcripts: Option<PathBuf>,
 }
 
 fn options() -> Options {
@@ -38,6 +41,7 @@ fn options() -> Options {
         key_env: None,
         only: Vec::new(),
         max_steps: 8,
+        transcripts: None,
     };
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     while let Some(flag) = args.next() {
@@ -51,6 +55,7 @@ fn options() -> Options {
             "--key-env" => options.key_env = Some(value()),
             "--only" => options.only = value().split(',').map(str::to_string).collect(),
             "--max-steps" => options.max_steps = value().parse().expect("a number"),
+            "--transcripts" => options.transcripts = Some(PathBuf::from(value())),
             other => panic!("unknown flag {other}; see the top of benches/agent-tasks/run.rs"),
         }
     }
@@ -120,6 +125,12 @@ fn main() {
                 .unwrap();
             report = response.json().unwrap();
         });
+        if let (Some(keep), Some(run_id)) = (&options.transcripts, report["run_id"].as_str()) {
+            let from = prepared.root.join(format!(".mirai/runs/{run_id}.jsonl"));
+            std::fs::create_dir_all(keep).unwrap();
+            std::fs::copy(&from, keep.join(format!("{}.jsonl", task.name)))
+                .unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+        }
         let failures = suite::check(task, &prepared, &report);
         let n = report["steps"].as_array().map_or(0, Vec::len);
         let p = report["usage"]["prompt_tokens"].as_u64().unwrap_or(0);

@@ -81,11 +81,12 @@ impl Llm {
         &self.config
     }
 
-    /// Asks for the next answer; gives up at `deadline`.
+    /// Asks for the next answer, sampled at `temperature`; gives up at `deadline`.
     pub fn complete(
         &self,
         messages: &[Message],
         deadline: Instant,
+        temperature: f64,
     ) -> Result<Completion, LlmError> {
         let started = Instant::now();
         let url = format!(
@@ -96,7 +97,7 @@ impl Llm {
             "model": self.config.model,
             "messages": messages,
             "stop": STOP_SEQUENCES,
-            "temperature": 0,
+            "temperature": temperature,
             "max_tokens": self.config.max_tokens,
         });
         let attempts = Attempts {

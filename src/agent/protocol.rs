@@ -3,8 +3,8 @@
 //!
 //! Parsing is forgiving where models are sloppy and strict where it matters:
 //! a markdown fence inside `<code>` is unwrapped, a tag left open by a stop
-//! sequence runs to the end of the answer, and anything after the code and the
-//! reply (a model writing the next turn itself) is dropped.
+//! sequence runs to the end of the answer, and anything after the code but a
+//! reply right after it (a model writing the next turn itself) is dropped.
 
 /// What the model asked for in one answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,17 +21,6 @@ pub const STOP_SEQUENCES: [&str; 4] = ["</reply>", "<observation>", "<|im_start|
 /// Why an answer cannot be acted on; the text goes back to the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Broken(pub String);
-
-/// Lines a model writes when it goes on to invent the next turn itself.
-const TURN_MARKERS: [&str; 7] = [
-    "\nUser:",
-    "\nHuman:",
-    "\nObservation",
-    "\nResult:",
-    "\nOutput:",
-    "<observation>",
-    "<|im_start|>",
-];
 
 pub fn parse(text: &str) -> Result<Answer, Broken> {
     let text = own_turn(text);
@@ -57,21 +46,26 @@ pub fn parse(text: &str) -> Result<Answer, Broken> {
     Ok(Answer { think, code, reply })
 }
 
-/// The answer up to where, after its code, the model starts imitating the
-/// next turn: what is kept as the model's message in the conversation.
+/// The answer up to the end of its code, and of a `<reply>` that follows the
+/// code directly: what is kept as the model's message in the conversation.
+/// Anything else after the code is the model imitating what comes next (an
+/// invented `User:` turn, or the worked examples' "(the observation shows
+/// …)" with a result it made up), and it must not read that back as history.
 pub fn own_turn(text: &str) -> &str {
     let Some(code_end) = text.find("</code>") else {
         return text;
     };
     let after = code_end + "</code>".len();
-    let cut = TURN_MARKERS
-        .iter()
-        .filter_map(|marker| text[after..].find(marker))
-        .min();
-    match cut {
-        Some(offset) => &text[..after + offset],
-        None => text,
+    let rest = &text[after..];
+    let gap = rest.len() - rest.trim_start().len();
+    if rest.trim_start().starts_with("<reply>") {
+        let reply = &rest[gap..];
+        return match reply.find("</reply>") {
+            Some(end) => &text[..after + gap + end + "</reply>".len()],
+            None => text,
+        };
     }
+    &text[..after]
 }
 
 /// The text inside the first `<tag>…</tag>`; an unclosed tag runs to the end
@@ -146,6 +140,24 @@ mod tests {
             answer.reply, None,
             "a reply written after an invented turn is not the model's"
         );
+    }
+
+    #[test]
+    fn an_imagined_observation_after_the_code_is_dropped_with_any_reply_after_it() {
+        let text = "<code>return (await mirai.notes.list()).length</code>\n(the observation shows 3 notes)\n<reply>There are 3 notes.</reply>";
+        assert_eq!(
+            own_turn(text),
+            "<code>return (await mirai.notes.list()).length</code>"
+        );
+        assert_eq!(parse(text).unwrap().reply, None);
+        let both = "<code>return 1</code>\n\n<reply>done</reply>\nUser: thanks";
+        assert_eq!(
+            own_turn(both),
+            "<code>return 1</code>\n\n<reply>done</reply>"
+        );
+        let open = "<code>return 1</code> <reply>cut by its stop sequence";
+        assert_eq!(own_turn(open), open);
+        assert_eq!(own_turn("<reply>no code</reply>"), "<reply>no code</reply>");
     }
 
     #[test]

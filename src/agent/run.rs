@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::llm::Message;
-use super::prompt::{system_prompt, PromptFacts};
+use super::prompt::{self, system_prompt, PromptFacts};
 use super::protocol::{self, Broken};
 use super::transcript::{Event, Transcript};
 use super::warnings::{self, Outcome};
@@ -51,6 +51,10 @@ pub struct Step {
     pub console: Vec<String>,
     pub calls: Vec<CallRecord>,
     pub llm_ms: f64,
+    /// A reply given right after a failed step with nothing written yet: not
+    /// given to the user; the model was asked to try again (once per run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_reply: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -161,7 +165,12 @@ impl Agent {
                 json!({"step": step, "messages": messages.len(),
                        "last": messages.last().map(|m| m.content.as_str())}),
             );
-            let completion = match self.llm.complete(&messages, deadline) {
+            let temperature = if run.repeats > 0 {
+                REPEAT_TEMPERATURE
+            } else {
+                0.0
+            };
+            let completion = match self.llm.complete(&messages, deadline, temperature) {
                 Ok(completion) => completion,
                 Err(e) if run.steps.is_empty() => {
                     let message = format!(
@@ -207,8 +216,10 @@ impl Agent {
                         console: Vec::new(),
                         calls: Vec::new(),
                         llm_ms,
+                        held_reply: None,
                     });
                     run.broken_in_a_row += 1;
+                    run.repeats = 0;
                     if run.broken_in_a_row >= 2 {
                         run.stop_detail =
                             Some("the model broke the answer protocol twice in a row".to_string());
@@ -220,6 +231,20 @@ impl Agent {
             };
             run.broken_in_a_row = 0;
             let Some(code) = answer.code else {
+                // Small models answer a failed step with an apology or the error
+                // message itself. Once per run, such a reply is held back and the
+                // model asked to try again; a second reply stands.
+                let gave_up = !facts.read_only
+                    && !run.held_a_reply
+                    && run.steps.len() + 1 < max_steps
+                    && run.commits.is_empty()
+                    && overlay
+                        .as_ref()
+                        .is_none_or(|overlay| overlay.changes().is_empty())
+                    && run
+                        .steps
+                        .last()
+                        .is_some_and(|last| last.code.is_some() && last.error.is_some());
                 run.steps.push(Step {
                     think: answer.think,
                     code: None,
@@ -228,7 +253,15 @@ impl Agent {
                     console: Vec::new(),
                     calls: Vec::new(),
                     llm_ms,
+                    held_reply: if gave_up { answer.reply.clone() } else { None },
                 });
+                run.repeats = 0;
+                if gave_up {
+                    run.held_a_reply = true;
+                    transcript.record("reply_held", json!({"step": step, "reply": answer.reply}));
+                    messages.push(Message::user(TRY_AGAIN.to_string()));
+                    continue;
+                }
                 run.reply = answer.reply;
                 break Stopped::Reply;
             };
@@ -247,16 +280,14 @@ impl Agent {
             );
             run.commits.extend(evaluation.commits.iter().cloned());
             let failed = evaluation.error.is_some();
-            let mut observation = observe(&evaluation, run.commits.len(), request.dry_run);
-            let repeated = run.steps.last().is_some_and(|last| {
-                last.code.as_deref() == Some(code.as_str()) && last.error.is_some()
+            let same_as_last = run.steps.last().is_some_and(|last| {
+                last.code.as_deref() == Some(code.as_str())
+                    && last.result == evaluation.result
+                    && last.error == evaluation.error
+                    && last.console == evaluation.console
             });
-            if failed && repeated {
-                // Small models resend a failing call unchanged until the steps run out.
-                observation.push_str(
-                    "\nThis is the same code as your previous answer, and it failed again: change the approach.",
-                );
-            }
+            run.repeats = if same_as_last { run.repeats + 1 } else { 0 };
+            let mut body = observe(&evaluation, run.commits.len(), request.dry_run, run.repeats);
             run.steps.push(Step {
                 think: answer.think,
                 code: Some(code),
@@ -265,6 +296,7 @@ impl Agent {
                 console: evaluation.console,
                 calls: evaluation.calls,
                 llm_ms,
+                held_reply: None,
             });
             if answer.reply.is_some() {
                 if !failed {
@@ -272,12 +304,23 @@ impl Agent {
                     break Stopped::Reply;
                 }
                 // A reply written before its code ran cannot know the code failed.
-                observation.push_str(
-                    "\nYour <reply> was not given to the user: it was written before the code ran, and the code failed. \
+                run.held_a_reply = true;
+                add_note(
+                    &mut body,
+                    "Your <reply> was not given to the user: it was written before the code ran, and the code failed. \
                      Fix the code, or reply again once you know the outcome.",
                 );
             }
-            messages.push(Message::user(observation));
+            if run.repeats > 0 {
+                // Small models read their own loop back and go round it until the
+                // steps run out. The model sees its first try's observation again
+                // instead, with what happened said (see `observe`), so its next
+                // answer differs.
+                transcript.record("repeat", json!({"step": step, "times": run.repeats + 1}));
+                messages.pop();
+                messages.pop();
+            }
+            messages.push(Message::user(render(&body)));
         };
 
         let changes = overlay.map(|overlay| overlay.changes());
@@ -335,7 +378,21 @@ struct Progress {
     reply: Option<String>,
     stop_detail: Option<String>,
     broken_in_a_row: usize,
+    /// How many answers in a row ran the previous answer's code again to the same outcome.
+    repeats: usize,
+    /// Whether a reply has been held back already (see [`TRY_AGAIN`]).
+    held_a_reply: bool,
 }
+
+/// What the model is told when its reply to a failed step is held back.
+const TRY_AGAIN: &str = "Your reply was not given to the user: your last code failed and nothing \
+     has been changed, so the task is not done yet. Next: a <code> block that tries again, fixed as \
+     the error message says; to find a note you do not know the path of, search for its words with \
+     mirai.index.query. If the task truly cannot be done, reply again and say why.";
+
+/// The sampling temperature after the model sent the same code to the same
+/// outcome: at 0 it would most likely send that code again.
+const REPEAT_TEMPERATURE: f64 = 0.7;
 
 fn deadline_passed(deadline_ms: u64) -> String {
     format!("the run passed its {deadline_ms} ms deadline (MIRAI_AGENT_DEADLINE_MS)")
@@ -345,10 +402,14 @@ fn round(ms: f64) -> f64 {
     (ms * 1000.0).round() / 1000.0
 }
 
-/// The message the model gets after its code ran: the outcome as JSON, each
-/// part capped at [`OBSERVATION_CAP`] bytes with the cut stated, how many
-/// commits the run has made so far, and a plain sentence when writes failed.
-pub(super) fn observe(evaluation: &Evaluation, commits_so_far: usize, dry_run: bool) -> String {
+/// What the model is told after its code ran: the outcome as JSON, each part
+/// capped at [`OBSERVATION_CAP`] bytes with the cut stated, how many commits
+/// the run has made so far, and a `note` in plain words where small models go
+/// wrong: a write that failed, a program that returned nothing or threw after
+/// its calls succeeded (what the calls answered), a malformed request (the
+/// call's shape), code sent again to the same outcome (`repeats` times in a
+/// row before this). [`render`] makes it the message.
+fn observe(evaluation: &Evaluation, commits_so_far: usize, dry_run: bool, repeats: usize) -> Value {
     let result_text = evaluation.result.to_string();
     let result = if result_text.len() > OBSERVATION_CAP {
         json!({
@@ -382,42 +443,141 @@ pub(super) fn observe(evaluation: &Evaluation, commits_so_far: usize, dry_run: b
         .iter()
         .map(|call| json!({"op": call.op, "ok": call.ok}))
         .collect();
-    let failed_writes: Vec<&str> = evaluation
-        .calls
-        .iter()
-        .filter(|call| !call.ok && is_write(&call.op))
-        .map(|call| call.op.as_str())
-        .collect();
     let mut body = json!({"result": result, "error": error, "console": console, "calls": calls});
     // Small models take "I read it" for "I changed it"; the count says what happened.
     if !dry_run {
         body["commits_so_far"] = json!(commits_so_far);
     }
-    if !failed_writes.is_empty() {
-        let calls = format!(
-            "{} call{}",
-            failed_writes.join(", "),
-            if failed_writes.len() == 1 { "" } else { "s" }
-        );
-        // Small models copy this text into their reply: it says what to do
-        // next, in words that make a poor reply.
-        let denied = evaluation
-            .error
-            .as_ref()
-            .is_some_and(|e| e.code == ErrorCode::PolicyDenied);
-        body["note"] = Value::String(if denied {
-            format!(
-                "The {calls} changed nothing: this deployment is read-only and no write can succeed. \
-                 Next: a <reply> telling the user the change could not be made."
-            )
-        } else {
-            format!(
-                "The {calls} changed nothing. Next: a <code> block that calls it again, fixed as the \
-                 error message says (it often names the right path or the exact text)."
-            )
-        });
+    if repeats > 0 {
+        add_note(&mut body, &repeated(repeats + 1, evaluation));
+    } else if let Some(note) = failed_writes(evaluation) {
+        add_note(&mut body, &note);
     }
+    if let Some(note) = malformed(evaluation) {
+        add_note(&mut body, &note);
+    }
+    if let Some(note) = lost_answers(evaluation) {
+        add_note(&mut body, &note);
+    }
+    body
+}
+
+/// The observation message for `body`.
+fn render(body: &Value) -> String {
     format!("<observation>\n{body}\n</observation>")
+}
+
+/// Adds `note` to the observation's notes.
+fn add_note(body: &mut Value, note: &str) {
+    let text = match body.get("note").and_then(Value::as_str) {
+        Some(before) => format!("{before} {note}"),
+        None => note.to_string(),
+    };
+    body["note"] = Value::String(text);
+}
+
+/// The note for writes that failed: what to do next, in words that make a
+/// poor reply (small models copy this text into their reply).
+fn failed_writes(evaluation: &Evaluation) -> Option<String> {
+    let failed: Vec<&str> = evaluation
+        .calls
+        .iter()
+        .filter(|call| !call.ok && is_write(&call.op))
+        .map(|call| call.op.as_str())
+        .collect();
+    if failed.is_empty() {
+        return None;
+    }
+    let calls = format!(
+        "{} call{}",
+        failed.join(", "),
+        if failed.len() == 1 { "" } else { "s" }
+    );
+    let denied = evaluation
+        .error
+        .as_ref()
+        .is_some_and(|e| e.code == ErrorCode::PolicyDenied);
+    Some(if denied {
+        format!(
+            "The {calls} changed nothing: this deployment is read-only and no write can succeed. \
+             Next: a <reply> telling the user the change could not be made."
+        )
+    } else {
+        format!(
+            "The {calls} changed nothing. Next: a <code> block that calls it again, fixed as the \
+             error message says (it often names the right path or the exact text)."
+        )
+    })
+}
+
+/// For a request the operation could not read (a field missing or of the
+/// wrong type): the call's shape, as the prompt gives it.
+fn malformed(evaluation: &Evaluation) -> Option<String> {
+    let message = &evaluation.error.as_ref()?.message;
+    let (_, rest) = message.split_once("malformed request for ")?;
+    let name = rest.split(':').next()?;
+    let entry = crate::ops::find(name)?;
+    // Not its example: small models copy an example's path and text verbatim.
+    Some(format!(
+        "mirai.{name} takes {}.",
+        prompt::shape(&(entry.request_schema)().to_value())
+    ))
+}
+
+/// For a program that returned nothing, or threw, after calls that
+/// succeeded: what those calls answered, so the model reads the right fields
+/// (`(await mirai.notes.list()).notes`, not `.length` of the answer itself).
+fn lost_answers(evaluation: &Evaluation) -> Option<String> {
+    let threw = evaluation
+        .error
+        .as_ref()
+        .is_some_and(|e| e.code == ErrorCode::SandboxError);
+    if !(threw || (evaluation.error.is_none() && evaluation.result.is_null())) {
+        return None;
+    }
+    let mut answered: Vec<String> = Vec::new();
+    for call in &evaluation.calls {
+        let Some(outline) = &call.answered else {
+            continue;
+        };
+        let line = format!("mirai.{} answered {outline}", call.op);
+        if !answered.contains(&line) {
+            answered.push(line);
+        }
+    }
+    if answered.is_empty() {
+        return None;
+    }
+    answered.truncate(3);
+    let what = if threw {
+        "Your code threw after its calls succeeded."
+    } else {
+        "Your code returned nothing (null or undefined)."
+    };
+    Some(format!(
+        "{what} {}. Next: a <code> block that uses these field names and returns the part that \
+         answers the task.",
+        answered.join("; ")
+    ))
+}
+
+/// The note for an outcome the model has now had `times` times in a row, for
+/// the same code.
+fn repeated(times: usize, evaluation: &Evaluation) -> String {
+    if evaluation.error.is_some() {
+        format!(
+            "You sent this same code {times} times and it failed the same way each time. Next: a \
+             <code> block with different code, fixed as the error message says."
+        )
+    } else if evaluation.result.is_null() {
+        format!("You ran this same code {times} times and it returned nothing each time.")
+    } else {
+        format!(
+            "You ran this same code {times} times and got this same result each time: running it \
+             again tells you nothing new. Next: if this result answers the task, a <reply> that \
+             answers it from this result; if not, different code."
+        )
+    }
 }
 
 fn is_write(op: &str) -> bool {

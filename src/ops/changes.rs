@@ -44,7 +44,7 @@ pub struct ChangesApply;
 
 impl Operation for ChangesApply {
     const NAME: &'static str = "changes.apply";
-    const EXAMPLE: &'static str = r##"await mirai.changes.apply({patches: ["--- a/todo.md\n+++ b/todo.md\n@@ -1 +1,2 @@\n # Todo\n+- water the plants\n", "--- /dev/null\n+++ b/plants.md\n@@ -0,0 +1 @@\n+# Plants\n"], message: "Plan the watering"})"##;
+    const EXAMPLE: &'static str = r##"await mirai.changes.apply({patches: ["--- a/shop/list.md\n+++ b/shop/list.md\n@@ -1 +1,2 @@\n # Shopping\n+- pears\n", "--- /dev/null\n+++ b/shop/bought.md\n@@ -0,0 +1 @@\n+# Bought\n"], message: "Plan the shopping"})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
         "Apply several single-file unified diffs (one per note) as ONE commit, each checked exactly as patch.apply checks one; any failure writes nothing.";

@@ -93,7 +93,8 @@ pub struct ChangedPath {
 
 impl Operation for NotesHistory {
     const NAME: &'static str = "notes.history";
-    const EXAMPLE: &'static str = r##"await mirai.notes.history({path: "todo.md", limit: 5})"##;
+    const EXAMPLE: &'static str =
+        r##"await mirai.notes.history({path: "shop/list.md", limit: 5})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
         "The commits that changed a note (or every commit), newest first along first parents: \
@@ -268,7 +269,7 @@ pub struct FileDiff {
 impl Operation for NotesDiff {
     const NAME: &'static str = "notes.diff";
     const EXAMPLE: &'static str =
-        r##"await mirai.notes.diff({commit: "HEAD~0", path: "todo.md"})"##;
+        r##"await mirai.notes.diff({commit: "HEAD~0", path: "shop/list.md"})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
         "What a commit changed (against its first parent), or how a note changed between two \

@@ -253,7 +253,7 @@ pub struct Explanation {
 
 impl Operation for IndexQuery {
     const NAME: &'static str = "index.query";
-    const EXAMPLE: &'static str = r##"await mirai.index.query({q: "garden tomatoes", limit: 5})"##;
+    const EXAMPLE: &'static str = r##"await mirai.index.query({q: "tram lisbon", limit: 5})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
         "Search the notes: the best-matching chunks for a query, with scores, matched terms and snippet offsets.";

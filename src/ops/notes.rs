@@ -45,7 +45,7 @@ pub struct NotesRead;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct NotesReadRequest {
-    /// The note's path relative to the notes root, e.g. "inbox/todo.md".
+    /// The note's path relative to the notes root, e.g. "trips/lisbon.md".
     pub path: String,
     /// Read the note as it was at this commit: a commit id (7 to 40 hex
     /// digits) or HEAD~N. Without it, the note as it is now.
@@ -73,7 +73,7 @@ pub struct NoteContent {
 
 impl Operation for NotesRead {
     const NAME: &'static str = "notes.read";
-    const EXAMPLE: &'static str = r##"await mirai.notes.read({path: "inbox.md"})"##;
+    const EXAMPLE: &'static str = r##"await mirai.notes.read({path: "trips/lisbon.md"})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
         "Read one note's full text, as it is now or, with rev, as it was at a commit.";
@@ -162,7 +162,7 @@ pub struct NotesReadBatchResponse {
 impl Operation for NotesReadBatch {
     const NAME: &'static str = "notes.read_batch";
     const EXAMPLE: &'static str =
-        r##"await mirai.notes.read_batch({paths: ["inbox.md", "todo.md"]})"##;
+        r##"await mirai.notes.read_batch({paths: ["trips/lisbon.md", "shop/list.md"]})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
         "Read up to 20 notes at once, in request order; fails on the first bad path.";

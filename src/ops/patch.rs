@@ -48,7 +48,7 @@ pub struct PatchPropose;
 
 impl Operation for PatchPropose {
     const NAME: &'static str = "patch.propose";
-    const EXAMPLE: &'static str = r##"await mirai.patch.propose({patch: "--- a/todo.md\n+++ b/todo.md\n@@ -1 +1,2 @@\n # Todo\n+- water the plants\n"})"##;
+    const EXAMPLE: &'static str = r##"await mirai.patch.propose({patch: "--- a/shop/list.md\n+++ b/shop/list.md\n@@ -1 +1,2 @@\n # Shopping\n+- pears\n"})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
         "Check a single-file unified diff against the note as it is now, exactly as patch.apply would, without writing.";
@@ -70,7 +70,7 @@ pub struct PatchApply;
 
 impl Operation for PatchApply {
     const NAME: &'static str = "patch.apply";
-    const EXAMPLE: &'static str = r##"await mirai.patch.apply({patch: "--- a/todo.md\n+++ b/todo.md\n@@ -1 +1,2 @@\n # Todo\n+- water the plants\n"})"##;
+    const EXAMPLE: &'static str = r##"await mirai.patch.apply({patch: "--- a/shop/list.md\n+++ b/shop/list.md\n@@ -1 +1,2 @@\n # Shopping\n+- pears\n"})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
         "Apply a single-file unified diff to a note and commit it; answers the new commit.";

@@ -38,7 +38,7 @@ pub struct DeleteRequest {
 
 impl Operation for NotesDelete {
     const NAME: &'static str = "notes.delete";
-    const EXAMPLE: &'static str = r##"await mirai.notes.delete({path: "scratch.md"})"##;
+    const EXAMPLE: &'static str = r##"await mirai.notes.delete({path: "old/draft.md"})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str = "Delete a note, as one commit.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
@@ -77,7 +77,7 @@ pub struct AppendRequest {
 impl Operation for NotesAppend {
     const NAME: &'static str = "notes.append";
     const EXAMPLE: &'static str =
-        r##"await mirai.notes.append({path: "todo.md", text: "- call the plumber"})"##;
+        r##"await mirai.notes.append({path: "log.md", text: "Fed the cat."})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
         "Add text at the end of a note, on a line of its own, as one commit.";
@@ -140,7 +140,7 @@ pub struct InsertRequest {
 
 impl Operation for NotesInsert {
     const NAME: &'static str = "notes.insert";
-    const EXAMPLE: &'static str = r##"await mirai.notes.insert({path: "projects/garden.md", heading: "Plans", text: "- more basil"})"##;
+    const EXAMPLE: &'static str = r##"await mirai.notes.insert({path: "trips/lisbon.md", heading: "Day two", text: "- tram 28"})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
         "Insert text into a note, as one commit: give exactly one of heading, after_line or before_line.";

@@ -45,7 +45,7 @@ pub struct MadePatch {
 impl Operation for PatchMake {
     const NAME: &'static str = "patch.make";
     const EXAMPLE: &'static str =
-        r##"await mirai.patch.make({path: "todo.md", content: "# Todo\n- water the plants\n"})"##;
+        r##"await mirai.patch.make({path: "shop/list.md", content: "# Shopping\n- pears\n"})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
         "Make the unified diff (3 lines of context) that turns a note into the given content; null content makes a deletion diff. Writes nothing.";
@@ -139,7 +139,7 @@ pub struct EditRequest {
 
 impl Operation for NotesEdit {
     const NAME: &'static str = "notes.edit";
-    const EXAMPLE: &'static str = r##"await mirai.notes.edit({path: "todo.md", edits: [{old: "- buy milk", new: "- buy oat milk"}]})"##;
+    const EXAMPLE: &'static str = r##"await mirai.notes.edit({path: "shop/list.md", edits: [{old: "- pears", new: "- ripe pears"}]})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
         "Replace text inside a note: each edit's `old` must occur exactly once (after the edits before it); all edits or none, one commit.";

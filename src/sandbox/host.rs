@@ -52,6 +52,10 @@ pub struct CallRecord {
     pub op: String,
     pub ok: bool,
     pub ms: f64,
+    /// The answer's [`outline`](super::outline::outline) when the call
+    /// succeeded: for the agent's observations, not the response.
+    #[serde(skip)]
+    pub answered: Option<String>,
 }
 
 /// A Store's data: the run's context, its bounds and what it has used.
@@ -233,6 +237,7 @@ fn host_call(
         op: name,
         ok: outcome.is_ok(),
         ms: (ms * 1000.0).round() / 1000.0,
+        answered: outcome.as_ref().ok().map(super::outline::outline),
     });
 
     let bytes = serde_json::to_vec(&answer)?;

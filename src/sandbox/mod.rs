@@ -11,6 +11,7 @@
 
 mod host;
 mod module;
+mod outline;
 
 pub use host::CallRecord;
 pub use module::GUEST_WASM;
