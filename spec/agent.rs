@@ -424,6 +424,20 @@ fn code_that_returns_nothing_after_its_calls_is_told_what_they_answered() {
 }
 
 #[test]
+fn a_write_that_changes_nothing_is_said_to_have_changed_nothing() {
+    let llm = FakeLlm::fixture("changes-nothing");
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, json!({"task": "Fix the typo in todo.md."}));
+    assert_eq!(report["commits"], json!([]));
+    assert_eq!(report["steps"][0]["result"]["commit"], Value::Null);
+    let first = message(&llm, 1, 3);
+    assert!(
+        first.contains("A write succeeded but changed nothing (its commit is null)"),
+        "{first}"
+    );
+}
+
+#[test]
 fn a_request_missing_a_field_is_told_the_calls_shape() {
     let llm = FakeLlm::fixture("misses-a-field");
     let server = server_for(&llm, |_| {});

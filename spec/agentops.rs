@@ -219,6 +219,12 @@ fn a_missing_note_suggests_the_closest_paths() {
         "note not found: \"zebra.md\"; no note has a close name: list them (notes.list) or \
          find one by its words (index.query)"
     );
+    // Nothing close by name, but a note holds the words of it.
+    assert_eq!(
+        message(&server.read("tomato/plans.md")),
+        "note not found: \"tomato/plans.md\"; no note has a close name, but these notes hold its \
+         words: \"projects/garden.md\""
+    );
 }
 
 #[test]

@@ -385,10 +385,11 @@ struct Progress {
 }
 
 /// What the model is told when its reply to a failed step is held back.
+/// (Small models copy such text into their reply: it offers no words for one.)
 const TRY_AGAIN: &str = "Your reply was not given to the user: your last code failed and nothing \
      has been changed, so the task is not done yet. Next: a <code> block that tries again, fixed as \
      the error message says; to find a note you do not know the path of, search for its words with \
-     mirai.index.query. If the task truly cannot be done, reply again and say why.";
+     mirai.index.query.";
 
 /// The sampling temperature after the model sent the same code to the same
 /// outcome: at 0 it would most likely send that code again.
@@ -453,6 +454,9 @@ fn observe(evaluation: &Evaluation, commits_so_far: usize, dry_run: bool, repeat
     } else if let Some(note) = failed_writes(evaluation) {
         add_note(&mut body, &note);
     }
+    if let Some(note) = unchanged_writes(evaluation, dry_run) {
+        add_note(&mut body, &note);
+    }
     if let Some(note) = malformed(evaluation) {
         add_note(&mut body, &note);
     }
@@ -508,6 +512,29 @@ fn failed_writes(evaluation: &Evaluation) -> Option<String> {
              error message says (it often names the right path or the exact text)."
         )
     })
+}
+
+/// For writes that succeeded without a commit: the note already held that
+/// text, so whatever the task asked to change was not changed (a model that
+/// replaced a word the note does not have).
+fn unchanged_writes(evaluation: &Evaluation, dry_run: bool) -> Option<String> {
+    // A dry run's writes never commit.
+    if dry_run {
+        return None;
+    }
+    let written = evaluation
+        .calls
+        .iter()
+        .filter(|call| call.ok && is_write(&call.op))
+        .count();
+    if written <= evaluation.commits.len() {
+        return None;
+    }
+    Some(
+        "A write succeeded but changed nothing (its commit is null): the note already held exactly \
+         that text. Next: a <code> block that reads the note and makes the change the task asks for."
+            .to_string(),
+    )
 }
 
 /// For a request the operation could not read (a field missing or of the

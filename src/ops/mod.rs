@@ -4,6 +4,7 @@
 //! Adapters (HTTP, the CLI, later the sandbox and MCP) call [`dispatch`] and
 //! nothing else, so validation, policy and errors exist exactly once.
 
+mod by_words;
 mod change;
 mod changes;
 pub mod guard;
@@ -444,7 +445,7 @@ pub fn dispatch(ctx: &Context, name: &str, input: Input<'_>) -> Result<Value> {
             )
         })?,
     };
-    (op.call)(ctx, request)
+    (op.call)(ctx, request).map_err(|err| by_words::hinted(ctx, err))
 }
 
 fn check_policy(mode: PolicyMode, op: &OpEntry) -> Result<()> {

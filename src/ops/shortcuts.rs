@@ -127,7 +127,7 @@ pub struct InsertRequest {
     pub path: String,
     /// The line(s) to insert; a final newline is added when missing.
     pub text: String,
-    /// Insert at the end of this heading's section: its text without the #s; "A > B" for B under A.
+    /// Insert at the end of this heading's section: its text without the #s (for a heading under another, the two joined by " > ").
     #[serde(default)]
     pub heading: Option<String>,
     /// Insert right after this line, copied exactly; it must occur once.

@@ -97,8 +97,7 @@ pub struct Written {
 
 impl Operation for NotesWrite {
     const NAME: &'static str = "notes.write";
-    const EXAMPLE: &'static str =
-        r##"await mirai.notes.write({path: "ideas/tea.md", content: "# Tea\n\nTry oolong.\n"})"##;
+    const EXAMPLE: &'static str = r##"await mirai.notes.write({path: "trips/porto.md", content: "# Porto\n\nTake the tram up the hill.\n"})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
         "Create a note or replace its whole text; committed like patch.apply. Same text as now: no commit.";
