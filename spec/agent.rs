@@ -39,6 +39,14 @@ fn ok_run(server: &TestServer, body: Value) -> Value {
     answer.body
 }
 
+/// The content of message `index` of request `request` the fake LLM received.
+fn message(llm: &FakeLlm, request: usize, index: usize) -> String {
+    llm.requests()[request]["messages"][index]["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 #[test]
 fn a_task_that_reads_edits_and_replies_leaves_one_commit_with_the_run_trailer() {
     let llm = FakeLlm::fixture("read-edit-reply");
@@ -253,10 +261,7 @@ fn a_reply_claiming_a_change_that_failed_shows_no_commits_and_the_failed_call() 
         again.starts_with("Your reply was not given to the user: your last code failed"),
         "{again}"
     );
-    let observation = llm.requests()[1]["messages"][3]["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let observation = message(&llm, 1, 3);
     assert!(
         observation.contains("\"code\":\"conflict\""),
         "{observation}"
@@ -328,22 +333,11 @@ fn a_reply_written_before_failing_code_is_held_back_and_the_run_goes_on() {
         "todo.md has no bread item, so nothing was changed."
     );
     assert_eq!(report["steps"].as_array().unwrap().len(), 2);
-    let observation = llm.requests()[1]["messages"][3]["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let observation = message(&llm, 1, 3);
     assert!(
         observation.contains("Your <reply> was not given to the user"),
         "{observation}"
     );
-}
-
-/// The content of message `index` of request `request` the fake LLM received.
-fn message(llm: &FakeLlm, request: usize, index: usize) -> String {
-    llm.requests()[request]["messages"][index]["content"]
-        .as_str()
-        .unwrap()
-        .to_string()
 }
 
 #[test]
@@ -513,10 +507,7 @@ fn a_program_that_throws_is_observed_and_the_model_goes_on() {
         error["message"].as_str().unwrap().contains("line 2"),
         "{error}"
     );
-    let observation = llm.requests()[1]["messages"][3]["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let observation = message(&llm, 1, 3);
     assert!(observation.contains("boom"), "{observation}");
     // No write was attempted, so there is no "nothing was changed" note to parrot.
     assert!(
