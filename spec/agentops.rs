@@ -574,3 +574,43 @@ fn start_up_refuses_an_unknown_guard_setting() {
         );
     }
 }
+
+/// Four clients appending to one note at once never get a 409: an append has
+/// no diff and no base, so a conflict found before the writer lock is planned
+/// again under it. Every line lands, once, and each append is one commit.
+#[test]
+fn concurrent_appends_to_one_note_all_land_without_a_conflict() {
+    let server = TestServer::with_note("log.md", "# Log\n");
+    let commits_before = server.commit_count();
+    std::thread::scope(|scope| {
+        for client in 0..4 {
+            let server = &server;
+            scope.spawn(move || {
+                for i in 0..25 {
+                    let answer = server.post_json(
+                        "/mcp/notes/append",
+                        &json!({"path": "log.md", "text": format!("client {client} line {i}")}),
+                    );
+                    assert_eq!(answer.status, 200, "client {client} append {i}: {answer:?}");
+                }
+            });
+        }
+    });
+    let content = server.read("log.md").body["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for client in 0..4 {
+        for i in 0..25 {
+            let line = format!("client {client} line {i}");
+            assert_eq!(
+                content.lines().filter(|l| *l == line).count(),
+                1,
+                "{line} is in the note once"
+            );
+        }
+    }
+    assert_eq!(content.lines().count(), 101);
+    assert_eq!(server.commit_count(), commits_before + 100);
+    assert!(clean(&server));
+}

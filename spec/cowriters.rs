@@ -483,3 +483,93 @@ fn a_racily_clean_edit_of_another_note_stays_visible_as_an_edit() {
     );
     assert_eq!(git(&server.root, &["show", ":both.md"]), "b1\n");
 }
+
+/// While a person's `git rebase -i` is stopped (at a `break`), every write is
+/// refused with 409 saying a rebase is in progress, reads and search go on,
+/// and nothing lands on the detached HEAD; once the rebase is aborted,
+/// writes land on the branch again. A detached HEAD is refused the same way.
+#[test]
+fn writes_wait_for_a_persons_rebase_and_never_land_on_a_detached_head() {
+    let server = TestServer::with_note("a.md", "one\n");
+    write(&server, "b.md", "two\n");
+    write(&server, "c.md", "three\n");
+    let branch = git(&server.root, &["symbolic-ref", "HEAD"])
+        .trim()
+        .to_string();
+    let branch_before = git(&server.root, &["rev-parse", &branch]);
+    let stopped = Command::new("git")
+        .arg("-C")
+        .arg(&server.root)
+        .args([
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@x",
+            "rebase",
+            "-i",
+            "HEAD~2",
+        ])
+        .env("GIT_SEQUENCE_EDITOR", "sed -i '1i break'")
+        .output()
+        .unwrap();
+    assert!(stopped.status.success(), "{stopped:?}");
+    assert!(
+        server.root.join(".git/rebase-merge").exists(),
+        "the rebase is stopped"
+    );
+    let detached_at = git(&server.root, &["rev-parse", "HEAD"]);
+
+    let kinds = [
+        (
+            "/mcp/notes/write",
+            json!({"path": "a.md", "content": "changed\n"}),
+        ),
+        ("/mcp/notes/append", json!({"path": "a.md", "text": "more"})),
+        ("/mcp/notes/delete", json!({"path": "a.md"})),
+        (
+            "/mcp/patch/apply",
+            json!({"patch": "--- a/a.md\n+++ b/a.md\n@@ -1 +1 @@\n-one\n+ONE\n"}),
+        ),
+    ];
+    for (route, body) in &kinds {
+        let answer = server.post_json(route, body);
+        answer.assert_error(409, "conflict");
+        let message = answer.body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("a rebase is in progress"),
+            "{route}: {message}"
+        );
+        assert!(message.contains("git rebase --abort"), "{route}: {message}");
+    }
+    assert_eq!(
+        git(&server.root, &["rev-parse", "HEAD"]),
+        detached_at,
+        "nothing on the detached HEAD"
+    );
+    assert_eq!(server.read("a.md").body["content"], "one\n", "reads go on");
+    let hits = server.get("/mcp/index/query?q=three");
+    assert_eq!(hits.status, 200, "search goes on: {hits:?}");
+
+    git(&server.root, &["rebase", "--abort"]);
+    assert_eq!(git(&server.root, &["rev-parse", &branch]), branch_before);
+    let answer = write(&server, "a.md", "after the rebase\n");
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        git(&server.root, &["rev-parse", &branch]).trim(),
+        answer.body["commit"].as_str().unwrap(),
+        "the write landed on the branch"
+    );
+
+    // A detached HEAD with nothing in progress is refused too.
+    git(&server.root, &["checkout", "-q", "--detach"]);
+    let answer = write(&server, "a.md", "detached\n");
+    answer.assert_error(409, "conflict");
+    assert!(answer.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("HEAD is detached"));
+    let short = branch.trim_start_matches("refs/heads/");
+    git(&server.root, &["checkout", "-q", short]);
+    assert_eq!(write(&server, "a.md", "back on the branch\n").status, 200);
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+}

@@ -6,7 +6,9 @@
 //! forward note by note. Last, a harness kills the server with SIGKILL in the
 //! middle of a loop of writes (`MIRAI_CRASH_KILLS`, 10 by default), of one note
 //! each and of three notes in one commit, and checks every invariant after each
-//! restart (a commit of three notes lands whole or not at all).
+//! restart (a commit of three notes lands whole or not at all). A second
+//! harness kills it in the middle of pulls (fast-forwards of hundreds of
+//! notes) and replays: after each restart the working tree equals HEAD.
 
 mod common;
 
@@ -32,6 +34,11 @@ struct Mirai {
 
 impl Mirai {
     fn start(root: &Path, log: &Path) -> Mirai {
+        Mirai::start_env(root, log, &[])
+    }
+
+    /// [`Mirai::start`] with extra environment (a remote to sync with).
+    fn start_env(root: &Path, log: &Path, env: &[(&str, &str)]) -> Mirai {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -42,6 +49,7 @@ impl Mirai {
             .arg("--notes-root")
             .arg(root)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(fs::File::create(log).unwrap())
             .spawn()
@@ -928,4 +936,153 @@ fn check_after_restart(root: &Path, seen: &mut Seen, round: usize) {
         "round {round}: the write in flight reached some of its notes only: {took_it:?}"
     );
     seen.in_flight.clear();
+}
+
+#[test]
+fn sigkill_during_pulls_and_replays_leaves_the_working_tree_equal_to_head() {
+    let kills: usize = std::env::var("MIRAI_CRASH_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote.git");
+    let person = dir.path().join("person");
+    let root = dir.path().join("notes");
+    git(
+        dir.path(),
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    git(
+        dir.path(),
+        &[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            person.to_str().unwrap(),
+        ],
+    );
+    git(&person, &["checkout", "-q", "-b", "main"]);
+    let many = |round: usize| {
+        for k in 0..300 {
+            let file = person.join(format!("bulk/{}/n{k}.md", k % 10));
+            fs::create_dir_all(file.parent().unwrap()).unwrap();
+            fs::write(
+                file,
+                format!("round {round} note {k}\n{}\n", "y".repeat(900)),
+            )
+            .unwrap();
+        }
+        // Some notes come and go, so pulls delete notes too.
+        let gone = person.join(format!("gone/r{}.md", round.wrapping_sub(1)));
+        let _ = fs::remove_file(gone);
+        fs::create_dir_all(person.join("gone")).unwrap();
+        fs::write(person.join(format!("gone/r{round}.md")), "for a while\n").unwrap();
+        git(&person, &["add", "-A"]);
+        person_commit(&person, &format!("person round {round}"));
+        git(&person, &["push", "-q", "origin", "main"]);
+    };
+    many(0);
+    git(
+        dir.path(),
+        &[
+            "clone",
+            "-q",
+            remote.to_str().unwrap(),
+            root.to_str().unwrap(),
+        ],
+    );
+    fs::write(root.join(".git/info/exclude"), ".mirai/\n").unwrap();
+    let remote_env = remote.to_str().unwrap().to_string();
+    let env = [
+        ("MIRAI_GIT_REMOTE", remote_env.as_str()),
+        ("MIRAI_SYNC_INTERVAL", "0"),
+    ];
+    // How long one sync of a round's pull takes here, so the kills land inside it.
+    many(kills + 1);
+    let took = {
+        let mirai = Mirai::start_env(&root, &dir.path().join("calibrate.log"), &env);
+        let started = Instant::now();
+        let answer = mirai
+            .client
+            .post(format!("{}/mcp/repo/sync", mirai.url))
+            .json(&json!({}))
+            .send()
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+        started.elapsed().as_millis() as u64
+    };
+    let (mut replays, mut rolled) = (0, 0);
+    let mut local_notes = Vec::new();
+    for round in 1..=kills {
+        many(round);
+        // Odd rounds: a local commit the remote lacks, so the pull is a replay.
+        if round % 2 == 1 {
+            let rel = format!("local/l{round}.md");
+            fs::create_dir_all(root.join("local")).unwrap();
+            fs::write(root.join(&rel), format!("local {round}\n")).unwrap();
+            git(&root, &["add", &rel]);
+            person_commit(&root, &format!("local {round}"));
+            local_notes.push((rel, format!("local {round}\n")));
+            replays += 1;
+        }
+        let log = dir.path().join(format!("pull-{round}.log"));
+        let mirai = Mirai::start_env(&root, &log, &env);
+        let (client, url) = (mirai.client.clone(), mirai.url.clone());
+        let syncing = std::thread::spawn(move || {
+            let _ = client
+                .post(format!("{url}/mcp/repo/sync"))
+                .json(&json!({}))
+                .send();
+        });
+        std::thread::sleep(Duration::from_millis(fastrand::u64(0..=took + took / 4)));
+        let mut mirai = mirai;
+        mirai.kill();
+        let _ = syncing.join();
+        // Restart: recovery puts the working tree back to HEAD (or the index forward).
+        let log = dir.path().join(format!("pull-{round}-restart.log"));
+        let mirai = Mirai::start(&root, &log);
+        let text = fs::read_to_string(&log).unwrap();
+        rolled += usize::from(text.contains("recovery: rolled"));
+        assert_eq!(
+            status(&root),
+            "",
+            "round {round}: the working tree equals HEAD after restart; log: {text}"
+        );
+        assert!(!root.join(".git/index.lock").exists(), "round {round}");
+        assert_fsck_clean(&root);
+        drop(mirai);
+    }
+    // Once a sync finishes, every local note is on the branch (replayed) and
+    // the remote's last round is there too.
+    let log = dir.path().join("final.log");
+    let mirai = Mirai::start_env(&root, &log, &env);
+    let answer = mirai
+        .client
+        .post(format!("{}/mcp/repo/sync", mirai.url))
+        .json(&json!({}))
+        .send()
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 200, "{}", answer.text().unwrap());
+    assert_eq!(status(&root), "");
+    for (rel, content) in &local_notes {
+        assert_eq!(
+            &fs::read_to_string(root.join(rel)).unwrap(),
+            content,
+            "{rel}"
+        );
+    }
+    assert!(fs::read_to_string(root.join("bulk/0/n0.md"))
+        .unwrap()
+        .starts_with(&format!("round {kills} note 0")));
+    eprintln!(
+        "pull crash harness: {kills} kills during pulls ({replays} of them replays; a sync \
+         takes {took} ms here); {rolled} restarts rolled a half-done pull back or forward"
+    );
 }

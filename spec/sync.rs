@@ -465,14 +465,19 @@ fn when_both_sides_moved_the_local_commits_are_replayed_on_top_and_pushed() {
     assert_fsck(&world.remote);
 }
 
+/// A local commit that no longer applies on the remote's goes to a
+/// `mirai/unmerged/` branch with the later commits that change the same
+/// notes (they may depend on it); later commits that touch other notes stay
+/// on the branch, in order.
 #[test]
-fn a_commit_that_no_longer_applies_goes_to_an_unmerged_branch_with_the_commits_after_it() {
+fn a_commit_that_no_longer_applies_goes_to_an_unmerged_branch_with_the_commits_that_depend_on_it() {
     let world = World::new();
     let server = world.mirai(|_| {});
     let theirs = world.person_pushes(&[("a.md", Some("alpha by the person\n"))], "person: a");
     let fits = write_note(&server, "c.md", "c from mirai\n");
     let clash = write_note(&server, "a.md", "alpha by mirai\n");
     let after = write_note(&server, "b.md", "beta by mirai\n");
+    let dependent = write_note(&server, "a.md", "alpha by mirai, again\n");
 
     let answer = server.post_json("/mcp/repo/sync", &json!({}));
     assert_eq!(answer.status, 200, "{answer:?}");
@@ -481,35 +486,39 @@ fn a_commit_that_no_longer_applies_goes_to_an_unmerged_branch_with_the_commits_a
     assert_eq!(unmerged.len(), 1, "{answer:?}");
     let branch = unmerged[0]["branch"].as_str().unwrap().to_string();
     assert!(branch.starts_with("mirai/unmerged/"), "{branch}");
-    assert_eq!(unmerged[0]["commit"], after.as_str());
+    assert_eq!(unmerged[0]["commit"], dependent.as_str());
 
-    // The branch follows the remote plus what replayed before the clash.
+    // The branch follows the remote plus every commit that still applies.
     let head = server.head();
     let replayed = commits_between(&server.root, &theirs, &head);
-    assert_eq!(replayed.len(), 1);
+    assert_eq!(replayed.len(), 2);
     assert_eq!(
         identity(&server.root, &replayed[0]).0,
         identity(&server.root, &fits).0
     );
+    assert_eq!(
+        identity(&server.root, &replayed[1]).0,
+        identity(&server.root, &after).0
+    );
     assert_eq!(server.read("c.md").body["content"], "c from mirai\n");
     assert_eq!(server.read("a.md").body["content"], "alpha by the person\n");
-    assert_eq!(server.read("b.md").body["content"], "beta\n");
+    assert_eq!(server.read("b.md").body["content"], "beta by mirai\n");
     assert_eq!(
         std::fs::read_to_string(server.root.join("b.md")).unwrap(),
-        "beta\n"
+        "beta by mirai\n"
     );
     assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
-    wait_until("the replayed commit is pushed", || {
+    wait_until("the replayed commits are pushed", || {
         world.remote_head() == head
     });
 
     // The original commits are kept on the unmerged branch, which git and status show.
-    for original in [&fits, &clash, &after] {
+    for original in [&fits, &clash, &after, &dependent] {
         assert!(reachable(&server.root, original, &branch), "{original}");
     }
     assert_eq!(
         git(&server.root, &["show", &format!("{branch}:a.md")]),
-        "alpha by mirai\n"
+        "alpha by mirai, again\n"
     );
     let status = server.get("/mcp/repo/status");
     assert_eq!(status.body["unmerged"], json!(unmerged));
@@ -1031,4 +1040,221 @@ fn mirai_sync_pulls_and_pushes_once_and_fails_with_a_non_zero_exit() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// Three replicas and a person push to one bare remote on this disk at the
+/// same time. A push is a compare-and-swap: the remote's branch only ever
+/// moves forward (its reflog has no entry whose new value does not descend
+/// from its old one), every note each replica wrote ends up on the remote
+/// with its last text, and every commit the person pushed is still there.
+#[test]
+fn three_replicas_and_a_person_pushing_to_a_local_remote_never_overwrite_each_other() {
+    let world = World::new();
+    git(
+        &world.remote,
+        &["config", "core.logAllRefUpdates", "always"],
+    );
+    let replicas: Vec<TestServer> = (0..3)
+        .map(|_| {
+            world.mirai(|config| {
+                if let Some(sync) = config.sync.as_mut() {
+                    sync.interval_secs = 1;
+                }
+            })
+        })
+        .collect();
+    let person_pushed = Arc::new(Mutex::new(Vec::new()));
+    std::thread::scope(|scope| {
+        for (r, server) in replicas.iter().enumerate() {
+            scope.spawn(move || {
+                for i in 0..25 {
+                    write_note(
+                        server,
+                        &format!("r{r}/n{}.md", i % 5),
+                        &format!("replica {r} write {i}\n"),
+                    );
+                    if i % 6 == 5 {
+                        // Pulls (and replays) between writes; a refused push waits for it.
+                        let _ = server.post_json("/mcp/repo/sync", &json!({}));
+                    }
+                }
+            });
+        }
+        let pushed = Arc::clone(&person_pushed);
+        let world = &world;
+        scope.spawn(move || {
+            for i in 0..8 {
+                let file = format!("person/p{i}.md");
+                let text = format!("person {i}\n");
+                person_git(&world.person, &["fetch", "-q", "origin"]);
+                person_git(&world.person, &["reset", "-q", "--hard", "origin/main"]);
+                std::fs::create_dir_all(world.person.join("person")).unwrap();
+                std::fs::write(world.person.join(&file), &text).unwrap();
+                person_git(&world.person, &["add", "-A"]);
+                person_git(&world.person, &["commit", "-qm", &format!("person {i}")]);
+                // The person retries as people do: fetch, rebase, push, until it takes.
+                for _ in 0..50 {
+                    let out = std::process::Command::new("git")
+                        .arg("-C")
+                        .arg(&world.person)
+                        .args(["push", "-q", "origin", "main"])
+                        .output()
+                        .unwrap();
+                    if out.status.success() {
+                        break;
+                    }
+                    person_git(&world.person, &["pull", "-q", "--rebase", "origin", "main"]);
+                }
+                let head = git(&world.person, &["rev-parse", "HEAD"])
+                    .trim()
+                    .to_string();
+                pushed.lock().unwrap().push(head);
+                std::thread::sleep(Duration::from_millis(30));
+            }
+        });
+    });
+    // Every replica syncs until it has nothing left to push.
+    wait_until("every replica's commits reach the remote", || {
+        replicas.iter().all(|server| {
+            let _ = server.post_json("/mcp/repo/sync", &json!({}));
+            server.get("/mcp/repo/status").body["ahead"] == 0
+        })
+    });
+
+    let reflog = std::fs::read_to_string(world.remote.join("logs/refs/heads/main")).unwrap();
+    let mut moves = 0;
+    for line in reflog.lines() {
+        let mut fields = line.split(' ');
+        let (old, new) = (fields.next().unwrap(), fields.next().unwrap());
+        if old.bytes().all(|b| b == b'0') {
+            continue;
+        }
+        moves += 1;
+        assert!(
+            reachable(&world.remote, old, new),
+            "the remote's main moved from {old} to {new}, which does not descend from it: {line}"
+        );
+    }
+    assert!(
+        moves > 20,
+        "the race ran ({moves} moves of the remote's main)"
+    );
+    for commit in person_pushed.lock().unwrap().iter() {
+        assert!(
+            reachable(&world.remote, commit, "main"),
+            "the person's pushed commit {commit} is gone from the remote"
+        );
+    }
+    for r in 0..3 {
+        for n in 0..5 {
+            let last = (0..25).filter(|i| i % 5 == n).max().unwrap();
+            let shown = git(&world.remote, &["show", &format!("main:r{r}/n{n}.md")]);
+            assert_eq!(shown, format!("replica {r} write {last}\n"), "r{r}/n{n}.md");
+        }
+    }
+    assert_fsck(&world.remote);
+}
+
+/// `mirai mcp` on stdio is wired as `serve` is: a commit made over stdio is
+/// pushed at once, the remote's commits are pulled on the interval (and reach
+/// its search); `mirai revert` pushes what it committed before it exits.
+#[test]
+fn mcp_on_stdio_pushes_and_pulls_and_the_cli_revert_pushes_before_it_exits() {
+    use std::io::Write;
+    let world = World::new();
+    let root = world.dir.path().join("stdio");
+    git(
+        world.dir.path(),
+        &[
+            "clone",
+            "-q",
+            world.remote.to_str().unwrap(),
+            root.to_str().unwrap(),
+        ],
+    );
+    let mut child = mirai_cli()
+        .args(["mcp", "--notes-root"])
+        .arg(&root)
+        .env("MIRAI_GIT_REMOTE", &world.remote)
+        .env("MIRAI_SYNC_INTERVAL", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut id = 0;
+    let mut call = |method: &str, params: Value| -> Value {
+        id += 1;
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    };
+    call(
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "spec", "version": "1"}}),
+    );
+    let written = call(
+        "tools/call",
+        json!({"name": "notes_write", "arguments": {"path": "stdio.md", "content": "from stdio\n"}}),
+    );
+    assert_eq!(written["result"]["isError"], false, "{written}");
+    wait_until("the stdio commit reaches the remote", || {
+        let shown = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&world.remote)
+            .args(["show", "main:stdio.md"])
+            .output()
+            .unwrap();
+        shown.stdout == b"from stdio\n"
+    });
+
+    world.person_pushes(
+        &[("b.md", Some("beta from the person, kiwi\n"))],
+        "person: b",
+    );
+    wait_until("the person's commit is pulled over stdio", || {
+        let read = call(
+            "tools/call",
+            json!({"name": "notes_read", "arguments": {"path": "b.md"}}),
+        );
+        read.to_string().contains("kiwi")
+    });
+    wait_until("the pulled text reaches search over stdio", || {
+        let hits = call(
+            "tools/call",
+            json!({"name": "index_query", "arguments": {"q": "kiwi"}}),
+        );
+        hits.to_string().contains("b.md")
+    });
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+
+    // The CLI's revert pushes its commit before it exits.
+    let last = git(&root, &["log", "-1", "--format=%H", "--", "stdio.md"])
+        .trim()
+        .to_string();
+    let out = mirai_cli()
+        .args(["revert", &last, "--notes-root"])
+        .arg(&root)
+        .env("MIRAI_GIT_REMOTE", &world.remote)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reverted = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(
+        world.remote_head(),
+        reverted,
+        "the revert was pushed before exit"
+    );
+    assert_eq!(git(&root, &["status", "--porcelain"]), "");
 }

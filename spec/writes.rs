@@ -358,3 +358,216 @@ fn diffs_too_costly_to_minimise_still_write_exactly_the_new_text() {
     assert_eq!(applied.status, 200, "{applied:?}");
     assert_eq!(on_disk(&server, "one.md"), Some(grown));
 }
+
+/// A tmpfs of a fixed size mounted at a fresh folder, unmounted when dropped.
+struct Tmpfs {
+    at: std::path::PathBuf,
+}
+
+impl Tmpfs {
+    /// `None` (with the reason printed) where mounting is not allowed: the
+    /// spec then checks nothing and says so.
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let at = std::env::temp_dir().join(format!("mirai-diskfull-{}", uuid_like()));
+        std::fs::create_dir_all(&at).unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&at)
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Some(Tmpfs { at }),
+            Ok(out) => {
+                eprintln!(
+                    "SKIPPED: cannot mount a tmpfs here ({}); run the specs as root to check writes on a full disk",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                let _ = std::fs::remove_dir(&at);
+                None
+            }
+            Err(e) => {
+                eprintln!("SKIPPED: cannot run mount ({e}); writes on a full disk are not checked");
+                let _ = std::fs::remove_dir(&at);
+                None
+            }
+        }
+    }
+
+    /// Fills the disk, then frees `leave` bytes: the filler lives beside the
+    /// notes, outside the root.
+    fn fill_leaving(&self, leave: u64) {
+        use std::io::Write;
+        let filler = self.at.join("filler");
+        let mut file = std::fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        let mut size = 0u64;
+        loop {
+            match file.write(&chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => size += n as u64,
+            }
+        }
+        // Page by page, to the last byte.
+        let page = [0u8; 1];
+        while file.write(&page).is_ok_and(|n| n == 1) {
+            size += 1;
+        }
+        file.set_len(size.saturating_sub(leave)).unwrap();
+    }
+
+    fn free(&self) {
+        let _ = std::fs::remove_file(self.at.join("filler"));
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.at)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.at);
+    }
+}
+
+fn uuid_like() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+/// Every kind of write on a full disk (0 B, 4 KiB, 16 KiB and 32 KiB free)
+/// answers 507 `insufficient_storage` naming the disk, and leaves the notes,
+/// HEAD and `.git/index` byte for byte; once space is freed, every kind works
+/// and nothing is left dirty. The vault has 600 notes, so the index alone is
+/// larger than the most free space tried, and a write must fail somewhere.
+#[test]
+fn writes_on_a_full_disk_change_nothing_and_work_once_space_is_freed() {
+    let Some(disk) = Tmpfs::mount("16m") else {
+        return;
+    };
+    let root = disk.at.join("notes");
+    std::fs::create_dir_all(&root).unwrap();
+    git(&root, &["init", "-q", "-b", "main"]);
+    for i in 0..600 {
+        std::fs::write(root.join(format!("n{i:03}.md")), format!("note {i}\n")).unwrap();
+    }
+    std::fs::create_dir_all(root.join("box")).unwrap();
+    std::fs::write(root.join("box/plan.md"), "# Plan\n\n## Later\n\n- rest\n").unwrap();
+    git(&root, &["add", "-A"]);
+    git(
+        &root,
+        &[
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@x",
+            "commit",
+            "-qm",
+            "seed",
+        ],
+    );
+    for i in 0..3 {
+        std::fs::write(
+            root.join(format!("n{i:03}.md")),
+            format!("note {i} again\n"),
+        )
+        .unwrap();
+    }
+    git(
+        &root,
+        &[
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@x",
+            "commit",
+            "-qam",
+            "second",
+        ],
+    );
+    let second = git(&root, &["rev-parse", "HEAD"]).trim().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start_in(dir, root.clone(), |_| {});
+
+    let big = "lorem ipsum dolor sit amet\n".repeat(2000); // 54 KB
+    let diff = |i: usize| {
+        format!("--- a/n{i:03}.md\n+++ b/n{i:03}.md\n@@ -1 +1 @@\n-note {i}\n+note {i} changed\n")
+    };
+    let writes: Vec<(&str, Value)> = vec![
+        ("/mcp/patch/apply", json!({"patch": diff(10)})),
+        (
+            "/mcp/notes/write",
+            json!({"path": "n011.md", "content": big}),
+        ),
+        (
+            "/mcp/notes/write",
+            json!({"path": "new/deep/x.md", "content": big}),
+        ),
+        (
+            "/mcp/notes/edit",
+            json!({"path": "n012.md", "edits": [{"old": "note", "new": "NOTE"}]}),
+        ),
+        (
+            "/mcp/notes/append",
+            json!({"path": "n013.md", "text": "more"}),
+        ),
+        (
+            "/mcp/notes/insert",
+            json!({"path": "box/plan.md", "heading": "Later", "text": "- sleep"}),
+        ),
+        ("/mcp/notes/delete", json!({"path": "n014.md"})),
+        (
+            "/mcp/changes/apply",
+            json!({"patches": (20..25).map(diff).collect::<Vec<_>>()}),
+        ),
+        ("/mcp/notes/revert", json!({"commit": second})),
+    ];
+    let head = server.head();
+    for leave in [0u64, 4096, 16 * 1024, 32 * 1024] {
+        for (route, body) in &writes {
+            disk.fill_leaving(leave);
+            let before = common::repo_state(&root);
+            let answer = server.post_json(route, body);
+            disk.free();
+            answer.assert_error(507, "insufficient_storage");
+            let message = answer.body["error"]["message"].as_str().unwrap();
+            assert!(
+                message.contains("disk holding NOTES_ROOT is full"),
+                "{route} with {leave} B free: {message}"
+            );
+            assert!(
+                common::repo_state(&root) == before,
+                "{route} with {leave} B free changed the notes, HEAD or .git/index: {message}"
+            );
+        }
+    }
+    assert_eq!(server.head(), head);
+    assert_eq!(
+        git(&root, &["status", "--porcelain"]),
+        "",
+        "nothing is dirty"
+    );
+
+    // With space again, every kind of write works and leaves nothing dirty.
+    for (route, body) in &writes {
+        let answer = server.post_json(route, body);
+        assert_eq!(answer.status, 200, "{route}: {answer:?}");
+        assert!(answer.body["commit"].is_string(), "{route}: {answer:?}");
+        assert_eq!(
+            git(&root, &["status", "--porcelain"]),
+            "",
+            "{route} left something dirty"
+        );
+    }
+    // Failed writes may leave unreferenced objects (git gc takes them), nothing broken.
+    assert_eq!(
+        git(&root, &["fsck", "--no-progress", "--no-dangling"]).trim(),
+        ""
+    );
+    drop(server);
+}

@@ -45,6 +45,14 @@ pub struct App {
 /// disk, the sandbox, the agent and MCP. Logs what start-up did.
 pub fn build(config: Config) -> Result<App, StartError> {
     let notes = prepare_notes(&config)?;
+    build_on(config, notes)
+}
+
+/// [`build`] over a notes root that is already open (`mirai mcp` on stdio
+/// serves an existing root and never creates one): the same services, so a
+/// client over stdio gets what one over HTTP gets (outside edits reach
+/// search, commits are pushed, the remote is pulled).
+pub fn build_on(config: Config, notes: Notes) -> Result<App, StartError> {
     let sandbox = Arc::new(sandbox(&config)?);
     let ctx = Arc::new(Context::new(notes, &config));
     recover(&ctx);
@@ -186,6 +194,21 @@ pub fn recover(ctx: &Context) {
             "could not open the notes repository for writes: {}",
             e.message
         );
+    }
+}
+
+/// For a command about to exit: with a remote, pushes what it committed
+/// (within 20 s); a failed push is said on stderr and left for the next sync.
+pub fn push_before_exit(ctx: &Context) {
+    let Some(sync) = &ctx.sync else { return };
+    crate::sync::set_transport_timeouts();
+    match sync.push_before_exit(std::time::Duration::from_secs(20)) {
+        Ok(true) => log::info!("sync: pushed to {}", sync.shown_remote()),
+        Ok(false) => {}
+        Err(e) => log::warn!(
+            "sync: not pushed to {} before exit ({e}); the next sync (mirai serve, mirai sync) pushes it",
+            sync.shown_remote()
+        ),
     }
 }
 

@@ -78,7 +78,7 @@ pub fn prepare_notes_root(
     // The root itself is the repository, never a parent found by discovery (DESIGN 7.15).
     let outcome = match Repository::open(root) {
         Ok(repo) => {
-            exclude_mirai_folder(repo.path()).map_err(|e| BootstrapError::Git {
+            crate::repo::exclude_mirai_folder(repo.path()).map_err(|e| BootstrapError::Git {
                 path: shown.clone(),
                 reason: e.to_string(),
             })?;
@@ -90,7 +90,7 @@ pub fn prepare_notes_root(
         }
         Err(_) => {
             let repo = Repository::init(root).map_err(git_err)?;
-            exclude_mirai_folder(repo.path()).map_err(|e| BootstrapError::Git {
+            crate::repo::exclude_mirai_folder(repo.path()).map_err(|e| BootstrapError::Git {
                 path: shown.clone(),
                 reason: e.to_string(),
             })?;
@@ -106,26 +106,6 @@ fn check_writable(root: &Path) -> std::io::Result<()> {
     let result = fs::File::create(&probe).and_then(|mut f| f.write_all(b"ok"));
     let _ = fs::remove_file(&probe);
     result
-}
-
-/// `.mirai/` holds the index and run logs: local state that must never be
-/// committed, so it goes in the repository's `info/exclude` (`git_dir` is `.git`).
-pub fn exclude_mirai_folder(git_dir: &Path) -> std::io::Result<()> {
-    let info = git_dir.join("info");
-    fs::create_dir_all(&info)?;
-    let exclude = info.join("exclude");
-    let current = fs::read_to_string(&exclude).unwrap_or_default();
-    if current.lines().any(|line| line.trim() == ".mirai/") {
-        return Ok(());
-    }
-    let mut file = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&exclude)?;
-    if !current.is_empty() && !current.ends_with('\n') {
-        file.write_all(b"\n")?;
-    }
-    file.write_all(b".mirai/\n")
 }
 
 fn commit_welcome_note(
@@ -188,7 +168,7 @@ pub fn clone_into_empty(root: &Path, sync: &SyncConfig) -> Result<Option<String>
             e.message()
         )
     })?;
-    exclude_mirai_folder(repo.path())
+    crate::repo::exclude_mirai_folder(repo.path())
         .map_err(|e| format!("cannot keep .mirai/ out of git in {shown}: {e}"))?;
     Ok(Some(branch))
 }

@@ -35,6 +35,8 @@ pub enum ErrorCode {
     /// The git remote could not be reached (or refused mirai's credentials); nothing changed locally.
     RemoteUnavailable,
     Internal,
+    /// The disk holding the notes (or the user's quota) is full: the write was not made.
+    InsufficientStorage,
     /// The model's answer followed neither `<code>` nor `<reply>`.
     ProtocolError,
     /// A sandboxed program passed its wall-clock deadline or its CPU bound.
@@ -73,6 +75,7 @@ impl ErrorCode {
             ErrorCode::LlmUnavailable => "llm_unavailable",
             ErrorCode::RemoteUnavailable => "remote_unavailable",
             ErrorCode::Internal => "internal",
+            ErrorCode::InsufficientStorage => "insufficient_storage",
             ErrorCode::ProtocolError => "protocol_error",
             ErrorCode::SandboxTimeout => "sandbox_timeout",
             ErrorCode::SandboxMemory => "sandbox_memory",
@@ -83,7 +86,7 @@ impl ErrorCode {
     }
 
     /// Every code, for lookups by wire name.
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 27] = [
         ErrorCode::InvalidPath,
         ErrorCode::InvalidExtension,
         ErrorCode::InvalidPatch,
@@ -104,6 +107,7 @@ impl ErrorCode {
         ErrorCode::LlmUnavailable,
         ErrorCode::RemoteUnavailable,
         ErrorCode::Internal,
+        ErrorCode::InsufficientStorage,
         ErrorCode::ProtocolError,
         ErrorCode::SandboxTimeout,
         ErrorCode::SandboxMemory,
@@ -138,6 +142,7 @@ impl ErrorCode {
             ErrorCode::GuardRefused => 422,
             ErrorCode::GitError | ErrorCode::InvalidIndexArtifact | ErrorCode::Internal => 500,
             ErrorCode::LlmUnavailable | ErrorCode::RemoteUnavailable => 503,
+            ErrorCode::InsufficientStorage => 507,
             // A program's or a model's failure is reported inside a 200 answer
             // (DESIGN 7.10, 7.11); these statuses apply only where an adapter must pick one.
             ErrorCode::SandboxTimeout => 408,

@@ -5,7 +5,6 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand};
@@ -13,7 +12,6 @@ use clap::{Args, Parser, Subcommand};
 use mirai::app;
 use mirai::config::{self, Config};
 use mirai::http;
-use mirai::mcp::Mcp;
 use mirai::notes::Notes;
 use mirai::ops::{self, Context, Input};
 use mirai::sandbox::EvalRequest;
@@ -321,6 +319,7 @@ fn revert(args: RevertArgs) -> Result<(), Failure> {
     let answer =
         ops::dispatch(&ctx, "notes.revert", Input::Json(request)).map_err(Failure::operation)?;
     app::persist_index(&ctx, "before exit");
+    app::push_before_exit(&ctx);
     match answer["commit"].as_str() {
         Some(commit) => println!("{commit}"),
         None => eprintln!("mirai: nothing changed: the notes already are as before those commits"),
@@ -348,8 +347,11 @@ fn eval(args: EvalArgs) -> Result<(), Failure> {
         dry_run: args.dry_run,
     };
     let evaluation = sandbox.eval(&ctx, &request).map_err(Failure::operation)?;
-    // Writes made by the program reach the artifact before the process ends.
+    // Writes made by the program reach the artifact (and the remote) before the process ends.
     app::persist_index(&ctx, "before exit");
+    if !request.dry_run {
+        app::push_before_exit(&ctx);
+    }
     let text = serde_json::to_string_pretty(&evaluation).map_err(|e| Failure {
         code: 1,
         message: e.to_string(),
@@ -410,10 +412,9 @@ fn log_lines(args: LogArgs) -> Result<(), Failure> {
 fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
     use std::io::{BufRead, Write};
     let (config, notes) = open_notes(&args)?;
-    let ctx = Arc::new(Context::new(notes, &config));
-    app::recover(&ctx);
-    let sandbox = Arc::new(app::sandbox(&config).map_err(Failure::config)?);
-    let mcp = Mcp::new(ctx.clone(), sandbox, config.mcp_max_result_bytes);
+    // Wired as `serve` is: index warm-up and watcher, sync, the sandbox.
+    let app = app::build_on(config, notes).map_err(Failure::config)?;
+    let (ctx, mcp) = (app.ctx.clone(), app.mcp.clone());
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout().lock();
     for line in stdin.lock().lines() {
@@ -434,6 +435,7 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
         }
     }
     app::persist_index(&ctx, "before exit");
+    app::push_before_exit(&ctx);
     Ok(())
 }
 

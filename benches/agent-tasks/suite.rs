@@ -104,7 +104,7 @@ pub fn prepare(task: &Task, dir: &Path) -> Prepared {
     let root = dir.join("notes");
     copy_dir(&suite_dir().join("vault"), &root);
     git(&root, &["init", "-q"]);
-    mirai::bootstrap::exclude_mirai_folder(&root.join(".git")).unwrap();
+    mirai::repo::exclude_mirai_folder(&root.join(".git")).unwrap();
     commit_all(&root, "vault");
     let seeded = head(&root);
     if let Some(change) = task.setup.as_ref().and_then(|s| s.external_change.as_ref()) {

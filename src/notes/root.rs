@@ -459,6 +459,20 @@ pub struct Slot {
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// A note's next bytes in a temp file beside it, not yet renamed into place.
+#[derive(Debug)]
+pub struct Prepared {
+    temp: String,
+    file: std::fs::File,
+}
+
+impl Prepared {
+    /// The temp file's metadata (the note's permissions, its new size).
+    pub fn metadata(&self) -> io::Result<std::fs::Metadata> {
+        self.file.metadata()
+    }
+}
+
 /// The prefix of mirai's temporary files in the notes folder (hidden, so never
 /// listed; short, so a note name of any allowed length still fits beside it).
 pub const TEMP_PREFIX: &str = ".mirai-";
@@ -490,6 +504,14 @@ impl Slot {
     /// metadata (taken after the rename, as git would stat it). No fsync: this
     /// guards against torn reads and the death of the process, not power loss.
     pub fn write(&self, bytes: &[u8]) -> io::Result<std::fs::Metadata> {
+        let prepared = self.prepare(bytes)?;
+        self.install(prepared)
+    }
+
+    /// Writes `bytes` into a temp file beside the note (with the note's
+    /// permissions when it exists) and leaves the note as it is: everything a
+    /// write needs space for happens here, so [`Slot::install`] needs none.
+    pub fn prepare(&self, bytes: &[u8]) -> io::Result<Prepared> {
         let keep = match self.dir.symlink_metadata(&self.name) {
             Ok(meta) if meta.is_file() => Some(meta.permissions()),
             _ => None,
@@ -505,19 +527,48 @@ impl Slot {
             .create_new(true)
             .follow(FollowSymlinks::No)
             .mode(0o644);
-        let result = (|| {
-            let mut file = self.dir.open_with(&temp, &options)?;
+        let mut file = self.dir.open_with(&temp, &options)?;
+        let written = (|| {
             file.write_all(bytes)?;
             if let Some(permissions) = keep {
                 file.set_permissions(permissions)?;
             }
-            self.dir.rename(&temp, &self.dir, &self.name)?;
-            file.into_std().metadata()
+            Ok(())
         })();
-        if result.is_err() {
-            let _ = self.dir.remove_file(&temp);
+        match written {
+            Ok(()) => Ok(Prepared {
+                temp,
+                file: file.into_std(),
+            }),
+            Err(e) => {
+                let _ = self.dir.remove_file(&temp);
+                Err(e)
+            }
         }
-        result
+    }
+
+    /// Renames a prepared temp file over the note (no new space needed) and
+    /// answers the note's metadata after the rename.
+    pub fn install(&self, prepared: Prepared) -> io::Result<std::fs::Metadata> {
+        let Prepared { temp, file } = prepared;
+        match self.dir.rename(&temp, &self.dir, &self.name) {
+            Ok(()) => file.metadata(),
+            Err(e) => {
+                let _ = self.dir.remove_file(&temp);
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes a prepared temp file that will not be installed.
+    pub fn discard(&self, prepared: Prepared) {
+        let _ = self.dir.remove_file(&prepared.temp);
+    }
+
+    /// Puts the file `name` in `from` (a hard link to the note as it was)
+    /// back in the note's place by a rename, which needs no free space.
+    pub fn take_back(&self, from: &Dir, name: &str) -> io::Result<()> {
+        from.rename(name, &self.dir, &self.name)
     }
 
     /// Deletes the note (a regular file; anything else is refused).

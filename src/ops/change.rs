@@ -161,7 +161,8 @@ pub(super) fn land(
 /// `planner` makes the changes (parse, resolve, read, apply: the work that grows
 /// with the request) without the writer lock, so a costly request never makes
 /// other writes wait. Under the lock every note is read again; if any changed
-/// meanwhile, all are planned again against the notes as they are. Plans that
+/// meanwhile (or the first pass found a conflict), all are planned again
+/// against the notes as they are. Plans that
 /// change nothing are left out (answered, never landed). Then the base commit is
 /// checked for each note and the changes land: written and committed in one
 /// commit whose message `message` makes from the plans that land, or recorded
@@ -173,11 +174,21 @@ pub(super) fn land_all(
     planner: impl Fn(&Context) -> Result<Vec<Plan>>,
     message: impl FnOnce(&[&Plan]) -> String,
 ) -> Result<(Vec<Plan>, Option<String>)> {
-    let mut plans = planner(ctx)?;
-    if plans.iter().all(Plan::is_noop) {
-        return Ok((plans, None));
-    }
+    // A conflict found before the lock may only mean that another write
+    // changed the note meanwhile: it is planned again under the lock, so a
+    // change without a base (an append, an insert) fails only for a reason its
+    // caller can act on.
+    let first = match planner(ctx) {
+        Ok(plans) if plans.iter().all(Plan::is_noop) => return Ok((plans, None)),
+        Ok(plans) => Some(plans),
+        Err(e) if e.code == ErrorCode::Conflict => None,
+        Err(e) => return Err(e),
+    };
     let repo = ctx.writer()?;
+    let mut plans = match first {
+        Some(plans) => plans,
+        None => planner(ctx)?,
+    };
     for plan in &plans {
         if ctx.view.current_text(&plan.note)? != plan.before {
             plans = planner(ctx)?;

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::Landing;
-use crate::{bootstrap, embed, index};
+use crate::{embed, index};
 
 /// `index.rebuild`: index every note and write `.mirai/index.json`.
 pub struct IndexRebuild;
@@ -38,7 +38,7 @@ impl Operation for IndexRebuild {
         let repo = ctx.writer()?;
         let head = repo.head()?;
         // A root never served (only rebuilt from cron) gets the exclusion here.
-        bootstrap::exclude_mirai_folder(&ctx.view.disk_notes().root().join(".git")).map_err(
+        crate::repo::exclude_mirai_folder(&ctx.view.disk_notes().root().join(".git")).map_err(
             |e| {
                 Error::internal(format!(
                     "cannot keep .mirai/ out of git (.git/info/exclude): {e}"

@@ -92,6 +92,14 @@ pub struct NoteIntent {
     pub after: Option<String>,
     /// The note's index entry before the write (what a roll forward replaces).
     pub index_before: Option<String>,
+    /// The name in `.mirai/released/` of the hard link holding the note's old
+    /// version (what a roll back renames back, needing no free space).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<String>,
+    /// A path a pull keeps out of the working tree (hidden, a symlink, a
+    /// submodule): its index entry carries git's skip-worktree bit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_worktree: bool,
 }
 
 /// What one process is doing, as its intent file says.
@@ -146,6 +154,7 @@ impl From<IntentV1> for Intent {
                 before: old.before,
                 after: old.after,
                 index_before: old.index_before,
+                ..NoteIntent::default()
             })
             .into_iter()
             .collect();
@@ -183,6 +192,9 @@ pub struct Journal {
     /// Its length; `None` after a failed append, so the next record compacts.
     len: Option<u64>,
     current: Intent,
+    /// A failed write could not put every note back: its record stays in
+    /// force until [`Journal::take_pending`] hands it to recovery.
+    pending: bool,
 }
 
 pub(super) fn intents_dir(notes: &Notes) -> Result<Dir> {
@@ -217,6 +229,7 @@ impl Journal {
             held,
             len: Some(line.len() as u64),
             current,
+            pending: false,
         })
     }
 
@@ -291,10 +304,24 @@ impl Journal {
         Ok(())
     }
 
+    /// Keeps the record in force past [`Journal::idle`]: a failed write left
+    /// notes it could not put back, which the record lets recovery put back
+    /// (the next write does it first; a restart does it if none comes).
+    pub fn keep_for_recovery(&mut self) {
+        self.pending = true;
+    }
+
+    /// The record a failed write left for recovery, if any (and the journal
+    /// no longer holds it back from idling).
+    pub fn take_pending(&mut self) -> Option<Intent> {
+        std::mem::take(&mut self.pending).then(|| self.current.clone())
+    }
+
     /// Back to idle after a write, whatever its outcome. A failure is only
-    /// logged: the record it leaves names locks that are gone.
+    /// logged: the record it leaves names locks that are gone. A record kept
+    /// for recovery stays.
     pub fn idle(&mut self) {
-        if self.current.stage == Stage::Idle {
+        if self.current.stage == Stage::Idle || self.pending {
             return;
         }
         let result = self.record(|intent| {
@@ -541,6 +568,7 @@ mod tests {
                 before: Some("b1".into()),
                 after: Some("a1".into()),
                 index_before: Some("b1".into()),
+                ..NoteIntent::default()
             }]
         );
         assert_eq!(intent.reference.as_deref(), Some("refs/heads/main"));

@@ -30,14 +30,14 @@ use std::time::Duration;
 use git2::build::TreeUpdateBuilder;
 use git2::{FileMode, IndexEntry, IndexTime, Oid, Repository, Signature};
 
-use crate::error::{Error, Result};
-use crate::notes::root::Slot;
+use crate::error::{Error, ErrorCode, Result};
+use crate::notes::root::{Prepared, Slot};
 use crate::notes::{refused, Notes};
 pub use commits::{CommitChanges, FileChange};
 use index_file::{Entries, Kept};
 use index_lock::{held_error, IndexLock, LOCK_WAIT};
 use intent::{Journal, NoteIntent, Recovery, Stage};
-use release::Releaser;
+use release::{Held, Releaser};
 
 mod commits;
 pub mod history;
@@ -49,6 +49,9 @@ mod recover;
 mod release;
 pub mod replay;
 pub mod replayed;
+
+/// The skip-worktree bit of an index entry's extended flags.
+const SKIP_WORKTREE: u16 = 0x4000;
 
 /// Who a commit is by (author and committer alike).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +91,12 @@ impl Repo {
                 "the notes root (NOTES_ROOT) is a bare repository; it needs a work tree",
             ));
         }
+        // Every command that writes keeps its state out of a person's `git status`.
+        exclude_mirai_folder(git.path()).map_err(|e| {
+            Error::internal(format!(
+                "cannot keep .mirai/ out of git (.git/info/exclude): {e}"
+            ))
+        })?;
         let journal = Journal::open(notes)?;
         let releaser = Releaser::open(git.path(), notes);
         let repo = Repo {
@@ -126,6 +135,18 @@ impl Repo {
         self.journal
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The journal, ready for a write: its file where a later mirai looks
+    /// for it, and whatever an earlier failed write of this process could not
+    /// put back put back first.
+    fn begin_write(&self) -> Result<MutexGuard<'_, Journal>> {
+        let mut journal = self.journal();
+        journal.ensure_reachable(&self.notes)?;
+        if let Some(intent) = journal.take_pending() {
+            self.recover_own(&mut journal, &intent);
+        }
+        Ok(journal)
     }
 
     /// Takes `index.lock`; when it stays held for the whole wait, frees a dead
@@ -167,6 +188,12 @@ impl Repo {
                 continue;
             }
             let new_entry = match note.after {
+                Some(id) if note.skip_worktree.is_some() => {
+                    let mut entry = unstatted_entry(note.rel, id);
+                    entry.mode = note.skip_worktree.unwrap_or(entry.mode);
+                    entry.flags_extended = SKIP_WORKTREE;
+                    Some(entry)
+                }
                 Some(id) => {
                     let matches = note.work.map(blob_id).transpose()? == Some(id);
                     let meta = match self.notes.existing_slot(note.rel)? {
@@ -199,6 +226,41 @@ impl Repo {
             self.kept_index().keep(stamp, entries);
             rolled
         })
+    }
+
+    /// Refuses to write while a person's git operation is under way (a
+    /// rebase, merge, cherry-pick, revert or bisect, by git's own markers in
+    /// `.git/`) or HEAD is detached: a commit then would land on no branch, or
+    /// in the middle of their work. 409 `conflict` saying what to do.
+    pub fn check_on_branch(&self) -> Result<()> {
+        use git2::RepositoryState as S;
+        let doing = match self.git.state() {
+            S::Clean => None,
+            S::Merge => Some(("a merge", "git merge --continue (or git merge --abort)")),
+            S::Revert | S::RevertSequence => {
+                Some(("a revert", "git revert --continue (or git revert --abort)"))
+            }
+            S::CherryPick | S::CherryPickSequence => Some((
+                "a cherry-pick",
+                "git cherry-pick --continue (or git cherry-pick --abort)",
+            )),
+            S::Bisect => Some(("a bisect", "git bisect reset")),
+            S::Rebase | S::RebaseInteractive | S::RebaseMerge | S::ApplyMailboxOrRebase => {
+                Some(("a rebase", "git rebase --continue (or git rebase --abort)"))
+            }
+            S::ApplyMailbox => Some(("git am", "git am --continue (or git am --abort)")),
+        };
+        if let Some((what, finish)) = doing {
+            return Err(Error::conflict(format!(
+                "{what} is in progress in NOTES_ROOT; mirai writes nothing until it ends, so                  nothing lands in the middle of it: finish it ({finish}), then retry                  (reads and search go on meanwhile)"
+            )));
+        }
+        if self.head_target()?.0 == "HEAD" {
+            return Err(Error::conflict(
+                "HEAD is detached in NOTES_ROOT, so a commit would land on no branch; check out                  a branch (git switch <branch>), then retry (reads and search go on meanwhile)",
+            ));
+        }
+        Ok(())
     }
 
     /// The commit HEAD points at, or `None` on an unborn branch.
@@ -283,21 +345,14 @@ impl Repo {
         }
     }
 
-    /// Commits each note of `staged` as its `written` says (the bytes mirai
-    /// wrote and the file's metadata after writing them; `None`: deleted) on
-    /// top of HEAD, in one commit, holding `lock`, and returns the new commit's
-    /// id. Only those paths change, in the commit and in the index (`index`,
-    /// read under the lock). The new index waits in `index.lock` while HEAD
-    /// moves by compare-and-swap, and replaces the index only once HEAD has
-    /// moved; a failure on the way leaves HEAD and the index as they were.
-    fn commit_locked(
+    /// Makes the commit of `notes` (each path with its new bytes; `None`:
+    /// deleted) on top of HEAD as objects only: blobs, tree and commit. Nothing
+    /// visible changes, so this is where a write may run out of space.
+    fn build_commit(
         &self,
-        journal: &mut Journal,
-        lock: IndexLock,
-        index: Entries,
-        staged: &[Staged<'_>],
+        notes: &[(&str, Option<(&[u8], FileMode)>)],
         (message, author): (&str, &Author),
-    ) -> Result<String> {
+    ) -> Result<Built> {
         let git = &self.git;
         let (reference, parent_id) = self.head_target()?;
         let parent = parent_id
@@ -314,27 +369,25 @@ impl Repo {
         .map_err(|e| git_error("cannot read the HEAD tree", e))?;
 
         let mut update = TreeUpdateBuilder::new();
-        let mut changes = Vec::with_capacity(staged.len());
-        for &(rel_path, written) in staged {
-            let new_entry = match written {
-                Some((bytes, meta)) => {
+        let mut blobs = Vec::with_capacity(notes.len());
+        for &(rel_path, bytes) in notes {
+            match bytes {
+                Some((bytes, mode)) => {
                     let id = git
                         .blob(bytes)
                         .map_err(|e| git_error(&format!("cannot store {rel_path}"), e))?;
-                    let entry = index_entry(rel_path, id, meta);
-                    update.upsert(rel_path, id, file_mode(entry.mode));
-                    Some(entry)
+                    update.upsert(rel_path, id, mode);
+                    blobs.push(Some(id));
                 }
                 None => {
                     if base_tree.get_path(Path::new(rel_path)).is_ok() {
                         update.remove(rel_path);
                     }
-                    None
+                    blobs.push(None);
                 }
-            };
-            changes.push((rel_path, new_entry));
+            }
         }
-        let commit_id = update
+        let commit = update
             .create_updated(git, &base_tree)
             .and_then(|tree_id| git.find_tree(tree_id))
             .and_then(|tree| {
@@ -343,7 +396,34 @@ impl Repo {
                 git.commit(None, &sig, &sig, message, &tree, &parents)
             })
             .map_err(|e| git_error("cannot create the commit", e))?;
+        Ok(Built {
+            reference,
+            parent: parent_id,
+            commit,
+            blobs,
+        })
+    }
 
+    /// Lands a built commit, holding `lock`: the index entries of `staged`
+    /// (each path with its blob and the file's metadata after writing it;
+    /// `None`: deleted) replace theirs in `index` (read under the lock), the
+    /// new index waits in `index.lock` while HEAD moves by compare-and-swap
+    /// from the commit's parent, and replaces the index only once HEAD has
+    /// moved; a failure on the way leaves HEAD and the index as they were.
+    fn land_commit(
+        &self,
+        journal: &mut Journal,
+        lock: IndexLock,
+        index: Entries,
+        built: &Built,
+        staged: &[Staged<'_>],
+        (subject, author): (&str, &Author),
+    ) -> Result<String> {
+        let commit_id = built.commit;
+        let changes: Vec<(&str, Option<IndexEntry>)> = staged
+            .iter()
+            .map(|&(rel, written)| (rel, written.map(|(id, meta)| index_entry(rel, id, meta))))
+            .collect();
         let entries = self.carried_entries(index, changes);
         let (bytes, stamp) = index_file::encode(&entries);
         lock.stage(&bytes, |id| {
@@ -354,12 +434,18 @@ impl Repo {
             })
         })?;
 
-        let subject = message.lines().next().unwrap_or("");
-        let log = match parent_id {
+        let log = match built.parent {
             Some(_) => format!("commit: {subject}"),
             None => format!("commit (initial): {subject}"),
         };
-        self.move_reference(journal, &reference, parent_id, commit_id, author, &log)?;
+        self.move_reference(
+            journal,
+            &built.reference,
+            built.parent,
+            commit_id,
+            author,
+            &log,
+        )?;
         self.releaser.keep_git_file(&lock.index_path());
         match lock.commit() {
             Ok(()) => self.kept_index().keep(stamp, entries),
@@ -615,11 +701,12 @@ fn unstatted_entry(rel_path: &str, id: Oid) -> IndexEntry {
     }
 }
 
-fn file_mode(mode: u32) -> FileMode {
-    match mode {
-        0o100755 => FileMode::BlobExecutable,
-        0o120000 => FileMode::Link,
-        _ => FileMode::Blob,
+/// The tree mode git gives a file with this metadata.
+fn blob_mode(meta: &std::fs::Metadata) -> FileMode {
+    if meta.mode() & 0o100 != 0 {
+        FileMode::BlobExecutable
+    } else {
+        FileMode::Blob
     }
 }
 
@@ -663,10 +750,38 @@ pub fn tracked_under(root: &Path, prefix: &str) -> Vec<String> {
     tracked
 }
 
-/// One note of a commit as [`Repo::commit_locked`] takes it: its path, and
-/// the bytes mirai wrote with the file's metadata after writing them (`None`:
-/// deleted).
-type Staged<'a> = (&'a str, Option<(&'a [u8], &'a std::fs::Metadata)>);
+/// `.mirai/` holds the index and run logs: local state that must never be
+/// committed, so it goes in the repository's `info/exclude` (`git_dir` is `.git`).
+pub fn exclude_mirai_folder(git_dir: &Path) -> std::io::Result<()> {
+    let info = git_dir.join("info");
+    std::fs::create_dir_all(&info)?;
+    let exclude = info.join("exclude");
+    let current = std::fs::read_to_string(&exclude).unwrap_or_default();
+    if current.lines().any(|line| line.trim() == ".mirai/") {
+        return Ok(());
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&exclude)?;
+    if !current.is_empty() && !current.ends_with('\n') {
+        std::io::Write::write_all(&mut file, b"\n")?;
+    }
+    std::io::Write::write_all(&mut file, b".mirai/\n")
+}
+
+/// One note of a commit as [`Repo::land_commit`] takes it: its path, and
+/// its blob with the file's metadata after writing it (`None`: deleted).
+type Staged<'a> = (&'a str, Option<(Oid, &'a std::fs::Metadata)>);
+
+/// A commit made as objects, not yet on the branch: the reference it moves
+/// and from where, and each note's blob (`None`: deleted), in order.
+struct Built {
+    reference: String,
+    parent: Option<Oid>,
+    commit: Oid,
+    blobs: Vec<Option<Oid>>,
+}
 
 /// One note of a dead mirai's commit that reached the branch, for
 /// [`Repo::roll_index_forward`]: its index entry before the write, its blob
@@ -676,6 +791,9 @@ struct Landed<'a> {
     index_before: Option<Oid>,
     after: Option<Oid>,
     work: Option<&'a [u8]>,
+    /// A path kept out of the working tree (a pull's hidden path, symlink or
+    /// submodule): its entry gets this mode and git's skip-worktree bit.
+    skip_worktree: Option<u32>,
 }
 
 /// Writes (or, with `None`, deletes) each note of `changes` through the root
@@ -703,11 +821,10 @@ fn write_and_commit_inner(
     message: &str,
     author: &Author,
 ) -> Result<String> {
-    let mut journal = repo.journal();
-    journal.ensure_reachable(&repo.notes)?;
+    let mut journal = repo.begin_write()?;
     let result = write_and_commit_recorded(repo, &mut journal, changes, message, author);
     journal.idle();
-    result
+    result.map_err(storage)
 }
 
 /// The blob id git gives `bytes`.
@@ -723,6 +840,25 @@ struct Opened<'a> {
     before: Option<Vec<u8>>,
 }
 
+/// What a note's write has ready before any note is touched: its new bytes
+/// in a temp file beside it, and its old version held by a hard link (so
+/// putting it back needs no free space).
+#[derive(Default)]
+struct Ready {
+    temp: Option<Prepared>,
+    /// The temp file's metadata (its mode goes into the tree).
+    meta: Option<std::fs::Metadata>,
+    held: Option<Held>,
+}
+
+/// Writes a commit of several notes in three phases, so that a full disk can
+/// only stop it before the first note is touched:
+/// 1. everything that takes space: each note's new bytes in a temp file
+///    beside it, its old version hard-linked into `.mirai/released/`, the
+///    commit's objects, the crash record naming all of it;
+/// 2. the notes change by renames and unlinks, which need no space;
+/// 3. the index is staged and HEAD moves; a failure here puts every note
+///    back by renaming its held link back (again no space needed).
 fn write_and_commit_recorded(
     repo: &Repo,
     journal: &mut Journal,
@@ -730,27 +866,41 @@ fn write_and_commit_recorded(
     message: &str,
     author: &Author,
 ) -> Result<String> {
+    repo.check_on_branch()?;
     let lock = repo.lock_index(journal)?;
     let index = repo.read_index(&lock)?;
     let mut opened = Vec::with_capacity(changes.len());
+    let mut ready: Vec<Ready> = Vec::with_capacity(changes.len());
     let prepared = open_all(repo, &index, changes, &mut opened)
-        .and_then(|()| record_writing(repo, journal, &opened));
-    if let Err(mut e) = prepared {
-        undo(&opened, 0, &mut e);
-        return Err(e);
-    }
-    let mut written = Vec::with_capacity(opened.len());
-    for note in &opened {
-        if note.before.is_some() {
-            repo.releaser
-                .keep_note(|into, name| note.slot.link_into(into, name));
+        .and_then(|()| prepare_all(repo, &opened, &mut ready))
+        .and_then(|()| {
+            let notes: Vec<(&str, Option<(&[u8], FileMode)>)> = opened
+                .iter()
+                .zip(&ready)
+                .map(|(note, ready)| {
+                    let mode = ready.meta.as_ref().map_or(FileMode::Blob, blob_mode);
+                    (note.rel, note.content.map(|c| (c.as_bytes(), mode)))
+                })
+                .collect();
+            repo.build_commit(&notes, (message, author))
+        })
+        .and_then(|built| record_writing(repo, journal, &opened, &ready).map(|()| built));
+    let built = match prepared {
+        Ok(built) => built,
+        Err(e) => {
+            let e = storage(e);
+            finish_undo(repo, &opened, ready, 0);
+            return Err(e);
         }
-        let result = match note.content {
-            Some(content) => note
+    };
+    let mut written = Vec::with_capacity(opened.len());
+    for (touched, note) in opened.iter().enumerate() {
+        let result = match ready[touched].temp.take() {
+            Some(temp) => note
                 .slot
-                .write(content.as_bytes())
+                .install(temp)
                 .map(Some)
-                .map_err(|e| Error::internal(format!("cannot write {}: {e}", note.rel))),
+                .map_err(|e| io_failure(&format!("cannot write {}", note.rel), &e)),
             None => note
                 .slot
                 .remove()
@@ -759,32 +909,30 @@ fn write_and_commit_recorded(
         };
         match result {
             Ok(meta) => written.push(meta),
-            Err(mut e) => {
-                undo(&opened, written.len(), &mut e);
-                return Err(e);
-            }
+            Err(e) => return Err(undo_or_keep(repo, journal, &opened, ready, touched, e)),
         }
     }
     let staged: Vec<Staged<'_>> = opened
         .iter()
         .zip(&written)
-        .map(|(note, meta)| {
-            let bytes = note.content.map(str::as_bytes);
-            (note.rel, bytes.zip(meta.as_ref()))
-        })
+        .zip(&built.blobs)
+        .map(|((note, meta), blob)| (note.rel, (*blob).zip(meta.as_ref())))
         .collect();
-    match repo.commit_locked(journal, lock, index, &staged, (message, author)) {
-        Ok(sha) => Ok(sha),
-        Err(mut e) => {
-            undo(&opened, opened.len(), &mut e);
-            Err(e)
+    let subject = message.lines().next().unwrap_or("");
+    match repo.land_commit(journal, lock, index, &built, &staged, (subject, author)) {
+        Ok(sha) => {
+            for held in ready.into_iter().filter_map(|r| r.held) {
+                repo.releaser.release(held);
+            }
+            Ok(sha)
         }
+        Err(e) => Err(undo_or_keep(repo, journal, &opened, ready, opened.len(), e)),
     }
 }
 
 /// Opens each note's folder (made when a created note needs it) and reads its
 /// bytes, refusing a note with uncommitted changes. Whatever was opened is in
-/// `opened`, for [`undo`], when this fails.
+/// `opened`, for [`finish_undo`], when this fails.
 fn open_all<'a>(
     repo: &Repo,
     index: &Entries,
@@ -825,19 +973,52 @@ fn open_all<'a>(
     Ok(())
 }
 
-/// Records what a restart needs to finish or undo the write, before any note changes.
-fn record_writing(repo: &Repo, journal: &mut Journal, opened: &[Opened<'_>]) -> Result<()> {
+/// Phase 1 of a write, for each opened note: its new bytes in a temp file
+/// beside it, its old version held by a hard link. What was made is in
+/// `ready` (for [`finish_undo`]) when this fails.
+fn prepare_all(repo: &Repo, opened: &[Opened<'_>], ready: &mut Vec<Ready>) -> Result<()> {
+    for note in opened {
+        let mut next = Ready::default();
+        let made = (|| -> std::io::Result<()> {
+            if let Some(content) = note.content {
+                let temp = note.slot.prepare(content.as_bytes())?;
+                next.meta = Some(temp.metadata()?);
+                next.temp = Some(temp);
+            }
+            if note.before.is_some() {
+                next.held = repo
+                    .releaser
+                    .hold_note(|into, name| note.slot.link_into(into, name))?;
+            }
+            Ok(())
+        })();
+        ready.push(next);
+        made.map_err(|e| io_failure(&format!("cannot prepare the write of {}", note.rel), &e))?;
+    }
+    Ok(())
+}
+
+/// Records what a restart needs to finish or undo the write, before any note
+/// changes: each note's blobs and the link holding its old version.
+fn record_writing(
+    repo: &Repo,
+    journal: &mut Journal,
+    opened: &[Opened<'_>],
+    ready: &[Ready],
+) -> Result<()> {
     let hex = |bytes: Option<&[u8]>| -> Result<Option<String>> {
         Ok(bytes.map(blob_id).transpose()?.map(|id| id.to_string()))
     };
     let mut notes = Vec::with_capacity(opened.len());
-    for note in opened {
+    for (note, ready) in opened.iter().zip(ready) {
         let before = hex(note.before.as_deref())?;
         notes.push(NoteIntent {
             note: note.rel.to_string(),
             index_before: before.clone(),
             before,
             after: hex(note.content.map(str::as_bytes))?,
+            released: ready.held.as_ref().map(|held| held.name().to_string()),
+            ..NoteIntent::default()
         });
     }
     let (reference, parent) = repo.head_target()?;
@@ -849,18 +1030,112 @@ fn record_writing(repo: &Repo, journal: &mut Journal, opened: &[Opened<'_>]) -> 
     })
 }
 
-/// After a failure: puts the first `written` notes back as they were (newest
-/// first), then removes the folders made for any of them; a failure to restore
-/// is added to `e`'s message.
-fn undo(opened: &[Opened<'_>], written: usize, e: &mut Error) {
-    for note in opened[..written].iter().rev() {
-        if let Err(r) = note.slot.restore(note.before.as_deref()) {
-            e.message
-                .push_str(&format!("; restoring {} also failed: {r}", note.rel));
+/// After a failure: puts the first `touched` notes back as they were (newest
+/// first; from the held link by a rename where there is one, which needs no
+/// space), drops every temp file and link left, then removes the folders made
+/// for the notes. Answers what could not be put back.
+fn finish_undo(
+    repo: &Repo,
+    opened: &[Opened<'_>],
+    mut ready: Vec<Ready>,
+    touched: usize,
+) -> String {
+    let mut failed = String::new();
+    for (i, note) in opened.iter().enumerate().take(touched).rev() {
+        let held = ready.get_mut(i).and_then(|r| r.held.take());
+        let restored = match held {
+            Some(held) => match held.put_back(&note.slot) {
+                Ok(()) => Ok(()),
+                Err((held, e)) => {
+                    let again = note.slot.restore(note.before.as_deref());
+                    repo.releaser.release(held);
+                    again.map_err(|again| format!("{e}; then {again}"))
+                }
+            },
+            None => note
+                .slot
+                .restore(note.before.as_deref())
+                .map_err(|e| e.to_string()),
+        };
+        if let Err(e) = restored {
+            failed.push_str(&format!("; restoring {} also failed: {e}", note.rel));
+        }
+    }
+    for (note, ready) in opened.iter().zip(ready) {
+        if let Some(temp) = ready.temp {
+            note.slot.discard(temp);
+        }
+        if let Some(held) = ready.held {
+            repo.releaser.release(held);
         }
     }
     for note in opened.iter().rev() {
         note.slot.remove_created_folders();
+    }
+    failed
+}
+
+/// [`finish_undo`]; when a note could not be put back, the crash record stays
+/// in force (the next write, or the next start, rolls it back) and the error
+/// says so.
+fn undo_or_keep(
+    repo: &Repo,
+    journal: &mut Journal,
+    opened: &[Opened<'_>],
+    ready: Vec<Ready>,
+    touched: usize,
+    mut e: Error,
+) -> Error {
+    let failed = finish_undo(repo, opened, ready, touched);
+    if !failed.is_empty() {
+        e.message.push_str(&failed);
+        e.message.push_str(
+            "; mirai keeps its crash record and puts the notes back before its next write",
+        );
+        journal.keep_for_recovery();
+    }
+    storage(e)
+}
+
+/// An I/O failure as an error: 507 `insufficient_storage` when the disk (or
+/// the user's quota) is full, else `internal`.
+fn io_failure(context: &str, e: &std::io::Error) -> Error {
+    if is_storage_full(e) {
+        full_disk(format!("{context}: {e}"))
+    } else {
+        Error::internal(format!("{context}: {e}"))
+    }
+}
+
+/// Whether `e` says the file system (or the quota) has no room left.
+fn is_storage_full(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::StorageFull
+        || e.kind() == std::io::ErrorKind::QuotaExceeded
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}
+
+/// 507 `insufficient_storage`, naming the disk and what to do.
+fn full_disk(detail: String) -> Error {
+    Error::new(
+        ErrorCode::InsufficientStorage,
+        format!(
+            "the disk holding NOTES_ROOT is full, so the write was not made and the notes are as \
+             they were: free some space, then retry ({detail})"
+        ),
+    )
+}
+
+/// A write's failure as the caller sees it: one that the disk being full
+/// caused, which libgit2 reports only in its own words, is 507
+/// `insufficient_storage`.
+fn storage(e: Error) -> Error {
+    let full = ["No space left on device", "Disk quota exceeded"]
+        .iter()
+        .any(|said| e.message.contains(said));
+    if full && e.code != ErrorCode::InsufficientStorage {
+        full_disk(e.message)
+    } else {
+        e
     }
 }
 
@@ -873,8 +1148,7 @@ pub fn snapshot(repo: &Repo, rel_path: &str, author: &Author) -> Result<Option<S
 }
 
 fn snapshot_inner(repo: &Repo, rel_path: &str, author: &Author) -> Result<Option<String>> {
-    let mut journal = repo.journal();
-    journal.ensure_reachable(&repo.notes)?;
+    let mut journal = repo.begin_write()?;
     let result = snapshot_recorded(repo, &mut journal, rel_path, author);
     journal.idle();
     result
@@ -886,6 +1160,7 @@ fn snapshot_recorded(
     rel_path: &str,
     author: &Author,
 ) -> Result<Option<String>> {
+    repo.check_on_branch()?;
     let lock = repo.lock_index(journal)?;
     let index = repo.read_index(&lock)?;
     let slot = repo.notes.existing_slot(rel_path)?;
@@ -916,14 +1191,24 @@ fn snapshot_recorded(
             after: before.clone(),
             before,
             index_before: index.get(rel_path, 0).map(|entry| entry.id.to_string()),
+            ..NoteIntent::default()
         }];
         intent.parent = parent.map(|id| id.to_string());
         intent.reference = Some(reference);
     })?;
     let message = format!("mirai: snapshot of uncommitted edits to {rel_path}\n");
-    let staged = [(rel_path, work.as_deref().zip(meta.as_ref()))];
-    repo.commit_locked(journal, lock, index, &staged, (&message, author))
+    let mode = meta.as_ref().map_or(FileMode::Blob, blob_mode);
+    let built = repo
+        .build_commit(
+            &[(rel_path, work.as_deref().map(|bytes| (bytes, mode)))],
+            (&message, author),
+        )
+        .map_err(storage)?;
+    let staged = [(rel_path, work_id.zip(meta.as_ref()))];
+    let subject = message.lines().next().unwrap_or("");
+    repo.land_commit(journal, lock, index, &built, &staged, (subject, author))
         .map(Some)
+        .map_err(storage)
 }
 
 #[cfg(test)]
@@ -966,7 +1251,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         git(dir.path(), &["init", "-q", "-b", "main"]);
         // As `serve` prepares a root: mirai's own state is never a change.
-        crate::bootstrap::exclude_mirai_folder(&dir.path().join(".git")).unwrap();
+        exclude_mirai_folder(&dir.path().join(".git")).unwrap();
         dir
     }
 

@@ -16,13 +16,10 @@
 
 use git2::{Delta, DiffOptions, IndexEntry, Oid};
 
-use super::intent::Stage;
-use super::{blob_id, git_error, index_entry, unstatted_entry, Author, Repo};
+use super::intent::{NoteIntent, Stage};
+use super::{blob_id, git_error, index_entry, unstatted_entry, Author, Repo, SKIP_WORKTREE};
 use crate::error::{Error, Result};
 use crate::notes::{path, refused};
-
-/// The skip-worktree bit of an index entry's extended flags.
-const SKIP_WORKTREE: u16 = 0x4000;
 
 /// What a pull found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,8 +58,7 @@ impl Repo {
     /// Moves HEAD's branch to `target` when it descends from HEAD, with the
     /// index and the working tree (see the module's comment); `author` signs the reflog.
     pub fn fast_forward(&self, target: Oid, author: &Author) -> Result<Forward> {
-        let mut journal = self.journal();
-        journal.ensure_reachable(&self.notes)?;
+        let mut journal = self.begin_write()?;
         let result = self.fast_forward_locked(&mut journal, target, author);
         journal.idle();
         result.map_err(|e| self.scrub(e))
@@ -75,12 +71,8 @@ impl Repo {
         author: &Author,
     ) -> Result<Forward> {
         let git = &self.git;
+        self.check_on_branch()?;
         let (reference, head) = self.head_target()?;
-        if reference == "HEAD" {
-            return Err(Error::git(
-                "HEAD is detached in NOTES_ROOT; check out the branch mirai follows, then sync again",
-            ));
-        }
         if let Some(head) = head {
             if head == target || git.graph_descendant_of(head, target).unwrap_or(false) {
                 return Ok(Forward::Nothing);
@@ -186,11 +178,24 @@ impl Repo {
         }
         prepare()?;
 
+        // Every path the pull changes, so a restart after a kill puts the
+        // working tree back to HEAD (the branch did not move) or puts the
+        // index right (it did): the working tree equals HEAD either way.
+        let recorded: Vec<NoteIntent> = changes
+            .iter()
+            .zip(&work)
+            .map(|(change, work_id)| NoteIntent {
+                note: change.path.clone(),
+                before: change.old.map(|id| id.to_string()),
+                after: change.new.map(|(id, _)| id.to_string()),
+                index_before: index.get(&change.path, 0).map(|entry| entry.id.to_string()),
+                skip_worktree: work_id.is_none(),
+                released: None,
+            })
+            .collect();
         journal.record(|intent| {
-            // No single note: a dead pull only leaves locks to free (its files
-            // already hold the incoming bytes, which the next pull takes as clean).
             intent.stage = Stage::Committing;
-            intent.notes = Vec::new();
+            intent.notes = recorded;
             intent.parent = head.map(|id| id.to_string());
             intent.commit = Some(target.to_string());
             intent.reference = Some(reference.to_string());

@@ -78,6 +78,21 @@ impl Repo {
     }
 }
 
+impl Repo {
+    /// Puts back what this process's own failed write could not (its record
+    /// kept for recovery), before the next write replaces the record.
+    pub(super) fn recover_own(&self, journal: &mut Journal, intent: &Intent) {
+        let mut done = Recovery::default();
+        if let Err(e) = finish_write(self, journal, intent, &mut done) {
+            log::warn!(
+                "recovery: could not finish this process's failed write: {}",
+                e.message
+            );
+        }
+        journal.idle();
+    }
+}
+
 fn recover_one(
     repo: &Repo,
     journal: &mut Journal,
@@ -163,6 +178,8 @@ fn parse_oid(text: &Option<String>) -> Result<Option<Oid>> {
 /// One note of the recorded write, as it is on disk now.
 struct OnDisk {
     rel: String,
+    released: Option<String>,
+    skip_worktree: bool,
     before: Option<Oid>,
     index_before: Option<Oid>,
     after: Option<Oid>,
@@ -172,13 +189,21 @@ struct OnDisk {
 /// Reads the note `recorded` names, as it is now (its path must pass the rules
 /// for a write, whatever the record says).
 fn on_disk(repo: &Repo, recorded: &NoteIntent) -> Result<OnDisk> {
-    let note = repo
+    let rel = match repo
         .notes
-        .resolve_for_write(&recorded.note, Existence::MayBeMissing)?;
-    let rel = note.rel;
-    let work = match repo.notes.existing_slot(&rel)? {
-        Some(slot) => slot.read().map_err(|r| crate::notes::refused(&rel, r))?,
-        None => None,
+        .resolve_for_write(&recorded.note, Existence::MayBeMissing)
+    {
+        Ok(note) => note.rel,
+        // A pull also writes visible files that are not notes (an image).
+        Err(_) if recorded.skip_worktree || plain_visible(&recorded.note) => recorded.note.clone(),
+        Err(e) => return Err(e),
+    };
+    // A path a pull keeps out of the working tree has nothing on disk to read.
+    let work = match repo.notes.existing_slot(&rel) {
+        _ if recorded.skip_worktree => None,
+        Ok(Some(slot)) => slot.read().map_err(|r| crate::notes::refused(&rel, r))?,
+        Ok(None) => None,
+        Err(e) => return Err(e),
     };
     Ok(OnDisk {
         before: parse_oid(&recorded.before)?,
@@ -186,7 +211,19 @@ fn on_disk(repo: &Repo, recorded: &NoteIntent) -> Result<OnDisk> {
         after: parse_oid(&recorded.after)?,
         work,
         rel,
+        released: recorded.released.clone(),
+        skip_worktree: recorded.skip_worktree,
     })
+}
+
+/// A relative path of plain components, none hidden: what a pull writes into
+/// the working tree besides notes (the root handle still confines it).
+fn plain_visible(rel: &str) -> bool {
+    !rel.is_empty()
+        && !rel.contains('\0')
+        && rel
+            .split('/')
+            .all(|part| !part.is_empty() && part != ".." && !part.starts_with('.'))
 }
 
 /// Rolls the recorded write forward or back, for each note that holds what mirai wrote.
@@ -226,6 +263,9 @@ fn finish_write(
         }
     }
     if landed {
+        let tree = commit
+            .and_then(|id| git.find_commit(id).ok())
+            .and_then(|c| c.tree().ok());
         let landed: Vec<Landed> = notes
             .iter()
             .map(|note| Landed {
@@ -233,6 +273,11 @@ fn finish_write(
                 index_before: note.index_before,
                 after: note.after,
                 work: note.work.as_deref(),
+                skip_worktree: note.skip_worktree.then(|| {
+                    tree.as_ref()
+                        .and_then(|t| t.get_path(Path::new(&note.rel)).ok())
+                        .map_or(0o100644, |entry| entry.filemode() as u32)
+                }),
             })
             .collect();
         let rolled = repo.roll_index_forward(journal, &landed)?;
@@ -251,7 +296,7 @@ fn finish_write(
         .and_then(|id| git.find_commit(id).ok())
         .and_then(|c| c.tree().ok());
     let mut rolled_back = false;
-    for note in &notes {
+    for note in notes.iter().filter(|note| !note.skip_worktree) {
         match roll_back(repo, head_tree.as_ref(), note, intent.pid) {
             Ok(rolled) => rolled_back |= rolled,
             Err(e) => log::warn!(
@@ -289,16 +334,36 @@ fn roll_back(repo: &Repo, head: Option<&git2::Tree>, note: &OnDisk, pid: u32) ->
         return Ok(false);
     }
     let slot = repo.notes.slot(rel, true)?;
-    match note.before {
-        Some(blob) => {
-            let blob = repo
-                .git
-                .find_blob(blob)
-                .map_err(|e| Error::git(format!("cannot read {rel} from HEAD: {}", e.message())))?;
-            slot.write(blob.content())
-                .map_err(|e| Error::internal(format!("cannot restore {rel}: {e}")))?;
+    // The old version's hard link, when it is still there and holds those
+    // bytes, goes back by a rename (no free space needed).
+    let held = note
+        .released
+        .as_deref()
+        .and_then(|name| repo.releaser.reclaim(name))
+        .filter(|held| {
+            held.read()
+                .ok()
+                .and_then(|bytes| blob_id(&bytes).ok())
+                .is_some_and(|id| Some(id) == note.before)
+        });
+    let put_back = match held {
+        Some(held) => held.put_back(&slot).map_err(|(held, e)| {
+            repo.releaser.release(held);
+            e
+        }),
+        None => Err(std::io::Error::other("no held link")),
+    };
+    if put_back.is_err() {
+        match note.before {
+            Some(blob) => {
+                let blob = repo.git.find_blob(blob).map_err(|e| {
+                    Error::git(format!("cannot read {rel} from HEAD: {}", e.message()))
+                })?;
+                slot.write(blob.content())
+                    .map_err(|e| Error::internal(format!("cannot restore {rel}: {e}")))?;
+            }
+            None => slot.remove().map_err(|r| crate::notes::refused(rel, r))?,
         }
-        None => slot.remove().map_err(|r| crate::notes::refused(rel, r))?,
     }
     log::info!(
         "recovery: rolled back {rel} to HEAD's bytes: its write was never committed (pid {pid} died)"

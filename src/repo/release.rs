@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 
 use cap_std::fs::Dir;
 
-use crate::notes::root::open_folder;
+use crate::notes::root::{open_folder, open_regular_in, Refusal, Slot};
 use crate::notes::Notes;
 
 /// The folder under `.mirai/` that holds released notes.
@@ -55,6 +55,41 @@ impl Link {
             Link::Git(path) => fs::remove_file(path),
             Link::Note(dir, name) => dir.remove_file(name),
         };
+    }
+}
+
+/// A note's old version, hard-linked into the release folder while a write is
+/// undecided.
+#[derive(Debug)]
+pub struct Held {
+    dir: Arc<Dir>,
+    name: String,
+}
+
+impl Held {
+    /// The link's name in `.mirai/released/` (what a crash record names).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The held bytes.
+    pub fn read(&self) -> io::Result<Vec<u8>> {
+        let mut file = open_regular_in(&self.dir, &self.name).map_err(|r| match r {
+            Refusal::Io(e) => e,
+            other => io::Error::other(format!("{other:?}")),
+        })?;
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut file, &mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// Renames the old version back into the note's place (no free space
+    /// needed); on failure the link stays held for the caller to release.
+    pub fn put_back(self, slot: &Slot) -> Result<(), (Held, io::Error)> {
+        match slot.take_back(&self.dir, &self.name) {
+            Ok(()) => Ok(()),
+            Err(e) => Err((self, e)),
+        }
     }
 }
 
@@ -130,14 +165,45 @@ impl Releaser {
         }
     }
 
-    /// Keeps a note alive past the rename or removal that is about to replace
-    /// it: `link` hard-links it into the folder it is given under the name.
-    pub fn keep_note(&self, link: impl FnOnce(&Dir, &str) -> io::Result<()>) {
-        let Some(released) = &self.notes else { return };
+    /// Hard-links a note (with `link`, into the folder it is given under the
+    /// name) and keeps the link until [`Releaser::release`] or
+    /// [`Held::put_back`]: the note's old version, which a failed write puts
+    /// back by a rename that needs no free space. `Ok(None)`: there is no
+    /// release folder here (restoring falls back to writing the bytes again).
+    pub fn hold_note(
+        &self,
+        link: impl FnOnce(&Dir, &str) -> io::Result<()>,
+    ) -> io::Result<Option<Held>> {
+        let Some(released) = &self.notes else {
+            return Ok(None);
+        };
         let name = fresh_name();
-        if link(released, &name).is_ok() {
-            self.defer(Link::Note(Arc::clone(released), name));
+        link(released, &name)?;
+        Ok(Some(Held {
+            dir: Arc::clone(released),
+            name,
+        }))
+    }
+
+    /// The link `name` a dead mirai's record names, when it is still a
+    /// regular file in the release folder (a name with a `/` or a dot first is
+    /// never mirai's).
+    pub fn reclaim(&self, name: &str) -> Option<Held> {
+        let released = self.notes.as_ref()?;
+        if name.is_empty() || name.contains('/') || name.starts_with('.') {
+            return None;
         }
+        let meta = released.symlink_metadata(name).ok()?;
+        meta.is_file().then(|| Held {
+            dir: Arc::clone(released),
+            name: name.to_string(),
+        })
+    }
+
+    /// The write is decided: the old version's link goes with the next
+    /// background sweep.
+    pub fn release(&self, held: Held) {
+        self.defer(Link::Note(held.dir, held.name));
     }
 
     /// Removes every link in both folders (at start-up, with no other mirai

@@ -22,10 +22,13 @@
 //!   (trailers included), its author and author date; the committer is mirai.
 //!   A multi-note commit stays one commit; one that becomes empty stays too
 //!   (its message and trailer are part of the history a run is found by).
-//! - **A commit that no longer applies** stops the replay: it and every later
-//!   local commit (which may depend on it) are kept, as the original commits,
-//!   on a new branch `mirai/unmerged/<UTC time>` pointing at the old tip; the
-//!   branch follows the remote plus what replayed before it.
+//! - **A commit that no longer applies** is kept back, and so is every later
+//!   local commit that changes one of the notes a kept-back commit changes
+//!   (it may depend on it); later commits that touch other notes still replay,
+//!   in order. The kept-back commits stay, as the original commits on the
+//!   parents they were made on, on a new branch `mirai/unmerged/<UTC time>`
+//!   pointing at the newest of them; the branch follows the remote plus what
+//!   replayed.
 //! - **Crash safety**: the new commits are only objects until the very end;
 //!   the unmerged branch is made and the map of old to new ids
 //!   ([`super::replayed`]) written after the working tree was found clean and
@@ -70,7 +73,8 @@ pub struct Replay {
 pub struct Unmerged {
     /// `mirai/unmerged/<UTC time>` (without `refs/heads/`).
     pub branch: String,
-    /// The old tip it points at.
+    /// The newest local commit that did not replay (the branch points at it:
+    /// each kept commit on the parent it was made on).
     pub commit: Oid,
     /// Which commit stopped the replay, and why.
     pub reason: String,
@@ -84,8 +88,7 @@ impl Repo {
     /// when neither descends from the other (see the module's comment);
     /// `committer` commits and signs the reflog.
     pub fn replay(&self, target: Oid, committer: &Author) -> Result<Replay> {
-        let mut journal = self.journal();
-        journal.ensure_reachable(&self.notes)?;
+        let mut journal = self.begin_write()?;
         let result = self.replay_locked(&mut journal, target, committer);
         journal.idle();
         result.map_err(|e| self.scrub(e))
@@ -98,6 +101,7 @@ impl Repo {
         committer: &Author,
     ) -> Result<Replay> {
         let git = &self.git;
+        self.check_on_branch()?;
         let (reference, head) = self.head_target()?;
         let Some(head) = head.filter(|_| reference != "HEAD") else {
             return Err(Error::git(
@@ -108,40 +112,57 @@ impl Repo {
         let cannot = |e| git_error("cannot read a commit to replay", e);
         let mut tip = git.find_commit(target).map_err(cannot)?;
         let mut replayed = Vec::with_capacity(local.len());
-        let mut stopped = None;
-        for (n, &id) in local.iter().enumerate() {
+        // Commits that did not apply, and the notes they (and the later
+        // commits that touch those notes, which depend on them) change.
+        let mut kept_back: Vec<Oid> = Vec::new();
+        let mut blocked: HashSet<String> = HashSet::new();
+        let mut first_reason = None;
+        for &id in &local {
             let commit = git.find_commit(id).map_err(cannot)?;
+            let paths = self.changed_paths(&commit)?;
+            if paths.iter().any(|p| blocked.contains(p)) {
+                blocked.extend(paths);
+                kept_back.push(id);
+                continue;
+            }
             match self.replay_one(&commit, &tip, committer) {
                 Ok(new) => {
                     replayed.push((id, new));
                     tip = git.find_commit(new).map_err(cannot)?;
                 }
                 Err(e) if e.code == ErrorCode::Conflict => {
-                    let later = local.len() - n - 1;
-                    stopped = Some(format!(
-                        "local commit {} ({}) no longer applies on the remote's commits: {}{}",
-                        short(id),
-                        commit.summary().unwrap_or(""),
-                        e.message,
-                        match later {
-                            0 => String::new(),
-                            1 => "; the 1 local commit after it is kept with it".to_string(),
-                            n => format!("; the {n} local commits after it are kept with it"),
-                        }
-                    ));
-                    break;
+                    first_reason.get_or_insert_with(|| {
+                        format!(
+                            "local commit {} ({}) no longer applies on the remote's commits: {}",
+                            short(id),
+                            commit.summary().unwrap_or(""),
+                            e.message
+                        )
+                    });
+                    blocked.extend(paths);
+                    kept_back.push(id);
                 }
                 Err(e) => return Err(e),
             }
         }
 
-        let unmerged = match stopped {
-            Some(reason) => Some(Unmerged {
-                branch: self.unmerged_name()?,
-                commit: head,
-                reason,
-            }),
-            None => None,
+        let unmerged = match (first_reason, kept_back.last()) {
+            (Some(reason), Some(&newest)) => {
+                let others = kept_back.len() - 1;
+                Some(Unmerged {
+                    branch: self.unmerged_name()?,
+                    commit: newest,
+                    reason: format!(
+                        "{reason}{}",
+                        match others {
+                            0 => String::new(),
+                            1 => "; 1 later local commit that changes the same notes is kept with it".to_string(),
+                            n => format!("; {n} later local commits that change the same notes are kept with it"),
+                        }
+                    ),
+                })
+            }
+            _ => None,
         };
         let mut made_branch = false;
         let log = format!(
@@ -157,7 +178,7 @@ impl Repo {
                 if let Some(unmerged) = &unmerged {
                     git.reference(
                         &format!("refs/heads/{}", unmerged.branch),
-                        head,
+                        unmerged.commit,
                         false,
                         "mirai: local commits a replay could not apply",
                     )
@@ -215,6 +236,31 @@ impl Repo {
         }
         chain.reverse();
         Ok(chain)
+    }
+
+    /// The paths `commit` changes against its first parent.
+    fn changed_paths(&self, commit: &Commit<'_>) -> Result<Vec<String>> {
+        let cannot = |e| git_error(&format!("cannot read commit {}", short(commit.id())), e);
+        let tree = commit.tree().map_err(cannot)?;
+        let parent_tree = match commit.parent(0) {
+            Ok(parent) => Some(parent.tree().map_err(cannot)?),
+            Err(_) => None,
+        };
+        let diff = self
+            .git
+            .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), None)
+            .map_err(cannot)?;
+        Ok(diff
+            .deltas()
+            .filter_map(|delta| {
+                delta
+                    .new_file()
+                    .path()
+                    .or_else(|| delta.old_file().path())
+                    .and_then(Path::to_str)
+                    .map(str::to_string)
+            })
+            .collect())
     }
 
     /// A name for a new unmerged branch: the UTC time, made unique.

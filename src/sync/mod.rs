@@ -283,6 +283,8 @@ impl Syncer {
         branch: &str,
         target: Oid,
     ) -> Result<(Forward, Option<Replay>)> {
+        // A person's rebase, merge or detached HEAD: the pull waits for it to end.
+        repo.check_on_branch()?;
         let (reference, _) = repo.branch_head()?;
         if reference != format!("refs/heads/{branch}") {
             return Err(Error::git(format!(
@@ -344,8 +346,34 @@ impl Syncer {
                 )));
             }
         }
-        remote::push(&git, &self.config, &branch, local)?;
+        remote::push(&git, &self.config, &branch, local, tracking)?;
         Ok(true)
+    }
+
+    /// Pushes what the branch holds now, for a command about to exit,
+    /// waiting at most `wait` (the push goes on in its own thread; past the
+    /// wait the process may end it, and the next sync pushes). `Ok(false)`:
+    /// nothing to push; `Err`: why it was not pushed.
+    pub fn push_before_exit(self: &Arc<Self>, wait: Duration) -> std::result::Result<bool, String> {
+        if !self.pushes {
+            return Ok(false);
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sync = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("mirai-push-exit".into())
+            .spawn(move || {
+                let _ = tx.send(sync.push());
+            })
+            .map_err(|e| format!("cannot start the push: {e}"))?;
+        match rx.recv_timeout(wait) {
+            Ok(Ok(pushed)) => Ok(pushed),
+            Ok(Err(e)) => Err(e.message),
+            Err(_) => Err(format!(
+                "the remote did not answer within {} s",
+                wait.as_secs()
+            )),
+        }
     }
 
     /// `repo.sync`: a pull, then (unless `read_only`) a push.

@@ -9,7 +9,7 @@ use git2::{
     Repository,
 };
 
-use crate::config::{GitCredentials, SyncConfig};
+use crate::config::{GitCredentials, SyncConfig, Transport};
 use crate::error::{Error, ErrorCode, Result};
 
 /// Where the remote's branch is kept locally (not `origin`: a person's own
@@ -195,7 +195,138 @@ pub fn fetch(git: &Repository, config: &SyncConfig, branch: &str) -> Result<Opti
 /// Pushes the local `branch` (at `local`) to the remote's branch of the same
 /// name, never forced: a remote that moved on refuses it. On success the
 /// tracking ref follows.
-pub fn push(git: &Repository, config: &SyncConfig, branch: &str, local: git2::Oid) -> Result<()> {
+///
+/// `expected` is the remote's branch as the push was computed from (the last
+/// fetch; `None`: it had no such branch): the remote's ref moves only if it
+/// still holds that value. Over the network the server checks the old value it
+/// advertised; a remote on this machine is written here, under its own ref lock
+/// with the old value checked ([`push_local`]), because libgit2's local
+/// transport moves the remote's ref by force.
+pub fn push(
+    git: &Repository,
+    config: &SyncConfig,
+    branch: &str,
+    local: git2::Oid,
+    expected: Option<git2::Oid>,
+) -> Result<()> {
+    if config.transport == Transport::Local {
+        push_local(git, config, branch, local, expected)?;
+    } else {
+        push_network(git, config, branch)?;
+    }
+    git.reference(&tracking_ref(branch), local, true, "mirai: push")
+        .map_err(|e| Error::git(format!("cannot record the pushed commit: {}", e.message())))?;
+    Ok(())
+}
+
+/// The path of a remote on this machine (`file://` URLs decoded).
+fn local_path(remote: &str) -> std::path::PathBuf {
+    if remote.starts_with("file://") {
+        if let Some(path) = url::Url::parse(remote)
+            .ok()
+            .and_then(|url| url.to_file_path().ok())
+        {
+            return path;
+        }
+    }
+    std::path::PathBuf::from(remote)
+}
+
+/// A push to a repository on this machine, as `git push` makes it: the
+/// objects the remote lacks go into its object database as one pack, then its
+/// branch moves under the branch's own lock only while it still holds
+/// `expected` (compare-and-swap), so a push that raced another never
+/// overwrites it. A non-bare remote's checked-out branch is refused, as git
+/// refuses it.
+fn push_local(
+    git: &Repository,
+    config: &SyncConfig,
+    branch: &str,
+    local: git2::Oid,
+    expected: Option<git2::Oid>,
+) -> Result<()> {
+    let remote = Repository::open(local_path(&config.remote))
+        .map_err(|e| unavailable(config, "open", &e))?;
+    let name = format!("refs/heads/{branch}");
+    if !remote.is_bare() {
+        let head = remote.find_reference("HEAD").ok();
+        if head.as_ref().and_then(|h| h.symbolic_target()) == Some(name.as_str()) {
+            return Err(Error::new(
+                ErrorCode::RemoteUnavailable,
+                scrub(
+                    config,
+                    &format!(
+                        "the remote {} has {branch} checked out, and pushing would change files                          under someone's feet; use a bare repository as the remote (git clone --bare)",
+                        config.shown_remote()
+                    ),
+                ),
+            ));
+        }
+    }
+    let moved = || {
+        Error::conflict(scrub(
+            config,
+            &format!(
+                "the remote's {branch} has commits mirai has not pulled yet; pull first (mirai never forces a push)"
+            ),
+        ))
+    };
+    let now = match remote.refname_to_id(&name) {
+        Ok(id) => Some(id),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => None,
+        Err(e) => return Err(unavailable(config, "read the branch of", &e)),
+    };
+    if now != expected {
+        return Err(moved());
+    }
+    let copied = (|| -> std::result::Result<(), git2::Error> {
+        let mut walk = git.revwalk()?;
+        walk.push(local)?;
+        if let Some(old) = expected {
+            walk.hide(old)?;
+        }
+        let mut pack = git.packbuilder()?;
+        pack.insert_walk(&mut walk)?;
+        let odb = remote.odb()?;
+        let mut writer = odb.packwriter()?;
+        let mut failed = None;
+        pack.foreach(
+            |chunk| match std::io::Write::write_all(&mut writer, chunk) {
+                Ok(()) => true,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            },
+        )?;
+        if let Some(e) = failed {
+            return Err(git2::Error::from_str(&e.to_string()));
+        }
+        writer.commit()?;
+        Ok(())
+    })();
+    copied.map_err(|e| unavailable(config, "copy the commits to", &e))?;
+    let updated = match expected {
+        Some(old) => remote.reference_matching(&name, local, true, old, "push"),
+        None => remote.reference(&name, local, false, "push"),
+    };
+    match updated {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.code(),
+                git2::ErrorCode::Modified | git2::ErrorCode::Exists | git2::ErrorCode::Locked
+            ) =>
+        {
+            Err(moved())
+        }
+        Err(e) => Err(unavailable(config, "move the branch of", &e)),
+    }
+}
+
+/// A push over the network (https, http, ssh): the server compares the old
+/// value it advertised, as receive-pack does.
+fn push_network(git: &Repository, config: &SyncConfig, branch: &str) -> Result<()> {
     let mut remote = git
         .remote_anonymous(&config.remote)
         .map_err(|e| unavailable(config, "reach", &e))?;
@@ -233,8 +364,6 @@ pub fn push(git: &Repository, config: &SyncConfig, branch: &str, local: git2::Oi
             &format!("the remote refused the push of {branch}: {status}; pull first (mirai never forces a push)"),
         )));
     }
-    git.reference(&tracking_ref(branch), local, true, "mirai: push")
-        .map_err(|e| Error::git(format!("cannot record the pushed commit: {}", e.message())))?;
     Ok(())
 }
 
