@@ -614,3 +614,99 @@ fn concurrent_appends_to_one_note_all_land_without_a_conflict() {
     assert_eq!(server.commit_count(), commits_before + 100);
     assert!(clean(&server));
 }
+
+/// `mirai ops` lists every row of the table; `mirai call OP JSON` runs any row
+/// with the environment's policy, prints the answer as JSON, and on a refusal
+/// prints the error's JSON with an exit code of its kind.
+#[test]
+fn mirai_call_runs_any_row_and_mirai_ops_lists_them() {
+    use std::io::Write;
+    let server = TestServer::with_note("a.md", "alpha\n");
+    let root = server.root.clone();
+    let listed = mirai_cli().arg("ops").output().unwrap();
+    assert!(listed.status.success());
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    for op in mirai::ops::TABLE {
+        assert!(
+            listed
+                .lines()
+                .any(|line| line.split_whitespace().next() == Some(op.name)),
+            "{} is listed: {listed}",
+            op.name
+        );
+    }
+    let call = |args: &[&str], policy: Option<&str>| {
+        let mut command = mirai_cli();
+        command
+            .arg("call")
+            .args(args)
+            .arg("--notes-root")
+            .arg(&root);
+        if let Some(policy) = policy {
+            command.env("MIRAI_POLICY_MODE", policy);
+        }
+        let out = command.output().unwrap();
+        let body: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{args:?}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), body)
+    };
+    let (code, body) = call(
+        &[
+            "notes.write",
+            r#"{"path":"cli/x.md","content":"from the cli\n"}"#,
+        ],
+        None,
+    );
+    assert_eq!(code, Some(0), "{body}");
+    assert!(body["commit"].is_string(), "{body}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("cli/x.md")).unwrap(),
+        "from the cli\n"
+    );
+    let mut piped = mirai_cli()
+        .args(["call", "notes.read", "-", "--notes-root"])
+        .arg(&root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    piped
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"path":"cli/x.md"}"#)
+        .unwrap();
+    let out = piped.wait_with_output().unwrap();
+    let read: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(read["content"], "from the cli\n");
+
+    let cases: [(&[&str], Option<&str>, i32, &str); 5] = [
+        (
+            &["notes.read", r#"{"path":"missing.md"}"#],
+            None,
+            4,
+            "not_found",
+        ),
+        (
+            &["patch.apply", r#"{"patch":"not a diff"}"#],
+            None,
+            3,
+            "invalid_patch",
+        ),
+        (&["notes.read", "not json"], None, 3, "invalid_path"),
+        (
+            &["notes.write", r#"{"path":"b.md","content":"x"}"#],
+            Some("read_only"),
+            6,
+            "policy_denied",
+        ),
+        (&["no.such_op", "{}"], None, 4, "not_found"),
+    ];
+    for (args, policy, want, error) in cases {
+        let (code, body) = call(args, policy);
+        assert_eq!(code, Some(want), "{args:?}: {body}");
+        assert_eq!(body["error"]["code"], error, "{args:?}: {body}");
+    }
+    assert!(!root.join("b.md").exists());
+    assert!(clean(&server), "the CLI leaves git status clean");
+}

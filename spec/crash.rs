@@ -256,6 +256,7 @@ fn temp_files(root: &Path) -> Vec<String> {
                 || (name.starts_with("mirai-index-") && name.ends_with(".tmp"))
                 || name.starts_with("index.json.tmp-")
                 || name.contains(".json.tmp-")
+                || name.contains(".jsonl.tmp-")
         })
         .collect()
 }
@@ -322,7 +323,7 @@ fn an_intent_file_of_appended_records_is_read_by_its_last_line() {
         lines.extend(serde_json::to_vec(&record).unwrap());
         lines.push(b'\n');
     }
-    let dead = root.join(".mirai/intents/999999-lines.json");
+    let dead = root.join(".mirai/intents/999999-lines.jsonl");
     fs::create_dir_all(dead.parent().unwrap()).unwrap();
     fs::write(&dead, &lines).unwrap();
     // A copy whose newest line was cut short: the line before it counts.

@@ -50,6 +50,25 @@ enum Command {
     /// Take back a commit, or every commit of an agent run, as one new commit
     /// (as POST /mcp/notes/revert does) and print the new commit.
     Revert(RevertArgs),
+    /// Run any operation of the table (see `mirai ops`) with a JSON request,
+    /// with the environment's policy and the operator's permissions; print its
+    /// answer as JSON. On a refusal the error's JSON is printed and the exit code
+    /// says what kind: 3 bad request, 4 not found, 5 conflict, 6 denied by policy,
+    /// 7 the disk or the remote (try later), 1 anything else.
+    Call(CallArgs),
+    /// List the operations `mirai call` (and HTTP, MCP, the sandbox) serve:
+    /// name, class (read, write, sync) and summary.
+    Ops,
+}
+
+#[derive(Debug, Args)]
+struct CallArgs {
+    /// The operation's dotted name, e.g. notes.read.
+    operation: String,
+    /// The request as JSON (`{"path":"a.md"}`); `-` reads it from stdin; none: `{}`.
+    request: Option<String>,
+    #[command(flatten)]
+    notes: NotesArgs,
 }
 
 #[derive(Debug, Args)]
@@ -140,6 +159,11 @@ fn main() -> ExitCode {
         Some(Command::Mcp(args)) => mcp_stdio(args),
         Some(Command::Sync(args)) => sync(args),
         Some(Command::Revert(args)) => revert(args),
+        Some(Command::Call(args)) => call(args),
+        Some(Command::Ops) => {
+            list_ops();
+            Ok(())
+        }
         None => serve(cli.serve),
     });
     match result {
@@ -325,6 +349,75 @@ fn revert(args: RevertArgs) -> Result<(), Failure> {
         None => eprintln!("mirai: nothing changed: the notes already are as before those commits"),
     }
     Ok(())
+}
+
+/// `mirai call OP [JSON|-]`: one row of the table through `ops::dispatch`, as
+/// every adapter calls it (policy first, the row's own malformed-request code),
+/// so a new row needs no CLI code. A write recovers a killed process's work
+/// first, and persists the index and pushes (with a remote) before exiting.
+fn call(args: CallArgs) -> Result<(), Failure> {
+    let text = match args.request.as_deref() {
+        None => "{}".to_string(),
+        Some("-") => std::io::read_to_string(std::io::stdin())
+            .map_err(|e| Failure::config(format!("cannot read the request from stdin: {e}")))?,
+        Some(text) => text.to_string(),
+    };
+    let (config, notes) = open_notes(&args.notes)?;
+    let ctx = Context::new(notes, &config);
+    let writes = ops::find(&args.operation).is_some_and(|op| op.class != ops::Class::Read);
+    if writes {
+        app::recover(&ctx);
+        mirai::sync::set_transport_timeouts();
+    }
+    let answer = ops::dispatch(&ctx, &args.operation, Input::Body(text.as_bytes()));
+    if writes {
+        app::persist_index(&ctx, "before exit");
+        app::push_before_exit(&ctx);
+    }
+    match answer {
+        Ok(answer) => {
+            println!("{answer}");
+            Ok(())
+        }
+        Err(err) => {
+            println!(
+                "{}",
+                serde_json::json!({"error": {"code": err.code, "message": err.message}})
+            );
+            Err(Failure {
+                code: call_exit_code(err.code),
+                message: format!("{}: {}", err.code, err.message),
+            })
+        }
+    }
+}
+
+/// The exit code of a refused `mirai call`, from the error's kind.
+fn call_exit_code(code: mirai::error::ErrorCode) -> u8 {
+    use mirai::error::ErrorCode as C;
+    match code {
+        C::NotFound => 4,
+        C::Conflict => 5,
+        C::PolicyDenied => 6,
+        C::InsufficientStorage | C::RemoteUnavailable | C::LlmUnavailable => 7,
+        _ => match code.http_status() {
+            400..=499 => 3,
+            _ => 1,
+        },
+    }
+}
+
+/// `mirai ops`: the table, one row per line.
+fn list_ops() {
+    let width = ops::TABLE.iter().map(|op| op.name.len()).max().unwrap_or(0);
+    for op in ops::TABLE {
+        let class = match op.class {
+            ops::Class::Read => "read",
+            ops::Class::Write => "write",
+            ops::Class::Sync => "sync",
+        };
+        println!("{:width$}  {class:5}  {}", op.name, op.summary);
+    }
 }
 
 /// `mirai eval FILE.js`: the sandbox without HTTP, with the environment's policy.

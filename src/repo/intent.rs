@@ -1,7 +1,8 @@
 //! Intent records: what a write in progress may leave behind, so that a later
 //! mirai can finish or undo it and free the git locks it held.
 //!
-//! Each process that writes keeps one file of its own, `.mirai/intents/<pid>-<uuid>.json`,
+//! Each process that writes keeps one file of its own, `.mirai/intents/<pid>-<uuid>.jsonl`
+//! (JSON lines; `.json`, the name earlier versions gave them, is read too),
 //! and holds an exclusive `flock` on it for its whole life (pids are reused in
 //! containers; the lock, not the pid, says whether the owner is alive). Before
 //! each step of a commit one JSON line is appended to it (one `write`, no new
@@ -215,7 +216,7 @@ impl Journal {
     /// Creates this process's intent file (idle) and locks it.
     pub fn open(notes: &Notes) -> Result<Journal> {
         let dir = intents_dir(notes)?;
-        let name = format!("{}-{}.json", std::process::id(), uuid::Uuid::new_v4());
+        let name = format!("{}-{}.jsonl", std::process::id(), uuid::Uuid::new_v4());
         let current = Intent {
             version: VERSION,
             pid: std::process::id(),

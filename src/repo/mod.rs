@@ -350,7 +350,7 @@ impl Repo {
     /// visible changes, so this is where a write may run out of space.
     fn build_commit(
         &self,
-        notes: &[(&str, Option<(&[u8], FileMode)>)],
+        notes: &[NewNote<'_>],
         (message, author): (&str, &Author),
     ) -> Result<Built> {
         let git = &self.git;
@@ -774,6 +774,10 @@ pub fn exclude_mirai_folder(git_dir: &Path) -> std::io::Result<()> {
 /// its blob with the file's metadata after writing it (`None`: deleted).
 type Staged<'a> = (&'a str, Option<(Oid, &'a std::fs::Metadata)>);
 
+/// A note of a commit to build: its path, and its new bytes with their tree
+/// mode (`None`: deleted).
+type NewNote<'a> = (&'a str, Option<(&'a [u8], FileMode)>);
+
 /// A commit made as objects, not yet on the branch: the reference it moves
 /// and from where, and each note's blob (`None`: deleted), in order.
 struct Built {
@@ -874,7 +878,7 @@ fn write_and_commit_recorded(
     let prepared = open_all(repo, &index, changes, &mut opened)
         .and_then(|()| prepare_all(repo, &opened, &mut ready))
         .and_then(|()| {
-            let notes: Vec<(&str, Option<(&[u8], FileMode)>)> = opened
+            let notes: Vec<NewNote<'_>> = opened
                 .iter()
                 .zip(&ready)
                 .map(|(note, ready)| {

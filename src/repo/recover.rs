@@ -49,7 +49,7 @@ impl Repo {
             .entries()
             .map_err(|e| Error::internal(format!("cannot list .mirai/{INTENTS_DIR}/: {e}")))?
             .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-            .filter(|name| name.ends_with(".json") && name != own)
+            .filter(|name| (name.ends_with(".jsonl") || name.ends_with(".json")) && name != own)
             .collect();
         names.sort_unstable();
         for name in names {
@@ -393,7 +393,7 @@ fn sweep_temps(git: &Repository, notes: &Notes, intents: &Dir, own: &str) -> usi
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
             };
-            if name.contains(".json.tmp-")
+            if (name.contains(".jsonl.tmp-") || name.contains(".json.tmp-"))
                 && !name.starts_with(own)
                 && intents.remove_file(&name).is_ok()
             {
