@@ -401,8 +401,33 @@ fn sweep_temps(git: &Repository, notes: &Notes, intents: &Dir, own: &str) -> usi
             }
         }
     }
+    // Locks in mirai's own remote-tracking namespace (nobody else writes there).
+    removed += remove_locks_under(&git.path().join("refs/remotes/mirai"), 8);
     if removed > 0 {
         log::info!("recovery: removed {removed} temporary file(s) left by a mirai that died");
+    }
+    removed
+}
+
+/// Removes the `*.lock` files under `dir` (not following symlinks, at most
+/// `depth` folders down); answers how many.
+fn remove_locks_under(dir: &Path, depth: usize) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() && depth > 0 {
+            removed += remove_locks_under(&entry.path(), depth - 1);
+        } else if kind.is_file()
+            && entry.file_name().to_string_lossy().ends_with(".lock")
+            && fs::remove_file(entry.path()).is_ok()
+        {
+            removed += 1;
+        }
     }
     removed
 }

@@ -153,16 +153,40 @@ fn callbacks(config: &SyncConfig) -> RemoteCallbacks<'_> {
     callbacks
 }
 
+/// How old a lock in mirai's own `refs/remotes/mirai/` must be to be taken
+/// for a dead process's: a ref update holds it for microseconds.
+const STALE_TRACKING_LOCK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Removes a lock on `tracking` that a killed mirai left (older than
+/// [`STALE_TRACKING_LOCK`]; the namespace is mirai's alone, nobody else
+/// writes there), which would otherwise fail every later fetch.
+fn clear_stale_tracking_lock(git: &Repository, tracking: &str) {
+    let lock = git.path().join(format!("{tracking}.lock"));
+    let stale = std::fs::symlink_metadata(&lock)
+        .ok()
+        .filter(|meta| meta.is_file())
+        .and_then(|meta| meta.modified().ok())
+        .and_then(|modified| modified.elapsed().ok())
+        .is_some_and(|age| age > STALE_TRACKING_LOCK);
+    if stale && std::fs::remove_file(&lock).is_ok() {
+        log::warn!("sync: removed a stale .git/{tracking}.lock left by a mirai that died");
+    }
+}
+
 /// Fetches `branch` into its tracking ref and answers the commit the remote
-/// has there (`None`: the remote has no such branch yet).
+/// has there (`None`: the remote has no such branch yet). FETCH_HEAD is not
+/// written (a kill there would leave a lock that fails a person's `git fetch`
+/// too); the answer is what the remote advertised.
 pub fn fetch(git: &Repository, config: &SyncConfig, branch: &str) -> Result<Option<git2::Oid>> {
+    let tracking = tracking_ref(branch);
+    clear_stale_tracking_lock(git, &tracking);
     let mut remote = git
         .remote_anonymous(&config.remote)
         .map_err(|e| unavailable(config, "reach", &e))?;
     let mut options = FetchOptions::new();
     options.remote_callbacks(callbacks(config));
     options.download_tags(git2::AutotagOption::None);
-    let tracking = tracking_ref(branch);
+    options.update_fetchhead(false);
     let refspec = format!("+refs/heads/{branch}:{tracking}");
     remote
         .fetch(
@@ -171,15 +195,13 @@ pub fn fetch(git: &Repository, config: &SyncConfig, branch: &str) -> Result<Opti
             Some("mirai: fetch"),
         )
         .map_err(|e| unavailable(config, "fetch from", &e))?;
-    // An anonymous remote's fetch keeps what it fetched in FETCH_HEAD; the tracking ref is ours to set.
-    let mut fetched = None;
-    git.fetchhead_foreach(|name, _url, oid, _merge| {
-        if name == format!("refs/heads/{branch}") {
-            fetched = Some(*oid);
-        }
-        true
-    })
-    .ok();
+    let wanted = format!("refs/heads/{branch}");
+    let fetched = remote
+        .list()
+        .map_err(|e| unavailable(config, "list the branches of", &e))?
+        .iter()
+        .find(|head| head.name() == wanted)
+        .map(|head| head.oid());
     match fetched {
         Some(oid) => {
             git.reference(&tracking, oid, true, "mirai: fetch")
