@@ -770,6 +770,15 @@ mod tests {
                 },
                 150,
             ),
+            (
+                Params {
+                    note_score_one_chunk: false,
+                    title_on_title_only: false,
+                    min_length_share: 0.5,
+                    ..Params::default()
+                },
+                150,
+            ),
         ] {
             let mut idx = Index::build_with(vault(11, 1500), params);
             // Updates leave free slots, tombstones and unsorted tails.
@@ -897,6 +906,54 @@ mod tests {
             order(&Index::build_with(notes, with_feedback(2))),
             ["a-car.md", "b-cat.md"]
         );
+    }
+
+    /// The evaluation's levers do what they say: a note that is its title
+    /// loses its title field (a longer note keeps it), a one-chunk note loses
+    /// the whole-note score (a note of two chunks keeps it), and a length floor
+    /// lowers a one-line note's score.
+    #[test]
+    fn title_only_one_chunk_and_length_floor_levers() {
+        let mut notes = vec![
+            ("stub.md".to_string(), "# jaguar\n".to_string()),
+            (
+                "long.md".to_string(),
+                "# jaguar\nthe jaguar hunts by night in rainforest and swamp\n".to_string(),
+            ),
+            (
+                "two.md".to_string(),
+                format!("# jaguar\n{}\n# more\nrainforest\n", "word ".repeat(400)),
+            ),
+        ];
+        for i in 0..30 {
+            notes.push((format!("f{i}.md"), format!("filler {i} words here\n")));
+        }
+        let score = |params: Params, path: &str| {
+            let idx = Index::build_with(notes.clone(), params);
+            idx.query("jaguar", 10, None)
+                .into_iter()
+                .find(|h| h.path == path && h.chunk_index == 0)
+                .map(|h| h.score)
+                .expect("ranked")
+        };
+        let base = Params::default();
+        let no_title = Params {
+            title_on_title_only: false,
+            ..base
+        };
+        assert!(score(no_title, "stub.md") < score(base, "stub.md"));
+        assert_eq!(score(no_title, "long.md"), score(base, "long.md"));
+        let no_one_chunk = Params {
+            note_score_one_chunk: false,
+            ..base
+        };
+        assert!(score(no_one_chunk, "long.md") < score(base, "long.md"));
+        assert_eq!(score(no_one_chunk, "two.md"), score(base, "two.md"));
+        let floor = Params {
+            min_length_share: 1.0,
+            ..base
+        };
+        assert!(score(floor, "stub.md") < score(base, "stub.md"));
     }
 
     /// Keeping the best so far selects what sorting everything would, ties
