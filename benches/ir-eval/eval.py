@@ -64,8 +64,8 @@ DEFAULT_VARIANTS = [
 
 
 COLLECTION_VARIANTS = [
-    "mirai-lexical:fbd=0",
-    "mirai-lexical+rm3",
+    "mirai-lexical (default)",
+    "mirai-lexical, no feedback:fbd=0",
 ]
 # With an embedding server configured (MIRAI_EMBED_BASE_URL, as for the server).
 SEMANTIC_VARIANTS = [
