@@ -16,13 +16,19 @@ Every system ranks notes: the peers index whole notes (their natural setup);
 mirai ranks chunks and a note takes the rank of its best chunk. Reported: nDCG@10
 and MRR@100 per set and their mean over all queries.
 
-With --collection cisi it runs the standard CISI collection instead (data/cisi,
-see its SOURCE.md): one note per document (title as the first heading, abstract
-as body), the 76 queries with judgments, nDCG@10 and MAP@100 (binary relevance).
+With --collection it runs judged test collections instead (data/<name>, each with
+its SOURCE.md; none named: the development set, CISI, ADI and their `-stubs`
+variants, where every other document keeps only its title; with --notes too, the
+vault's known items are one more collection): one note per document (title as the
+first heading, abstract as body), every judged query, nDCG@10, P@10 and MAP@100
+(binary relevance), a table per collection, then one of every variant's nDCG@10 on
+each collection against that collection's best lexical peer and the geometric mean
+of those ratios.
 
 Usage: python3 eval.py --notes DIR [--per-set N] [--variants SPEC ...]
-       python3 eval.py --collection cisi [--variants SPEC ...]
-Needs: pip install bm25s PyStemmer tantivy; `cargo build --release --example rank`.
+       python3 eval.py --collection [NAME ...] [--notes DIR] [--variants SPEC ...] [--summary-only]
+Needs: pip install bm25s PyStemmer tantivy; `cargo build --release --example rank` (or
+RANK_BIN naming another build of it).
 """
 
 import argparse
@@ -58,8 +64,8 @@ DEFAULT_VARIANTS = [
 
 
 COLLECTION_VARIANTS = [
-    "mirai-lexical:fbd=0",
-    "mirai-lexical+rm3",
+    "mirai-lexical (default)",
+    "mirai-lexical, no feedback:fbd=0",
 ]
 # With an embedding server configured (MIRAI_EMBED_BASE_URL, as for the server).
 SEMANTIC_VARIANTS = [
@@ -196,11 +202,11 @@ def run_fts5(notes, queries, tokenize):
     return out
 
 
-def run_bm25s(notes, queries):
+def run_bm25s(notes, queries, stem=True):
     import bm25s
     import Stemmer
 
-    stemmer = Stemmer.Stemmer("english")
+    stemmer = Stemmer.Stemmer("english") if stem else None
     paths = sorted(notes)
     corpus = [notes[p] for p in paths]
     tok = bm25s.tokenize(corpus, stopwords="en", stemmer=stemmer, show_progress=False)
@@ -249,7 +255,7 @@ def run_mirai(notes_dir, queries, variants):
             fh.write("%s\t%s\n" % (qid, q.replace("\t", " ").replace("\n", " ")))
         qfile = fh.name
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(CRATE, "target"))
-    exe = os.path.join(target, "release", "examples", "rank")
+    exe = os.environ.get("RANK_BIN") or os.path.join(target, "release", "examples", "rank")
     env = dict(os.environ)
     env.setdefault("RANK_VECTORS", os.path.join(tempfile.gettempdir(), "mirai-ir-eval-vectors-%s.bin"
                                                  % os.path.basename(notes_dir.rstrip("/"))))
@@ -263,8 +269,8 @@ def run_mirai(notes_dir, queries, variants):
     return {name: {qid: dedupe(ps) for qid, ps in run.items()} for name, run in runs.items()}
 
 
-def cisi_records(path):
-    """CISI's `.I id` records as {id: {field letter: text}}."""
+def smart_records(path):
+    """A SMART-format file's `.I id` records as {id: {field letter: text}}."""
     records, current, field = {}, None, None
     with open(path, encoding="utf-8", errors="replace") as fh:
         for line in fh:
@@ -282,27 +288,61 @@ def cisi_records(path):
     return records
 
 
-def load_cisi(folder):
-    docs = cisi_records(os.path.join(folder, "CISI.ALL"))
+def load_smart(folder, stem, title_only=lambda i: False):
+    """A SMART-format collection (`STEM.ALL`, `STEM.QRY`, `STEM.REL`): one note per
+    document (`.T` as the note's first heading, `.W` as its body; only the title when
+    `title_only(id)`), the queries with judgments, binary relevance."""
+    docs = smart_records(os.path.join(folder, stem + ".ALL"))
     notes = {}
     for i, rec in sorted(docs.items()):
         title = " ".join(rec.get("T", "").split())
-        body = rec.get("W", "").strip()
-        notes["d%04d.md" % i] = "# %s\n\n%s\n" % (title, body)
-    qrecs = cisi_records(os.path.join(folder, "CISI.QRY"))
+        body = "" if title_only(i) else rec.get("W", "").strip()
+        notes["d%04d.md" % i] = "# %s\n\n%s\n" % (title, body) if body else "# %s\n" % title
+    qrecs = smart_records(os.path.join(folder, stem + ".QRY"))
     judged = {}
-    with open(os.path.join(folder, "CISI.REL")) as fh:
+    with open(os.path.join(folder, stem + ".REL")) as fh:
         for line in fh:
             parts = line.split()
             if len(parts) >= 2:
                 judged.setdefault(int(parts[0]), set()).add("d%04d.md" % int(parts[1]))
     queries = [("q%03d" % q, " ".join(qrecs[q].get("W", "").split())) for q in sorted(judged)]
     rel = {"q%03d" % q: paths for q, paths in judged.items()}
-    return notes, queries, rel
+    return notes, queries, rel, {}
+
+
+# The development collections (data/<name>, each with its SOURCE.md). `-stubs`
+# variants keep only the title of every other document: the judgments are the
+# originals', so they test how title-only notes (stubs, daily notes, link hubs)
+# rank against full ones on real information needs.
+COLLECTIONS = {
+    "cisi": lambda: load_smart(os.path.join(HERE, "data", "cisi"), "CISI"),
+    "adi": lambda: load_smart(os.path.join(HERE, "data", "adi"), "ADI"),
+    "cisi-stubs": lambda: load_smart(os.path.join(HERE, "data", "cisi"), "CISI", lambda i: i % 2 == 1),
+    "adi-stubs": lambda: load_smart(os.path.join(HERE, "data", "adi"), "ADI", lambda i: i % 2 == 1),
+}
+DEV_SET = ["cisi", "adi", "cisi-stubs", "adi-stubs"]
+PEERS = ["fts5-unicode61", "fts5-porter", "bm25s", "bm25s-stem", "tantivy"]
+
+
+def load_vault(notes_dir, per_set):
+    """A vault's known-item sets (see `make_queries`) as a judged collection: one
+    relevant note per query; an anchor query's linking note is left out of every
+    ranking."""
+    notes = read_notes(notes_dir)
+    sets = make_queries(notes, per_set)
+    queries, rel, exclude = [], {}, {}
+    for name, qs in sets.items():
+        for i, (q, target, excl) in enumerate(qs):
+            qid = "%s-%d" % (name, i)
+            queries.append((qid, q))
+            rel[qid] = {target}
+            if excl:
+                exclude[qid] = excl
+    return notes, queries, rel, exclude
 
 
 def graded(ranked, relevant):
-    """nDCG@10 and average precision at depth 100, binary relevance."""
+    """nDCG@10, P@10 and average precision at depth 100, binary relevance."""
     dcg = sum(1.0 / math.log2(i + 2) for i, p in enumerate(ranked[:10]) if p in relevant)
     ideal = sum(1.0 / math.log2(i + 2) for i in range(min(10, len(relevant))))
     hits, ap = 0, 0.0
@@ -310,52 +350,97 @@ def graded(ranked, relevant):
         if p in relevant:
             hits += 1
             ap += hits / (i + 1)
-    return dcg / ideal, ap / len(relevant)
+    p10 = sum(1 for p in ranked[:10] if p in relevant) / 10.0
+    return dcg / ideal, p10, ap / len(relevant)
+
+
+def score_collection(name, notes, queries, rel, exclude, variants, notes_dir=None):
+    """Every mirai variant and every peer on one collection: {system: (nDCG@10, P@10, MAP@100)}."""
+    if notes_dir:
+        runs = run_mirai(notes_dir, queries, variants)
+    else:
+        with tempfile.TemporaryDirectory() as folder:
+            for path, text in notes.items():
+                os.makedirs(os.path.dirname(os.path.join(folder, path)), exist_ok=True)
+                with open(os.path.join(folder, path), "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            runs = run_mirai(folder, queries, variants)
+    runs["fts5-unicode61"] = run_fts5(notes, queries, "unicode61 remove_diacritics 2")
+    runs["fts5-porter"] = run_fts5(notes, queries, "porter unicode61 remove_diacritics 2")
+    runs["bm25s"] = run_bm25s(notes, queries, stem=False)
+    runs["bm25s-stem"] = run_bm25s(notes, queries, stem=True)
+    runs["tantivy"] = run_tantivy(notes, queries)
+    table = {}
+    for system in [v.split(":")[0] for v in variants] + PEERS:
+        ms = []
+        for qid, _ in queries:
+            ranked = [p for p in runs.get(system, {}).get(qid, []) if p != exclude.get(qid)]
+            ms.append(graded(ranked, rel[qid]))
+        table[system] = tuple(sum(m[k] for m in ms) / len(ms) for k in range(3))
+    return table
 
 
 def collection_run(args):
-    notes, queries, rel = load_cisi(os.path.join(HERE, "data", args.collection))
-    print("%s: %d notes, %d judged queries" % (args.collection, len(notes), len(queries)))
-    # Chunk vectors are kept between runs (keyed by model and chunk text).
-    os.environ.setdefault("RANK_VECTORS", os.path.join(
-        tempfile.gettempdir(), "mirai-ir-eval-vectors-%s.bin" % args.collection))
-    with tempfile.TemporaryDirectory() as folder:
-        for path, text in notes.items():
-            with open(os.path.join(folder, path), "w", encoding="utf-8") as fh:
-                fh.write(text)
-        runs = run_mirai(folder, queries, args.variants)
-    runs["fts5-unicode61"] = run_fts5(notes, queries, "unicode61 remove_diacritics 2")
-    runs["fts5-porter"] = run_fts5(notes, queries, "porter unicode61 remove_diacritics 2")
-    runs["bm25s"] = run_bm25s(notes, queries)
-    runs["tantivy"] = run_tantivy(notes, queries)
-    peers = ["fts5-unicode61", "fts5-porter", "bm25s", "tantivy"]
-    table = {}
-    for system in [v.split(":")[0] for v in args.variants] + peers:
-        ms = [graded(runs.get(system, {}).get(qid, []), rel[qid]) for qid, _ in queries]
-        table[system] = (sum(m[0] for m in ms) / len(ms), sum(m[1] for m in ms) / len(ms))
-    best = max(peers, key=lambda p: table[p][0])
-    print("%-28s %9s %9s %14s" % ("system", "nDCG@10", "MAP@100", "nDCG vs " + best))
-    for system, (nd, ap) in table.items():
-        print("%-28s %9.4f %9.4f %13.3fx" % (system, nd, ap, nd / table[best][0]))
+    names = args.collection or DEV_SET
+    tables = {}
+    for name in names + (["vault"] if args.notes else []):
+        if name == "vault":
+            notes, queries, rel, exclude = load_vault(args.notes, args.per_set)
+        else:
+            notes, queries, rel, exclude = COLLECTIONS[name]()
+        print("%s: %d notes, %d judged queries" % (name, len(notes), len(queries)), file=sys.stderr)
+        # Chunk vectors are kept between runs (keyed by model and chunk text).
+        os.environ["RANK_VECTORS"] = os.path.join(
+            tempfile.gettempdir(), "mirai-ir-eval-vectors-%s.bin" % name)
+        tables[name] = score_collection(name, notes, queries, rel, exclude, args.variants,
+                                        args.notes if name == "vault" else None)
+    systems = [v.split(":")[0] for v in args.variants]
+    if not args.summary_only:
+        for name, table in tables.items():
+            best = max(PEERS, key=lambda p: table[p][0])
+            print("\n## %s (best lexical peer: %s)\n" % (name, best))
+            print("| system | nDCG@10 | P@10 | MAP@100 | nDCG vs %s |" % best)
+            print("| --- | --- | --- | --- | --- |")
+            for system, (nd, p10, ap) in table.items():
+                print("| %s | %.4f | %.4f | %.4f | %.3fx |" % (system, nd, p10, ap, nd / table[best][0]))
+    # Per variant: nDCG@10 on each collection, its ratio to that collection's best
+    # peer, the geometric mean of the ratios, and the change against the first variant.
+    print("\n## nDCG@10 by collection (ratio to the best lexical peer); geometric mean of the ratios\n")
+    print("| variant | " + " | ".join(tables) + " | geomean | worst vs first |")
+    print("| --- | " + " | ".join("---" for _ in tables) + " | --- | --- |")
+    first = systems[0]
+    for system in systems:
+        cells, ratios, changes = [], [], []
+        for name, table in tables.items():
+            best = max(table[p][0] for p in PEERS)
+            nd = table[system][0]
+            ratios.append(nd / best)
+            changes.append(nd / table[first][0] - 1.0)
+            cells.append("%.4f (%.3fx)" % (nd, nd / best))
+        geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print("| %s | %s | %.3fx | %+.1f%% |" % (system, " | ".join(cells), geo, 100 * min(changes)))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--notes",
                     help="a folder of markdown notes (your vault, or one from the gen-notes example)")
-    ap.add_argument("--collection", choices=["cisi"],
-                    help="a standard test collection under data/ instead of known items")
+    ap.add_argument("--collection", nargs="*", choices=sorted(COLLECTIONS),
+                    help="test collections under data/ (none named: the whole development set); "
+                         "with --notes, the vault's known items are one more")
+    ap.add_argument("--summary-only", action="store_true",
+                    help="print only the table of variants by collection")
     ap.add_argument("--per-set", type=int, default=300)
     ap.add_argument("--variants", nargs="*")
     args = ap.parse_args()
-    if args.collection:
+    if args.collection is not None:
         if not args.variants:
             args.variants = list(COLLECTION_VARIANTS)
             if os.environ.get("MIRAI_EMBED_BASE_URL"):
                 args.variants += SEMANTIC_VARIANTS
         return collection_run(args)
     if not args.notes:
-        ap.error("--notes DIR or --collection cisi")
+        ap.error("--notes DIR or --collection [NAME ...]")
     args.variants = args.variants or DEFAULT_VARIANTS
 
     notes = read_notes(args.notes)
@@ -375,7 +460,8 @@ def main():
     for name, fn in (
         ("fts5-unicode61", lambda: run_fts5(notes, queries, "unicode61 remove_diacritics 2")),
         ("fts5-porter", lambda: run_fts5(notes, queries, "porter unicode61 remove_diacritics 2")),
-        ("bm25s", lambda: run_bm25s(notes, queries)),
+        ("bm25s", lambda: run_bm25s(notes, queries, stem=False)),
+        ("bm25s-stem", lambda: run_bm25s(notes, queries)),
         ("tantivy", lambda: run_tantivy(notes, queries)),
     ):
         t = time.time()
@@ -385,7 +471,7 @@ def main():
     set_names = list(sets)
     header = "%-22s" % "system" + "".join("%16s" % ("%s nDCG/MRR" % s) for s in set_names) + "%16s" % "all nDCG/MRR"
     print(header)
-    order = [v.split(":")[0] for v in args.variants] + ["fts5-unicode61", "fts5-porter", "bm25s", "tantivy"]
+    order = [v.split(":")[0] for v in args.variants] + PEERS
     for system in order:
         run = runs.get(system, {})
         per = {s: [] for s in set_names}

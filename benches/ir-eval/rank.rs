@@ -4,7 +4,9 @@
 //!
 //! Usage: `rank NOTES_DIR QUERIES_TSV DEPTH VARIANT...` where QUERIES_TSV lines are
 //! `qid<TAB>query` and a VARIANT is `name` or `name:key=value,...` with keys
-//! k1, b, tw (title weight), nw (note weight), stem, stop, fold, cjk (0/1), pack, max (chars),
+//! k1, b, tw (title weight), nw (note weight), n1 (0/1: the note weight for notes of one chunk
+//! too), tt (0/1: the title field for a chunk no longer than it), minlen (the shortest length
+//! normalization counts, as a share of the average), stem, stop, fold, cjk (0/1), pack, max (chars),
 //! fbd, fbt, fbw, fbq, fbdf (RM3 feedback: chunks, terms, the original query's weight, the fewest
 //! query terms it applies to, the largest share of chunks an expansion term may be in; fbd=0
 //! turns it off).
@@ -89,6 +91,9 @@ fn params(spec: &str) -> (String, Params, Ranking) {
             "b" => p.b = f,
             "tw" => p.title_weight = f,
             "nw" => p.note_weight = f,
+            "n1" => p.note_score_one_chunk = f != 0.0,
+            "tt" => p.title_on_title_only = f != 0.0,
+            "minlen" => p.min_length_share = f,
             "stem" => p.tokenizer.stem = f != 0.0,
             "stop" => p.tokenizer.stop_words = f != 0.0,
             "fold" => p.tokenizer.fold_diacritics = f != 0.0,

@@ -50,7 +50,17 @@ pub struct Params {
     /// Weight of the whole note's BM25 score added to each of its chunks, so a
     /// chunk is judged with its note's context; zero ranks chunks alone.
     pub note_weight: f64,
-    /// Pseudo-relevance feedback (RM3) on every lexical query.
+    /// Whether a note of one chunk gets the whole-note score too (its note is
+    /// its chunk, so the score counts the same words a second time).
+    pub note_score_one_chunk: bool,
+    /// Whether the title field is added to a chunk no longer than it: a note
+    /// that is its title (a one-line stub) would count its title twice.
+    pub title_on_title_only: bool,
+    /// Length normalization treats a chunk, note or title shorter than this
+    /// share of the average as this long, so a one-line note's few words are
+    /// not multiplied up; zero is plain BM25.
+    pub min_length_share: f64,
+    /// Pseudo-relevance feedback (RM3) on long lexical queries.
     pub feedback: Feedback,
 }
 
@@ -71,7 +81,8 @@ pub struct Feedback {
     pub max_df_share: f64,
     /// Queries with fewer distinct indexed terms are ranked without feedback:
     /// short queries are mostly names and titles of known notes, where
-    /// expansion pulls in their neighbours (benches/ir-eval/README.md).
+    /// expansion pulls in their neighbours, and on judged collections it
+    /// helps paragraph-long descriptions only (benches/ir-eval/README.md).
     pub min_query_terms: usize,
 }
 
@@ -102,13 +113,16 @@ impl Default for Params {
             k1: 0.9,
             b: 0.75,
             title_weight: 4.0,
-            note_weight: 1.0,
+            note_weight: 0.5,
+            note_score_one_chunk: true,
+            title_on_title_only: true,
+            min_length_share: 0.0,
             feedback: Feedback {
                 docs: 10,
                 terms: 10,
                 original_weight: 0.6,
                 max_df_share: 1.0,
-                min_query_terms: 5,
+                min_query_terms: 12,
             },
         }
     }

@@ -29,8 +29,9 @@ struct Scratch {
     note_ok: Vec<u8>,
     /// Notes whose chunks the pruned ranking has scored.
     note_seen: Vec<bool>,
-    /// The candidates of the exhaustive ranking: (chunk slot, note slot).
-    candidates: Vec<(u32, u32)>,
+    /// The candidates of the exhaustive ranking: (chunk slot, note slot,
+    /// whether the title field and the note score apply to it).
+    candidates: Vec<(u32, u32, Extras)>,
     /// Set while a query runs: found set at the start, a query was cut short
     /// (a panic) and the arrays are cleared whole.
     busy: bool,
@@ -77,6 +78,32 @@ struct Stats {
     b: f64,
     wt: f64,
     nw: f64,
+    note_one_chunk: bool,
+    title_on_title_only: bool,
+    min_share: f64,
+}
+
+impl Stats {
+    /// BM25's length normalization of a text of `len` terms where texts
+    /// average `avg`, short texts counted as [`Params::min_length_share`] of it.
+    fn norm(&self, len: f64, avg: f64) -> f64 {
+        1.0 - self.b + self.b * (len / avg).max(self.min_share)
+    }
+
+    /// What of the note's fields a chunk of `chunk_len` terms gets besides its own text.
+    fn extras(&self, chunk_len: u32, note: &super::Note) -> Extras {
+        Extras {
+            title: self.wt > 0.0 && (self.title_on_title_only || chunk_len > note.title_len),
+            note: self.nw > 0.0 && (self.note_one_chunk || note.chunks.len() > 1),
+        }
+    }
+}
+
+/// Whether a chunk's score adds its note's title field and its whole-note score.
+#[derive(Debug, Clone, Copy)]
+struct Extras {
+    title: bool,
+    note: bool,
 }
 
 impl Index {
@@ -258,6 +285,9 @@ impl Index {
             b: self.params.b,
             wt: self.params.title_weight,
             nw: self.params.note_weight,
+            note_one_chunk: self.params.note_score_one_chunk,
+            title_on_title_only: self.params.title_on_title_only,
+            min_share: self.params.min_length_share,
         }
     }
 
@@ -282,7 +312,7 @@ impl Index {
             candidates,
             ..
         } = scratch;
-        let (k1, b, wt, nw) = (st.k1, st.b, st.wt, st.nw);
+        let (k1, wt, nw) = (st.k1, st.wt, st.nw);
         candidates.clear();
         // Only an original term makes a chunk a candidate: feedback terms re-rank.
         for qt in query.iter().filter(|qt| qt.original) {
@@ -296,8 +326,11 @@ impl Index {
                 if !self.under_prefix(chunk.note, path_prefix, note_ok) {
                     continue;
                 }
+                let Some(note) = self.notes[chunk.note as usize].as_ref() else {
+                    continue;
+                };
                 is_candidate[slot as usize] = true;
-                candidates.push((slot, chunk.note));
+                candidates.push((slot, chunk.note, st.extras(chunk.len, note)));
             }
         }
         let cand_notes = &*candidates;
@@ -310,7 +343,7 @@ impl Index {
             for (slot, tf) in postings.iter() {
                 if is_candidate[slot as usize] {
                     if let Some(chunk) = self.chunks[slot as usize].as_ref() {
-                        let norm = 1.0 - b + b * f64::from(chunk.len) / st.avg_len;
+                        let norm = st.norm(f64::from(chunk.len), st.avg_len);
                         body_tf[slot as usize] = f64::from(tf) / norm;
                     }
                 }
@@ -319,12 +352,15 @@ impl Index {
             let titles = || title_postings.iter().filter(|_| wt > 0.0);
             for (note_slot, tf) in titles() {
                 if let Some(note) = self.notes[note_slot as usize].as_ref() {
-                    let norm = 1.0 - b + b * f64::from(note.title_len) / st.avg_title;
+                    let norm = st.norm(f64::from(note.title_len), st.avg_title);
                     title_tf[note_slot as usize] = wt * f64::from(tf) / norm;
                 }
             }
-            for &(slot, note) in cand_notes {
-                let t = std::mem::take(&mut body_tf[slot as usize]) + title_tf[note as usize];
+            for &(slot, note, extras) in cand_notes {
+                let mut t = std::mem::take(&mut body_tf[slot as usize]);
+                if extras.title {
+                    t += title_tf[note as usize];
+                }
                 if t > 0.0 {
                     scores[slot as usize] += qt.weight * body_idf * t / (k1 + t);
                 }
@@ -337,15 +373,15 @@ impl Index {
                 let note_idf = idf(st.n_notes, postings.len());
                 for (note_slot, tf) in postings.iter() {
                     if let Some(note) = self.notes[note_slot as usize].as_ref() {
-                        let t = f64::from(tf) / (1.0 - b + b * note.len as f64 / st.avg_note_len);
+                        let t = f64::from(tf) / st.norm(note.len as f64, st.avg_note_len);
                         note_score[note_slot as usize] += nw * qt.weight * note_idf * t / (k1 + t);
                     }
                 }
             }
         }
-        let scored = cand_notes.iter().map(|&(slot, note)| {
+        let scored = cand_notes.iter().map(|&(slot, note, extras)| {
             let mut score = std::mem::take(&mut scores[slot as usize]);
-            if nw > 0.0 {
+            if extras.note {
                 score += note_score[note as usize];
             }
             is_candidate[slot as usize] = false;
@@ -493,13 +529,13 @@ impl Index {
         let Some(note) = self.notes[note_slot as usize].as_ref() else {
             return;
         };
-        let (k1, b, wt, nw) = (st.k1, st.b, st.wt, st.nw);
+        let (k1, nw) = (st.k1, st.nw);
         let mut note_score = 0f64;
         if nw > 0.0 {
             for (qt, &(_, note_idf)) in query.iter().zip(idfs) {
                 let tf = self.terms.whole[qt.id as usize].get(note_slot);
                 if tf > 0 {
-                    let t = f64::from(tf) / (1.0 - b + b * note.len as f64 / st.avg_note_len);
+                    let t = f64::from(tf) / st.norm(note.len as f64, st.avg_note_len);
                     note_score += nw * qt.weight * note_idf * t / (k1 + t);
                 }
             }
@@ -508,6 +544,7 @@ impl Index {
             let Some(chunk) = self.chunks[slot as usize].as_ref() else {
                 continue;
             };
+            let extras = st.extras(chunk.len, note);
             let mut score = 0f64;
             let mut candidate = false;
             for (qt, &(body_idf, _)) in query.iter().zip(idfs) {
@@ -515,13 +552,13 @@ impl Index {
                 let mut t = 0.0;
                 if tf > 0 {
                     candidate |= qt.original;
-                    let norm = 1.0 - b + b * f64::from(chunk.len) / st.avg_len;
+                    let norm = st.norm(f64::from(chunk.len), st.avg_len);
                     t = f64::from(tf) / norm;
                 }
-                if wt > 0.0 {
+                if extras.title {
                     if let Some(&(_, tf)) = note.title_terms.iter().find(|e| e.0 == qt.id) {
-                        let norm = 1.0 - b + b * f64::from(note.title_len) / st.avg_title;
-                        t += wt * f64::from(tf) / norm;
+                        let norm = st.norm(f64::from(note.title_len), st.avg_title);
+                        t += st.wt * f64::from(tf) / norm;
                     }
                 }
                 if t > 0.0 {
@@ -529,7 +566,7 @@ impl Index {
                 }
             }
             if candidate {
-                if nw > 0.0 {
+                if extras.note {
                     score += note_score;
                 }
                 out.push((score, slot));
@@ -733,6 +770,15 @@ mod tests {
                 },
                 150,
             ),
+            (
+                Params {
+                    note_score_one_chunk: false,
+                    title_on_title_only: false,
+                    min_length_share: 0.5,
+                    ..Params::default()
+                },
+                150,
+            ),
         ] {
             let mut idx = Index::build_with(vault(11, 1500), params);
             // Updates leave free slots, tombstones and unsorted tails.
@@ -860,6 +906,54 @@ mod tests {
             order(&Index::build_with(notes, with_feedback(2))),
             ["a-car.md", "b-cat.md"]
         );
+    }
+
+    /// The evaluation's levers do what they say: a note that is its title
+    /// loses its title field (a longer note keeps it), a one-chunk note loses
+    /// the whole-note score (a note of two chunks keeps it), and a length floor
+    /// lowers a one-line note's score.
+    #[test]
+    fn title_only_one_chunk_and_length_floor_levers() {
+        let mut notes = vec![
+            ("stub.md".to_string(), "# jaguar\n".to_string()),
+            (
+                "long.md".to_string(),
+                "# jaguar\nthe jaguar hunts by night in rainforest and swamp\n".to_string(),
+            ),
+            (
+                "two.md".to_string(),
+                format!("# jaguar\n{}\n# more\nrainforest\n", "word ".repeat(400)),
+            ),
+        ];
+        for i in 0..30 {
+            notes.push((format!("f{i}.md"), format!("filler {i} words here\n")));
+        }
+        let score = |params: Params, path: &str| {
+            let idx = Index::build_with(notes.clone(), params);
+            idx.query("jaguar", 10, None)
+                .into_iter()
+                .find(|h| h.path == path && h.chunk_index == 0)
+                .map(|h| h.score)
+                .expect("ranked")
+        };
+        let base = Params::default();
+        let no_title = Params {
+            title_on_title_only: false,
+            ..base
+        };
+        assert!(score(no_title, "stub.md") < score(base, "stub.md"));
+        assert_eq!(score(no_title, "long.md"), score(base, "long.md"));
+        let no_one_chunk = Params {
+            note_score_one_chunk: false,
+            ..base
+        };
+        assert!(score(no_one_chunk, "long.md") < score(base, "long.md"));
+        assert_eq!(score(no_one_chunk, "two.md"), score(base, "two.md"));
+        let floor = Params {
+            min_length_share: 1.0,
+            ..base
+        };
+        assert!(score(floor, "stub.md") < score(base, "stub.md"));
     }
 
     /// Keeping the best so far selects what sorting everything would, ties
