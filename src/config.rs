@@ -534,6 +534,38 @@ impl std::fmt::Debug for Config {
 }
 
 impl Config {
+    /// Every secret this configuration holds (the token, the keys, the
+    /// webhook secret, the git token and passphrase, and the user information
+    /// and query values of every URL), for scrubbing what providers answer.
+    pub fn secrets(&self) -> crate::redact::Secrets {
+        let mut secrets = crate::redact::Secrets::default();
+        let values = [
+            &self.api_token,
+            &self.llm.api_key,
+            &self.webhook_secret,
+            &self.embed.as_ref().and_then(|e| e.api_key.clone()),
+        ];
+        for value in values.into_iter().flatten() {
+            secrets.add(value);
+        }
+        secrets.add_url(&self.llm.base_url);
+        if let Some(embed) = &self.embed {
+            secrets.add_url(&embed.base_url);
+        }
+        if let Some(sync) = &self.sync {
+            secrets.add_url(&sync.remote);
+            match &sync.credentials {
+                GitCredentials::Token { token, .. } => secrets.add(token),
+                GitCredentials::SshKey {
+                    passphrase: Some(passphrase),
+                    ..
+                } => secrets.add(passphrase),
+                _ => {}
+            }
+        }
+        secrets
+    }
+
     /// A configuration with every default, serving `notes_root`.
     pub fn new(notes_root: impl Into<PathBuf>) -> Config {
         let notes_root = notes_root.into();

@@ -99,10 +99,14 @@ pub struct Context {
 impl Context {
     pub fn new(notes: Notes, config: &Config) -> Context {
         let index = Arc::new(LiveIndex::new(notes.clone()));
-        let embeddings = config
-            .embed
-            .clone()
-            .map(|embed| Arc::new(Embeddings::new(embed, notes.clone(), index.clone())));
+        let embeddings = config.embed.clone().map(|embed| {
+            Arc::new(Embeddings::new(
+                embed,
+                config.secrets(),
+                notes.clone(),
+                index.clone(),
+            ))
+        });
         let writer: Arc<Mutex<Option<Repo>>> = Arc::new(Mutex::new(None));
         let sync = config.sync.clone().map(|sync| {
             let (writer, for_writer) = (writer.clone(), notes.clone());
