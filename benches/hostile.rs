@@ -12,7 +12,10 @@
 //!
 //! Then what others can make the server hold or spend (issue 27), each against a
 //! hostile server this bench runs on loopback: an embedding server and a model
-//! whose answers never end (time to the answer, the server's peak RSS).
+//! whose answers never end (time to the answer, the server's peak RSS), and a
+//! flood of sync requests against a remote that takes 1.5 s per fetch (the
+//! server's threads, a notes.list during the flood, the fetches that reached
+//! the remote).
 
 mod support;
 
@@ -430,6 +433,62 @@ fn endless_model() {
     );
 }
 
+/// 600 sync requests within 2 s against a remote whose fetches take 1.5 s.
+fn sync_flood() {
+    let (base, fetches) = hostile("git-upload-pack", |first, stream| {
+        if first.contains("git-upload-pack") {
+            std::thread::sleep(Duration::from_millis(1500));
+        }
+        respond(stream, 503, "busy");
+    });
+    let work = tempfile::tempdir().unwrap();
+    let root = seeded_root(work.path());
+    let server = Server::start_with_env(
+        &root,
+        &[
+            ("MIRAI_GIT_REMOTE", &format!("{base}/remote.git")),
+            ("MIRAI_SYNC_INTERVAL", "0"),
+        ],
+    );
+    let threads_before = server.threads();
+    let url = format!("{}/mcp/repo/sync", server.url);
+    let started = Instant::now();
+    let callers: Vec<_> = (0..600)
+        .map(|i| {
+            let (client, url) = (server.client.clone(), url.clone());
+            std::thread::sleep(Duration::from_micros(3000 * (i % 2)));
+            std::thread::spawn(move || client.post(url).json(&json!({})).send().is_ok())
+        })
+        .collect();
+    let spread = started.elapsed().as_secs_f64();
+    let mut list_ms: Vec<f64> = Vec::new();
+    let mut threads_peak = threads_before;
+    while started.elapsed() < Duration::from_secs(4) {
+        threads_peak = threads_peak.max(server.threads());
+        let asked = Instant::now();
+        let listed = server
+            .client
+            .get(format!("{}/mcp/notes", server.url))
+            .timeout(Duration::from_secs(20))
+            .send();
+        list_ms.push(if listed.is_ok() {
+            asked.elapsed().as_secs_f64() * 1000.0
+        } else {
+            f64::INFINITY
+        });
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let answered = callers.into_iter().filter(|c| c.join().unwrap()).count();
+    let slowest = list_ms.iter().cloned().fold(0.0, f64::max);
+    println!(
+        "{:<52} {:>12.1}   (600 requests in {:.1} s, {answered} answered; server threads {threads_before} -> {threads_peak}; fetches {})",
+        "sync: flood, slowest notes.list during it (ms)",
+        slowest,
+        spread,
+        fetches.load(Ordering::SeqCst)
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let timeout = args
@@ -546,9 +605,10 @@ fn main() {
         );
         drop(server);
     }
-    let scenarios: [(&str, fn()); 2] = [
+    let scenarios: [(&str, fn()); 3] = [
         ("provider: endless embedding answer", endless_embeddings),
         ("provider: endless model answer", endless_model),
+        ("sync: flood", sync_flood),
     ];
     for (name, scenario) in scenarios {
         if filter.as_ref().is_none_or(|f| name.contains(f.as_str())) {

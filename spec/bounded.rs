@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::hostile::{endless, respond, Hostile};
 use common::TestServer;
-use mirai::config::EmbedConfig;
+use mirai::config::{EmbedConfig, GitCredentials, SyncConfig, Transport};
 use serde_json::json;
 
 /// A chat completion whose content is `content`.
@@ -185,4 +185,174 @@ fn an_endless_embedding_answer_degrades_a_query_in_time_and_fails_the_worker() {
         assert!(Instant::now() < deadline, "{}", status(&server));
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A remote whose fetches each take 1.5 s and fail (a push fails at once).
+fn slow_remote() -> Hostile {
+    Hostile::start(|request, stream| {
+        if request.target.contains("git-upload-pack") {
+            std::thread::sleep(Duration::from_millis(1500));
+        }
+        respond(stream, 503, b"busy");
+    })
+}
+
+/// A notes repository with one committed note, in `dir`.
+fn seeded_root(dir: &std::path::Path) -> std::path::PathBuf {
+    let root = dir.join("notes");
+    std::fs::create_dir(&root).unwrap();
+    common::git(&root, &["init", "-q", "-b", "main"]);
+    std::fs::write(root.join("a.md"), "alpha\n").unwrap();
+    common::git(&root, &["add", "-A"]);
+    common::git(
+        &root,
+        &[
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@x",
+            "commit",
+            "-qm",
+            "seed",
+        ],
+    );
+    root
+}
+
+/// A server syncing with `remote`, in this process.
+fn slow_remote_server(remote: &Hostile) -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let root = seeded_root(dir.path());
+    let url = format!("{}/remote.git", remote.base);
+    TestServer::start_in(dir, root, move |config| {
+        config.sync = Some(SyncConfig {
+            transport: Transport::of(&url).unwrap(),
+            remote: url,
+            branch: None,
+            credentials: GitCredentials::None,
+            interval_secs: 0,
+        });
+    })
+}
+
+fn fetches(remote: &Hostile) -> usize {
+    remote
+        .requests()
+        .iter()
+        .filter(|r| r.target.contains("git-upload-pack"))
+        .count()
+}
+
+/// `mirai serve` as its own process (its threads are its own to count).
+struct Child {
+    process: std::process::Child,
+    url: String,
+}
+
+impl Child {
+    fn serve(root: &std::path::Path, env: &[(&str, &str)]) -> Child {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let process = common::mirai_cli()
+            .args(["serve", "--port", &port.to_string(), "--notes-root"])
+            .arg(root)
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        while reqwest::blocking::get(format!("{url}/health")).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "mirai did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Child { process, url }
+    }
+
+    fn threads(&self) -> usize {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.process.id()));
+        let status = status.unwrap();
+        let line = status.lines().find(|l| l.starts_with("Threads:")).unwrap();
+        line["Threads:".len()..].trim().parse().unwrap()
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+#[test]
+fn a_flood_of_syncs_runs_two_and_holds_no_thread_per_caller() {
+    let remote = slow_remote();
+    let dir = tempfile::tempdir().unwrap();
+    let root = seeded_root(dir.path());
+    let url = format!("{}/remote.git", remote.base);
+    let server = Child::serve(
+        &root,
+        &[
+            ("MIRAI_GIT_REMOTE", url.as_str()),
+            ("MIRAI_SYNC_INTERVAL", "0"),
+        ],
+    );
+    let client = reqwest::blocking::Client::new();
+    let before = server.threads();
+    let callers: Vec<_> = (0..60)
+        .map(|_| {
+            let (client, url) = (client.clone(), format!("{}/mcp/repo/sync", server.url));
+            std::thread::spawn(move || client.post(url).json(&json!({})).send().unwrap().status())
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    let during = server.threads();
+    let started = Instant::now();
+    let listed = client
+        .get(format!("{}/mcp/notes", server.url))
+        .send()
+        .unwrap();
+    let list_time = started.elapsed();
+    for caller in callers {
+        assert_eq!(caller.join().unwrap(), 503);
+    }
+    let listed: serde_json::Value = listed.json().unwrap();
+    assert_eq!(listed["notes"], json!(["a.md"]), "{listed}");
+    assert!(list_time < Duration::from_secs(1), "{list_time:?}");
+    // A sync thread and a few more, not one thread per waiting caller.
+    assert!(
+        during < before + 10,
+        "{before} threads, then {during} with 60 waiting"
+    );
+    let runs = fetches(&remote);
+    assert!((1..=3).contains(&runs), "{runs} syncs for 60 requests");
+}
+
+#[test]
+fn a_caller_that_gave_up_leaves_no_sync_waiting() {
+    let remote = slow_remote();
+    let server = slow_remote_server(&remote);
+    let client = reqwest::blocking::Client::new();
+    let url = format!("{}/mcp/repo/sync", server.url);
+    let running = {
+        let (client, url) = (client.clone(), url.clone());
+        std::thread::spawn(move || client.post(url).json(&json!({})).send().unwrap().status())
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let gave_up = client
+        .post(&url)
+        .timeout(Duration::from_millis(200))
+        .json(&json!({}))
+        .send();
+    assert!(gave_up.is_err(), "{gave_up:?}");
+    assert_eq!(running.join().unwrap(), 503);
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(fetches(&remote), 1, "{:?}", remote.requests());
 }

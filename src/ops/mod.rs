@@ -438,6 +438,30 @@ pub enum Input<'a> {
 /// Runs operation `name`: policy first, from the operation alone (DESIGN 7.3),
 /// then parsing, then the operation.
 pub fn dispatch(ctx: &Context, name: &str, input: Input<'_>) -> Result<Value> {
+    let (op, request) = admit(ctx, name, input)?;
+    (op.call)(ctx, request).map_err(|err| hinted(ctx, err))
+}
+
+/// What [`dispatch`] does for `repo.sync` (the one row of class sync), up to
+/// the wait: policy, parsing and the row's checks, then the caller's place in
+/// the next coalesced sync. For adapters that must not hold a thread while a
+/// sync runs (HTTP awaits [`Ticket::answer`](crate::sync::Ticket::answer)).
+pub fn dispatch_sync(ctx: &Context, name: &str, input: Input<'_>) -> Result<crate::sync::Ticket> {
+    let (op, request) = admit(ctx, name, input)?;
+    if op.name != RepoSync::NAME {
+        return Err(Error::internal(format!("{} is not a sync", op.name)));
+    }
+    serde_json::from_value::<<RepoSync as Operation>::Request>(request).map_err(|e| {
+        Error::new(
+            op.malformed,
+            format!("malformed request for {}: {e}", op.name),
+        )
+    })?;
+    RepoSync::ticket(ctx)
+}
+
+/// The row named `name`, once policy allows it, and its request as JSON.
+fn admit(ctx: &Context, name: &str, input: Input<'_>) -> Result<(&'static OpEntry, Value)> {
     let op = find(name).ok_or_else(|| Error::not_found(format!("unknown operation: {name}")))?;
     check_policy(ctx.policy, op)?;
     let request = match input {
@@ -449,7 +473,7 @@ pub fn dispatch(ctx: &Context, name: &str, input: Input<'_>) -> Result<Value> {
             )
         })?,
     };
-    (op.call)(ctx, request).map_err(|err| hinted(ctx, err))
+    Ok((op, request))
 }
 
 /// `err`, with the notes holding the words of the missing note's name added
