@@ -356,3 +356,65 @@ fn a_caller_that_gave_up_leaves_no_sync_waiting() {
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(fetches(&remote), 1, "{:?}", remote.requests());
 }
+
+#[test]
+fn head_n_is_read_from_the_kept_history_not_walked_per_request() {
+    let server = TestServer::with_note("a.md", "v0\n");
+    for n in 1..=3 {
+        let body = json!({"path": "a.md", "content": format!("v{n}\n")});
+        assert_eq!(server.post_json("/mcp/notes/write", &body).status, 200);
+    }
+    // notes.history walks the first-parent chain once and keeps it.
+    let history = server.get("/mcp/notes/history?path=a.md");
+    assert_eq!(history.status, 200, "{history:?}");
+    // The commit between HEAD and HEAD~2 is gone: only a fresh walk would need it.
+    let between = common::git(&server.root, &["rev-parse", "HEAD~1"]);
+    let between = between.trim();
+    std::fs::remove_file(
+        server
+            .root
+            .join(".git/objects")
+            .join(&between[..2])
+            .join(&between[2..]),
+    )
+    .unwrap();
+    let read = server.get("/mcp/notes/read?path=a.md&rev=HEAD~2");
+    assert_eq!(read.status, 200, "{read:?}");
+    assert_eq!(read.body["content"], "v1\n");
+    let far = server.get("/mcp/notes/read?path=a.md&rev=HEAD~99");
+    far.assert_error(404, "not_found");
+}
+
+#[test]
+fn a_write_under_a_folder_git_holds_as_a_symlink_is_invalid_path() {
+    let server = TestServer::with_note("real/a.md", "a\n");
+    // As a pull leaves a remote's symlink: in HEAD and the index (skip-worktree), not on disk.
+    std::os::unix::fs::symlink("real", server.root.join("linkdir")).unwrap();
+    common::git(&server.root, &["add", "linkdir"]);
+    common::git(
+        &server.root,
+        &[
+            "-c",
+            "user.name=p",
+            "-c",
+            "user.email=p@x",
+            "commit",
+            "-qm",
+            "link",
+        ],
+    );
+    common::git(
+        &server.root,
+        &["update-index", "--skip-worktree", "linkdir"],
+    );
+    std::fs::remove_file(server.root.join("linkdir")).unwrap();
+    let head = server.head();
+    let answer = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "linkdir/new.md", "content": "new\n"}),
+    );
+    answer.assert_error(400, "invalid_path");
+    assert!(answer.body.to_string().contains("symlink"), "{answer:?}");
+    assert_eq!(server.head(), head);
+    assert!(!server.root.join("linkdir").exists());
+}

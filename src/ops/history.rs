@@ -318,10 +318,10 @@ fn diff(
     from: Option<Rev>,
     path: Option<&str>,
 ) -> Result<DiffResponse> {
-    let to = reader.resolve(&to)?;
+    let to = ctx.history.resolve(reader, &to)?;
     let (deltas, from) = match (from, path) {
         (Some(from), Some(path)) => {
-            let from = reader.resolve(&from)?;
+            let from = ctx.history.resolve(reader, &from)?;
             let delta = reader.note_between(from, to, path)?;
             (delta.into_iter().collect(), Some(from))
         }
