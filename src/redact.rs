@@ -114,16 +114,17 @@ impl Secrets {
         }
     }
 
-    /// `text` with every secret replaced by [`SECRET_MASK`], then with the
-    /// user information and query string of every URL masked ([`urls`]).
+    /// `text` with the user information and query string of every URL masked
+    /// ([`urls`]), then every secret left replaced by [`SECRET_MASK`].
     pub fn scrub(&self, text: &str) -> String {
-        let mut out = text.to_string();
+        // URLs first, while their credentials still read as user information.
+        let mut out = urls(text).into_owned();
         for secret in &self.0 {
             if out.contains(secret.as_str()) {
                 out = out.replace(secret.as_str(), SECRET_MASK);
             }
         }
-        urls(&out).into_owned()
+        out
     }
 }
 
