@@ -418,3 +418,93 @@ fn a_write_under_a_folder_git_holds_as_a_symlink_is_invalid_path() {
     assert_eq!(server.head(), head);
     assert!(!server.root.join("linkdir").exists());
 }
+
+#[test]
+fn a_note_past_the_note_limit_is_never_loaded_and_is_counted() {
+    const LIMIT: usize = 2 * 1024 * 1024;
+    let server = TestServer::start_with(|c| c.max_note_bytes = LIMIT);
+    // As a pull leaves it: committed and on disk, larger than the limit.
+    let big = format!(
+        "# Big\nzanzibar\n{}",
+        "filler line\n".repeat(LIMIT / 12 + 10)
+    );
+    server.write("big.md", &big);
+    server.write("small.md", "# Small\nzanzibar too\n");
+    server.commit_all();
+
+    let read = server.read("big.md");
+    read.assert_error(413, "note_too_large");
+    let message = read.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("MIRAI_MAX_NOTE_BYTES") && message.contains(&LIMIT.to_string()),
+        "{message}"
+    );
+    assert_eq!(server.read("small.md").status, 200);
+    server
+        .get("/mcp/notes/read?path=big.md&rev=HEAD~0")
+        .assert_error(413, "note_too_large");
+    server
+        .get(&format!(
+            "/mcp/notes/diff?commit={}&path=big.md",
+            server.head()
+        ))
+        .assert_error(413, "note_too_large");
+    // Changing it needs reading it: refused the same way.
+    server
+        .post_json(
+            "/mcp/notes/append",
+            &json!({"path": "big.md", "text": "more\n"}),
+        )
+        .assert_error(413, "note_too_large");
+
+    // Indexing skips it; status counts it.
+    let hits = server.get("/mcp/index/query?q=zanzibar");
+    assert_eq!(hits.status, 200, "{hits:?}");
+    let paths: Vec<&str> = hits.body["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["metadata"]["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["small.md"]);
+    let rebuilt = server.post_json("/mcp/index/rebuild", &json!({}));
+    assert_eq!(rebuilt.status, 200, "{rebuilt:?}");
+    let status = server.get("/mcp/index/status");
+    assert_eq!(status.body["notes_too_large"], 1, "{status:?}");
+    assert_eq!(
+        status.body["notes_indexed"],
+        status.body["notes_present"].as_u64().unwrap() - 1
+    );
+}
+
+#[test]
+fn writes_cap_a_note_at_the_note_limit_and_a_lower_limit_stops_start_up() {
+    let server = TestServer::start_with(|c| {
+        c.max_body_bytes = 4096;
+        c.max_note_bytes = 5000;
+    });
+    let write = |content: String| {
+        server.post_json(
+            "/mcp/notes/write",
+            &json!({"path": "n.md", "content": content}),
+        )
+    };
+    assert_eq!(write("a".repeat(3000) + "\n").status, 200);
+    let grown = server.post_json(
+        "/mcp/notes/append",
+        &json!({"path": "n.md", "text": "b".repeat(2500) + "\n"}),
+    );
+    grown.assert_error(413, "note_too_large");
+    assert!(grown.body.to_string().contains("5000"), "{grown:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::mirai_cli()
+        .args(["index", "status", "--notes-root"])
+        .arg(dir.path())
+        .env("MIRAI_MAX_NOTE_BYTES", "1000")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("MIRAI_MAX_NOTE_BYTES"), "{stderr}");
+}

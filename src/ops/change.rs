@@ -12,7 +12,7 @@
 use super::guard::{self, GuardPolicy};
 use super::Context;
 use crate::config::DirtyNotes;
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, Result};
 use crate::notes::{Existence, Landing, NotePath};
 use crate::patch::{self, Target};
 use crate::repo::history::Entry;
@@ -147,17 +147,15 @@ fn check_folders_in_git(ctx: &Context, rel: &str) -> Result<()> {
     }
 }
 
-/// A note may not grow past the request body limit, whichever way it is written.
+/// A note may not grow past `MIRAI_MAX_NOTE_BYTES`, whichever way it is
+/// written (one request stays within the body limit; appends add up).
 pub(super) fn check_size(ctx: &Context, note: &NotePath, content: &str) -> Result<()> {
-    if content.len() > ctx.max_content_bytes {
-        return Err(Error::new(
-            ErrorCode::PayloadTooLarge,
-            format!(
-                "{} would be {} bytes; notes may hold at most {} bytes (MIRAI_MAX_BODY_BYTES)",
-                note.rel,
-                content.len(),
-                ctx.max_content_bytes
-            ),
+    let limit = ctx.view.disk_notes().max_note_bytes();
+    if content.len() as u64 > limit {
+        return Err(crate::notes::too_large(
+            &note.rel,
+            content.len() as u64,
+            limit,
         ));
     }
     Ok(())

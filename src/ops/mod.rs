@@ -98,6 +98,7 @@ pub struct Context {
 
 impl Context {
     pub fn new(notes: Notes, config: &Config) -> Context {
+        let notes = notes.with_max_note_bytes(config.max_note_bytes);
         let index = Arc::new(LiveIndex::new(notes.clone()));
         let embeddings = config.embed.clone().map(|embed| {
             Arc::new(Embeddings::new(

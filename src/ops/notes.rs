@@ -136,7 +136,7 @@ fn read_at(ctx: &Context, raw: &str, rev: &Value) -> Result<NoteRead> {
             )))
         }
     };
-    let bytes = reader.blob(blob)?;
+    let bytes = reader.note_blob(blob, &rel, ctx.view.disk_notes().max_note_bytes())?;
     Ok(NoteRead {
         path: rel,
         // Bytes that are not UTF-8 come back as U+FFFD, as a read of the disk does.

@@ -647,12 +647,23 @@ impl Reader {
         Ok(None)
     }
 
-    /// A blob's bytes.
-    pub fn blob(&self, id: Oid) -> Result<Vec<u8>> {
+    /// The bytes of blob `id`, a version of note `rel`, when it holds at most
+    /// `limit` bytes: its size is read from the object's header first, so a
+    /// larger one is never loaded (413 `note_too_large`).
+    pub fn note_blob(&self, id: Oid, rel: &str, limit: u64) -> Result<Vec<u8>> {
+        let cannot = |e: git2::Error| git_error(&format!("cannot read blob {id}"), e);
+        let (size, _) = self
+            .git
+            .odb()
+            .and_then(|odb| odb.read_header(id))
+            .map_err(cannot)?;
+        if size as u64 > limit {
+            return Err(crate::notes::too_large(rel, size as u64, limit));
+        }
         self.git
             .find_blob(id)
             .map(|blob| blob.content().to_vec())
-            .map_err(|e| git_error(&format!("cannot read blob {id}"), e))
+            .map_err(cannot)
     }
 
     /// The notes `commit` changed against its first parent (against nothing for
