@@ -15,7 +15,8 @@
 //! whose answers never end (time to the answer, the server's peak RSS), and a
 //! flood of sync requests against a remote that takes 1.5 s per fetch (the
 //! server's threads, a notes.list during the flood, the fetches that reached
-//! the remote).
+//! the remote); and a 100 MiB note committed beside the server (a read, a
+//! rebuild, the peak RSS).
 
 mod support;
 
@@ -478,7 +479,11 @@ fn sync_flood() {
         });
         std::thread::sleep(Duration::from_millis(100));
     }
-    let answered = callers.into_iter().filter(|c| c.join().unwrap()).count();
+    let answered = callers
+        .into_iter()
+        .map(|c| c.join().unwrap())
+        .filter(|ok| *ok)
+        .count();
     let slowest = list_ms.iter().cloned().fold(0.0, f64::max);
     println!(
         "{:<52} {:>12.1}   (600 requests in {:.1} s, {answered} answered; server threads {threads_before} -> {threads_peak}; fetches {})",
@@ -486,6 +491,42 @@ fn sync_flood() {
         slowest,
         spread,
         fetches.load(Ordering::SeqCst)
+    );
+}
+
+/// A 100 MiB note committed beside the server (as a pull leaves one): a read,
+/// a rebuild and the peak RSS.
+fn huge_note() {
+    let work = tempfile::tempdir().unwrap();
+    let root = seeded_root(work.path());
+    let line = "a fairly ordinary line of a very long note\n";
+    let big = line.repeat(100 * 1024 * 1024 / line.len());
+    std::fs::write(root.join("big.md"), big).unwrap();
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-qm", "big"]);
+    let server = Server::start(&root);
+    let started = Instant::now();
+    let read = server
+        .client
+        .get(format!("{}/mcp/notes/read?path=big.md", server.url))
+        .send()
+        .unwrap();
+    let status = read.status().as_u16();
+    let _ = read.bytes();
+    let read_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let started = Instant::now();
+    let rebuilt = server
+        .client
+        .post(format!("{}/mcp/index/rebuild", server.url))
+        .json(&json!({}))
+        .send()
+        .unwrap();
+    let rebuild_ms = started.elapsed().as_secs_f64() * 1000.0;
+    println!(
+        "{:<52} {read_ms:>12.1}   (status {status}; index.rebuild {} in {rebuild_ms:.0} ms; peak RSS {:.0} MiB)",
+        "note: 100 MiB note beside the server, notes.read",
+        rebuilt.status().as_u16(),
+        server.peak_rss_mib()
     );
 }
 
@@ -605,10 +646,11 @@ fn main() {
         );
         drop(server);
     }
-    let scenarios: [(&str, fn()); 3] = [
+    let scenarios: [(&str, fn()); 4] = [
         ("provider: endless embedding answer", endless_embeddings),
         ("provider: endless model answer", endless_model),
         ("sync: flood", sync_flood),
+        ("note: 100 MiB note", huge_note),
     ];
     for (name, scenario) in scenarios {
         if filter.as_ref().is_none_or(|f| name.contains(f.as_str())) {
