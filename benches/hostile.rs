@@ -9,9 +9,21 @@
 //! Each case gets a fresh server and notes repository. A request that takes longer
 //! than the timeout (default 60 s) is reported as such and its server is killed, so
 //! it cannot slow the cases after it.
+//!
+//! Then what others can make the server hold or spend (issue 27), each against a
+//! hostile server this bench runs on loopback: an embedding server and a model
+//! whose answers never end (time to the answer, the server's peak RSS), and a
+//! flood of sync requests against a remote that takes 1.5 s per fetch (the
+//! server's threads, a notes.list during the flood, the fetches that reached
+//! the remote); and a 100 MiB note committed beside the server (a read, a
+//! rebuild, the peak RSS).
 
 mod support;
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -288,6 +300,236 @@ fn send(client: &reqwest::blocking::Client, url: &str, body: &Value) -> Outcome 
     }
 }
 
+/// A server on loopback answering every request with `answer`; counts the
+/// requests whose first line contains `counted`.
+fn hostile(
+    counted: &'static str,
+    answer: impl Fn(&str, &mut TcpStream) + Send + Sync + 'static,
+) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let count = Arc::new(AtomicUsize::new(0));
+    let (answer, counter) = (Arc::new(answer), count.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (answer, counter) = (answer.clone(), counter.clone());
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut first = String::new();
+                let _ = reader.read_line(&mut first);
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) <= 2 {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let _ = reader.by_ref().take(length).read_to_end(&mut Vec::new());
+                if first.contains(counted) {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                }
+                let mut stream = stream;
+                answer(&first, &mut stream);
+            });
+        }
+    });
+    (base, count)
+}
+
+/// A 200 with a chunked body that repeats `piece` until the client goes away.
+fn endless(stream: &mut TcpStream, piece: &str) {
+    let head =
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+    let chunk = format!("{:x}\r\n{piece}\r\n", piece.len());
+    if stream.write_all(head.as_bytes()).is_ok() {
+        while stream.write_all(chunk.as_bytes()).is_ok() {}
+    }
+}
+
+fn respond(stream: &mut TcpStream, status: u16, body: &str) {
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+/// A notes repository with one committed note.
+fn seeded_root(work: &std::path::Path) -> std::path::PathBuf {
+    let root = work.join("notes");
+    std::fs::create_dir_all(&root).unwrap();
+    git(&root, &["init", "-q", "-b", "main"]);
+    std::fs::write(root.join("cars.md"), "# Cars\nThe car needs new tyres.\n").unwrap();
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-qm", "seed"]);
+    root
+}
+
+/// An embedding server whose answers never end: a hybrid query's time and the peak RSS.
+fn endless_embeddings() {
+    let (base, _) = hostile("POST", |_, stream| endless(stream, &"[0.5,".repeat(2000)));
+    let work = tempfile::tempdir().unwrap();
+    let root = seeded_root(work.path());
+    let server = Server::start_with_env(&root, &[("MIRAI_EMBED_BASE_URL", &format!("{base}/v1"))]);
+    let mut samples = Vec::new();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let answer = server
+            .client
+            .get(format!(
+                "{}/mcp/index/query?q=tyres&mode=hybrid",
+                server.url
+            ))
+            .send()
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 200);
+        samples.push(started.elapsed().as_secs_f64() * 1000.0);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (median, _) = median_p95(&mut samples);
+    println!(
+        "{:<52} {median:>12.1}   (peak RSS {:.0} MiB)",
+        "provider: endless embedding answer, hybrid query",
+        server.peak_rss_mib()
+    );
+}
+
+/// A model whose second answer never ends: the run's time and the peak RSS.
+fn endless_model() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let first = json!({"choices": [{"message": {"content": "<code>return 1</code>"}}]}).to_string();
+    let (base, _) = hostile("POST", move |_, stream| {
+        if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            respond(stream, 200, &first);
+        } else {
+            endless(stream, &"{\"choices\":[".repeat(1000));
+        }
+    });
+    let work = tempfile::tempdir().unwrap();
+    let root = seeded_root(work.path());
+    let server = Server::start_with_env(
+        &root,
+        &[
+            ("MIRAI_LLM_BASE_URL", &format!("{base}/v1")),
+            ("MIRAI_LLM_MAX_RETRIES", "0"),
+        ],
+    );
+    let started = Instant::now();
+    let answer = server
+        .client
+        .post(format!("{}/agent/run", server.url))
+        .json(&json!({"task": "anything"}))
+        .send()
+        .unwrap();
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let report: Value = answer.json().unwrap_or(Value::Null);
+    println!(
+        "{:<52} {ms:>12.1}   (stopped {}, peak RSS {:.0} MiB)",
+        "provider: endless model answer, one run",
+        report["stopped"],
+        server.peak_rss_mib()
+    );
+}
+
+/// 600 sync requests within 2 s against a remote whose fetches take 1.5 s.
+fn sync_flood() {
+    let (base, fetches) = hostile("git-upload-pack", |first, stream| {
+        if first.contains("git-upload-pack") {
+            std::thread::sleep(Duration::from_millis(1500));
+        }
+        respond(stream, 503, "busy");
+    });
+    let work = tempfile::tempdir().unwrap();
+    let root = seeded_root(work.path());
+    let server = Server::start_with_env(
+        &root,
+        &[
+            ("MIRAI_GIT_REMOTE", &format!("{base}/remote.git")),
+            ("MIRAI_SYNC_INTERVAL", "0"),
+        ],
+    );
+    let threads_before = server.threads();
+    let url = format!("{}/mcp/repo/sync", server.url);
+    let started = Instant::now();
+    let callers: Vec<_> = (0..600)
+        .map(|i| {
+            let (client, url) = (server.client.clone(), url.clone());
+            std::thread::sleep(Duration::from_micros(3000 * (i % 2)));
+            std::thread::spawn(move || client.post(url).json(&json!({})).send().is_ok())
+        })
+        .collect();
+    let spread = started.elapsed().as_secs_f64();
+    let mut list_ms: Vec<f64> = Vec::new();
+    let mut threads_peak = threads_before;
+    while started.elapsed() < Duration::from_secs(4) {
+        threads_peak = threads_peak.max(server.threads());
+        let asked = Instant::now();
+        let listed = server
+            .client
+            .get(format!("{}/mcp/notes", server.url))
+            .timeout(Duration::from_secs(20))
+            .send();
+        list_ms.push(if listed.is_ok() {
+            asked.elapsed().as_secs_f64() * 1000.0
+        } else {
+            f64::INFINITY
+        });
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let answered = callers
+        .into_iter()
+        .map(|c| c.join().unwrap())
+        .filter(|ok| *ok)
+        .count();
+    let slowest = list_ms.iter().cloned().fold(0.0, f64::max);
+    println!(
+        "{:<52} {:>12.1}   (600 requests in {:.1} s, {answered} answered; server threads {threads_before} -> {threads_peak}; fetches {})",
+        "sync: flood, slowest notes.list during it (ms)",
+        slowest,
+        spread,
+        fetches.load(Ordering::SeqCst)
+    );
+}
+
+/// A 100 MiB note committed beside the server (as a pull leaves one): a read,
+/// a rebuild and the peak RSS.
+fn huge_note() {
+    let work = tempfile::tempdir().unwrap();
+    let root = seeded_root(work.path());
+    let line = "a fairly ordinary line of a very long note\n";
+    let big = line.repeat(100 * 1024 * 1024 / line.len());
+    std::fs::write(root.join("big.md"), big).unwrap();
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-qm", "big"]);
+    let server = Server::start(&root);
+    let started = Instant::now();
+    let read = server
+        .client
+        .get(format!("{}/mcp/notes/read?path=big.md", server.url))
+        .send()
+        .unwrap();
+    let status = read.status().as_u16();
+    let _ = read.bytes();
+    let read_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let started = Instant::now();
+    let rebuilt = server
+        .client
+        .post(format!("{}/mcp/index/rebuild", server.url))
+        .json(&json!({}))
+        .send()
+        .unwrap();
+    let rebuild_ms = started.elapsed().as_secs_f64() * 1000.0;
+    println!(
+        "{:<52} {read_ms:>12.1}   (status {status}; index.rebuild {} in {rebuild_ms:.0} ms; peak RSS {:.0} MiB)",
+        "note: 100 MiB note beside the server, notes.read",
+        rebuilt.status().as_u16(),
+        server.peak_rss_mib()
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let timeout = args
@@ -403,5 +645,16 @@ fn main() {
             samples.len()
         );
         drop(server);
+    }
+    let scenarios: [(&str, fn()); 4] = [
+        ("provider: endless embedding answer", endless_embeddings),
+        ("provider: endless model answer", endless_model),
+        ("sync: flood", sync_flood),
+        ("note: 100 MiB note", huge_note),
+    ];
+    for (name, scenario) in scenarios {
+        if filter.as_ref().is_none_or(|f| name.contains(f.as_str())) {
+            scenario();
+        }
     }
 }

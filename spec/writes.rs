@@ -166,8 +166,12 @@ fn notes_write_honours_base_commit_policy_and_size() {
     stale.assert_error(409, "conflict");
     assert_eq!(on_disk(&server, "list.md").as_deref(), Some("v2\n"));
 
-    // A body over the limit, and a small request that would grow a note past it.
-    let small = TestServer::start_with(|c| c.max_body_bytes = 300);
+    // A body over the limit, and a small request that would grow a note past the
+    // note limit (MIRAI_MAX_NOTE_BYTES, here as low as it may be: the body limit).
+    let small = TestServer::start_with(|c| {
+        c.max_body_bytes = 300;
+        c.max_note_bytes = 300;
+    });
     let answer = small.post_json(
         "/mcp/notes/write",
         &json!({"path": "a.md", "content": "x".repeat(350)}),
@@ -177,7 +181,7 @@ fn notes_write_honours_base_commit_policy_and_size() {
     let grow = json!({"path": "big.md", "edits": [{"old": "zz\n", "new": "zz, and then some more text\n"}]});
     small
         .post_json("/mcp/notes/edit", &grow)
-        .assert_error(413, "payload_too_large");
+        .assert_error(413, "note_too_large");
     let patch = format!(
         "--- a/big.md\n+++ b/big.md\n@@ -1 +1,2 @@\n {}\n+{}\n",
         "z".repeat(280),

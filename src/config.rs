@@ -8,6 +8,10 @@ use thiserror::Error;
 /// Default cap on request bodies (`MIRAI_MAX_BODY_BYTES`), and so on a note's content.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// Default cap on a note's size (`MIRAI_MAX_NOTE_BYTES`): larger notes are
+/// never loaded whole, and no write makes a note larger.
+pub const DEFAULT_MAX_NOTE_BYTES: usize = 8 * 1024 * 1024;
+
 /// Default time a request body may take to arrive (`MIRAI_BODY_TIMEOUT_MS`).
 pub const DEFAULT_BODY_TIMEOUT_MS: u64 = 10_000;
 
@@ -439,6 +443,9 @@ pub struct Config {
     /// When set, every HTTP route but `/health` needs `Authorization: Bearer <token>`.
     pub api_token: Option<String>,
     pub max_body_bytes: usize,
+    /// The largest note mirai reads, indexes or writes (`MIRAI_MAX_NOTE_BYTES`);
+    /// never below `max_body_bytes`.
+    pub max_note_bytes: usize,
     /// How long a request body may take to arrive, in milliseconds (`MIRAI_BODY_TIMEOUT_MS`).
     pub body_timeout_ms: u64,
     pub max_edits: usize,
@@ -487,6 +494,7 @@ impl std::fmt::Debug for Config {
             policy,
             api_token,
             max_body_bytes,
+            max_note_bytes,
             body_timeout_ms,
             max_edits,
             max_changes,
@@ -512,6 +520,7 @@ impl std::fmt::Debug for Config {
             .field("policy", policy)
             .field("api_token", &secret(api_token))
             .field("max_body_bytes", max_body_bytes)
+            .field("max_note_bytes", max_note_bytes)
             .field("body_timeout_ms", body_timeout_ms)
             .field("max_edits", max_edits)
             .field("max_changes", max_changes)
@@ -534,6 +543,38 @@ impl std::fmt::Debug for Config {
 }
 
 impl Config {
+    /// Every secret this configuration holds (the token, the keys, the
+    /// webhook secret, the git token and passphrase, and the user information
+    /// and query values of every URL), for scrubbing what providers answer.
+    pub fn secrets(&self) -> crate::redact::Secrets {
+        let mut secrets = crate::redact::Secrets::default();
+        let values = [
+            &self.api_token,
+            &self.llm.api_key,
+            &self.webhook_secret,
+            &self.embed.as_ref().and_then(|e| e.api_key.clone()),
+        ];
+        for value in values.into_iter().flatten() {
+            secrets.add(value);
+        }
+        secrets.add_url(&self.llm.base_url);
+        if let Some(embed) = &self.embed {
+            secrets.add_url(&embed.base_url);
+        }
+        if let Some(sync) = &self.sync {
+            secrets.add_url(&sync.remote);
+            match &sync.credentials {
+                GitCredentials::Token { token, .. } => secrets.add(token),
+                GitCredentials::SshKey {
+                    passphrase: Some(passphrase),
+                    ..
+                } => secrets.add(passphrase),
+                _ => {}
+            }
+        }
+        secrets
+    }
+
     /// A configuration with every default, serving `notes_root`.
     pub fn new(notes_root: impl Into<PathBuf>) -> Config {
         let notes_root = notes_root.into();
@@ -557,6 +598,7 @@ impl Config {
             policy: PolicyMode::AllowAll,
             api_token: None,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            max_note_bytes: DEFAULT_MAX_NOTE_BYTES,
             body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
             max_edits: DEFAULT_MAX_EDITS,
             max_changes: DEFAULT_MAX_CHANGES,
@@ -624,6 +666,20 @@ impl Config {
         let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         if let Some(n) = positive("MIRAI_MAX_BODY_BYTES", "a positive number of bytes")? {
             self.max_body_bytes = as_usize(n);
+        }
+        if let Some(n) = positive("MIRAI_MAX_NOTE_BYTES", "a positive number of bytes")? {
+            self.max_note_bytes = as_usize(n);
+        }
+        if self.max_note_bytes < self.max_body_bytes {
+            return Err(ConfigError::Value {
+                name: "MIRAI_MAX_NOTE_BYTES",
+                value: format!(
+                    "{} (below MIRAI_MAX_BODY_BYTES, {})",
+                    self.max_note_bytes, self.max_body_bytes
+                ),
+                expected:
+                    "at least MIRAI_MAX_BODY_BYTES: a note must hold what one request may write",
+            });
         }
         if let Some(n) = positive("MIRAI_BODY_TIMEOUT_MS", "a positive number of milliseconds")? {
             self.body_timeout_ms = n;
@@ -1200,6 +1256,28 @@ mod tests {
             .with_environment(&env_of(&[("MIRAI_MAX_BODY_BYTES", "2048")]))
             .unwrap();
         assert_eq!(c.max_body_bytes, 2048);
+    }
+
+    #[test]
+    fn the_note_limit_is_8_mib_and_never_below_the_body_limit() {
+        assert_eq!(Config::new("n").max_note_bytes, 8 * 1024 * 1024);
+        let c = Config::new("n")
+            .with_environment(&env_of(&[("MIRAI_MAX_NOTE_BYTES", "2000000")]))
+            .unwrap();
+        assert_eq!(c.max_note_bytes, 2_000_000);
+        let err = Config::new("n")
+            .with_environment(&env_of(&[("MIRAI_MAX_NOTE_BYTES", "1000")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("MIRAI_MAX_NOTE_BYTES") && err.contains("MIRAI_MAX_BODY_BYTES"),
+            "{err}"
+        );
+        let err = Config::new("n")
+            .with_environment(&env_of(&[("MIRAI_MAX_BODY_BYTES", "9000000")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("below MIRAI_MAX_BODY_BYTES"), "{err}");
     }
 
     #[test]

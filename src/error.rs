@@ -24,6 +24,8 @@ pub enum ErrorCode {
     MethodNotAllowed,
     Conflict,
     PayloadTooLarge,
+    /// A note larger than `MIRAI_MAX_NOTE_BYTES`: never read, indexed or written by mirai.
+    NoteTooLarge,
     /// A write a guard refused: it would wipe much of a note, or it adds an
     /// elision placeholder instead of content (`MIRAI_GUARDS`).
     GuardRefused,
@@ -68,6 +70,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::Conflict => "conflict",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::NoteTooLarge => "note_too_large",
             ErrorCode::GuardRefused => "guard_refused",
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::GitError => "git_error",
@@ -86,7 +89,7 @@ impl ErrorCode {
     }
 
     /// Every code, for lookups by wire name.
-    pub const ALL: [ErrorCode; 27] = [
+    pub const ALL: [ErrorCode; 28] = [
         ErrorCode::InvalidPath,
         ErrorCode::InvalidExtension,
         ErrorCode::InvalidPatch,
@@ -100,6 +103,7 @@ impl ErrorCode {
         ErrorCode::MethodNotAllowed,
         ErrorCode::Conflict,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::NoteTooLarge,
         ErrorCode::GuardRefused,
         ErrorCode::RequestTimeout,
         ErrorCode::GitError,
@@ -138,7 +142,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::RequestTimeout => 408,
             ErrorCode::Conflict => 409,
-            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::PayloadTooLarge | ErrorCode::NoteTooLarge => 413,
             ErrorCode::GuardRefused => 422,
             ErrorCode::GitError | ErrorCode::InvalidIndexArtifact | ErrorCode::Internal => 500,
             ErrorCode::LlmUnavailable | ErrorCode::RemoteUnavailable => 503,

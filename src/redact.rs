@@ -3,6 +3,9 @@
 //! `Debug` form passes through [`urls`] first, which replaces the user
 //! information and the query string of each URL in a text with `***`; a log
 //! line that only needs to say where a server is shows its [`origin`].
+//! [`Secrets`] are every secret of a configuration (keys, tokens, and the
+//! query values and user information of its URLs), cut out of whatever a
+//! provider answers before it is stored or shown, URL or not.
 
 use std::borrow::Cow;
 
@@ -64,6 +67,92 @@ pub fn origin(url: &str) -> String {
     }
 }
 
+/// What stands in for a configured secret found in a text.
+pub const SECRET_MASK: &str = "<secret>";
+
+/// Values shorter than this are never treated as secrets (a query value
+/// `v=1` would otherwise cut every `1` out of a text).
+const SHORTEST_SECRET: usize = 4;
+
+/// The secrets of a configuration, longest first. `Debug` shows how many.
+#[derive(Clone, Default)]
+pub struct Secrets(Vec<String>);
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secrets({} values)", self.0.len())
+    }
+}
+
+impl Secrets {
+    /// Adds a secret value (ignored when shorter than 4 bytes).
+    pub fn add(&mut self, value: &str) {
+        let value = value.trim();
+        if value.len() >= SHORTEST_SECRET && !self.0.iter().any(|s| s == value) {
+            self.0.push(value.to_string());
+            self.0.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        }
+    }
+
+    /// Adds the user name, password and query values of `url`, as written
+    /// and percent-decoded (a provider may echo either).
+    pub fn add_url(&mut self, url: &str) {
+        let Ok(parsed) = url::Url::parse(url) else {
+            return;
+        };
+        let mut raw = vec![parsed.username().to_string()];
+        raw.extend(parsed.password().map(str::to_string));
+        if let Some(query) = parsed.query() {
+            for pair in query.split('&') {
+                raw.push(pair.split_once('=').map_or(pair, |(_, v)| v).to_string());
+            }
+        }
+        for value in raw {
+            let decoded = percent_decode(&value);
+            self.add(&value);
+            self.add(&decoded);
+        }
+    }
+
+    /// `text` with the user information and query string of every URL masked
+    /// ([`urls`]), then every secret left replaced by [`SECRET_MASK`].
+    pub fn scrub(&self, text: &str) -> String {
+        // URLs first, while their credentials still read as user information.
+        let mut out = urls(text).into_owned();
+        for secret in &self.0 {
+            if out.contains(secret.as_str()) {
+                out = out.replace(secret.as_str(), SECRET_MASK);
+            }
+        }
+        out
+    }
+}
+
+/// `value` with `%XX` escapes (and `+`, as forms write a space) decoded;
+/// bytes that are not UTF-8 stay escaped.
+fn percent_decode(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| value.to_string())
+}
+
 /// Characters that end a URL in a text: what cannot appear in one unencoded,
 /// and the quotes and brackets a URL is often shown between.
 fn ends_url(c: char) -> bool {
@@ -116,6 +205,25 @@ mod tests {
             "http://h?*** \"http://***@g/?***\""
         );
         assert!(matches!(urls("http://h/path?"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn configured_secrets_are_cut_out_of_any_text_url_or_not() {
+        let mut secrets = Secrets::default();
+        secrets.add("sk-s3cret-key");
+        secrets.add("abc"); // too short to be a secret
+        secrets.add_url("https://bobby:pw%21s3cret@llm.example/v1?key=q%2Fs3cret&v=1");
+        let text = "invalid key sk-s3cret-key for bobby (password pw!s3cret, query q/s3cret or q%2Fs3cret), \
+                    see https://llm.example/v1?key=other abc v=1";
+        let scrubbed = secrets.scrub(text);
+        assert!(!scrubbed.contains("s3cret"), "{scrubbed}");
+        assert!(!scrubbed.contains("bobby"), "{scrubbed}");
+        assert!(
+            scrubbed.contains("https://llm.example/v1?***"),
+            "{scrubbed}"
+        );
+        assert!(scrubbed.ends_with("abc v=1"), "{scrubbed}");
+        assert_eq!(format!("{secrets:?}"), "Secrets(6 values)");
     }
 
     #[test]

@@ -173,10 +173,12 @@ fn main() {
         let config = Config::new(root)
             .with_environment(&mirai::config::process_env)
             .expect("settings");
+        let secrets = config.secrets();
         Client::new(
             config
                 .embed
                 .expect("MIRAI_EMBED_BASE_URL for a semantic variant"),
+            secrets,
         )
     };
     let mut query_vectors: HashMap<String, Vec<f32>> = HashMap::new();

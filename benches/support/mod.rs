@@ -76,13 +76,27 @@ impl Server {
 
     /// Resident memory of the server process, in MiB.
     pub fn rss_mib(&self) -> f64 {
+        self.status_field("VmRSS:") / 1024.0
+    }
+
+    /// The most resident memory the server process has had, in MiB.
+    pub fn peak_rss_mib(&self) -> f64 {
+        self.status_field("VmHWM:") / 1024.0
+    }
+
+    /// The server process's threads.
+    pub fn threads(&self) -> f64 {
+        self.status_field("Threads:")
+    }
+
+    /// A number of `/proc/<pid>/status` (kB fields in kB), NaN when unreadable.
+    fn status_field(&self, name: &str) -> f64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(name))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .map(|kb| kb / 1024.0)
             .unwrap_or(f64::NAN)
     }
 }

@@ -6,6 +6,7 @@
 pub mod fake_embed;
 pub mod fake_llm;
 pub mod git_http;
+pub mod hostile;
 pub mod loopback;
 #[path = "../../benches/support/vault.rs"]
 pub mod vault;

@@ -35,7 +35,7 @@ pub struct Agent {
 impl Agent {
     pub fn new(config: &Config, sandbox: Arc<Sandbox>) -> Agent {
         Agent {
-            llm: Llm::new(config.llm.clone()),
+            llm: Llm::new(config.llm.clone(), config.secrets()),
             sandbox,
             limits: config.agent,
             runs: transcript::Runs::new(&config.notes_root),

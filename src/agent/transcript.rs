@@ -1,6 +1,7 @@
 //! Run transcripts: every event of a run as one JSON line in
 //! `NOTES_ROOT/.mirai/runs/<run_id>.jsonl`, and the same events handed to a
-//! live listener (the server-sent event stream of `POST /agent/run`).
+//! live listener (the server-sent event stream of `POST /agent/run`). Each
+//! string stored is cut at [`FIELD_CAP`] bytes, saying how much was left out.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
@@ -15,6 +16,28 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::notes::root::open_folder;
+
+/// The most bytes of one string field a transcript line keeps.
+pub const FIELD_CAP: usize = 64 * 1024;
+
+/// `value` with every string longer than [`FIELD_CAP`] cut at a character
+/// boundary and marked with the number of bytes left out.
+fn capped(value: &mut Value) {
+    match value {
+        Value::String(text) if text.len() > FIELD_CAP => {
+            let mut end = FIELD_CAP;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let left_out = text.len() - end;
+            text.truncate(end);
+            text.push_str(&format!("… [{left_out} more bytes not kept]"));
+        }
+        Value::Array(items) => items.iter_mut().for_each(capped),
+        Value::Object(fields) => fields.values_mut().for_each(capped),
+        _ => {}
+    }
+}
 
 /// One event: its kind, when it happened, and its fields.
 #[derive(Debug, Clone, Serialize)]
@@ -79,7 +102,9 @@ impl<'a> Transcript<'a> {
     pub fn record(&mut self, kind: &'static str, data: Value) {
         let event = Event::new(kind, data);
         if let Some(file) = &mut self.file {
-            let mut line = serde_json::to_vec(&event).unwrap_or_default();
+            let mut stored = serde_json::to_value(&event).unwrap_or_default();
+            capped(&mut stored);
+            let mut line = serde_json::to_vec(&stored).unwrap_or_default();
             line.push(b'\n');
             if let Err(e) = file.write_all(&line) {
                 self.problem = Some(e.to_string());

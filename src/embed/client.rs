@@ -1,16 +1,37 @@
 //! A client for OpenAI-compatible embeddings (`POST {base}/embeddings`), with
 //! the request discipline of [`crate::outbound`]: the key from the
 //! configuration only, never logged; a timeout per attempt; retries on 429
-//! and 5xx. Answers are checked: one finite vector per input, all of one
-//! dimension.
+//! and 5xx. Answers are read up to [`answer_cap`] bytes (what the inputs can
+//! need at twice the dimension the server last answered, or at the largest
+//! dimension mirai keeps before it has answered) and checked: one finite
+//! vector per input, all of one dimension. Error texts hold no configured secret.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::vectors::MAX_DIMENSION;
 use crate::config::EmbedConfig;
 use crate::outbound::{self, Attempts, CallError};
+use crate::redact::Secrets;
+
+/// What an answer may hold besides its numbers (model, usage, the envelope).
+const ANSWER_ENVELOPE_BYTES: usize = 64 * 1024;
+/// The most bytes one number of a vector takes in an answer, with its
+/// separator and the indentation of a pretty-printed answer.
+const BYTES_PER_NUMBER: usize = 32;
+
+/// The largest answer a request embedding `inputs` texts can get back, when
+/// the server last answered vectors of `dimension` numbers (0: not yet).
+/// Twice that dimension leaves room for a change of model.
+pub fn answer_cap(inputs: usize, dimension: usize) -> usize {
+    let dimension = match dimension {
+        0 => MAX_DIMENSION,
+        known => (known * 2).min(MAX_DIMENSION),
+    };
+    ANSWER_ENVELOPE_BYTES + inputs * (dimension * BYTES_PER_NUMBER + 256)
+}
 
 /// What is embedded: a query or a passage (a chunk), which some models
 /// embed differently (`input_type`, prefixes).
@@ -24,14 +45,21 @@ pub struct Client {
     http: reqwest::blocking::Client,
     config: EmbedConfig,
     url: String,
+    secrets: Secrets,
+    /// The dimension of the last good answer (0: none yet, or an answer was
+    /// refused for its size, so the next may be of a new, larger model).
+    dimension: AtomicUsize,
 }
 
 impl Client {
-    pub fn new(config: EmbedConfig) -> Client {
+    /// A client for `config`; `secrets` are cut out of every error text.
+    pub fn new(config: EmbedConfig, secrets: Secrets) -> Client {
         Client {
             http: outbound::client(),
-            url: format!("{}/embeddings", config.base_url.trim_end_matches('/')),
+            url: outbound::endpoint(&config.base_url, "embeddings"),
             config,
+            secrets,
+            dimension: AtomicUsize::new(0),
         }
     }
 
@@ -82,53 +110,77 @@ impl Client {
             max_retries: retries,
             deadline,
         };
-        let redact = |text: String| crate::redact::urls(&text).into_owned();
-        let response = outbound::post_json(
+        let redact = |text: String| self.secrets.scrub(&text);
+        let answer = outbound::post_json(
             &self.http,
             &self.url,
             self.config.api_key.as_deref(),
             &body,
             attempts,
+            answer_cap(texts.len(), self.dimension.load(Ordering::Relaxed)),
+            &self.secrets,
         )
         .map_err(|e| match e {
             CallError::Deadline => redact(format!("{} did not answer in time", self.url)),
             CallError::Failed(failure) => redact(failure),
+            CallError::TooLong(failure) => {
+                // A new model may answer longer vectors: the next call allows the largest.
+                self.dimension.store(0, Ordering::Relaxed);
+                redact(failure)
+            }
         })?;
-        let value: Value = response
-            .json()
-            .map_err(|e| redact(format!("the answer of {} is not JSON: {e}", self.url)))?;
-        vectors(&value, texts.len()).map_err(|e| redact(format!("{} answered {e}", self.url)))
+        let value: Answer = serde_json::from_slice(&answer).map_err(|e| {
+            redact(format!(
+                "the answer of {} is not an embeddings answer: {e}",
+                self.url
+            ))
+        })?;
+        let vectors = vectors(value, texts.len())
+            .map_err(|e| redact(format!("{} answered {e}", self.url)))?;
+        let dimension = vectors.first().map_or(0, Vec::len);
+        self.dimension.store(dimension, Ordering::Relaxed);
+        Ok(vectors)
     }
+}
+
+/// An embeddings answer, parsed straight into numbers (no tree of JSON
+/// values is built for a large answer).
+#[derive(Debug, serde::Deserialize)]
+struct Answer {
+    data: Vec<Entry>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Entry {
+    #[serde(default)]
+    index: Option<u64>,
+    /// Numbers too large for an f32 become infinite and are refused below.
+    embedding: Vec<f32>,
 }
 
 /// The vectors of an embeddings answer, in input order (by `index` when
 /// the entries carry one).
-fn vectors(value: &Value, expected: usize) -> Result<Vec<Vec<f32>>, String> {
-    let data = value["data"].as_array().ok_or("no data array")?;
+fn vectors(answer: Answer, expected: usize) -> Result<Vec<Vec<f32>>, String> {
+    let data = answer.data;
     if data.len() != expected {
         return Err(format!("{} vectors for {expected} inputs", data.len()));
     }
     let mut out: Vec<Option<Vec<f32>>> = vec![None; expected];
-    for (i, entry) in data.iter().enumerate() {
-        let at = match entry.get("index") {
-            Some(index) => index
-                .as_u64()
-                .and_then(|n| usize::try_from(n).ok())
+    for (i, entry) in data.into_iter().enumerate() {
+        let at = match entry.index {
+            Some(index) => usize::try_from(index)
+                .ok()
                 .filter(|&n| n < expected)
                 .ok_or("an entry with a bad index")?,
             None => i,
         };
-        let numbers = entry["embedding"]
-            .as_array()
-            .ok_or("an entry without an embedding array")?;
-        if numbers.is_empty() || numbers.len() > MAX_DIMENSION {
-            return Err(format!("an embedding of {} numbers", numbers.len()));
+        let vector = entry.embedding;
+        if vector.is_empty() || vector.len() > MAX_DIMENSION {
+            return Err(format!("an embedding of {} numbers", vector.len()));
         }
-        let vector: Option<Vec<f32>> = numbers
-            .iter()
-            .map(|x| x.as_f64().map(|x| x as f32).filter(|x| x.is_finite()))
-            .collect();
-        let vector = vector.ok_or("an embedding with a value that is not a finite number")?;
+        if vector.iter().any(|x| !x.is_finite()) {
+            return Err("an embedding with a value that is not a finite number".into());
+        }
         if out[at].replace(vector).is_some() {
             return Err("two entries with the same index".into());
         }
@@ -143,6 +195,13 @@ fn vectors(value: &Value, expected: usize) -> Result<Vec<Vec<f32>>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
+
+    /// What `embed` does with an answer's bytes.
+    fn parse(answer: &Value, expected: usize) -> Result<Vec<Vec<f32>>, String> {
+        let answer: Answer = serde_json::from_value(answer.clone()).map_err(|e| e.to_string())?;
+        vectors(answer, expected)
+    }
 
     #[test]
     fn answers_are_checked_and_put_in_input_order() {
@@ -150,12 +209,9 @@ mod tests {
             {"index": 1, "embedding": [0.0, 1.0]},
             {"index": 0, "embedding": [1.0, 0.0]}
         ]});
-        assert_eq!(
-            vectors(&ok, 2).unwrap(),
-            vec![vec![1.0, 0.0], vec![0.0, 1.0]]
-        );
+        assert_eq!(parse(&ok, 2).unwrap(), vec![vec![1.0, 0.0], vec![0.0, 1.0]]);
         for (bad, why) in [
-            (json!({}), "no data"),
+            (json!({}), "missing field `data`"),
             (json!({"data": [{"embedding": [1.0]}]}), "1 vectors for 2"),
             (
                 json!({"data": [{"index": 0, "embedding": [1.0]}, {"index": 0, "embedding": [2.0]}]}),
@@ -171,6 +227,10 @@ mod tests {
             ),
             (
                 json!({"data": [{"embedding": [1.0]}, {"embedding": ["x"]}]}),
+                "invalid type: string",
+            ),
+            (
+                json!({"data": [{"embedding": [1.0]}, {"embedding": [1e39]}]}),
                 "finite",
             ),
             (
@@ -178,7 +238,7 @@ mod tests {
                 "of 0 numbers",
             ),
         ] {
-            let err = vectors(&bad, 2).unwrap_err();
+            let err = parse(&bad, 2).unwrap_err();
             assert!(err.contains(why), "{err} / {why}");
         }
     }

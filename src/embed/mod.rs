@@ -189,7 +189,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Embeddings {
-    pub fn new(config: EmbedConfig, notes: Notes, index: Arc<LiveIndex>) -> Embeddings {
+    pub fn new(
+        config: EmbedConfig,
+        secrets: crate::redact::Secrets,
+        notes: Notes,
+        index: Arc<LiveIndex>,
+    ) -> Embeddings {
         let tracked = crate::repo::tracked_under(notes.root(), ".mirai/");
         let file_trusted = !tracked
             .iter()
@@ -201,7 +206,7 @@ impl Embeddings {
                 chunks_pending: 0,
                 last_error: None,
             }),
-            client: Client::new(config),
+            client: Client::new(config, secrets),
             index,
             notes,
             file_trusted,

@@ -1,12 +1,14 @@
 //! `POST /hooks/push`: a forge's push webhook triggers a sync (pull, then
-//! push) by running the `repo.sync` row. Its credential is the body's HMAC in `X-Hub-Signature-256` under
+//! push) by taking a place in the `repo.sync` row's next coalesced sync and
+//! awaiting its answer (no thread is held). Its credential is the body's HMAC in `X-Hub-Signature-256` under
 //! `MIRAI_WEBHOOK_SECRET`, never the bearer token (DESIGN 7.16); without a
 //! secret and a remote it answers 404. The body is trusted for
 //! nothing else: a good signature only says "pull now".
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::respond::{error_response, read_body, render};
+use super::peer::unless_gone;
+use super::respond::{error_response, gone, read_body, render};
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
 use crate::ops::{self, Input};
@@ -33,8 +35,14 @@ pub async fn push(app: web::Data<App>, req: HttpRequest, payload: web::Payload) 
              MIRAI_WEBHOOK_SECRET (X-Hub-Signature-256: sha256=<HMAC-SHA256>)",
         ));
     }
-    let ctx = app.ctx.clone();
-    let synced =
-        web::block(move || ops::dispatch(&ctx, "repo.sync", Input::Json(serde_json::json!({}))));
-    render(synced.await, "/hooks/push")
+    let synced = match ops::dispatch_sync(&app.ctx, "repo.sync", Input::Json(serde_json::json!({})))
+    {
+        // A forge that went away gives up its place (the ticket is dropped).
+        Ok(ticket) => match unless_gone(&req, ticket.answer()).await {
+            Some(synced) => synced,
+            None => return error_response(&gone()),
+        },
+        Err(err) => Err(err),
+    };
+    render(Ok(synced), "/hooks/push")
 }

@@ -7,12 +7,14 @@
 //! body may take to arrive; and turning a panic into a plain 500.
 //!
 //! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp` ->
-//! `respond`; `middleware` -> `respond`; this file -> `routes`, `middleware`, `mcp`.
+//! `respond`; `middleware` -> `respond`; `row`, `hooks` -> `peer`; this file ->
+//! `routes`, `middleware`, `mcp`, `peer`.
 
 mod agent;
 mod hooks;
 mod mcp;
 mod middleware;
+mod peer;
 mod respond;
 mod routes;
 mod row;
@@ -45,6 +47,7 @@ pub fn serve(app: App, listener: TcpListener) -> std::io::Result<Server> {
             .wrap(actix_web::middleware::from_fn(middleware::refuse_browsers))
             .wrap(actix_web::middleware::from_fn(middleware::log_request))
     })
+    .on_connect(peer::remember)
     .listen(listener)?
     .run();
     Ok(server)

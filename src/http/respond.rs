@@ -35,6 +35,15 @@ pub fn internal_error() -> Error {
     )
 }
 
+/// What a request whose caller closed the connection answers (nobody reads it;
+/// the log line shows it).
+pub fn gone() -> Error {
+    Error::new(
+        ErrorCode::RequestTimeout,
+        "the caller closed the connection before the answer was ready; nothing was waited for",
+    )
+}
+
 /// Renders blocking work's outcome: the value as JSON, its error in the one
 /// error shape (5xx logged), or a plain 500 when it panicked.
 pub fn render<T: serde::Serialize>(

@@ -1,15 +1,19 @@
 //! The one handler for every row of the operation table: takes the request
 //! from where the row's [`HttpRoute`](crate::ops::HttpRoute) says (nothing, the
 //! query string or the JSON body), runs it through [`ops::dispatch`] on the
-//! blocking pool, and renders the answer.
+//! blocking pool, and renders the answer. A row of class sync is not run on
+//! the pool: the caller's place in the next sync is taken
+//! ([`ops::dispatch_sync`]) and its answer awaited, holding no thread, until
+//! it comes or the caller goes away.
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Map, Value};
 
-use super::respond::{error_response, read_body, render};
+use super::peer::unless_gone;
+use super::respond::{error_response, gone, read_body, render};
 use crate::app::App;
 use crate::error::Error;
-use crate::ops::{self, HttpInput, Input, OpEntry};
+use crate::ops::{self, Class, HttpInput, Input, OpEntry};
 
 /// Request input an operation will get, owned so it can move to a blocking thread.
 enum OwnedInput {
@@ -36,6 +40,23 @@ pub async fn serve(
             Err(err) => return error_response(&err),
         },
     };
+    if op.class == Class::Sync {
+        let ticket = match &input {
+            OwnedInput::Json(value) => {
+                ops::dispatch_sync(&app.ctx, op.name, Input::Json(value.clone()))
+            }
+            OwnedInput::Body(bytes) => ops::dispatch_sync(&app.ctx, op.name, Input::Body(bytes)),
+        };
+        let outcome = match ticket {
+            // A caller that went away gives up its place (the ticket is dropped).
+            Ok(ticket) => match unless_gone(&req, ticket.answer()).await {
+                Some(outcome) => outcome,
+                None => return error_response(&gone()),
+            },
+            Err(err) => Err(err),
+        };
+        return render(Ok(outcome), op.name);
+    }
     // Operations do file and git I/O: off the async workers. A panic becomes 500 `internal`.
     let ctx = app.ctx.clone();
     let outcome = web::block(move || match input {

@@ -484,9 +484,14 @@ impl LiveIndex {
         }))
     }
 
-    /// Notes how many notes are present now (for status, with or without an artifact).
-    pub fn notes_present(&self) -> Result<usize> {
-        Ok(self.notes.list()?.len())
+    /// How many notes are present now, and how many of them are larger than
+    /// `MIRAI_MAX_NOTE_BYTES` (never read, so never indexed), for status with
+    /// or without an artifact.
+    pub fn note_counts(&self) -> Result<(usize, usize)> {
+        let stats = self.notes.list_stats()?;
+        let limit = self.notes.max_note_bytes();
+        let too_large = stats.iter().filter(|(_, bytes, _)| *bytes > limit).count();
+        Ok((stats.len(), too_large))
     }
 
     /// Keeps the index fresh after an apply changed `changes` (each a path
@@ -503,8 +508,11 @@ impl LiveIndex {
         }
         let Some(loaded) = guard.as_mut() else { return };
         let index = Arc::make_mut(&mut loaded.index);
+        let limit = self.notes.max_note_bytes();
         for &(path, content) in changes {
             match content {
+                // A pull may bring a note past MIRAI_MAX_NOTE_BYTES: never indexed.
+                Some(text) if text.len() as u64 > limit => index.remove_note(path),
                 Some(text) => index.upsert_note(path, text),
                 None => index.remove_note(path),
             }

@@ -27,6 +27,8 @@ pub use view::{Landing, View};
 pub struct Notes {
     root: PathBuf,
     handle: Arc<Root>,
+    /// Notes larger than this are never read (`MIRAI_MAX_NOTE_BYTES`).
+    max_note_bytes: u64,
 }
 
 impl Notes {
@@ -40,7 +42,19 @@ impl Notes {
         Ok(Notes {
             root,
             handle: Arc::new(handle),
+            max_note_bytes: crate::config::DEFAULT_MAX_NOTE_BYTES as u64,
         })
+    }
+
+    /// The same notes, read only up to `bytes` a note (`MIRAI_MAX_NOTE_BYTES`).
+    pub fn with_max_note_bytes(mut self, bytes: usize) -> Notes {
+        self.max_note_bytes = bytes as u64;
+        self
+    }
+
+    /// The largest note that is read.
+    pub fn max_note_bytes(&self) -> u64 {
+        self.max_note_bytes
     }
 
     /// The canonical root folder (for git and the operator's log lines; never
@@ -148,9 +162,11 @@ impl Notes {
         let mut again = Vec::new();
         let links = self.walk_notes(|rel, dir| {
             let name = rel.rsplit('/').next().unwrap_or(rel);
-            match Root::read_in(dir, name) {
+            match Root::read_in(dir, name, self.max_note_bytes) {
                 Ok(bytes) => notes.push((rel.to_string(), text(bytes))),
                 Err(Refusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+                // Never loaded: index.status counts it.
+                Err(Refusal::TooLarge { .. }) => {}
                 // Replaced since the folder was listed (by a link, say): read
                 // it the careful way, as a single read would.
                 Err(_) => again.push(rel.to_string()),
@@ -160,7 +176,11 @@ impl Notes {
         for rel in again {
             match self.read(&rel) {
                 Ok((_, content)) => notes.push((rel, content)),
-                Err(e) if e.code == crate::error::ErrorCode::NotFound => {}
+                Err(e)
+                    if matches!(
+                        e.code,
+                        crate::error::ErrorCode::NotFound | crate::error::ErrorCode::NoteTooLarge
+                    ) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -215,7 +235,7 @@ impl Notes {
         let mut tries = 0;
         let (note, bytes) = loop {
             let note = self.resolve(raw, Existence::MustExist)?;
-            match self.handle.read_real(&note.real) {
+            match self.handle.read_real(&note.real, self.max_note_bytes) {
                 Ok(bytes) => break (note, bytes),
                 // A folder on the real path became a link since it was resolved: look again.
                 Err(Refusal::Symlink | Refusal::Escapes) if tries < 3 => tries += 1,
@@ -230,7 +250,7 @@ impl Notes {
 
     /// A resolved note's bytes (`None`: there is no note there now).
     pub fn read_bytes(&self, note: &NotePath) -> Result<Option<Vec<u8>>> {
-        match self.handle.read_real(&note.real) {
+        match self.handle.read_real(&note.real, self.max_note_bytes) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(Refusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(r) => Err(refused(&note.rel, r)),
@@ -240,7 +260,7 @@ impl Notes {
     /// The bytes of a regular file at `rel` with no symlink on the way (any
     /// tracked file, not only notes), or `None`.
     pub fn read_plain(&self, rel: &str) -> Option<Vec<u8>> {
-        self.handle.read_real(rel).ok()
+        self.handle.read_real(rel, self.max_note_bytes).ok()
     }
 
     /// The size and modification time of a note (following links inside the root).
@@ -299,6 +319,19 @@ fn check_link_target(rel: &str, real: &Real) -> Result<()> {
     Ok(())
 }
 
+/// 413 `note_too_large`: the note `rel` (now, or a version of it in git) holds
+/// `size` bytes, past `limit` (`MIRAI_MAX_NOTE_BYTES`).
+pub fn too_large(rel: &str, size: u64, limit: u64) -> Error {
+    Error::new(
+        crate::error::ErrorCode::NoteTooLarge,
+        format!(
+            "{rel:?} is {size} bytes, more than the {limit} bytes a note may hold \
+             (MIRAI_MAX_NOTE_BYTES); mirai does not read, index, diff or change notes this \
+             large: split it into smaller notes, or raise MIRAI_MAX_NOTE_BYTES"
+        ),
+    )
+}
+
 /// The error a refusal from the root handle becomes, naming the note by its
 /// relative path only.
 pub fn refused(rel: &str, refusal: Refusal) -> Error {
@@ -325,6 +358,7 @@ pub fn refused(rel: &str, refusal: Refusal) -> Error {
         Refusal::Folder => {
             Error::conflict(format!("{rel} is a folder; a note cannot be written there"))
         }
+        Refusal::TooLarge { size, limit } => too_large(rel, size, limit),
         Refusal::Io(e) => Error::internal(format!("cannot access {rel:?}: {e}")),
     }
 }

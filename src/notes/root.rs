@@ -40,6 +40,8 @@ pub enum Refusal {
     NotAFolder,
     /// The path kept changing while it was followed (renamed under our feet).
     Raced,
+    /// A note larger than the read limit (its size, from `fstat`): never read.
+    TooLarge { size: u64, limit: u64 },
     /// Anything else the file system said.
     Io(io::Error),
 }
@@ -226,19 +228,19 @@ impl Root {
     }
 
     /// Reads the regular file at `real`, a path with no symlinks on it (as
-    /// [`Root::resolve_links`] answers). A symlink swapped in meanwhile makes
-    /// this fail rather than follow it.
-    pub fn read_real(&self, real: &str) -> Result<Vec<u8>, Refusal> {
+    /// [`Root::resolve_links`] answers), if it holds at most `limit` bytes. A
+    /// symlink swapped in meanwhile makes this fail rather than follow it.
+    pub fn read_real(&self, real: &str, limit: u64) -> Result<Vec<u8>, Refusal> {
         let (parents, name) = split(real);
         let dir = self.folder(&parents)?;
         let file = open_regular(&dir, name)?;
-        read_all(file)
+        read_all(file, limit)
     }
 
     /// Reads the regular file `name` in `dir`, a folder handle a [`Root::walk`]
-    /// gave, without following a symlink.
-    pub fn read_in(dir: &Dir, name: &str) -> Result<Vec<u8>, Refusal> {
-        read_all(open_regular(dir, name)?)
+    /// gave, without following a symlink, if it holds at most `limit` bytes.
+    pub fn read_in(dir: &Dir, name: &str, limit: u64) -> Result<Vec<u8>, Refusal> {
+        read_all(open_regular(dir, name)?, limit)
     }
 
     /// The metadata of the regular file at `real` (no symlinks on the way).
@@ -489,7 +491,8 @@ impl Slot {
             Err(e) => return Err(e.into()),
         }
         let file = open_regular(&self.dir, &self.name)?;
-        read_all(file).map(Some)
+        // A write's own read-back and restore: the whole note, whatever its size.
+        read_all(file, u64::MAX).map(Some)
     }
 
     /// The metadata of the note, a regular file (for git's index entry).
@@ -660,10 +663,22 @@ fn open_regular(dir: &Dir, name: &str) -> Result<File, Refusal> {
     Ok(file)
 }
 
-fn read_all(file: File) -> Result<Vec<u8>, Refusal> {
-    let mut file = file.into_std();
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
+/// The file's bytes, refused from its size before any is read when it holds
+/// more than `limit` (and, should it grow meanwhile, at `limit` + 1 bytes).
+fn read_all(file: File, limit: u64) -> Result<Vec<u8>, Refusal> {
+    let file = file.into_std();
+    let size = file.metadata()?.len();
+    if size > limit {
+        return Err(Refusal::TooLarge { size, limit });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(Refusal::TooLarge {
+            size: bytes.len() as u64,
+            limit,
+        });
+    }
     Ok(bytes)
 }
 

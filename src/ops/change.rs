@@ -15,6 +15,7 @@ use crate::config::DirtyNotes;
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, Landing, NotePath};
 use crate::patch::{self, Target};
+use crate::repo::history::Entry;
 use crate::repo::{self, Repo};
 
 /// A change to one note, planned: its path passed the rules, and the patch
@@ -60,6 +61,9 @@ pub(super) fn plan_patch(ctx: &Context, text: &str, guard: &GuardPolicy) -> Resu
     };
     let note = ctx.view.resolve_for_write(&parsed.path, existence)?;
     let before = ctx.view.current_text(&note)?;
+    if before.is_none() {
+        check_folders_in_git(ctx, &note.rel)?;
+    }
     let applied = patch::apply(&parsed, before.as_deref())?;
     if let Some(content) = &applied.content {
         check_size(ctx, &note, content)?;
@@ -120,17 +124,38 @@ pub(super) fn plan_delete(ctx: &Context, raw_path: &str) -> Result<Plan> {
     Ok(plan)
 }
 
-/// A note may not grow past the request body limit, whichever way it is written.
+/// A new note's folders must be folders in git too: a folder the repository
+/// holds as a symlink (a remote's, never written to disk) or as a file would
+/// make the note and that entry collide in git's index.
+fn check_folders_in_git(ctx: &Context, rel: &str) -> Result<()> {
+    let Some(reader) = ctx.history.reader()? else {
+        return Ok(());
+    };
+    match reader
+        .blocked_folder(rel)
+        .map_err(|e| ctx.history.scrub(e))?
+    {
+        None => Ok(()),
+        Some((folder, Entry::Symlink)) => Err(Error::invalid_path(format!(
+            "{rel:?} passes through {folder:?}, which the repository holds as a symlink; \
+             mirai never writes through symlinks: write the note at its real path"
+        ))),
+        Some((folder, _)) => Err(Error::invalid_path(format!(
+            "{rel:?} passes through {folder:?}, which the repository holds as a file, not a \
+             folder: choose another folder"
+        ))),
+    }
+}
+
+/// A note may not grow past `MIRAI_MAX_NOTE_BYTES`, whichever way it is
+/// written (one request stays within the body limit; appends add up).
 pub(super) fn check_size(ctx: &Context, note: &NotePath, content: &str) -> Result<()> {
-    if content.len() > ctx.max_content_bytes {
-        return Err(Error::new(
-            ErrorCode::PayloadTooLarge,
-            format!(
-                "{} would be {} bytes; notes may hold at most {} bytes (MIRAI_MAX_BODY_BYTES)",
-                note.rel,
-                content.len(),
-                ctx.max_content_bytes
-            ),
+    let limit = ctx.view.disk_notes().max_note_bytes();
+    if content.len() as u64 > limit {
+        return Err(crate::notes::too_large(
+            &note.rel,
+            content.len() as u64,
+            limit,
         ));
     }
     Ok(())

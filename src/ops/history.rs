@@ -318,10 +318,10 @@ fn diff(
     from: Option<Rev>,
     path: Option<&str>,
 ) -> Result<DiffResponse> {
-    let to = reader.resolve(&to)?;
+    let to = ctx.history.resolve(reader, &to)?;
     let (deltas, from) = match (from, path) {
         (Some(from), Some(path)) => {
-            let from = reader.resolve(&from)?;
+            let from = ctx.history.resolve(reader, &from)?;
             let delta = reader.note_between(from, to, path)?;
             (delta.into_iter().collect(), Some(from))
         }
@@ -338,7 +338,7 @@ fn diff(
         // The first diff always comes (it is bounded as reading the note is);
         // the others while the answer stays within the body limit.
         let text = if files.is_empty() || budget > 0 {
-            note_diff(reader, &delta)?
+            note_diff(reader, &delta, ctx.view.disk_notes().max_note_bytes())?
         } else {
             None
         };
@@ -377,12 +377,16 @@ fn diff(
     })
 }
 
-/// A note's change as one diff (`None`: a side is not UTF-8 text).
-fn note_diff(reader: &Reader, delta: &NoteDelta) -> Result<Option<String>> {
+/// A note's change as one diff (`None`: a side is not UTF-8 text); a side
+/// larger than `limit` is 413 `note_too_large`, never loaded.
+fn note_diff(reader: &Reader, delta: &NoteDelta, limit: u64) -> Result<Option<String>> {
     let side = |id| -> Result<Option<Option<String>>> {
         match id {
             None => Ok(Some(None)),
-            Some(id) => Ok(String::from_utf8(reader.blob(id)?).ok().map(Some)),
+            Some(id) => {
+                let bytes = reader.note_blob(id, &delta.path, limit)?;
+                Ok(String::from_utf8(bytes).ok().map(Some))
+            }
         }
     };
     let (Some(old), Some(new)) = (side(delta.old)?, side(delta.new)?) else {

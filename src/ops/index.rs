@@ -69,6 +69,8 @@ pub struct StatusResponse {
     pub notes_changed_since: Option<usize>,
     pub artifact_age_seconds: Option<i64>,
     pub notes_present: usize,
+    /// Notes larger than `MIRAI_MAX_NOTE_BYTES`: never read, indexed or embedded.
+    pub notes_too_large: usize,
     pub artifact_byte_size: Option<u64>,
     pub chunks_content_bytes_total: Option<u64>,
     pub notes_commit: Option<String>,
@@ -101,7 +103,7 @@ impl Operation for IndexStatus {
 
     fn run(ctx: &Context, _request: Empty) -> Result<StatusResponse> {
         let status = ctx.index.status()?;
-        let notes_present = ctx.index.notes_present()?;
+        let (notes_present, notes_too_large) = ctx.index.note_counts()?;
         let embeddings = ctx.embeddings.as_ref().map(|e| {
             let s = e.status();
             EmbeddingsStatus {
@@ -122,6 +124,7 @@ impl Operation for IndexStatus {
                 notes_changed_since: None,
                 artifact_age_seconds: None,
                 notes_present,
+                notes_too_large,
                 artifact_byte_size: None,
                 chunks_content_bytes_total: None,
                 notes_commit: None,
@@ -143,6 +146,7 @@ impl Operation for IndexStatus {
                 notes_changed_since: s.stale.then_some(s.notes_changed_since),
                 artifact_age_seconds: Some((Utc::now() - s.generated_at).num_seconds().max(0)),
                 notes_present,
+                notes_too_large,
                 artifact_byte_size: Some(s.byte_size),
                 chunks_content_bytes_total: Some(s.content_bytes),
                 notes_commit: s.notes_commit,

@@ -98,11 +98,16 @@ pub struct Context {
 
 impl Context {
     pub fn new(notes: Notes, config: &Config) -> Context {
+        let notes = notes.with_max_note_bytes(config.max_note_bytes);
         let index = Arc::new(LiveIndex::new(notes.clone()));
-        let embeddings = config
-            .embed
-            .clone()
-            .map(|embed| Arc::new(Embeddings::new(embed, notes.clone(), index.clone())));
+        let embeddings = config.embed.clone().map(|embed| {
+            Arc::new(Embeddings::new(
+                embed,
+                config.secrets(),
+                notes.clone(),
+                index.clone(),
+            ))
+        });
         let writer: Arc<Mutex<Option<Repo>>> = Arc::new(Mutex::new(None));
         let sync = config.sync.clone().map(|sync| {
             let (writer, for_writer) = (writer.clone(), notes.clone());
@@ -434,6 +439,30 @@ pub enum Input<'a> {
 /// Runs operation `name`: policy first, from the operation alone (DESIGN 7.3),
 /// then parsing, then the operation.
 pub fn dispatch(ctx: &Context, name: &str, input: Input<'_>) -> Result<Value> {
+    let (op, request) = admit(ctx, name, input)?;
+    (op.call)(ctx, request).map_err(|err| hinted(ctx, err))
+}
+
+/// What [`dispatch`] does for `repo.sync` (the one row of class sync), up to
+/// the wait: policy, parsing and the row's checks, then the caller's place in
+/// the next coalesced sync. For adapters that must not hold a thread while a
+/// sync runs (HTTP awaits [`Ticket::answer`](crate::sync::Ticket::answer)).
+pub fn dispatch_sync(ctx: &Context, name: &str, input: Input<'_>) -> Result<crate::sync::Ticket> {
+    let (op, request) = admit(ctx, name, input)?;
+    if op.name != RepoSync::NAME {
+        return Err(Error::internal(format!("{} is not a sync", op.name)));
+    }
+    serde_json::from_value::<<RepoSync as Operation>::Request>(request).map_err(|e| {
+        Error::new(
+            op.malformed,
+            format!("malformed request for {}: {e}", op.name),
+        )
+    })?;
+    RepoSync::ticket(ctx)
+}
+
+/// The row named `name`, once policy allows it, and its request as JSON.
+fn admit(ctx: &Context, name: &str, input: Input<'_>) -> Result<(&'static OpEntry, Value)> {
     let op = find(name).ok_or_else(|| Error::not_found(format!("unknown operation: {name}")))?;
     check_policy(ctx.policy, op)?;
     let request = match input {
@@ -445,7 +474,7 @@ pub fn dispatch(ctx: &Context, name: &str, input: Input<'_>) -> Result<Value> {
             )
         })?,
     };
-    (op.call)(ctx, request).map_err(|err| hinted(ctx, err))
+    Ok((op, request))
 }
 
 /// `err`, with the notes holding the words of the missing note's name added

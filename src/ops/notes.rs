@@ -110,7 +110,7 @@ fn read_at(ctx: &Context, raw: &str, rev: &Value) -> Result<NoteRead> {
     let reader = ctx.history.reader()?.ok_or_else(|| {
         Error::not_found("the notes root is not a git repository: there are no commits to read at")
     })?;
-    let commit = reader.resolve(&rev)?;
+    let commit = ctx.history.resolve(&reader, &rev)?;
     let short = &commit.to_string()[..12];
     let blob = match reader.entry(commit, &rel)? {
         Entry::Note(blob) => blob,
@@ -136,7 +136,7 @@ fn read_at(ctx: &Context, raw: &str, rev: &Value) -> Result<NoteRead> {
             )))
         }
     };
-    let bytes = reader.blob(blob)?;
+    let bytes = reader.note_blob(blob, &rel, ctx.view.disk_notes().max_note_bytes())?;
     Ok(NoteRead {
         path: rel,
         // Bytes that are not UTF-8 come back as U+FFFD, as a read of the disk does.

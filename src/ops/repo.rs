@@ -1,10 +1,12 @@
 //! Repository operations: `repo.status` (branch, HEAD and the sync with the
 //! git remote) and `repo.sync` (pull, then push, now), over [`crate::sync`].
+//! A sync is requested, not run, on the caller's thread: requests are
+//! coalesced and run on the syncer's own thread ([`crate::sync::queue`]).
 
 use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::Landing;
-use crate::sync::{self, Status, Synced};
+use crate::sync::{self, Status, Synced, Ticket};
 
 /// `repo.status`: where the branch is, and how it stands with the remote.
 pub struct RepoStatus;
@@ -48,6 +50,14 @@ impl Operation for RepoSync {
     type Response = Synced;
 
     fn run(ctx: &Context, _request: Empty) -> Result<Synced> {
+        RepoSync::ticket(ctx)?.wait()
+    }
+}
+
+impl RepoSync {
+    /// The row's checks, then the caller's place in the next sync: its answer
+    /// comes through the ticket ([`Ticket::wait`] or [`Ticket::answer`]).
+    pub fn ticket(ctx: &Context) -> Result<Ticket> {
         if let Landing::Overlay(_) = ctx.view.landing() {
             return Err(Error::new(
                 ErrorCode::PolicyDenied,
@@ -60,6 +70,6 @@ impl Operation for RepoSync {
                 "no git remote is configured; set MIRAI_GIT_REMOTE to sync",
             ));
         };
-        sync.sync_now()
+        Ok(sync.request())
     }
 }

@@ -125,6 +125,16 @@ impl Repo {
                 if !present {
                     return Ok(None);
                 }
+                // A note past MIRAI_MAX_NOTE_BYTES is never loaded: its size is in the header.
+                let (size, _) = self
+                    .git
+                    .odb()
+                    .and_then(|odb| odb.read_header(id))
+                    .map_err(cannot)?;
+                let limit = self.notes.max_note_bytes();
+                if size as u64 > limit {
+                    return Err(crate::notes::too_large(&path, size as u64, limit));
+                }
                 let blob = self.git.find_blob(id).map_err(cannot)?;
                 Ok(Some(blob.content().to_vec()))
             };

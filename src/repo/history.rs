@@ -165,6 +165,32 @@ impl History {
         Ok(chain)
     }
 
+    /// The commit `rev` names; a commit that is not there is 404 `not_found`,
+    /// an abbreviation more than one object starts with 400 `invalid_request`.
+    /// `HEAD~N` is read from the kept chain (walked once per HEAD, as
+    /// [`History::page`] walks it), never by walking the commits again for
+    /// each request.
+    pub fn resolve(&self, reader: &Reader, rev: &Rev) -> Result<Oid> {
+        let steps = match rev {
+            Rev::Id(hex) => return reader.by_id(hex),
+            Rev::Back(steps) => *steps,
+        };
+        let chain = self.current(reader)?;
+        let known = chain.commits.len();
+        if known == 0 {
+            return Err(Error::not_found(format!(
+                "HEAD~{steps}: the notes repository has no commits yet"
+            )));
+        }
+        match steps.checked_add(1).and_then(|n| known.checked_sub(n)) {
+            Some(at) => Ok(chain.commits[at].id),
+            None => Err(Error::not_found(format!(
+                "HEAD~{steps}: HEAD has only {} commit(s) before it along first parents",
+                known - 1
+            ))),
+        }
+    }
+
     /// Up to `limit` commits that changed `path` (every commit without one),
     /// newest first, from HEAD or from `cursor` (a page's `next`) along first
     /// parents. A path no commit from HEAD changed is 404 `not_found`.
@@ -552,32 +578,6 @@ impl Reader {
         Ok(changes)
     }
 
-    /// The commit a revision names; a commit that is not there is 404
-    /// `not_found`, an abbreviation more than one object starts with 400
-    /// `invalid_request`.
-    pub fn resolve(&self, rev: &Rev) -> Result<Oid> {
-        match rev {
-            Rev::Id(hex) => self.by_id(hex),
-            Rev::Back(steps) => self.back_from_head(*steps),
-        }
-    }
-
-    fn back_from_head(&self, steps: usize) -> Result<Oid> {
-        let rev = format!("HEAD~{steps}");
-        let mut id = self.head()?.ok_or_else(|| {
-            Error::not_found(format!("{rev}: the notes repository has no commits yet"))
-        })?;
-        for taken in 0..steps {
-            let commit = self.commit(id)?;
-            id = commit.parent_id(0).map_err(|_| {
-                Error::not_found(format!(
-                    "{rev}: HEAD has only {taken} commit(s) before it along first parents"
-                ))
-            })?;
-        }
-        Ok(id)
-    }
-
     fn by_id(&self, rev: &str) -> Result<Oid> {
         let unknown = || Error::not_found(format!("no commit {rev} in the notes repository"));
         let short = Oid::from_str(rev).map_err(|_| unknown())?;
@@ -614,12 +614,56 @@ impl Reader {
         entry_in(&tree, rel)
     }
 
-    /// A blob's bytes.
-    pub fn blob(&self, id: Oid) -> Result<Vec<u8>> {
+    /// The first folder on `rel`'s way that HEAD holds as something other
+    /// than a folder (a symlink, a file, a submodule), with what it is; `None`
+    /// when every folder on the way is a folder in HEAD or not there.
+    pub fn blocked_folder(&self, rel: &str) -> Result<Option<(String, Entry)>> {
+        let Some(head) = self.head()? else {
+            return Ok(None);
+        };
+        let tree = self
+            .commit(head)?
+            .tree()
+            .map_err(|e| git_error("cannot read a commit's tree", e))?;
+        let mut folder = String::new();
+        for part in rel
+            .split('/')
+            .rev()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+        {
+            if !folder.is_empty() {
+                folder.push('/');
+            }
+            folder.push_str(part);
+            match entry_in(&tree, &folder)? {
+                Entry::Folder => {}
+                Entry::Missing => return Ok(None),
+                other => return Ok(Some((folder, other))),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The bytes of blob `id`, a version of note `rel`, when it holds at most
+    /// `limit` bytes: its size is read from the object's header first, so a
+    /// larger one is never loaded (413 `note_too_large`).
+    pub fn note_blob(&self, id: Oid, rel: &str, limit: u64) -> Result<Vec<u8>> {
+        let cannot = |e: git2::Error| git_error(&format!("cannot read blob {id}"), e);
+        let (size, _) = self
+            .git
+            .odb()
+            .and_then(|odb| odb.read_header(id))
+            .map_err(cannot)?;
+        if size as u64 > limit {
+            return Err(crate::notes::too_large(rel, size as u64, limit));
+        }
         self.git
             .find_blob(id)
             .map(|blob| blob.content().to_vec())
-            .map_err(|e| git_error(&format!("cannot read blob {id}"), e))
+            .map_err(cannot)
     }
 
     /// The notes `commit` changed against its first parent (against nothing for

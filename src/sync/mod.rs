@@ -16,10 +16,16 @@
 //!   those that no longer apply stay on a `mirai/unmerged/<UTC time>` branch,
 //!   which status lists.
 //! - Network work (fetch, push) is one at a time ([`Syncer::network`]).
+//! - Requested syncs (`repo.sync`, the push webhook) are coalesced and run
+//!   on a thread of their own ([`queue`], [`Syncer::request`]).
 
 pub mod known_hosts;
+pub mod queue;
 pub mod remote;
 pub mod webhook;
+
+/// A caller's place in the next requested sync ([`queue`]).
+pub type Ticket = queue::Ticket<Synced>;
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -117,6 +123,8 @@ pub struct Syncer {
     wake: Condvar,
     /// One fetch or push at a time.
     network: Mutex<()>,
+    /// Requested syncs: one running, one waiting.
+    queue: Arc<queue::Queue<Synced>>,
 }
 
 fn rfc3339(time: Option<DateTime<Utc>>) -> Option<String> {
@@ -142,6 +150,7 @@ impl Syncer {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             network: Mutex::new(()),
+            queue: Arc::default(),
         }
     }
 
@@ -374,6 +383,16 @@ impl Syncer {
                 wait.as_secs()
             )),
         }
+    }
+
+    /// A place in the next sync ([`queue`]): the caller joins the one waiting
+    /// to run (or makes it) and gets its answer through the ticket.
+    pub fn request(self: &Arc<Self>) -> Ticket {
+        let syncer = Arc::downgrade(self);
+        self.queue.join(move || match syncer.upgrade() {
+            Some(syncer) => syncer.sync_now(),
+            None => Err(Error::internal("sync stopped: mirai is shutting down")),
+        })
     }
 
     /// `repo.sync`: a pull, then (unless `read_only`) a push.
