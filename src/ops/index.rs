@@ -156,6 +156,9 @@ impl Operation for IndexStatus {
 /// `index.query`: rank note chunks for a query.
 pub struct IndexQuery;
 
+/// With `tag`, how many of the best chunks are looked at, at most, for tagged ones.
+pub const MAX_TAGGED_CHUNKS: usize = 3200;
+
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct QueryRequest {
     /// The words to search for.
@@ -304,7 +307,8 @@ impl Operation for IndexQuery {
         let vault = ctx.index.vault_as_if(&unsaved)?;
         let tagged = tag.map(|tag| tagged(&vault, &tag));
         // With a tag, rank more chunks than asked for and keep the tagged ones,
-        // ranking more again while the tagged ones do not fill the answer.
+        // ranking more again while the tagged ones do not fill the answer, up
+        // to the best MAX_TAGGED_CHUNKS (the work stays bounded).
         let mut fetch = if tagged.is_some() {
             limit.max(index::MAX_LIMIT)
         } else {
@@ -330,11 +334,11 @@ impl Operation for IndexQuery {
             answer
                 .hits
                 .retain(|ranked| tagged.contains(&ranked.hit.path));
-            if answer.hits.len() >= limit || ranked < fetch {
+            if answer.hits.len() >= limit || ranked < fetch || fetch >= MAX_TAGGED_CHUNKS {
                 answer.hits.truncate(limit);
                 break answer;
             }
-            fetch = fetch.saturating_mul(4);
+            fetch = fetch.saturating_mul(4).min(MAX_TAGGED_CHUNKS);
         };
         let title = |path: &str| {
             vault.note(path).map_or_else(

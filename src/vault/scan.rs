@@ -93,6 +93,7 @@ pub fn scan(content: &str, body_start: usize) -> Scan {
         | Options::ENABLE_TASKLISTS
         | Options::ENABLE_FOOTNOTES;
     let mut found = Scan::default();
+    let mut contexts = Contexts::default();
     let mut open: Vec<Open> = Vec::new();
     let mut in_code = false;
     for (event, range) in Parser::new_ext(body, options).into_offset_iter() {
@@ -127,7 +128,7 @@ pub fn scan(content: &str, body_start: usize) -> Scan {
                     if let Some(parent) = open.last_mut() {
                         parent.text.push_str(&done.text);
                     }
-                    if let Some(link) = finish(done, content, &line_starts) {
+                    if let Some(link) = finish(done, content, &line_starts, &mut contexts) {
                         found.links.push(link);
                     }
                 }
@@ -154,8 +155,38 @@ pub fn scan(content: &str, body_start: usize) -> Scan {
     found
 }
 
+/// The context of the last line a link was found on, so many links on one
+/// long line cost one look at it.
+#[derive(Default)]
+struct Contexts {
+    line: usize,
+    text: String,
+}
+
+impl Contexts {
+    /// Line `line` (1-based) of `content`, trimmed, cut to [`MAX_CONTEXT_CHARS`].
+    fn of(&mut self, line: usize, content: &str, line_starts: &[usize]) -> &str {
+        if self.line != line {
+            let start = line_starts[line - 1];
+            let end = line_starts.get(line).map_or(content.len(), |next| next - 1);
+            self.text = content[start..end]
+                .trim()
+                .chars()
+                .take(MAX_CONTEXT_CHARS)
+                .collect();
+            self.line = line;
+        }
+        &self.text
+    }
+}
+
 /// The link `open` makes, or `None` when it names no other file.
-fn finish(open: Open, content: &str, line_starts: &[usize]) -> Option<Link> {
+fn finish(
+    open: Open,
+    content: &str,
+    line_starts: &[usize],
+    contexts: &mut Contexts,
+) -> Option<Link> {
     let (wiki, target, path) = match open.link_type {
         LinkType::WikiLink { .. } => {
             let target = open.dest.trim().trim_end_matches('\\').trim().to_string();
@@ -204,15 +235,7 @@ fn finish(open: Open, content: &str, line_starts: &[usize]) -> Option<Link> {
         _ => open.text,
     };
     let line = line_starts.partition_point(|&start| start <= open.span.start);
-    let line_start = line_starts[line - 1];
-    let line_end = content[line_start..]
-        .find('\n')
-        .map_or(content.len(), |at| line_start + at);
-    let context: String = content[line_start..line_end]
-        .trim()
-        .chars()
-        .take(MAX_CONTEXT_CHARS)
-        .collect();
+    let context = contexts.of(line, content, line_starts).to_string();
     Some(Link {
         kind,
         wiki,
