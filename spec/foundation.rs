@@ -89,7 +89,8 @@ fn reading_echoes_the_normalized_path() {
         assert_eq!(answer.status, 200, "{raw:?}: {answer:?}");
         assert_eq!(
             answer.body,
-            json!({"path": "dir/note.md", "content": "hello\n"}),
+            json!({"path": "dir/note.md", "content": "hello\n", "line_count": 1, "tokens": 2,
+                   "front_matter": null}),
             "{raw:?}"
         );
     }
@@ -412,7 +413,8 @@ fn read_only_mode_still_reads() {
     let answer = server.get(&format!("/mcp/notes/read?path={}", encode("my note.md")));
     assert_eq!(
         answer.body,
-        json!({"path": "my note.md", "content": "mine\n"})
+        json!({"path": "my note.md", "content": "mine\n", "line_count": 1, "tokens": 2,
+               "front_matter": null})
     );
 }
 

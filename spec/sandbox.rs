@@ -133,6 +133,31 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
         ),
     );
     same(
+        "notes.outline",
+        "return await mirai.notes.outline({path: 'a.md'})",
+        server.get("/mcp/notes/outline?path=a.md"),
+    );
+    same(
+        "notes.read",
+        "return await mirai.notes.read({path: 'a.md', section: 'Alpha', lines: '1-2'})",
+        server.get("/mcp/notes/read?path=a.md&section=Alpha&lines=1-2"),
+    );
+    same(
+        "notes.links",
+        "return await mirai.notes.links({path: 'b.md'})",
+        server.get("/mcp/notes/links?path=b.md"),
+    );
+    same(
+        "notes.graph",
+        "return await mirai.notes.graph({limit: 1})",
+        server.get("/mcp/notes/graph?limit=1"),
+    );
+    same(
+        "notes.tags",
+        "return await mirai.notes.tags()",
+        server.get("/mcp/notes/tags"),
+    );
+    same(
         "index.status",
         "return await mirai.index.status()",
         server.get("/mcp/index/status"),

@@ -24,3 +24,4 @@ pub mod redact;
 pub mod repo;
 pub mod sandbox;
 pub mod sync;
+pub mod vault;

@@ -17,6 +17,7 @@ use crate::ops::{Class, PromptDetail, TABLE};
 const CHOOSING: &str = "\n# Which operation\n\
 - A question about the notes: search with mirai.index.query first (never answer from memory), read what \
 it finds, and name each note's path in the reply.\n\
+- A long note: mirai.notes.outline, then mirai.notes.read with `section`.\n\
 Example, over two answers:\n\
 <think>A question about the notes: search first.</think>\n\
 <code>const hits = await mirai.index.query({q: \"dentist\", limit: 3});\n\
@@ -360,7 +361,7 @@ mod tests {
             }
         }
         assert!(prompt.contains(
-            "mirai.notes.read({path: string, rev?: string}) -> {commit?: string, content: string, path: string}"
+            "mirai.notes.read({lines?: string, path: string, rev?: string, section?: string}) -> {commit?: string, content: string, front_matter?: {}, front_matter_error?: string, line_count: integer, line_end?: integer, line_start?: integer, path: string, tokens: integer}"
         ));
         assert!(prompt.contains("200 mirai calls"));
         assert!(!prompt.contains("sandbox_timeout"));

@@ -5,6 +5,12 @@
 //!
 //! Without an artifact, queries index on demand and keep that index while
 //! the notes stay as they were; nothing is written.
+//!
+//! The link graph ([`Vault`]) lives beside the index, in the same slot and
+//! under the same lock: built from the notes the first time it is asked for
+//! (or with the index when the notes are read anyway), then changed wherever
+//! the index changes (applies, outside changes taken in, rebuilds), and
+//! dropped with it. It is never a second source of truth.
 
 use cap_std::fs::MetadataExt;
 use std::collections::BTreeSet;
@@ -18,6 +24,7 @@ use super::artifact::{self, ArtifactMeta, NoteStat};
 use super::Index;
 use crate::error::Result;
 use crate::notes::Notes;
+use crate::vault::Vault;
 
 /// How long applies must pause before the artifact is rewritten.
 const PERSIST_QUIET: Duration = Duration::from_millis(300);
@@ -63,6 +70,8 @@ enum Source {
 
 struct Loaded {
     index: Arc<Index>,
+    /// The link graph of the same notes (`None`: not asked for yet).
+    vault: Option<Arc<Vault>>,
     source: Source,
     /// Notes modified at or after this time may differ from the index and are
     /// read when the index is reconciled with the disk ([`LiveIndex::sync_with_disk`]).
@@ -234,6 +243,10 @@ impl LiveIndex {
                 if let Err(e) = live.refresh(&mut guard, stamp) {
                     log::warn!("the index artifact could not be loaded: {e}");
                 }
+                drop(guard);
+                if let Err(e) = live.vault() {
+                    log::warn!("the link graph could not be built: {e}");
+                }
             }
         });
     }
@@ -258,6 +271,59 @@ impl LiveIndex {
             }
         }
         Ok(f(&index))
+    }
+
+    /// The link graph of the notes the index answers for (built from the
+    /// notes the first time), as if the notes in `written` held that text
+    /// (`None`: deleted), as [`LiveIndex::as_if`] does for the index.
+    pub fn vault_as_if(&self, written: &[(String, Option<String>)]) -> Result<Arc<Vault>> {
+        let mut vault = self.vault()?;
+        if !written.is_empty() {
+            let copy = Arc::make_mut(&mut vault);
+            for (path, content) in written {
+                match content {
+                    Some(content) => copy.upsert(path, content),
+                    None => copy.remove(path),
+                }
+            }
+        }
+        Ok(vault)
+    }
+
+    /// The link graph, beside an index that matches the artifact (or the
+    /// notes when there is none); built from the notes when it is not yet.
+    pub fn vault(&self) -> Result<Arc<Vault>> {
+        let stamp = self.stamp();
+        {
+            let guard = self.read_lock();
+            if let Some(loaded) = guard.as_ref() {
+                if let Some(vault) = &loaded.vault {
+                    if self.is_current(loaded, stamp)? {
+                        return Ok(vault.clone());
+                    }
+                }
+            }
+        }
+        let mut guard = self.write_lock();
+        self.refresh(&mut guard, stamp)?;
+        let Some(loaded) = guard.as_mut() else {
+            return Ok(Arc::new(Vault::default()));
+        };
+        if let Some(vault) = &loaded.vault {
+            return Ok(vault.clone());
+        }
+        // Read under the lock: a write landing meanwhile waits to change the
+        // vault until it is in place, so it is never overtaken by older text.
+        let started = Instant::now();
+        let notes = self.notes.read_all()?;
+        let vault = Arc::new(Vault::build(&notes, self.notes.list_files()));
+        log::debug!(
+            "link graph of {} notes built in {} ms",
+            vault.len(),
+            started.elapsed().as_millis()
+        );
+        loaded.vault = Some(vault.clone());
+        Ok(vault)
     }
 
     /// Runs `f` on an index that matches the artifact (or the notes when there is none).
@@ -310,6 +376,7 @@ impl LiveIndex {
                 if let Some(stamp) = self.stamp() {
                     let mut fresh = Loaded {
                         index: Arc::new(index),
+                        vault: None,
                         checked: meta.generated_at.into(),
                         source: Source::Artifact { stamp, meta },
                     };
@@ -326,9 +393,12 @@ impl LiveIndex {
             }
         }
         let built_at = Utc::now();
-        let index = Index::build(self.notes.read_all()?);
+        let notes = self.notes.read_all()?;
+        let vault = Vault::build(&notes, self.notes.list_files());
+        let index = Index::build(notes);
         *slot = Some(Loaded {
             index: Arc::new(index),
+            vault: Some(Arc::new(vault)),
             checked: built_at.into(),
             source: Source::OnDemand { built_at },
         });
@@ -365,6 +435,7 @@ impl LiveIndex {
         let previous = self.read_lock().as_ref().map(|loaded| loaded.index.clone());
         let notes = self.notes.read_all()?;
         let read = started.elapsed();
+        let vault = Arc::new(Vault::build(&notes, self.notes.list_files()));
         let index = match &previous {
             Some(previous) => Index::refreshed(previous, notes),
             None => Arc::new(Index::build(notes)),
@@ -392,6 +463,7 @@ impl LiveIndex {
             &mut *guard,
             self.stamp().map(|stamp| Loaded {
                 index,
+                vault: Some(vault),
                 checked: generated_at.into(),
                 source: Source::Artifact {
                     stamp,
@@ -455,6 +527,7 @@ impl LiveIndex {
             index,
             source: Source::Artifact { meta, .. },
             checked,
+            ..
         }) = guard.as_ref()
         else {
             // The artifact vanished while we looked.
@@ -515,6 +588,15 @@ impl LiveIndex {
                 Some(text) if text.len() as u64 > limit => index.remove_note(path),
                 Some(text) => index.upsert_note(path, text),
                 None => index.remove_note(path),
+            }
+        }
+        if let Some(vault) = loaded.vault.as_mut() {
+            let vault = Arc::make_mut(vault);
+            for &(path, content) in changes {
+                match content {
+                    Some(text) => vault.upsert(path, text),
+                    None => vault.remove(path),
+                }
             }
         }
         self.changed();
@@ -605,11 +687,18 @@ impl LiveIndex {
         }
         let started = SystemTime::now();
         let stats = self.note_stats()?;
+        let has_vault = self.read_lock().as_ref().is_some_and(|l| l.vault.is_some());
+        let attachments = has_vault.then(|| self.notes.list_files());
         let mut guard = self.write_lock();
         let Some(loaded) = guard.as_mut() else {
             return Ok(false);
         };
         let changed = self.apply_drift(loaded, &stats, started);
+        if let (Some(vault), Some(attachments)) = (loaded.vault.as_mut(), attachments) {
+            if vault.attachments_differ(&attachments) {
+                Arc::make_mut(vault).set_attachments(attachments);
+            }
+        }
         let from_artifact = matches!(loaded.source, Source::Artifact { .. });
         drop(guard);
         if changed && from_artifact {
@@ -648,6 +737,15 @@ impl LiveIndex {
         }
         for path in &drift.removed {
             index.remove_note(path);
+        }
+        if let Some(vault) = loaded.vault.as_mut() {
+            let vault = Arc::make_mut(vault);
+            for (path, content) in &drift.changed {
+                vault.upsert(path, content);
+            }
+            for path in &drift.removed {
+                vault.remove(path);
+            }
         }
         self.changed();
         if matches!(loaded.source, Source::Artifact { .. }) {

@@ -189,6 +189,26 @@ impl Notes {
         Ok(notes)
     }
 
+    /// Every visible regular file that is not a note (attachments: images,
+    /// PDFs), sorted: what a link may name besides notes. Nothing is opened;
+    /// symlinks are not files here.
+    pub fn list_files(&self) -> Vec<String> {
+        let mut files = Vec::new();
+        self.handle
+            .walk(WALK_LIMITS, |rel, file_type: FileType, _| {
+                let name = rel.rsplit('/').next().unwrap_or(rel);
+                if file_type.is_file()
+                    && path::is_plain_name(name)
+                    && rel == rel.trim()
+                    && !path::has_note_extension(rel)
+                {
+                    files.push(rel.to_string());
+                }
+            });
+        files.sort_unstable();
+        files
+    }
+
     /// Walks the real folders and calls `file` with each regular file whose
     /// name makes it a note, and the handle of its folder; answers the
     /// symlinks with note names, for [`Notes::notes_behind`].

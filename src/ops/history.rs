@@ -134,21 +134,24 @@ impl Operation for NotesHistory {
 
 /// `limit`: absent is 20; else plain digits (a number or a decimal string), 1 to 100.
 fn history_limit(raw: Option<&Value>) -> Result<usize> {
+    page_limit(raw, DEFAULT_HISTORY_LIMIT, MAX_HISTORY_LIMIT)
+}
+
+/// A page's `limit`: absent is `default`; else plain digits (a number or a
+/// decimal string), 1 to `max`.
+pub(super) fn page_limit(raw: Option<&Value>, default: usize, max: usize) -> Result<usize> {
     let text = match raw {
-        None | Some(Value::Null) => return Ok(DEFAULT_HISTORY_LIMIT),
+        None | Some(Value::Null) => return Ok(default),
         Some(Value::String(text)) => text.clone(),
         Some(Value::Number(n)) => n.to_string(),
         Some(other) => other.to_string(),
     };
     let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
     match text.parse::<usize>() {
-        Ok(n) if digits && (1..=MAX_HISTORY_LIMIT).contains(&n) => Ok(n),
+        Ok(n) if digits && (1..=max).contains(&n) => Ok(n),
         _ => Err(Error::new(
             ErrorCode::InvalidLimit,
-            format!(
-                "limit must be a whole number from 1 to {MAX_HISTORY_LIMIT} (default \
-                 {DEFAULT_HISTORY_LIMIT}), got {text}"
-            ),
+            format!("limit must be a whole number from 1 to {max} (default {default}), got {text}"),
         )),
     }
 }

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::tags::{tag_param, tagged};
 use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::Landing;
@@ -159,6 +160,9 @@ impl Operation for IndexStatus {
 /// `index.query`: rank note chunks for a query.
 pub struct IndexQuery;
 
+/// With `tag`, how many of the best chunks are looked at, at most, for tagged ones.
+pub const MAX_TAGGED_CHUNKS: usize = 3200;
+
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct QueryRequest {
     /// The words to search for.
@@ -183,6 +187,10 @@ pub struct QueryRequest {
     #[serde(default)]
     #[schemars(with = "Option<QueryMode>")]
     pub mode: Option<Value>,
+    /// Only notes with this tag.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub tag: Option<Value>,
 }
 
 /// `index.query`'s ranking modes.
@@ -227,6 +235,8 @@ pub struct QueryChunk {
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ChunkMetadata {
     pub path: String,
+    /// The note's title: front matter title, else its first heading, else its file name.
+    pub title: String,
     pub chunk_index: usize,
     pub snippet_offset: Option<SnippetOffset>,
 }
@@ -264,7 +274,7 @@ impl Operation for IndexQuery {
     const MALFORMED: ErrorCode = ErrorCode::InvalidQuery;
     const HTTP: HttpRoute = HttpRoute::get(
         "/mcp/index/query",
-        HttpInput::Query(&["q", "limit", "path_prefix", "mode"]),
+        HttpInput::Query(&["q", "limit", "path_prefix", "mode", "tag"]),
     );
     type Request = QueryRequest;
     type Response = QueryResponse;
@@ -296,21 +306,56 @@ impl Operation for IndexQuery {
         } else {
             embed::Mode::Lexical
         });
+        let tag = tag_param(request.tag.as_ref())?;
         let unsaved = ctx.view.unsaved();
-        let answer = ctx.index.as_if(&unsaved, |idx| match (&ctx.embeddings, mode) {
-            (_, embed::Mode::Lexical) => embed::lexical(idx, &query, limit, prefix.as_deref(), None),
-            (Some(embeddings), _) => embeddings.search(idx, &query, limit, prefix.as_deref(), mode),
-            (None, _) => embed::lexical(
-                idx,
-                &query,
-                limit,
-                prefix.as_deref(),
-                Some(format!(
-                    "no embedding server is configured (MIRAI_EMBED_BASE_URL), so {} ranking is not available",
-                    mode.as_str()
-                )),
-            ),
-        })?;
+        let vault = ctx.index.vault_as_if(&unsaved)?;
+        let tagged = tag.map(|tag| tagged(&vault, &tag));
+        // With a tag, rank more chunks than asked for and keep the tagged ones,
+        // ranking more again while the tagged ones do not fill the answer, up
+        // to the best MAX_TAGGED_CHUNKS (the work stays bounded).
+        let mut fetch = if tagged.is_some() {
+            limit.max(index::MAX_LIMIT)
+        } else {
+            limit
+        };
+        let answer = loop {
+            let mut answer = ctx.index.as_if(&unsaved, |idx| match (&ctx.embeddings, mode) {
+                (_, embed::Mode::Lexical) => embed::lexical(idx, &query, fetch, prefix.as_deref(), None),
+                (Some(embeddings), _) => embeddings.search(idx, &query, fetch, prefix.as_deref(), mode),
+                (None, _) => embed::lexical(
+                    idx,
+                    &query,
+                    fetch,
+                    prefix.as_deref(),
+                    Some(format!(
+                        "no embedding server is configured (MIRAI_EMBED_BASE_URL), so {} ranking is not available",
+                        mode.as_str()
+                    )),
+                ),
+            })?;
+            let Some(tagged) = &tagged else { break answer };
+            let ranked = answer.hits.len();
+            answer
+                .hits
+                .retain(|ranked| tagged.contains(&ranked.hit.path));
+            if answer.hits.len() >= limit || ranked < fetch || fetch >= MAX_TAGGED_CHUNKS {
+                answer.hits.truncate(limit);
+                break answer;
+            }
+            fetch = fetch.saturating_mul(4).min(MAX_TAGGED_CHUNKS);
+        };
+        let title = |path: &str| {
+            vault.note(path).map_or_else(
+                || {
+                    crate::vault::facts::title(
+                        path,
+                        "",
+                        &crate::vault::front_matter::FrontMatter::None,
+                    )
+                },
+                |facts| facts.title.clone(),
+            )
+        };
         let chunks = answer
             .hits
             .into_iter()
@@ -320,6 +365,7 @@ impl Operation for IndexQuery {
                     content: hit.content,
                     score: hit.score,
                     metadata: ChunkMetadata {
+                        title: title(&hit.path),
                         path: hit.path,
                         chunk_index: hit.chunk_index,
                         snippet_offset: hit

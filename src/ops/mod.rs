@@ -9,21 +9,27 @@ mod changes;
 pub mod guard;
 mod history;
 mod index;
+mod links;
 mod notes;
+mod outline;
 mod patch;
 mod repo;
 mod revert;
 mod shortcuts;
+mod tags;
 mod write;
 
 pub use changes::*;
 pub use history::*;
 pub use index::*;
+pub use links::*;
 pub use notes::*;
+pub use outline::*;
 pub use patch::*;
 pub use repo::*;
 pub use revert::*;
 pub use shortcuts::*;
+pub use tags::*;
 pub use write::*;
 
 use std::ops::Deref;
@@ -403,8 +409,12 @@ pub static TABLE: &[OpEntry] = &[
     entry::<NotesList>(),
     entry::<NotesRead>(),
     entry::<NotesReadBatch>(),
+    entry::<NotesOutline>(),
     entry::<NotesHistory>(),
     entry::<NotesDiff>(),
+    entry::<NotesLinks>(),
+    entry::<NotesGraph>(),
+    entry::<NotesTags>(),
     entry::<PatchPropose>(),
     entry::<PatchApply>(),
     entry::<PatchMake>(),

@@ -1,21 +1,34 @@
-//! Note reading operations: `notes.list`, `notes.read` (now, or at a commit),
+//! Note reading operations: `notes.list`, `notes.read` (now, or at a commit;
+//! whole, one section or a range of lines; with its line and token counts),
 //! `notes.read_batch`.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation};
+use super::tags::{tag_param, tagged};
+use super::{Class, Context, HttpInput, HttpRoute, Operation};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::path;
 use crate::repo::history::{Entry, Rev};
+use crate::vault::front_matter;
+use crate::vault::sections::{self, line_count, line_slice};
+use crate::vault::tokens;
 
 /// Most paths one `notes.read_batch` may ask for.
 pub const MAX_BATCH_PATHS: usize = 20;
 
 /// `notes.list`: every note, sorted.
 pub struct NotesList;
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct NotesListRequest {
+    /// Only notes with this tag.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub tag: Option<Value>,
+}
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct NotesListResponse {
@@ -27,16 +40,21 @@ impl Operation for NotesList {
     const EXAMPLE: &'static str = r##"await mirai.notes.list()"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
-        "List every markdown note, as paths relative to the notes root, sorted.";
+        "List every markdown note (or those with a tag), as paths relative to the notes root, sorted.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
-    const HTTP: HttpRoute = HttpRoute::get("/mcp/notes", HttpInput::Nothing);
-    type Request = Empty;
+    const HTTP: HttpRoute = HttpRoute::get("/mcp/notes", HttpInput::Query(&["tag"]));
+    type Request = NotesListRequest;
     type Response = NotesListResponse;
 
-    fn run(ctx: &Context, _request: Empty) -> Result<NotesListResponse> {
-        Ok(NotesListResponse {
-            notes: ctx.view.list()?,
-        })
+    fn run(ctx: &Context, request: NotesListRequest) -> Result<NotesListResponse> {
+        let tag = tag_param(request.tag.as_ref())?;
+        let mut notes = ctx.view.list()?;
+        if let Some(tag) = tag {
+            let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
+            let tagged = tagged(&vault, &tag);
+            notes.retain(|path| tagged.contains(path));
+        }
+        Ok(NotesListResponse { notes })
     }
 }
 
@@ -52,9 +70,18 @@ pub struct NotesReadRequest {
     #[serde(default)]
     #[schemars(with = "String")]
     pub rev: Option<Value>,
+    /// Only this section: a heading's text, or "A > B" for B under A.
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub section: Option<Value>,
+    /// Only these lines: "a-b" (1-based).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub lines: Option<Value>,
 }
 
-/// One note's content; at a `rev`, with the commit it was read at.
+/// One note's content (or the section or lines asked for); at a `rev`, with
+/// the commit it was read at.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct NoteRead {
     pub path: String,
@@ -63,6 +90,130 @@ pub struct NoteRead {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "String")]
     pub commit: Option<String>,
+    /// First line of `content` in the note, 1-based (only for a section or lines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "usize")]
+    pub line_start: Option<usize>,
+    /// Last line of `content` in the note, inclusive (only for a section or lines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "usize")]
+    pub line_end: Option<usize>,
+    /// Lines in the whole note.
+    pub line_count: usize,
+    /// o200k_base tokens of `content`.
+    pub tokens: usize,
+    /// The note's YAML front matter, or null when it has none (or it is broken).
+    pub front_matter: Option<Map<String, Value>>,
+    /// Why the front matter could not be read (its lines are then body text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
+    pub front_matter_error: Option<String>,
+}
+
+impl NoteRead {
+    /// A whole note as read: its counts and front matter.
+    fn whole(path: String, content: String, commit: Option<String>) -> NoteRead {
+        let front = front_matter::parse(&content);
+        NoteRead {
+            line_count: line_count(&content),
+            tokens: tokens::count_cached(&content),
+            front_matter: front.fields().cloned(),
+            front_matter_error: front.error().map(str::to_string),
+            path,
+            content,
+            commit,
+            line_start: None,
+            line_end: None,
+        }
+    }
+
+    /// Keeps only lines `first..=last` of the content.
+    fn narrowed(mut self, first: usize, last: usize) -> NoteRead {
+        self.content = line_slice(&self.content, first, last).to_string();
+        self.tokens = tokens::count(&self.content);
+        self.line_start = Some(first);
+        self.line_end = Some(last);
+        self
+    }
+}
+
+/// What part of a note `notes.read` answers.
+enum Part {
+    Whole,
+    Section(String),
+    /// 1-based, inclusive; the end may be past the note's last line.
+    Lines(usize, usize),
+}
+
+fn invalid_request(message: impl Into<String>) -> Error {
+    Error::new(ErrorCode::InvalidRequest, message)
+}
+
+/// `section` and `lines`, checked (DESIGN 7.16: malformed is `invalid_request`).
+fn part(section: Option<&Value>, lines: Option<&Value>) -> Result<Part> {
+    let text = |field: &str, value: &Value| match value {
+        Value::String(text) => Ok(text.clone()),
+        other => Err(invalid_request(format!(
+            "{field} must be a string, not {other}"
+        ))),
+    };
+    match (section, lines) {
+        (None | Some(Value::Null), None | Some(Value::Null)) => Ok(Part::Whole),
+        (Some(section), None | Some(Value::Null)) => Ok(Part::Section(text("section", section)?)),
+        (None | Some(Value::Null), Some(lines)) => {
+            let raw = text("lines", lines)?;
+            let bad = || {
+                invalid_request(format!(
+                    "lines must be \"a-b\" (1-based, inclusive, a <= b), e.g. \"10-40\", or one line number; got {raw:?}"
+                ))
+            };
+            let number = |s: &str| {
+                let s = s.trim();
+                (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| s.parse::<usize>().ok())
+                    .flatten()
+                    .filter(|&n| n >= 1)
+            };
+            let (first, last) = match raw.split_once('-') {
+                Some((a, b)) => (number(a).ok_or_else(bad)?, number(b).ok_or_else(bad)?),
+                None => {
+                    let n = number(&raw).ok_or_else(bad)?;
+                    (n, n)
+                }
+            };
+            if first > last {
+                return Err(bad());
+            }
+            Ok(Part::Lines(first, last))
+        }
+        (Some(_), Some(_)) => Err(invalid_request(
+            "give section or lines, not both: read a section by its heading, or any lines by number",
+        )),
+    }
+}
+
+/// `read` narrowed to `part` of its note.
+fn narrow(read: NoteRead, part: Part) -> Result<NoteRead> {
+    match part {
+        Part::Whole => Ok(read),
+        Part::Section(wanted) => {
+            let all = sections::headings(&read.content);
+            let no_headings = "read it whole, or by lines";
+            let heading = sections::find(&read.path, &all, &wanted, "section", no_headings)?;
+            let (first, last) = (heading.line, heading.last_line);
+            Ok(read.narrowed(first, last))
+        }
+        Part::Lines(first, last) => {
+            if first > read.line_count {
+                return Err(invalid_request(format!(
+                    "lines {first}-{last} start past the end of {}: it has {} lines",
+                    read.path, read.line_count
+                )));
+            }
+            let last = last.min(read.line_count);
+            Ok(read.narrowed(first, last))
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -76,22 +227,25 @@ impl Operation for NotesRead {
     const EXAMPLE: &'static str = r##"await mirai.notes.read({path: "trips/lisbon.md"})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
-        "Read one note's full text, as it is now or, with rev, as it was at a commit.";
+        "Read a note (whole, a section or lines), as it is now or at a commit (rev).";
     const MALFORMED: ErrorCode = ErrorCode::InvalidPath;
-    const HTTP: HttpRoute = HttpRoute::get("/mcp/notes/read", HttpInput::Query(&["path", "rev"]));
+    const HTTP: HttpRoute = HttpRoute::get(
+        "/mcp/notes/read",
+        HttpInput::Query(&["path", "rev", "section", "lines"]),
+    );
     type Request = NotesReadRequest;
     type Response = NoteRead;
 
     fn run(ctx: &Context, request: NotesReadRequest) -> Result<NoteRead> {
-        let Some(rev) = request.rev else {
-            let (note, content) = ctx.view.read(&request.path)?;
-            return Ok(NoteRead {
-                path: note.rel,
-                content,
-                commit: None,
-            });
+        let part = part(request.section.as_ref(), request.lines.as_ref())?;
+        let read = match request.rev {
+            None => {
+                let (note, content) = ctx.view.read(&request.path)?;
+                NoteRead::whole(note.rel, content, None)
+            }
+            Some(rev) => read_at(ctx, &request.path, &rev).map_err(|e| ctx.history.scrub(e))?,
         };
-        read_at(ctx, &request.path, &rev).map_err(|e| ctx.history.scrub(e))
+        narrow(read, part)
     }
 }
 
@@ -137,12 +291,12 @@ fn read_at(ctx: &Context, raw: &str, rev: &Value) -> Result<NoteRead> {
         }
     };
     let bytes = reader.note_blob(blob, &rel, ctx.view.disk_notes().max_note_bytes())?;
-    Ok(NoteRead {
-        path: rel,
+    Ok(NoteRead::whole(
+        rel,
         // Bytes that are not UTF-8 come back as U+FFFD, as a read of the disk does.
-        content: String::from_utf8_lossy(&bytes).into_owned(),
-        commit: Some(commit.to_string()),
-    })
+        String::from_utf8_lossy(&bytes).into_owned(),
+        Some(commit.to_string()),
+    ))
 }
 
 /// `notes.read_batch`: up to [`MAX_BATCH_PATHS`] notes in request order.

@@ -3,8 +3,8 @@
 //! `patch.apply`'s own path ([`super::change`]): one commit, subject
 //! `mcp.patch_apply: <path>`.
 //!
-//! `notes.insert` finds a heading with the one reader of markdown structure
-//! ([`crate::index::markdown`]), so a `#` line inside a code fence or front
+//! `notes.insert` finds a heading through [`crate::vault::sections`], on the one
+//! reader of markdown structure ([`crate::index::markdown`]), so a `#` line inside a code fence or front
 //! matter is never taken for a heading, as the index never takes it.
 
 use schemars::JsonSchema;
@@ -15,11 +15,9 @@ use super::guard::GuardPolicy;
 use super::write::{write_through_patch, Written};
 use super::{Class, Context, HttpInput, HttpRoute, Operation};
 use crate::error::{Error, ErrorCode, Result};
-use crate::index::markdown::{self, Kind};
+use crate::index::markdown;
 use crate::notes::{suggest, Existence};
-
-/// Headings an error lists before it says how many more there are.
-const MAX_HEADINGS_LISTED: usize = 30;
+use crate::vault::sections::{self, MAX_HEADINGS_LISTED};
 /// Longest anchor line for which the closest lines of the note are looked for
 /// (the search is quadratic in it).
 const MAX_SUGGESTED_LINE_CHARS: usize = 120;
@@ -238,137 +236,11 @@ fn fit(text: &str, note: &str) -> String {
     }
 }
 
-/// One heading of a note, as `notes.insert` names it.
-struct Heading {
-    /// Its text and those of the headings it is under: `["Garden", "Plans"]`.
-    path: Vec<String>,
-    /// 1-based line number.
-    line: usize,
-    /// Byte offset where text inserted at the end of its section goes: after
-    /// the section's last non-blank line, before the blank lines and the next
-    /// heading of the same or a higher level.
-    end: usize,
-}
-
-impl Heading {
-    fn name(&self) -> String {
-        self.path.join(" > ")
-    }
-}
-
-/// Every heading of `note` (as [`markdown::lines`] reads them), with where its
-/// section ends.
-fn headings(note: &str) -> Vec<Heading> {
-    let lines: Vec<markdown::Line<'_>> = markdown::lines(note).collect();
-    let line_end = |i: usize| lines.get(i + 1).map_or(note.len(), |next| next.start);
-    let mut found = Vec::new();
-    let mut open: Vec<(u8, String)> = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let Kind::Heading(level, text) = line.kind else {
-            continue;
-        };
-        while open.last().is_some_and(|(l, _)| *l >= level) {
-            open.pop();
-        }
-        open.push((level, text.to_string()));
-        let next = lines[i + 1..]
-            .iter()
-            .position(|l| matches!(l.kind, Kind::Heading(other, _) if other <= level))
-            .map_or(lines.len(), |offset| i + 1 + offset);
-        let last_text = (i..next)
-            .rev()
-            .find(|&j| !lines[j].text.trim().is_empty())
-            .unwrap_or(i);
-        found.push(Heading {
-            path: open.iter().map(|(_, text)| text.clone()).collect(),
-            line: i + 1,
-            end: line_end(last_text),
-        });
-    }
-    found
-}
-
-/// A heading's words for comparison: case and runs of whitespace ignored.
-fn fold(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
-}
-
 /// Where text inserted under `wanted` (`Plans`, `## Plans`, `Garden > Plans`) goes.
 fn section_end(rel: &str, note: &str, wanted: &str) -> Result<usize> {
-    let all = headings(note);
-    let parts: Vec<String> = wanted
-        .trim()
-        .trim_start_matches('#')
-        .split('>')
-        .map(fold)
-        .collect();
-    if parts.iter().any(String::is_empty) {
-        return Err(Error::new(
-            ErrorCode::InvalidRequest,
-            "heading is empty: give a heading's text without the #s, or \"A > B\" for B under A",
-        ));
-    }
-    let matches: Vec<&Heading> = all
-        .iter()
-        .filter(|h| {
-            h.path.len() >= parts.len()
-                && h.path[h.path.len() - parts.len()..]
-                    .iter()
-                    .zip(&parts)
-                    .all(|(have, want)| fold(have) == *want)
-        })
-        .collect();
-    match matches.as_slice() {
-        [one] => Ok(one.end),
-        [] if all.is_empty() => Err(Error::not_found(format!(
-            "{rel} has no headings; insert with after_line or before_line, or add at the end with notes.append"
-        ))),
-        [] => {
-            let names: Vec<String> = all.iter().map(Heading::name).collect();
-            let closest = suggest::closest(
-                wanted.trim().trim_start_matches('#'),
-                all.iter()
-                    .map(|h| h.path.last().map(String::as_str).unwrap_or_default())
-                    .chain(names.iter().map(String::as_str)),
-            );
-            let mut listed: Vec<String> = names
-                .iter()
-                .take(MAX_HEADINGS_LISTED)
-                .map(|n| format!("{n:?}"))
-                .collect();
-            if names.len() > MAX_HEADINGS_LISTED {
-                listed.push(format!("and {} more", names.len() - MAX_HEADINGS_LISTED));
-            }
-            // "...; did you mean "X"? Its headings: ..." or "... in a.md. Its headings: ...".
-            let hint = match suggest::did_you_mean(&closest) {
-                none if none.is_empty() => ".".to_string(),
-                question => question,
-            };
-            Err(Error::not_found(format!(
-                "no heading {:?} in {rel}{hint} Its headings: {}",
-                wanted.trim(),
-                listed.join(", ")
-            )))
-        }
-        many => {
-            let listed: Vec<String> = many
-                .iter()
-                .take(MAX_HEADINGS_LISTED)
-                .map(|h| format!("{:?} (line {})", h.name(), h.line))
-                .collect();
-            Err(Error::conflict(format!(
-                "{} headings in {rel} match {:?}: {}; name the one you mean with the headings above it, \
-                 as in {:?}",
-                many.len(),
-                wanted.trim(),
-                listed.join(", "),
-                many[0].name()
-            )))
-        }
-    }
+    let all = sections::headings(note);
+    let no_headings = "insert with after_line or before_line, or add at the end with notes.append";
+    Ok(sections::find(rel, &all, wanted, "heading", no_headings)?.end)
 }
 
 /// The byte offsets where the one line of `note` equal to `wanted` (trailing
@@ -420,20 +292,6 @@ mod tests {
 
     fn insert_at(note: &str, at: usize, text: &str) -> String {
         format!("{}{}{}", &note[..at], fit(text, note), &note[at..])
-    }
-
-    #[test]
-    fn headings_nest_and_ignore_code_and_front_matter() {
-        let names: Vec<String> = headings(GARDEN).iter().map(Heading::name).collect();
-        assert_eq!(
-            names,
-            [
-                "Garden",
-                "Garden > Plans",
-                "Garden > Tomatoes",
-                "Garden > Tomatoes > Plans"
-            ]
-        );
     }
 
     #[test]

@@ -1,0 +1,587 @@
+//! Notes as a vault, through HTTP on real repositories: links and their
+//! resolution (`notes.links`, `notes.graph`), kept fresh by writes and by
+//! outside changes; outlines, section and line reads with token counts;
+//! front matter; tags (`notes.tags`, `tag=` on `notes.list` and
+//! `index.query`). The Obsidian-style vault in `fixtures/vault/` is served
+//! as a repository.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{encode, TestServer};
+use serde_json::{json, Value};
+
+/// A server over a copy of `fixtures/vault`, committed (the welcome note
+/// a new root starts with taken out).
+fn vault() -> TestServer {
+    let server = TestServer::start();
+    std::fs::remove_file(server.root.join("welcome.md")).unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/vault");
+    for entry in walkdir::WalkDir::new(&fixture) {
+        let entry = entry.unwrap();
+        if entry.file_type().is_file() {
+            let rel = entry.path().strip_prefix(&fixture).unwrap();
+            server.write(rel.to_str().unwrap(), std::fs::read(entry.path()).unwrap());
+        }
+    }
+    server.commit_all();
+    server
+}
+
+fn links(server: &TestServer, path: &str) -> Value {
+    let answer = server.get(&format!("/mcp/notes/links?path={}", encode(path)));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.body
+}
+
+/// (target, resolved, line, kind, text) of each outgoing link.
+fn outgoing(body: &Value) -> Vec<(String, Value, u64, String, String)> {
+    body["outgoing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["target"].as_str().unwrap().to_string(),
+                l["resolved"].clone(),
+                l["line"].as_u64().unwrap(),
+                l["kind"].as_str().unwrap().to_string(),
+                l["text"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn link(
+    target: &str,
+    resolved: Option<&str>,
+    line: u64,
+    kind: &str,
+    text: &str,
+) -> (String, Value, u64, String, String) {
+    (
+        target.to_string(),
+        resolved.map_or(Value::Null, |r| json!(r)),
+        line,
+        kind.to_string(),
+        text.to_string(),
+    )
+}
+
+fn backlinks(server: &TestServer, path: &str) -> Vec<(String, u64)> {
+    links(server, path)["backlinks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["path"].as_str().unwrap().to_string(),
+                b["line"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_link_form_resolves_as_obsidian_resolves_it() {
+    let server = vault();
+    let home = links(&server, "Home.md");
+    assert_eq!(home["path"], "Home.md");
+    assert_eq!(
+        outgoing(&home),
+        vec![
+            // Two equally short `Alpha`s, neither in the root: the first by bytes.
+            link("Alpha", Some("Archive/Alpha.md"), 9, "wikilink", "Alpha"),
+            link(
+                "Projects/Beta",
+                Some("Projects/Beta.md"),
+                9,
+                "wikilink",
+                "the beta project"
+            ),
+            // The root's Gamma is shorter than Projects/Gamma.md.
+            link("Gamma#Plan", Some("Gamma.md"), 10, "wikilink", "Gamma#Plan"),
+            link(
+                "Ann Lee#^quote",
+                Some("People/Ann Lee.md"),
+                10,
+                "wikilink",
+                "Ann Lee#^quote"
+            ),
+            link("HOME", Some("Home.md"), 10, "wikilink", "HOME"),
+            link(
+                "diagram.png",
+                Some("attachments/diagram.png"),
+                11,
+                "embed",
+                "diagram.png"
+            ),
+            link("Nowhere", None, 12, "wikilink", "Nowhere"),
+            link(
+                "Projects/Beta.md#Notes",
+                Some("Projects/Beta.md"),
+                13,
+                "markdown",
+                "beta"
+            ),
+            link(
+                "People/Ann Lee.md",
+                Some("People/Ann Lee.md"),
+                13,
+                "markdown",
+                "ann"
+            ),
+            link(
+                "People/Ann Lee.md",
+                Some("People/Ann Lee.md"),
+                14,
+                "markdown",
+                "ann again"
+            ),
+        ],
+        "code, external URLs and mailto are not links"
+    );
+
+    let beta = links(&server, "Projects/Beta.md");
+    assert_eq!(
+        outgoing(&beta),
+        vec![
+            // A tie in length goes to the linking note's own folder.
+            link("Alpha", Some("Projects/Alpha.md"), 9, "wikilink", "Alpha"),
+            // Length goes first: the root's gamma beats the one beside it; case is ignored.
+            link("gamma", Some("Gamma.md"), 9, "wikilink", "gamma"),
+            link("../Home.md", Some("Home.md"), 10, "markdown", "home"),
+            link(
+                "Alpha.md#Plan",
+                Some("Projects/Alpha.md"),
+                10,
+                "markdown",
+                "alpha plan"
+            ),
+            link(
+                "../People/Ann Lee.md",
+                Some("People/Ann Lee.md"),
+                10,
+                "markdown",
+                "ann"
+            ),
+            link(
+                "../attachments/diagram.png",
+                Some("attachments/diagram.png"),
+                11,
+                "embed",
+                "d"
+            ),
+        ]
+    );
+
+    assert_eq!(
+        backlinks(&server, "People/Ann Lee.md"),
+        [
+            ("Daily/2024-01-01.md".to_string(), 6),
+            ("Home.md".to_string(), 10),
+            ("Home.md".to_string(), 13),
+            ("Home.md".to_string(), 14),
+            ("Projects/Beta.md".to_string(), 10),
+        ]
+    );
+    let back = links(&server, "Projects/Alpha.md");
+    assert_eq!(back["backlinks"][0]["path"], "Projects/Beta.md");
+    assert_eq!(
+        back["backlinks"][0]["context"],
+        "Own folder first: [[Alpha]]. Shortest path first: [[gamma]]."
+    );
+    assert_eq!(back["backlinks"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn a_missing_or_bad_path_and_a_long_line_get_the_usual_answers() {
+    let server = vault();
+    server
+        .get("/mcp/notes/links?path=Nope.md")
+        .assert_error(404, "not_found");
+    server
+        .get("/mcp/notes/links?path=../x.md")
+        .assert_error(400, "invalid_path");
+    server
+        .get("/mcp/notes/links")
+        .assert_error(400, "invalid_request");
+    let long = format!("{} [[Gamma]] {}\n", "x".repeat(300), "y".repeat(300));
+    server.write("Long line.md", &long);
+    server.commit_all();
+    let back = wait_for(&server, "Gamma.md", |b| {
+        b.iter().any(|(p, _)| p == "Long line.md")
+    });
+    assert!(!back.is_empty());
+    let body = links(&server, "Gamma.md");
+    let context = body["backlinks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["path"] == "Long line.md")
+        .unwrap()["context"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(context.chars().count(), 200);
+    assert!(context.starts_with("xxx"));
+}
+
+/// Polls `path`'s backlinks until `done` holds (outside changes arrive within seconds).
+fn wait_for(
+    server: &TestServer,
+    path: &str,
+    done: impl Fn(&[(String, u64)]) -> bool,
+) -> Vec<(String, u64)> {
+    let started = Instant::now();
+    loop {
+        let back = backlinks(server, path);
+        if done(&back) {
+            return back;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "backlinks of {path} never became as expected: {back:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_graph_follows_writes_and_outside_changes() {
+    let server = vault();
+    assert_eq!(backlinks(&server, "Gamma.md").len(), 2);
+    // A write through mirai is in the graph when it answers.
+    let written = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "new/linker.md", "content": "to [[Gamma]] and [[Projects/Gamma]]\n"}),
+    );
+    assert_eq!(written.status, 200, "{written:?}");
+    assert!(backlinks(&server, "Gamma.md").contains(&("new/linker.md".to_string(), 1)));
+    assert_eq!(
+        backlinks(&server, "Projects/Gamma.md"),
+        [("new/linker.md".to_string(), 1)]
+    );
+
+    // A note made beside mirai (an editor, a pull) is taken in within seconds.
+    server.write("outside.md", "from outside: [[Gamma]]\n");
+    wait_for(&server, "Gamma.md", |b| {
+        b.iter().any(|(p, _)| p == "outside.md")
+    });
+
+    // A deleted note's links go with it; links to it become broken.
+    let deleted = server.post_json("/mcp/notes/delete", &json!({"path": "Projects/Gamma.md"}));
+    assert_eq!(deleted.status, 200, "{deleted:?}");
+    let graph = server.get("/mcp/notes/graph?limit=1000").body;
+    let broken: Vec<(String, String)> = graph["broken"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["path"].as_str().unwrap().to_string(),
+                b["target"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        broken,
+        [
+            ("Home.md".to_string(), "Nowhere".to_string()),
+            ("new/linker.md".to_string(), "Projects/Gamma".to_string()),
+        ]
+    );
+    // An attachment added beside mirai resolves once the vault sees it.
+    server.write("img/late.png", [0u8, 1, 2]);
+    server.write("pics.md", "![[late.png]]\n");
+    let started = Instant::now();
+    loop {
+        let out = links(&server, "pics.md");
+        if out["outgoing"][0]["resolved"] == "img/late.png" {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "{out}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_graph_pages_broken_links_then_orphans() {
+    let server = vault();
+    for i in 0..3 {
+        server.write(
+            &format!("lonely/{i}.md"),
+            format!("no links {i}, one [[gone{i}]]\n"),
+        );
+    }
+    server.write("lonely/quiet.md", "nothing at all\n");
+    server.commit_all();
+    let started = Instant::now();
+    let whole = loop {
+        let whole = server.get("/mcp/notes/graph").body;
+        if whole["orphans"].as_array().unwrap().len() == 5 {
+            break whole;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "{whole}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(whole["next_cursor"], Value::Null);
+    // Sorted by bytes, as every path list is.
+    assert_eq!(
+        whole["orphans"],
+        json!([
+            "Projects/Gamma.md",
+            "lonely/0.md",
+            "lonely/1.md",
+            "lonely/2.md",
+            "lonely/quiet.md"
+        ])
+    );
+    assert_eq!(whole["broken"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        whole["broken"][0],
+        json!({"path": "Home.md", "line": 12, "target": "Nowhere"})
+    );
+
+    // Pages of 3 hold the same entries, in the same order.
+    let (mut broken, mut orphans) = (Vec::new(), Vec::new());
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let query = match &cursor {
+            Some(c) => format!("/mcp/notes/graph?limit=3&cursor={}", encode(c)),
+            None => "/mcp/notes/graph?limit=3".to_string(),
+        };
+        let page = server.get(&query);
+        assert_eq!(page.status, 200, "{page:?}");
+        let got = page.body["broken"].as_array().unwrap().len()
+            + page.body["orphans"].as_array().unwrap().len();
+        assert!(got <= 3);
+        broken.extend(page.body["broken"].as_array().unwrap().clone());
+        orphans.extend(page.body["orphans"].as_array().unwrap().clone());
+        pages += 1;
+        match page.body["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(Value::Array(broken), whole["broken"]);
+    assert_eq!(Value::Array(orphans), whole["orphans"]);
+
+    server
+        .get("/mcp/notes/graph?cursor=nonsense")
+        .assert_error(400, "invalid_request");
+    server
+        .get("/mcp/notes/graph?limit=0")
+        .assert_error(400, "invalid_limit");
+}
+
+const GARDEN: &str = "---\ntitle: G\n---\n# Garden\n\n## Plans\n\nMore herbs.\n\n```sh\n# not a heading\n```\n\n## Tomatoes\n\nStake them.\n\n### Plans\n\nCages.\n";
+
+fn read(server: &TestServer, query: &str) -> common::Answer {
+    server.get(&format!("/mcp/notes/read?path=garden.md{query}"))
+}
+
+#[test]
+fn the_outline_lists_headings_outside_code_with_their_sections() {
+    let server = TestServer::with_note("garden.md", GARDEN);
+    let outline = server.get("/mcp/notes/outline?path=garden.md");
+    assert_eq!(outline.status, 200, "{outline:?}");
+    let whole = read(&server, "");
+    assert_eq!(
+        outline.body,
+        json!({
+            "path": "garden.md",
+            "headings": [
+                {"level": 1, "text": "Garden", "line": 4, "line_end": 20},
+                {"level": 2, "text": "Plans", "line": 6, "line_end": 13},
+                {"level": 2, "text": "Tomatoes", "line": 14, "line_end": 20},
+                {"level": 3, "text": "Plans", "line": 18, "line_end": 20},
+            ],
+            "line_count": 20,
+            "tokens": whole.body["tokens"],
+        })
+    );
+    assert!(whole.body["tokens"].as_u64().unwrap() > 20);
+    assert_eq!(whole.body["line_count"], 20);
+    assert_eq!(whole.body["content"], GARDEN);
+    assert!(whole.body.get("line_start").is_none());
+    server
+        .get("/mcp/notes/outline?path=missing.md")
+        .assert_error(404, "not_found");
+}
+
+#[test]
+fn a_section_read_answers_its_lines_and_names_what_is_wrong() {
+    let server = TestServer::with_note("garden.md", GARDEN);
+    let nested = read(&server, "&section=Tomatoes%20%3E%20plans");
+    assert_eq!(nested.status, 200, "{nested:?}");
+    assert_eq!(nested.body["content"], "### Plans\n\nCages.\n");
+    assert_eq!(nested.body["line_start"], 18);
+    assert_eq!(nested.body["line_end"], 20);
+    assert_eq!(nested.body["line_count"], 20);
+    let tokens = nested.body["tokens"].as_u64().unwrap();
+    assert!((3..10).contains(&tokens), "{tokens}");
+
+    let top = read(&server, "&section=Garden%20%3E%20Plans");
+    assert_eq!(
+        top.body["content"],
+        "## Plans\n\nMore herbs.\n\n```sh\n# not a heading\n```\n\n"
+    );
+
+    let ambiguous = read(&server, "&section=Plans");
+    ambiguous.assert_error(409, "conflict");
+    let message = ambiguous.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"Garden > Plans\" (line 6)")
+            && message.contains("\"Garden > Tomatoes > Plans\" (line 18)"),
+        "{message}"
+    );
+    let missing = read(&server, "&section=Potatoes");
+    missing.assert_error(404, "not_found");
+    let message = missing.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("Its headings: \"Garden\", \"Garden > Plans\""),
+        "{message}"
+    );
+    read(&server, "&section=not%20a%20heading").assert_error(404, "not_found");
+
+    // At a commit, too.
+    let at_head = read(&server, "&rev=HEAD~0&section=Tomatoes");
+    assert_eq!(at_head.status, 200, "{at_head:?}");
+    assert_eq!(at_head.body["line_start"], 14);
+    assert!(at_head.body["commit"].is_string());
+}
+
+#[test]
+fn a_lines_read_is_exact_and_malformed_ranges_are_invalid_requests() {
+    let server = TestServer::with_note("garden.md", GARDEN);
+    let two = read(&server, "&lines=4-5");
+    assert_eq!(two.status, 200, "{two:?}");
+    assert_eq!(two.body["content"], "# Garden\n\n");
+    assert_eq!(
+        (two.body["line_start"].clone(), two.body["line_end"].clone()),
+        (json!(4), json!(5))
+    );
+    let one = read(&server, "&lines=8");
+    assert_eq!(one.body["content"], "More herbs.\n");
+    let clamped = read(&server, "&lines=19-500");
+    assert_eq!(clamped.body["content"], "\nCages.\n");
+    assert_eq!(clamped.body["line_end"], 20);
+    for bad in ["3-1", "abc", "0-2", "-2", "1-", "21-30", "1.5"] {
+        read(&server, &format!("&lines={}", encode(bad))).assert_error(400, "invalid_request");
+    }
+    read(&server, "&lines=1-2&section=Garden").assert_error(400, "invalid_request");
+    let answer = server.post_json("/mcp/patch/propose", &json!({"patch": "not a patch"}));
+    assert_eq!(
+        answer.status, 400,
+        "the original's endpoints keep their codes"
+    );
+}
+
+#[test]
+fn front_matter_is_read_and_a_broken_block_is_reported() {
+    let server = vault();
+    let home = server.read("Home.md");
+    assert_eq!(
+        home.body["front_matter"],
+        json!({"title": "Vault home", "tags": ["Index", "#project"], "aliases": ["Start"]})
+    );
+    assert!(home.body.get("front_matter_error").is_none());
+    let broken = server.read("Daily/2024-01-01.md");
+    assert_eq!(broken.status, 200, "{broken:?}");
+    assert_eq!(broken.body["front_matter"], Value::Null);
+    let error = broken.body["front_matter_error"].as_str().unwrap();
+    assert!(error.starts_with("line "), "{error}");
+    assert_eq!(server.read("Gamma.md").body["front_matter"], Value::Null);
+}
+
+fn list(server: &TestServer, query: &str) -> Vec<String> {
+    let answer = server.get(&format!("/mcp/notes{query}"));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.body["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn tags_filter_lists_and_queries_and_are_counted() {
+    let server = vault();
+    assert_eq!(
+        list(&server, "?tag=project"),
+        [
+            "Home.md",
+            "Projects/Alpha.md",
+            "Projects/Beta.md",
+            "Projects/Gamma.md"
+        ],
+        "front matter lists and strings, inline tags, and tags nested under it"
+    );
+    assert_eq!(list(&server, "?tag=PROJECT"), list(&server, "?tag=project"));
+    assert_eq!(list(&server, "?tag=project%2Falpha"), ["Projects/Alpha.md"]);
+    assert_eq!(list(&server, "?tag=%23draft"), ["Projects/Beta.md"]);
+    assert_eq!(list(&server, "?tag=home-page"), ["Home.md"]);
+    assert!(list(&server, "?tag=nothing").is_empty());
+    assert_eq!(list(&server, "").len(), 8);
+    server
+        .get("/mcp/notes?tag=a%20b")
+        .assert_error(400, "invalid_request");
+
+    let tags = server.get("/mcp/notes/tags");
+    assert_eq!(
+        tags.body,
+        json!({"tags": [
+            {"tag": "archive", "count": 1},
+            {"tag": "draft", "count": 1},
+            {"tag": "home-page", "count": 1},
+            {"tag": "index", "count": 1},
+            {"tag": "project", "count": 4},
+            {"tag": "project/alpha", "count": 1},
+            {"tag": "project/gamma", "count": 1},
+        ]})
+    );
+
+    let all = server.get("/mcp/index/query?q=alpha%20gamma%20home&limit=50");
+    assert_eq!(all.status, 200, "{all:?}");
+    let tagged = server.get("/mcp/index/query?q=alpha%20gamma%20home&limit=50&tag=project");
+    assert_eq!(tagged.status, 200, "{tagged:?}");
+    let paths = |answer: &common::Answer| -> Vec<String> {
+        answer.body["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["metadata"]["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let want: Vec<String> = paths(&all)
+        .into_iter()
+        .filter(|p| p.starts_with("Projects/") || p == "Home.md")
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(
+        paths(&tagged),
+        want,
+        "the same ranking, the untagged left out"
+    );
+    for chunk in all.body["chunks"].as_array().unwrap() {
+        let want = match chunk["metadata"]["path"].as_str().unwrap() {
+            "Home.md" => "Vault home",
+            "Projects/Beta.md" => "Beta project",
+            "Gamma.md" => "Gamma",
+            "Archive/Alpha.md" => "Old alpha",
+            "Projects/Alpha.md" => "Alpha",
+            "Projects/Gamma.md" => "Projects gamma",
+            other => panic!("unexpected hit {other}"),
+        };
+        assert_eq!(chunk["metadata"]["title"], want);
+    }
+    server
+        .get("/mcp/index/query?q=alpha&tag=%23")
+        .assert_error(400, "invalid_request");
+}

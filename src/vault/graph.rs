@@ -1,0 +1,311 @@
+//! The [`Vault`]: every note's [`NoteFacts`], the files links can reach
+//! (notes and attachments), and a reverse index from lookup keys to the notes
+//! whose links are filed under them, so a note's backlinks are found without
+//! looking at every link of the vault.
+//!
+//! Links are kept as written and resolved when asked: a note added, renamed
+//! or removed changes what other notes' links resolve to without touching
+//! them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::facts::NoteFacts;
+use super::resolve::{self, Files, Key};
+use super::scan::Link;
+
+/// Every note of the vault and the links between them.
+#[derive(Debug, Clone, Default)]
+pub struct Vault {
+    notes: BTreeMap<String, Arc<NoteFacts>>,
+    attachments: BTreeSet<String>,
+    files: Files,
+    /// A lookup key -> the notes holding a link filed under it.
+    linking: HashMap<Key, BTreeSet<String>>,
+}
+
+/// A link into a note, from another (or the same) note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backlink {
+    pub path: String,
+    pub line: u32,
+    pub context: String,
+}
+
+/// A link that resolves to no file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broken {
+    pub path: String,
+    /// Its place among the note's links (0 is the first), for paging.
+    pub seq: usize,
+    pub line: u32,
+    pub target: String,
+}
+
+impl Vault {
+    /// The vault of `notes` (path, text) and `attachments` (every other
+    /// visible file).
+    pub fn build(notes: &[(String, String)], attachments: Vec<String>) -> Vault {
+        let mut vault = Vault::default();
+        for (path, content) in notes {
+            vault.upsert(path, content);
+        }
+        vault.set_attachments(attachments);
+        vault
+    }
+
+    /// Takes in note `path` with its text `content` (new or changed).
+    pub fn upsert(&mut self, path: &str, content: &str) {
+        let facts = NoteFacts::of(path, content);
+        self.forget_links(path);
+        for link in &facts.links {
+            if let Some(key) = resolve::link_key(path, link) {
+                self.linking
+                    .entry(key)
+                    .or_default()
+                    .insert(path.to_string());
+            }
+        }
+        if self
+            .notes
+            .insert(path.to_string(), Arc::new(facts))
+            .is_none()
+        {
+            self.files.insert(path);
+        }
+    }
+
+    /// Takes note `path` out.
+    pub fn remove(&mut self, path: &str) {
+        self.forget_links(path);
+        if self.notes.remove(path).is_some() {
+            self.files.remove(path);
+        }
+    }
+
+    /// Takes the links of note `path` out of the reverse index.
+    fn forget_links(&mut self, path: &str) {
+        let Some(facts) = self.notes.get(path) else {
+            return;
+        };
+        for link in &facts.links {
+            if let Some(key) = resolve::link_key(path, link) {
+                if let Some(sources) = self.linking.get_mut(&key) {
+                    sources.remove(path);
+                    if sources.is_empty() {
+                        self.linking.remove(&key);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether `attachments` (sorted) differs from the vault's.
+    pub fn attachments_differ(&self, attachments: &[String]) -> bool {
+        !self.attachments.iter().eq(attachments.iter())
+    }
+
+    /// Makes `attachments` the vault's files that are not notes; `true` when
+    /// that changed anything.
+    pub fn set_attachments(&mut self, attachments: Vec<String>) -> bool {
+        let new: BTreeSet<String> = attachments.into_iter().collect();
+        if new == self.attachments {
+            return false;
+        }
+        for gone in self.attachments.difference(&new) {
+            self.files.remove(gone);
+        }
+        for added in new.difference(&self.attachments) {
+            self.files.insert(added);
+        }
+        self.attachments = new;
+        true
+    }
+
+    /// How many notes the vault holds.
+    pub fn len(&self) -> usize {
+        self.notes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.notes.is_empty()
+    }
+
+    /// The facts of note `path`.
+    pub fn note(&self, path: &str) -> Option<&NoteFacts> {
+        self.notes.get(path).map(Arc::as_ref)
+    }
+
+    /// Every note with its facts, by path.
+    pub fn notes(&self) -> impl Iterator<Item = (&str, &NoteFacts)> {
+        self.notes
+            .iter()
+            .map(|(path, facts)| (path.as_str(), facts.as_ref()))
+    }
+
+    /// The file `link` in note `from` names, or `None`.
+    pub fn resolve(&self, from: &str, link: &Link) -> Option<&str> {
+        self.files.resolve(from, link)
+    }
+
+    /// Every link that resolves to `path`, by linking note and line.
+    pub fn backlinks(&self, path: &str) -> Vec<Backlink> {
+        let mut sources: BTreeSet<&str> = BTreeSet::new();
+        for key in resolve::keys_of(path) {
+            if let Some(found) = self.linking.get(&key) {
+                sources.extend(found.iter().map(String::as_str));
+            }
+        }
+        let mut found = Vec::new();
+        for source in sources {
+            let Some(facts) = self.notes.get(source) else {
+                continue;
+            };
+            for link in &facts.links {
+                if self.resolve(source, link) == Some(path) {
+                    found.push(Backlink {
+                        path: source.to_string(),
+                        line: link.line,
+                        context: link.context.clone(),
+                    });
+                }
+            }
+        }
+        found
+    }
+
+    /// Every link that resolves to no file, by note path and line.
+    pub fn broken(&self) -> Vec<Broken> {
+        let mut found = Vec::new();
+        for (path, facts) in &self.notes {
+            for (seq, link) in facts.links.iter().enumerate() {
+                if self.resolve(path, link).is_none() {
+                    found.push(Broken {
+                        path: path.clone(),
+                        seq,
+                        line: link.line,
+                        target: link.target.clone(),
+                    });
+                }
+            }
+        }
+        found
+    }
+
+    /// Notes with no resolved link to another file and none from another
+    /// note, sorted.
+    pub fn orphans(&self) -> Vec<&str> {
+        let mut linked: HashSet<&str> = HashSet::new();
+        for (path, facts) in &self.notes {
+            for link in &facts.links {
+                if let Some(target) = self.resolve(path, link) {
+                    if target != path {
+                        linked.insert(path);
+                        linked.insert(target);
+                    }
+                }
+            }
+        }
+        self.notes
+            .keys()
+            .map(String::as_str)
+            .filter(|path| !linked.contains(path))
+            .collect()
+    }
+
+    /// Every tag with the number of notes carrying it (a nested tag `a/b`
+    /// counts for `a` too, as a `tag=a` filter finds it).
+    pub fn tag_counts(&self) -> BTreeMap<String, usize> {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for facts in self.notes.values() {
+            let mut own: BTreeSet<&str> = BTreeSet::new();
+            for tag in &facts.tags {
+                own.insert(tag);
+                for (at, _) in tag.match_indices('/') {
+                    own.insert(&tag[..at]);
+                }
+            }
+            for tag in own {
+                *counts.entry(tag.to_string()).or_default() += 1;
+            }
+        }
+        counts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vault(notes: &[(&str, &str)], attachments: &[&str]) -> Vault {
+        let notes: Vec<(String, String)> = notes
+            .iter()
+            .map(|(p, c)| (p.to_string(), c.to_string()))
+            .collect();
+        Vault::build(&notes, attachments.iter().map(|a| a.to_string()).collect())
+    }
+
+    #[test]
+    fn backlinks_follow_resolution_as_notes_come_and_go() {
+        let mut v = vault(
+            &[
+                ("a.md", "[[b]] and [[b|again]]\n"),
+                ("x/c.md", "see [up](../b.md)\n"),
+                ("b.md", "alone\n"),
+            ],
+            &[],
+        );
+        let back: Vec<(String, u32)> = v
+            .backlinks("b.md")
+            .into_iter()
+            .map(|b| (b.path, b.line))
+            .collect();
+        assert_eq!(
+            back,
+            [("a.md".into(), 1), ("a.md".into(), 1), ("x/c.md".into(), 1)]
+        );
+        // A closer `b` elsewhere does not take a bare name from the root one.
+        v.upsert("x/b.md", "nested\n");
+        assert_eq!(v.backlinks("b.md").len(), 3);
+        v.remove("b.md");
+        assert_eq!(v.backlinks("x/b.md").len(), 2, "[[b]] now names x/b.md");
+        assert_eq!(
+            v.broken().len(),
+            1,
+            "the relative link to ../b.md is broken"
+        );
+        v.upsert("a.md", "no links\n");
+        assert!(v.backlinks("x/b.md").is_empty());
+    }
+
+    #[test]
+    fn orphans_broken_links_and_attachments() {
+        let mut v = vault(
+            &[
+                ("a.md", "![[pic.png]] [[nowhere]] [[a]]\n"),
+                ("lonely.md", "[[lonely]]\n"),
+            ],
+            &["img/pic.png"],
+        );
+        assert_eq!(v.orphans(), ["lonely.md"]);
+        let broken = v.broken();
+        assert_eq!(broken.len(), 1);
+        assert_eq!(broken[0].target, "nowhere");
+        v.set_attachments(Vec::new());
+        assert_eq!(v.broken().len(), 2);
+        assert_eq!(v.orphans(), ["a.md", "lonely.md"]);
+    }
+
+    #[test]
+    fn tag_counts_include_parents() {
+        let v = vault(
+            &[("a.md", "#p/x #q\n"), ("b.md", "---\ntags: p\n---\n")],
+            &[],
+        );
+        let counts: Vec<(String, usize)> = v.tag_counts().into_iter().collect();
+        assert_eq!(
+            counts,
+            [("p".into(), 2), ("p/x".into(), 1), ("q".into(), 1)]
+        );
+    }
+}

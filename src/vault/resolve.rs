@@ -1,0 +1,206 @@
+//! Which file a link names, as Obsidian resolves it:
+//!
+//! - A wikilink without a folder (`[[Name]]`, `![[diagram.png]]`) names the
+//!   file with that name anywhere in the vault, case-insensitively: a note by
+//!   its name without `.md` (or with it), any other file by its whole name.
+//!   Of several, the one with the fewest folders wins; among those equally
+//!   short, one in the linking note's own folder; then the first by bytes.
+//! - A wikilink with folders (`[[trips/Lisbon]]`) is a path from the vault's
+//!   root.
+//! - A markdown link is a path relative to the linking note's folder (`/` at
+//!   its start: from the root).
+//!
+//! A path is looked up as written, then with `.md` added; an exact match of
+//! case wins over a case-insensitive one. `..` that climbs above the root
+//! leaves a link unresolved.
+
+use std::collections::HashMap;
+
+use super::scan::Link;
+
+/// The files links can reach (notes and attachments), keyed for lookup.
+#[derive(Debug, Clone, Default)]
+pub struct Files {
+    /// Lowercased path (and a note's path without `.md`) -> paths, sorted.
+    by_path: HashMap<String, Vec<String>>,
+    /// Lowercased file name (and a note's name without `.md`) -> paths, sorted.
+    by_name: HashMap<String, Vec<String>>,
+}
+
+/// The lookup keys of a link: where the files it may resolve to are filed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Key {
+    /// A bare name, lowercased.
+    Name(String),
+    /// A path from the root, normalized and lowercased.
+    Path(String),
+}
+
+impl Files {
+    /// Files `path` (a note when it ends in `.md`).
+    pub fn insert(&mut self, path: &str) {
+        for key in keys_of(path) {
+            let slot = match &key {
+                Key::Name(name) => self.by_name.entry(name.clone()).or_default(),
+                Key::Path(path) => self.by_path.entry(path.clone()).or_default(),
+            };
+            if let Err(at) = slot.binary_search_by(|p| p.as_str().cmp(path)) {
+                slot.insert(at, path.to_string());
+            }
+        }
+    }
+
+    /// Takes `path` out.
+    pub fn remove(&mut self, path: &str) {
+        for key in keys_of(path) {
+            let map = match &key {
+                Key::Name(_) => &mut self.by_name,
+                Key::Path(_) => &mut self.by_path,
+            };
+            let k = match &key {
+                Key::Name(k) | Key::Path(k) => k,
+            };
+            if let Some(slot) = map.get_mut(k) {
+                slot.retain(|p| p != path);
+                if slot.is_empty() {
+                    map.remove(k);
+                }
+            }
+        }
+    }
+
+    /// The file `link` in note `from` names, or `None`.
+    pub fn resolve(&self, from: &str, link: &Link) -> Option<&str> {
+        match link_key(from, link)? {
+            Key::Name(name) => {
+                let folder = folder_of(from);
+                self.by_name
+                    .get(&name)?
+                    .iter()
+                    .map(String::as_str)
+                    .min_by(|a, b| {
+                        let rank = |p: &str| (p.matches('/').count(), folder_of(p) != folder);
+                        rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
+                    })
+            }
+            Key::Path(lower) => {
+                let candidates = self.by_path.get(&lower)?;
+                let written = written_path(from, link)?;
+                let with_md = format!("{written}.md");
+                candidates
+                    .iter()
+                    .find(|p| **p == written)
+                    .or_else(|| candidates.iter().find(|p| **p == with_md))
+                    .or_else(|| candidates.iter().find(|p| p.to_lowercase() == lower))
+                    .or_else(|| candidates.first())
+                    .map(String::as_str)
+            }
+        }
+    }
+}
+
+/// The keys under which `path` is filed.
+pub fn keys_of(path: &str) -> Vec<Key> {
+    let lower = path.to_lowercase();
+    let name = lower.rsplit('/').next().unwrap_or(&lower).to_string();
+    let mut keys = vec![Key::Path(lower.clone()), Key::Name(name.clone())];
+    if let (Some(stem_path), Some(stem)) = (lower.strip_suffix(".md"), name.strip_suffix(".md")) {
+        if !stem.is_empty() {
+            keys.push(Key::Path(stem_path.to_string()));
+            keys.push(Key::Name(stem.to_string()));
+        }
+    }
+    keys
+}
+
+/// The key a link looks its target up by (`None`: it climbs above the root).
+pub fn link_key(from: &str, link: &Link) -> Option<Key> {
+    if link.wiki && !link.path.contains('/') {
+        return Some(Key::Name(link.path.to_lowercase()));
+    }
+    written_path(from, link).map(|path| Key::Path(path.to_lowercase()))
+}
+
+/// The link's path from the root, normalized, with the case it was written in.
+fn written_path(from: &str, link: &Link) -> Option<String> {
+    let path = link.path.as_str();
+    if link.wiki || path.starts_with('/') {
+        normalize("", path)
+    } else {
+        normalize(folder_of(from), path)
+    }
+}
+
+/// The folder of `path` (`""` for the root).
+pub fn folder_of(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(folder, _)| folder)
+}
+
+/// `path` joined to `folder`, `.` and `..` taken out; `None` above the root
+/// or when nothing is left.
+pub fn normalize(folder: &str, path: &str) -> Option<String> {
+    let mut parts: Vec<&str> = folder.split('/').filter(|p| !p.is_empty()).collect();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            part => parts.push(part),
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vault::scan::scan;
+
+    fn files(paths: &[&str]) -> Files {
+        let mut files = Files::default();
+        for path in paths {
+            files.insert(path);
+        }
+        files
+    }
+
+    fn resolve<'a>(files: &'a Files, from: &str, note: &str) -> Option<&'a str> {
+        let found = scan(note, 0);
+        files.resolve(from, &found.links[0])
+    }
+
+    #[test]
+    fn a_bare_name_takes_the_shortest_path_then_the_own_folder() {
+        let f = files(&["deep/x/Note.md", "a/note.md", "b/note.md", "c.md"]);
+        assert_eq!(resolve(&f, "c.md", "[[note]]"), Some("a/note.md"));
+        assert_eq!(resolve(&f, "b/other.md", "[[NOTE]]"), Some("b/note.md"));
+        assert_eq!(resolve(&f, "b/other.md", "[[note.md]]"), Some("b/note.md"));
+        assert_eq!(resolve(&f, "x.md", "[[missing]]"), None);
+        let f = files(&["x/y/Note.md", "top/note.md"]);
+        assert_eq!(resolve(&f, "x/y/z.md", "[[note]]"), Some("top/note.md"));
+    }
+
+    #[test]
+    fn folders_are_from_the_root_for_wikilinks_and_relative_for_markdown() {
+        let f = files(&["a/b.md", "x/a/b.md", "img/p.png"]);
+        assert_eq!(resolve(&f, "x/n.md", "[[a/b]]"), Some("a/b.md"));
+        assert_eq!(resolve(&f, "x/n.md", "[t](a/b.md)"), Some("x/a/b.md"));
+        assert_eq!(resolve(&f, "x/n.md", "[t](../a/b.md)"), Some("a/b.md"));
+        assert_eq!(resolve(&f, "x/n.md", "[t](/a/b)"), Some("a/b.md"));
+        assert_eq!(resolve(&f, "x/n.md", "[t](../../a/b.md)"), None);
+        assert_eq!(resolve(&f, "n.md", "![[P.PNG]]"), Some("img/p.png"));
+        assert_eq!(resolve(&f, "n.md", "![i](img/p.png)"), Some("img/p.png"));
+    }
+
+    #[test]
+    fn exact_case_wins_and_removal_forgets() {
+        let mut f = files(&["A.md", "a.md"]);
+        assert_eq!(resolve(&f, "n.md", "[t](a.md)"), Some("a.md"));
+        assert_eq!(resolve(&f, "n.md", "[t](A.md)"), Some("A.md"));
+        f.remove("a.md");
+        assert_eq!(resolve(&f, "n.md", "[t](a.md)"), Some("A.md"));
+        f.remove("A.md");
+        assert_eq!(resolve(&f, "n.md", "[[a]]"), None);
+    }
+}

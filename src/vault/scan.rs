@@ -1,0 +1,385 @@
+//! One pass of pulldown-cmark over a note's body (after its front matter):
+//! its links and its inline `#tags`. The parser decides what is code (fences,
+//! indented blocks, inline code spans) and what is a link, so nothing inside
+//! code is ever taken for either.
+//!
+//! Links: `[[target]]`, `[[target|alias]]`, `[[target#heading]]`,
+//! `[[target#^block]]`, `![[embed]]`, and markdown links and images whose
+//! destination is a relative path (`[text](path.md#heading)`,
+//! `(<path with spaces.md>)`), percent-decoded. External URLs (any scheme:
+//! `https:`, `mailto:`, ...), autolinks and links to a heading of the same
+//! note (`#heading`, `[[#heading]]`) are not links to another file and are
+//! left out.
+//!
+//! Tags: `#` at the start of a text or after whitespace, then letters,
+//! digits, `_`, `-` and `/`, with at least one character that is not a digit
+//! (Obsidian's rule); lowercased.
+
+use std::ops::Range;
+
+use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
+
+/// Longest `context` a link keeps of its line, in characters.
+pub const MAX_CONTEXT_CHARS: usize = 200;
+
+/// How a link is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `[[target]]`
+    Wikilink,
+    /// `![[target]]`, or a markdown image `![alt](path)`.
+    Embed,
+    /// `[text](path)`
+    Markdown,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Wikilink => "wikilink",
+            Kind::Embed => "embed",
+            Kind::Markdown => "markdown",
+        }
+    }
+}
+
+/// One link of a note.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub kind: Kind,
+    /// Written in the wikilink form (`[[...]]`, `![[...]]`), where the target
+    /// is a name or a path from the vault's root; else a markdown path,
+    /// relative to the linking note.
+    pub wiki: bool,
+    /// The target as written (a markdown link's percent-decoded), with its
+    /// `#heading` or `#^block`: `trips/lisbon#Day two`.
+    pub target: String,
+    /// The file part of the target, without `#...`: what resolution looks up.
+    pub path: String,
+    /// The alias or the link's text (a plain wikilink's is its target).
+    pub text: String,
+    /// 1-based line of the link's start.
+    pub line: u32,
+    /// The link's bytes in the note, `[[` or `[` (or `!`) to the end.
+    pub span: Range<usize>,
+    /// The linking line, trimmed, at most [`MAX_CONTEXT_CHARS`] characters.
+    pub context: String,
+}
+
+/// What one pass over a note finds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    pub links: Vec<Link>,
+    /// Inline tags, lowercased, without `#`, in order of first appearance, once each.
+    pub tags: Vec<String>,
+}
+
+/// A link whose text is still being read.
+struct Open {
+    link_type: LinkType,
+    dest: String,
+    image: bool,
+    span: Range<usize>,
+    text: String,
+}
+
+/// Scans `content` from byte `body_start` (where its front matter ends).
+pub fn scan(content: &str, body_start: usize) -> Scan {
+    let body = &content[body_start..];
+    let line_starts = line_starts(content);
+    let options = Options::ENABLE_WIKILINKS
+        | Options::ENABLE_TABLES
+        | Options::ENABLE_STRIKETHROUGH
+        | Options::ENABLE_TASKLISTS
+        | Options::ENABLE_FOOTNOTES;
+    let mut found = Scan::default();
+    let mut contexts = Contexts::default();
+    let mut open: Vec<Open> = Vec::new();
+    let mut in_code = false;
+    for (event, range) in Parser::new_ext(body, options).into_offset_iter() {
+        let span = range.start + body_start..range.end + body_start;
+        match event {
+            Event::Start(Tag::CodeBlock(_)) => in_code = true,
+            Event::End(TagEnd::CodeBlock) => in_code = false,
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url,
+                ..
+            }) => open.push(Open {
+                link_type,
+                dest: dest_url.into_string(),
+                image: false,
+                span,
+                text: String::new(),
+            }),
+            Event::Start(Tag::Image {
+                link_type,
+                dest_url,
+                ..
+            }) => open.push(Open {
+                link_type,
+                dest: dest_url.into_string(),
+                image: true,
+                span,
+                text: String::new(),
+            }),
+            Event::End(TagEnd::Link | TagEnd::Image) => {
+                if let Some(done) = open.pop() {
+                    if let Some(parent) = open.last_mut() {
+                        parent.text.push_str(&done.text);
+                    }
+                    if let Some(link) = finish(done, content, &line_starts, &mut contexts) {
+                        found.links.push(link);
+                    }
+                }
+            }
+            Event::Text(text) if !in_code => match open.last_mut() {
+                Some(link) => link.text.push_str(&text),
+                None => {
+                    let after_space = span.start == body_start
+                        || content[..span.start]
+                            .chars()
+                            .next_back()
+                            .is_none_or(|c| c.is_whitespace() || !is_tag_char(c));
+                    inline_tags(&text, after_space, &mut found.tags);
+                }
+            },
+            Event::Code(code) => {
+                if let Some(link) = open.last_mut() {
+                    link.text.push_str(&code);
+                }
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// The context of the last line a link was found on, so many links on one
+/// long line cost one look at it.
+#[derive(Default)]
+struct Contexts {
+    line: usize,
+    text: String,
+}
+
+impl Contexts {
+    /// Line `line` (1-based) of `content`, trimmed, cut to [`MAX_CONTEXT_CHARS`].
+    fn of(&mut self, line: usize, content: &str, line_starts: &[usize]) -> &str {
+        if self.line != line {
+            let start = line_starts[line - 1];
+            let end = line_starts.get(line).map_or(content.len(), |next| next - 1);
+            self.text = content[start..end]
+                .trim()
+                .chars()
+                .take(MAX_CONTEXT_CHARS)
+                .collect();
+            self.line = line;
+        }
+        &self.text
+    }
+}
+
+/// The link `open` makes, or `None` when it names no other file.
+fn finish(
+    open: Open,
+    content: &str,
+    line_starts: &[usize],
+    contexts: &mut Contexts,
+) -> Option<Link> {
+    let (wiki, target, path) = match open.link_type {
+        LinkType::WikiLink { .. } => {
+            let target = open.dest.trim().trim_end_matches('\\').trim().to_string();
+            let path = target
+                .split('#')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            (true, target, path)
+        }
+        LinkType::Inline
+        | LinkType::Reference
+        | LinkType::Collapsed
+        | LinkType::Shortcut
+        | LinkType::ReferenceUnknown
+        | LinkType::CollapsedUnknown
+        | LinkType::ShortcutUnknown => {
+            let dest = open.dest.trim();
+            if is_external(dest) {
+                return None;
+            }
+            let (raw_path, fragment) = match dest.split_once('#') {
+                Some((path, fragment)) => (path, Some(fragment)),
+                None => (dest, None),
+            };
+            let path = decode(raw_path);
+            let target = match fragment {
+                Some(fragment) => format!("{path}#{}", decode(fragment)),
+                None => path.clone(),
+            };
+            (false, target, path)
+        }
+        LinkType::Autolink | LinkType::Email => return None,
+    };
+    if path.is_empty() {
+        return None;
+    }
+    let kind = match (open.image, wiki) {
+        (true, _) => Kind::Embed,
+        (false, true) => Kind::Wikilink,
+        (false, false) => Kind::Markdown,
+    };
+    let text = match open.link_type {
+        LinkType::WikiLink { has_pothole: false } => target.clone(),
+        _ => open.text,
+    };
+    let line = line_starts.partition_point(|&start| start <= open.span.start);
+    let context = contexts.of(line, content, line_starts).to_string();
+    Some(Link {
+        kind,
+        wiki,
+        target,
+        path,
+        text,
+        line: u32::try_from(line).unwrap_or(u32::MAX),
+        span: open.span,
+        context,
+    })
+}
+
+/// A destination with a scheme (`https:`, `mailto:`, `obsidian:`) or a
+/// network path (`//host/...`): not a file of the vault.
+pub fn is_external(dest: &str) -> bool {
+    if dest.starts_with("//") {
+        return true;
+    }
+    let Some((scheme, _)) = dest.split_once(':') else {
+        return false;
+    };
+    let mut chars = scheme.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+}
+
+/// Percent-decoded, when the result is UTF-8; else as written.
+fn decode(raw: &str) -> String {
+    percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .map_or_else(|_| raw.to_string(), |s| s.into_owned())
+}
+
+/// Byte offsets where each line of `content` starts.
+fn line_starts(content: &str) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(content.match_indices('\n').map(|(at, _)| at + 1))
+        .collect()
+}
+
+fn is_tag_char(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '_' | '-' | '/')
+}
+
+/// Adds the `#tags` of one text run to `tags`; `after_space`: whether the
+/// run's start may begin a tag.
+fn inline_tags(text: &CowStr<'_>, after_space: bool, tags: &mut Vec<String>) {
+    let mut previous: Option<char> = None;
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let may_start = match previous {
+            None => after_space,
+            Some(p) => p.is_whitespace(),
+        };
+        previous = Some(c);
+        if c != '#' || !may_start {
+            continue;
+        }
+        let rest = &text[at + 1..];
+        let len: usize = rest
+            .chars()
+            .take_while(|&c| is_tag_char(c))
+            .map(char::len_utf8)
+            .sum();
+        let tag = rest[..len].trim_matches('/');
+        if tag.chars().any(|c| !c.is_ascii_digit()) {
+            let tag = tag.to_lowercase();
+            if !tags.contains(&tag) {
+                tags.push(tag);
+            }
+        }
+        while chars.peek().is_some_and(|&(i, _)| i < at + 1 + len) {
+            previous = chars.next().map(|(_, c)| c);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn links(note: &str) -> Vec<(Kind, String, String, String, u32)> {
+        scan(note, 0)
+            .links
+            .into_iter()
+            .map(|l| (l.kind, l.target, l.path, l.text, l.line))
+            .collect()
+    }
+
+    fn one(
+        kind: Kind,
+        target: &str,
+        path: &str,
+        text: &str,
+        line: u32,
+    ) -> (Kind, String, String, String, u32) {
+        (kind, target.into(), path.into(), text.into(), line)
+    }
+
+    #[test]
+    fn every_link_form_is_found() {
+        let note = "See [[a]] and [[b|Bee]].\n[[c#Head]] ![[pic.png]]\n[[d#^blk]]\n\
+                    [t](x/y.md#h) [u](<with space.md>) [v](sp%20ace.md) ![i](img/p.png)\n";
+        assert_eq!(
+            links(note),
+            vec![
+                one(Kind::Wikilink, "a", "a", "a", 1),
+                one(Kind::Wikilink, "b", "b", "Bee", 1),
+                one(Kind::Wikilink, "c#Head", "c", "c#Head", 2),
+                one(Kind::Embed, "pic.png", "pic.png", "pic.png", 2),
+                one(Kind::Wikilink, "d#^blk", "d", "d#^blk", 3),
+                one(Kind::Markdown, "x/y.md#h", "x/y.md", "t", 4),
+                one(Kind::Markdown, "with space.md", "with space.md", "u", 4),
+                one(Kind::Markdown, "sp ace.md", "sp ace.md", "v", 4),
+                one(Kind::Embed, "img/p.png", "img/p.png", "i", 4),
+            ]
+        );
+    }
+
+    #[test]
+    fn code_externals_and_self_links_are_not_links() {
+        let note = "```\n[[fenced]]\n```\n    [[indented]]\n\n`[[inline]]` [w](https://x.org) \
+                    [m](mailto:a@b.c) <https://auto.link> [s](#here) [[#Here]] [[real]]\n";
+        assert_eq!(
+            links(note),
+            vec![one(Kind::Wikilink, "real", "real", "real", 6)]
+        );
+    }
+
+    #[test]
+    fn the_body_starts_after_front_matter_and_spans_are_exact() {
+        let note = "---\nup: \"[[not]]\"\n---\nx [[yes|Y]] y\n";
+        let found = scan(note, 21);
+        assert_eq!(found.links.len(), 1);
+        let link = &found.links[0];
+        assert_eq!(&note[link.span.clone()], "[[yes|Y]]");
+        assert_eq!(link.line, 4);
+        assert_eq!(link.context, "x [[yes|Y]] y");
+    }
+
+    #[test]
+    fn inline_tags_follow_obsidians_rule() {
+        let note = "#Top and #nested/Deep, not a#b or #123 or `#code`\n# Heading #inhead\n\
+                    ```\n#fenced\n```\nurl https://x.org/#frag #top again\n";
+        assert_eq!(scan(note, 0).tags, vec!["top", "nested/deep", "inhead"]);
+    }
+}
