@@ -188,7 +188,7 @@ fn soak(secs: u64) {
                     } else {
                         refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
-                    std::thread::sleep(Duration::from_millis(20));
+                    std::thread::sleep(Duration::from_millis(100));
                 }
             });
         }
@@ -209,7 +209,7 @@ fn soak(secs: u64) {
                 std::fs::write(person.join(&path), &content).unwrap();
                 git(&person, &["add", "-A"]);
                 git(&person, &["commit", "-qm", &format!("person {i}")]);
-                for _ in 0..20 {
+                for _ in 0..200 {
                     let pushed = std::process::Command::new("git")
                         .arg("-C")
                         .arg(&person)
