@@ -17,7 +17,7 @@ use crate::ops::{Class, PromptDetail, TABLE};
 const CHOOSING: &str = "\n# Which operation\n\
 - A question about the notes: search with mirai.index.query first (never answer from memory), read what \
 it finds, and name each note's path in the reply.\n\
-- A long note: mirai.notes.outline, then mirai.notes.read with `section`.\n\
+- A long note: mirai.notes.outline, then read its `section`.\n\
 Example, over two answers:\n\
 <think>A question about the notes: search first.</think>\n\
 <code>const hits = await mirai.index.query({q: \"dentist\", limit: 3});\n\
