@@ -1050,6 +1050,7 @@ fn mirai_sync_pulls_and_pushes_once_and_fails_with_a_non_zero_exit() {
 /// with its last text, and every commit the person pushed is still there.
 #[test]
 fn three_replicas_and_a_person_pushing_to_a_local_remote_never_overwrite_each_other() {
+    const WRITES: usize = 80;
     let world = World::new();
     git(
         &world.remote,
@@ -1068,7 +1069,7 @@ fn three_replicas_and_a_person_pushing_to_a_local_remote_never_overwrite_each_ot
     std::thread::scope(|scope| {
         for (r, server) in replicas.iter().enumerate() {
             scope.spawn(move || {
-                for i in 0..25 {
+                for i in 0..WRITES {
                     write_note(
                         server,
                         &format!("r{r}/n{}.md", i % 5),
@@ -1148,7 +1149,7 @@ fn three_replicas_and_a_person_pushing_to_a_local_remote_never_overwrite_each_ot
     }
     for r in 0..3 {
         for n in 0..5 {
-            let last = (0..25).filter(|i| i % 5 == n).max().unwrap();
+            let last = (0..WRITES).filter(|i| i % 5 == n).max().unwrap();
             let shown = git(&world.remote, &["show", &format!("main:r{r}/n{n}.md")]);
             assert_eq!(shown, format!("replica {r} write {last}\n"), "r{r}/n{n}.md");
         }
