@@ -92,6 +92,21 @@ impl World {
         self.remote_head()
     }
 
+    /// A plain clone of the remote beside it, named `name`.
+    fn clone_into(&self, name: &str) -> PathBuf {
+        let root = self.dir.path().join(name);
+        git(
+            self.dir.path(),
+            &[
+                "clone",
+                "-q",
+                self.remote.to_str().unwrap(),
+                root.to_str().unwrap(),
+            ],
+        );
+        root
+    }
+
     fn remote_head(&self) -> String {
         git(&self.remote, &["rev-parse", "main"]).trim().to_string()
     }
@@ -995,16 +1010,7 @@ fn a_burst_of_applies_against_a_slow_remote_is_pushed_whole_in_a_few_pushes() {
 #[test]
 fn mirai_sync_pulls_and_pushes_once_and_fails_with_a_non_zero_exit() {
     let world = World::new();
-    let root = world.dir.path().join("cli");
-    git(
-        world.dir.path(),
-        &[
-            "clone",
-            "-q",
-            world.remote.to_str().unwrap(),
-            root.to_str().unwrap(),
-        ],
-    );
+    let root = world.clone_into("cli");
     let pushed = world.person_pushes(&[("a.md", Some("alpha for cron\n"))], "person: a");
     let run = |remote: &str| {
         mirai_cli()
@@ -1164,16 +1170,7 @@ fn three_replicas_and_a_person_pushing_to_a_local_remote_never_overwrite_each_ot
 fn mcp_on_stdio_pushes_and_pulls_and_the_cli_revert_pushes_before_it_exits() {
     use std::io::Write;
     let world = World::new();
-    let root = world.dir.path().join("stdio");
-    git(
-        world.dir.path(),
-        &[
-            "clone",
-            "-q",
-            world.remote.to_str().unwrap(),
-            root.to_str().unwrap(),
-        ],
-    );
+    let root = world.clone_into("stdio");
     let mut child = mirai_cli()
         .args(["mcp", "--notes-root"])
         .arg(&root)
