@@ -378,22 +378,16 @@ impl Tmpfs {
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
             .arg(&at)
             .output();
-        match out {
-            Ok(out) if out.status.success() => Some(Tmpfs { at }),
-            Ok(out) => {
-                eprintln!(
-                    "SKIPPED: cannot mount a tmpfs here ({}); run the specs as root to check writes on a full disk",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                );
-                let _ = std::fs::remove_dir(&at);
-                None
-            }
-            Err(e) => {
-                eprintln!("SKIPPED: cannot run mount ({e}); writes on a full disk are not checked");
-                let _ = std::fs::remove_dir(&at);
-                None
-            }
-        }
+        let why = match out {
+            Ok(out) if out.status.success() => return Some(Tmpfs { at }),
+            Ok(out) => String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            Err(e) => format!("cannot run mount: {e}"),
+        };
+        eprintln!(
+            "SKIPPED: cannot mount a tmpfs here ({why}); run the specs as root to check writes on a full disk"
+        );
+        let _ = std::fs::remove_dir(&at);
+        None
     }
 
     /// Fills the disk, then frees `leave` bytes: the filler lives beside the

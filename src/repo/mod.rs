@@ -892,7 +892,6 @@ fn write_and_commit_recorded(
     let built = match prepared {
         Ok(built) => built,
         Err(e) => {
-            let e = storage(e);
             finish_undo(repo, &opened, ready, 0);
             return Err(e);
         }
@@ -1098,7 +1097,7 @@ fn undo_or_keep(
         );
         journal.keep_for_recovery();
     }
-    storage(e)
+    e
 }
 
 /// An I/O failure as an error: 507 `insufficient_storage` when the disk (or
@@ -1155,7 +1154,7 @@ fn snapshot_inner(repo: &Repo, rel_path: &str, author: &Author) -> Result<Option
     let mut journal = repo.begin_write()?;
     let result = snapshot_recorded(repo, &mut journal, rel_path, author);
     journal.idle();
-    result
+    result.map_err(storage)
 }
 
 fn snapshot_recorded(
@@ -1202,17 +1201,14 @@ fn snapshot_recorded(
     })?;
     let message = format!("mirai: snapshot of uncommitted edits to {rel_path}\n");
     let mode = meta.as_ref().map_or(FileMode::Blob, blob_mode);
-    let built = repo
-        .build_commit(
-            &[(rel_path, work.as_deref().map(|bytes| (bytes, mode)))],
-            (&message, author),
-        )
-        .map_err(storage)?;
+    let built = repo.build_commit(
+        &[(rel_path, work.as_deref().map(|bytes| (bytes, mode)))],
+        (&message, author),
+    )?;
     let staged = [(rel_path, work_id.zip(meta.as_ref()))];
     let subject = message.lines().next().unwrap_or("");
     repo.land_commit(journal, lock, index, &built, &staged, (subject, author))
         .map(Some)
-        .map_err(storage)
 }
 
 #[cfg(test)]

@@ -216,14 +216,12 @@ fn on_disk(repo: &Repo, recorded: &NoteIntent) -> Result<OnDisk> {
     })
 }
 
-/// A relative path of plain components, none hidden: what a pull writes into
-/// the working tree besides notes (the root handle still confines it).
+/// A path by the rules every caller's path meets (normalized, no `..`, no
+/// control characters), none of it hidden: what a pull writes into the
+/// working tree besides notes (the root handle still confines it).
 fn plain_visible(rel: &str) -> bool {
-    !rel.is_empty()
-        && !rel.contains('\0')
-        && rel
-            .split('/')
-            .all(|part| !part.is_empty() && part != ".." && !part.starts_with('.'))
+    crate::notes::path::lexical(rel).is_ok_and(|normal| normal == rel)
+        && !crate::notes::path::is_hidden(rel)
 }
 
 /// Rolls the recorded write forward or back, for each note that holds what mirai wrote.
