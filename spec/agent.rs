@@ -3,7 +3,7 @@
 //! commits and their trailers, dry runs, malformed answers, every way a run
 //! stops, transcripts and the server-sent event stream.
 
-mod common;
+use crate::common;
 
 use common::fake_llm::{FakeLlm, Script};
 use common::{git, Answer, TestServer};

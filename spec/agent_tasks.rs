@@ -1,7 +1,7 @@
 //! The agent task suite (benches/agent-tasks) with the scripted fake model:
 //! every task must pass its checker on the real repository it leaves.
 
-mod common;
+use crate::common;
 
 #[path = "../benches/agent-tasks/suite.rs"]
 mod suite;

@@ -4,7 +4,7 @@
 //! destructive writes through the sandbox, MCP and plain HTTP, with writes that
 //! must pass and writes that must be refused.
 
-mod common;
+use crate::common;
 
 use common::{git, guest_cache, mirai_cli, Answer, TestServer};
 use mirai::config::GuardMode;

@@ -2,7 +2,7 @@
 //! make mirai hold or spend. Providers here are real HTTP servers on loopback
 //! that answer endlessly, hugely or with the secrets they were sent.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! they were; refusals keep `patch.apply`'s codes with `patch N: ` in front;
 //! base_commit; dry runs record into the overlay.
 
-mod common;
+use crate::common;
 
 use common::{git, repo_state, Answer, TestServer};
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 //! names that cannot forge commit messages, and nothing under `.mirai/` that a
 //! repository carries is trusted.
 
-mod common;
+use crate::common;
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;

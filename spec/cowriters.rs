@@ -4,7 +4,7 @@
 //! other notes' changes stay as they were; git's `index.lock` is held the way
 //! git holds it, waited for briefly and never written around.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@
 //! harness kills it in the middle of pulls (fast-forwards of hundreds of
 //! notes) and replays: after each restart the working tree equals HEAD.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::fs;

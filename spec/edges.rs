@@ -4,7 +4,7 @@
 //! MCP cursors cannot wrap, a lone surrogate is the program's error, and a JSON
 //! body that repeats a key is malformed on every route.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -1,7 +1,7 @@
 //! Black-box tests of the foundation: health and config, listing and reading
 //! notes, every path attack, the error contract, auth and start-up.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};

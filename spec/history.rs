@@ -4,7 +4,7 @@
 //! mirai's own patch grammar, `notes.read` at a `rev` in every accepted and
 //! refused form, an agent run's commits, MCP, the sandbox and `mirai log`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! status and staleness, queries and their validation, freshness after an
 //! apply, corrupt artifacts, and `mirai index rebuild` for cron.
 
-mod common;
+use crate::common;
 
 use common::{encode, git, TestServer};
 use mirai::config::PolicyMode;

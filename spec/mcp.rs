@@ -2,7 +2,7 @@
 //! HTTP and over `mirai mcp`'s stdio; plus the transport's rules checked by
 //! hand (sessions, Origin, GET, DELETE, notifications, result caps).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

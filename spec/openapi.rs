@@ -1,6 +1,6 @@
 //! The OpenAPI document and the served routes must list the same routes.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

@@ -2,7 +2,7 @@
 //! repositories: what applies, the bytes it leaves, the commit it makes, and
 //! that a failure leaves everything exactly as it was.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! a revert that conflicts leaves everything as it was; reverting a revert
 //! restores; refusals; the MCP tool's annotations; `git fsck` after each.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

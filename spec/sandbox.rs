@@ -3,7 +3,7 @@
 //! runs write nothing, and hostile programs end with the right error while the
 //! server keeps answering.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

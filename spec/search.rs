@@ -5,7 +5,7 @@
 //! restarts in a file whose bytes depend only on the vectors, the CLI's
 //! rebuild, and keys kept out of every log.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

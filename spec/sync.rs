@@ -3,7 +3,7 @@
 //! (`git http-backend` behind the test's own server) with credentials; the push
 //! webhook; a burst of applies against a slow remote.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

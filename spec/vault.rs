@@ -5,7 +5,7 @@
 //! `index.query`). The Obsidian-style vault in `fixtures/vault/` is served
 //! as a repository.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! `patch.make` (its patches apply back byte for byte), `notes.write` and
 //! `notes.edit` (through the same path as `patch.apply`).
 
-mod common;
+use crate::common;
 
 use common::{git, TestServer};
 use mirai::config::PolicyMode;

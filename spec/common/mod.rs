@@ -1,8 +1,6 @@
 //! Test harness: a real mirai server on a loopback port, over its own temp
 //! notes repository, spoken to over real HTTP.
 
-#![allow(dead_code)] // each spec binary uses a different part of the harness
-
 pub mod fake_embed;
 pub mod fake_llm;
 pub mod git_http;

@@ -1,0 +1,31 @@
+//! The one test binary: every black-box spec is a module of it, so the suite
+//! links once (wasmtime makes each test binary large and slow to link) and the
+//! shared harness in `common/` is compiled once. Each module tests one area
+//! against the real server on loopback, real git repositories in temp folders,
+//! the real wasm sandbox and real transports. Run one area with
+//! `cargo test --test spec <module>::`, e.g. `cargo test --test spec crash::`.
+
+mod common;
+
+mod agent;
+mod agent_tasks;
+mod agentops;
+mod bounded;
+mod changes;
+mod confinement;
+mod cowriters;
+mod crash;
+mod edges;
+mod foundation;
+mod history;
+mod index;
+mod mcp;
+mod modules;
+mod openapi;
+mod patch;
+mod revert;
+mod sandbox;
+mod search;
+mod sync;
+mod vault;
+mod writes;
