@@ -15,6 +15,7 @@ mod changes;
 mod confinement;
 mod cowriters;
 mod crash;
+mod docs;
 mod edges;
 mod foundation;
 mod history;

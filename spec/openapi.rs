@@ -1,4 +1,5 @@
-//! The OpenAPI document and the served routes must list the same routes.
+//! The OpenAPI document is generated (`mirai openapi`) and committed as
+//! spec/openapi.yaml; it and the served routes must list the same routes.
 
 use crate::common;
 
@@ -22,6 +23,25 @@ fn documented_routes() -> BTreeSet<(String, String)> {
         }
     }
     routes
+}
+
+#[test]
+fn the_committed_document_is_what_mirai_openapi_prints() {
+    let out = common::mirai_cli().arg("openapi").output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/spec/openapi.yaml")).unwrap();
+    assert!(
+        printed == committed,
+        "spec/openapi.yaml is not what `mirai openapi` prints: run \
+         `cargo run -- openapi > spec/openapi.yaml` and commit the result"
+    );
+    let doc: serde_json::Value = serde_norway::from_str(&printed).unwrap();
+    assert_eq!(
+        doc["paths"]["/mcp/notes/read"]["get"]["operationId"],
+        "notes.read"
+    );
 }
 
 #[test]

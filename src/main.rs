@@ -59,6 +59,9 @@ enum Command {
     /// List the operations `mirai call` (and HTTP, MCP, the sandbox) serve:
     /// name, class (read, write, sync) and summary.
     Ops,
+    /// Print the HTTP API's OpenAPI 3.1 document (YAML), generated from the
+    /// operation table; spec/openapi.yaml is this output.
+    Openapi,
 }
 
 #[derive(Debug, Args)]
@@ -151,7 +154,10 @@ const EXIT_CONFIG: u8 = 2;
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
-    let result = refuse_root().and_then(|()| match cli.command {
+    // Listing the table or printing the API's document touches no notes.
+    let touches_notes = !matches!(cli.command, Some(Command::Ops | Command::Openapi));
+    let allowed = if touches_notes { refuse_root() } else { Ok(()) };
+    let result = allowed.and_then(|()| match cli.command {
         Some(Command::Serve(args)) => serve(args),
         Some(Command::Index { action }) => index(action),
         Some(Command::Eval(args)) => eval(args),
@@ -162,6 +168,10 @@ fn main() -> ExitCode {
         Some(Command::Call(args)) => call(args),
         Some(Command::Ops) => {
             list_ops();
+            Ok(())
+        }
+        Some(Command::Openapi) => {
+            print!("{}", mirai::http::openapi::yaml());
             Ok(())
         }
         None => serve(cli.serve),

@@ -6,6 +6,7 @@ pub mod fake_llm;
 pub mod git_http;
 pub mod hostile;
 pub mod loopback;
+mod schema;
 #[path = "../../benches/support/vault.rs"]
 pub mod vault;
 
@@ -218,12 +219,20 @@ impl Drop for TestServer {
     }
 }
 
+/// Sends `request` and parses the answer; a 200 from a row is checked against
+/// the row's answer schema on the way ([`schema::check_answer`]).
 pub fn send(request: RequestBuilder) -> Answer {
-    let response = request.send().expect("request reaches the server");
+    let (client, request) = request.build_split();
+    let request = request.expect("request builds");
+    let (method, path) = (request.method().to_string(), request.url().path().to_string());
+    let response = client.execute(request).expect("request reaches the server");
     let status = response.status().as_u16();
     let text = response.text().expect("body");
     let body =
         serde_json::from_str(&text).unwrap_or_else(|_| panic!("body is JSON ({status}): {text:?}"));
+    if status == 200 {
+        schema::check_answer(&method, &path, &body);
+    }
     Answer { status, body }
 }
 

@@ -8,12 +8,14 @@
 //!
 //! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp` ->
 //! `respond`; `middleware` -> `respond`; `row`, `hooks` -> `peer`; this file ->
-//! `routes`, `middleware`, `mcp`, `peer`.
+//! `routes`, `middleware`, `mcp`, `peer`. `openapi` (the generated document)
+//! stands apart: it reads the operation table and its own base file.
 
 mod agent;
 mod hooks;
 mod mcp;
 mod middleware;
+pub mod openapi;
 mod peer;
 mod respond;
 mod routes;

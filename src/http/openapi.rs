@@ -1,0 +1,273 @@
+//! The OpenAPI 3.1 document, generated: every row of the operation table at
+//! its route, with its request (query parameters or JSON body) and answer
+//! schemas taken from the row's types, beside the routes of mirai's own and
+//! the shared parts written once in `openapi-base.yaml`. `mirai openapi`
+//! prints it; `spec/openapi.yaml` is its committed output, and a spec fails
+//! when the two differ, so the document cannot drift from the code.
+
+use serde_json::{json, Map, Value};
+use serde_norway::{Mapping, Value as Yaml};
+
+use crate::error::ErrorCode;
+use crate::ops::{HttpInput, OpEntry, Verb, TABLE};
+
+/// The hand-written part: `info`, the routes that are not rows, the security
+/// scheme, the error response and the schemas those routes use.
+const BASE: &str = include_str!("openapi-base.yaml");
+
+/// Where a schema's own definitions go, and where references point.
+const COMPONENTS: &str = "#/components/schemas/";
+
+/// The whole document as YAML, as `spec/openapi.yaml` holds it.
+pub fn yaml() -> String {
+    serde_norway::to_string(&document()).expect("a YAML value always serializes")
+}
+
+/// The whole document.
+pub fn document() -> Yaml {
+    let mut doc: Yaml = serde_norway::from_str(BASE).expect("openapi-base.yaml parses");
+    let mut schemas = Map::new();
+    schemas.insert("Error".into(), error_schema());
+    let mut rows = Mapping::new();
+    for op in TABLE {
+        let operation = operation(op, &mut schemas);
+        let item = rows
+            .entry(Yaml::from(op.http.path))
+            .or_insert_with(|| Yaml::Mapping(Mapping::new()));
+        if let Yaml::Mapping(item) = item {
+            item.insert(Yaml::from(verb(op.http.verb)), operation);
+        }
+    }
+    let base_paths = match doc.get_mut("paths") {
+        Some(Yaml::Mapping(paths)) => std::mem::take(paths),
+        _ => Mapping::new(),
+    };
+    // /health and /config first, then every row in table order, then the rest.
+    let mut paths = Mapping::new();
+    let (first, rest): (Vec<_>, Vec<_>) = base_paths
+        .into_iter()
+        .partition(|(path, _)| matches!(path.as_str(), Some("/health" | "/config")));
+    paths.extend(first);
+    paths.extend(rows);
+    paths.extend(rest);
+    doc["paths"] = Yaml::Mapping(paths);
+    if let Some(Yaml::Mapping(base_schemas)) = doc
+        .get_mut("components")
+        .and_then(|components| components.get_mut("schemas"))
+    {
+        for (name, schema) in schemas {
+            base_schemas.insert(Yaml::from(name), to_yaml(&schema));
+        }
+    }
+    doc
+}
+
+fn verb(verb: Verb) -> &'static str {
+    match verb {
+        Verb::Get => "get",
+        Verb::Post => "post",
+        Verb::Delete => "delete",
+    }
+}
+
+/// One row as an OpenAPI operation.
+fn operation(op: &OpEntry, schemas: &mut Map<String, Value>) -> Yaml {
+    let request = hoist((op.request_schema)().to_value(), schemas);
+    let response = hoist((op.response_schema)().to_value(), schemas);
+    let mut operation = json!({
+        "operationId": op.name,
+        "summary": op.summary,
+        "x-mirai-class": match op.class {
+            crate::ops::Class::Read => "read",
+            crate::ops::Class::Write => "write",
+            crate::ops::Class::Sync => "sync",
+        },
+        "x-mirai-example": op.example,
+    });
+    match op.http.input {
+        HttpInput::Nothing => {}
+        HttpInput::Query(names) => {
+            let parameters: Vec<Value> = names
+                .iter()
+                .map(|name| query_parameter(name, &request))
+                .collect();
+            operation["parameters"] = Value::Array(parameters);
+        }
+        HttpInput::Body => {
+            operation["requestBody"] = json!({
+                "required": true,
+                "content": {"application/json": {"schema": named(&request, schemas)}},
+            });
+        }
+    }
+    operation["responses"] = json!({
+        "200": {
+            "description": "The answer.",
+            "content": {"application/json": {"schema": named(&response, schemas)}},
+        },
+        "default": {"$ref": "#/components/responses/Error"},
+    });
+    to_yaml(&operation)
+}
+
+/// A query parameter from the request schema's property of that name.
+fn query_parameter(name: &str, request: &Value) -> Value {
+    let mut schema = request["properties"][name].clone();
+    let description = schema
+        .as_object_mut()
+        .and_then(|schema| schema.remove("description"));
+    let required = request["required"]
+        .as_array()
+        .is_some_and(|required| required.iter().any(|n| n == name));
+    let mut parameter = json!({
+        "name": name,
+        "in": "query",
+        "required": required,
+        "schema": if schema.is_null() { json!({"type": "string"}) } else { schema },
+    });
+    if let Some(description) = description {
+        parameter["description"] = description;
+    }
+    parameter
+}
+
+/// Moves a generated schema's `$defs` into the components and points its
+/// references there. Definitions are named after their Rust types; two
+/// different types of one name are a mistake the tests catch (rename one with
+/// `#[schemars(rename = "...")]`).
+fn hoist(mut schema: Value, schemas: &mut Map<String, Value>) -> Value {
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("$schema");
+        if let Some(Value::Object(defs)) = object.remove("$defs") {
+            for (name, mut def) in defs {
+                rewrite_refs(&mut def);
+                place(&name, def, schemas);
+            }
+        }
+    }
+    rewrite_refs(&mut schema);
+    schema
+}
+
+/// Puts `schema` in the components under `name`.
+fn place(name: &str, schema: Value, schemas: &mut Map<String, Value>) {
+    match schemas.get(name) {
+        Some(existing) => assert!(
+            *existing == schema,
+            "two different schemas are both named {name}: rename one with #[schemars(rename = \"...\")]"
+        ),
+        None => {
+            schemas.insert(name.to_string(), schema);
+        }
+    }
+}
+
+/// A root schema placed in the components under its title, as a reference;
+/// an untitled one stays inline.
+fn named(schema: &Value, schemas: &mut Map<String, Value>) -> Value {
+    let mut schema = schema.clone();
+    let title = schema
+        .as_object_mut()
+        .and_then(|object| object.remove("title"))
+        .and_then(|title| title.as_str().map(str::to_string));
+    match title {
+        Some(title) => {
+            place(&title, schema, schemas);
+            json!({"$ref": format!("{COMPONENTS}{title}")})
+        }
+        None => schema,
+    }
+}
+
+/// Points `#/$defs/X` references at `#/components/schemas/X`.
+fn rewrite_refs(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            for (key, inner) in object.iter_mut() {
+                match (key.as_str(), inner) {
+                    ("$ref", Value::String(target)) => {
+                        if let Some(name) = target.strip_prefix("#/$defs/") {
+                            *target = format!("{COMPONENTS}{name}");
+                        }
+                    }
+                    (_, inner) => rewrite_refs(inner),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(rewrite_refs),
+        _ => {}
+    }
+}
+
+/// The error body every route answers a refusal with, its codes from [`ErrorCode::ALL`].
+fn error_schema() -> Value {
+    let codes: Vec<&str> = ErrorCode::ALL.iter().map(|code| code.as_str()).collect();
+    json!({
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {"type": "string", "enum": codes},
+                    "message": {
+                        "type": "string",
+                        "description": "What went wrong and what to do next.",
+                    },
+                },
+            },
+        },
+    })
+}
+
+fn to_yaml(value: &Value) -> Yaml {
+    serde_norway::to_value(value).expect("JSON converts to YAML")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reference_points_at_a_component() {
+        let doc = serde_json::to_value(document()).unwrap();
+        let schemas = doc["components"]["schemas"].as_object().unwrap().clone();
+        let mut refs = Vec::new();
+        collect_refs(&doc, &mut refs);
+        assert!(!refs.is_empty());
+        for target in refs {
+            if let Some(name) = target.strip_prefix(COMPONENTS) {
+                assert!(schemas.contains_key(name), "{target} is not a component");
+            } else {
+                assert_eq!(target, "#/components/responses/Error", "{target}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_row_is_documented_at_its_route_with_its_name() {
+        let doc = serde_json::to_value(document()).unwrap();
+        for op in TABLE {
+            let operation = &doc["paths"][op.http.path][verb(op.http.verb)];
+            assert_eq!(operation["operationId"], op.name, "{}", op.http.path);
+            assert!(operation["responses"]["200"].is_object());
+        }
+        assert_eq!(doc["openapi"], "3.1.0");
+    }
+
+    fn collect_refs(value: &Value, into: &mut Vec<String>) {
+        match value {
+            Value::Object(object) => {
+                for (key, inner) in object {
+                    match (key.as_str(), inner) {
+                        ("$ref", Value::String(target)) => into.push(target.clone()),
+                        _ => collect_refs(inner, into),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| collect_refs(item, into)),
+            _ => {}
+        }
+    }
+}
