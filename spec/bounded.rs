@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::hostile::{endless, respond, Hostile};
-use common::TestServer;
+use common::{repo_state, TestServer};
 use mirai::config::{EmbedConfig, GitCredentials, SyncConfig, Transport};
 use serde_json::json;
 
@@ -507,4 +507,90 @@ fn writes_cap_a_note_at_the_note_limit_and_a_lower_limit_stops_start_up() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("MIRAI_MAX_NOTE_BYTES"), "{stderr}");
+}
+
+/// `count` notes of `lines` numbered lines each, committed; then every
+/// `every`-th line of each rewritten (one commit, answered); then `moved`
+/// lines put at the top of each (a later commit), so that every hunk of the
+/// rewrite's inverse lies far from the line it names.
+fn rewritten_then_moved(
+    server: &TestServer,
+    (count, lines, every, moved): (usize, usize, usize, usize),
+) -> String {
+    let note = |n: usize, changed: bool, top: usize| -> String {
+        let mut text: String = (0..top).map(|i| format!("inserted {n} {i}\n")).collect();
+        for i in 0..lines {
+            if changed && i % every == every / 2 {
+                text.push_str(&format!("rewritten line {i} of note {n}\n"));
+            } else {
+                text.push_str(&format!("note {n} line {i} of ordinary words\n"));
+            }
+        }
+        text
+    };
+    for n in 0..count {
+        server.write(&format!("big/{n}.md"), note(n, false, 0));
+    }
+    server.commit_all();
+    for n in 0..count {
+        server.write(&format!("big/{n}.md"), note(n, true, 0));
+    }
+    server.commit_all();
+    let rewrite = server.head();
+    for n in 0..count {
+        server.write(&format!("big/{n}.md"), note(n, true, moved));
+    }
+    server.commit_all();
+    rewrite
+}
+
+#[test]
+fn a_revert_into_notes_that_moved_is_refused_past_the_request_s_work() {
+    // 20 notes whose 200 hunks each must be searched for over the whole note:
+    // each note's inverse is within what one patch may take, all of them are not.
+    let server = TestServer::start();
+    let rewrite = rewritten_then_moved(&server, (20, 15_000, 75, 6_000));
+    let before = repo_state(&server.root);
+    let refused = server.post_json("/mcp/notes/revert", &json!({"commit": rewrite}));
+    refused.assert_error(409, "conflict");
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("more work than one request may do") && message.contains("`path`"),
+        "{message}"
+    );
+    assert_eq!(repo_state(&server.root), before);
+    // One note at a time, the same inverse lands where the note moved to.
+    let one = server.post_json(
+        "/mcp/notes/revert",
+        &json!({"commit": rewrite, "path": "big/7.md"}),
+    );
+    assert_eq!(one.status, 200, "{one:?}");
+    let text = std::fs::read_to_string(server.root.join("big/7.md")).unwrap();
+    assert!(text.starts_with("inserted 7 0\n"));
+    assert!(!text.contains("rewritten"));
+}
+
+#[test]
+fn a_revert_of_notes_that_stand_as_the_commit_left_them_puts_back_what_it_found() {
+    // Every line of 50 notes rewritten: the inverse is the commit's own diff,
+    // which needs no search, whatever the notes' size.
+    let server = TestServer::start();
+    let note = |n: usize, word: &str| -> String {
+        (0..4_000)
+            .map(|i| format!("{word} {n} line {i} of ordinary words\n"))
+            .collect()
+    };
+    for n in 0..50 {
+        server.write(&format!("n{n}.md"), note(n, "note"));
+    }
+    server.commit_all();
+    let (_, _, found) = repo_state(&server.root);
+    for n in 0..50 {
+        server.write(&format!("n{n}.md"), note(n, "NOTE"));
+    }
+    server.commit_all();
+    let answer = server.post_json("/mcp/notes/revert", &json!({"commit": server.head()}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["changes"].as_array().unwrap().len(), 50);
+    assert_eq!(repo_state(&server.root).2, found);
 }
