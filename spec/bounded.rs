@@ -594,3 +594,164 @@ fn a_revert_of_notes_that_stand_as_the_commit_left_them_puts_back_what_it_found(
     assert_eq!(answer.body["changes"].as_array().unwrap().len(), 50);
     assert_eq!(repo_state(&server.root).2, found);
 }
+
+/// git in `repo` with `input` on stdin; its trimmed output.
+fn git_stdin(repo: &std::path::Path, args: &[&str], input: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("git")
+        .current_dir(repo)
+        .args(["-c", "user.name=p", "-c", "user.email=p@x"])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A commit on `remote`'s main whose root tree holds `notes` (name, content)
+/// and, beside them, entries Linux cannot hold: a 300-byte name, an absolute
+/// name and a file entry pointing at a tree. Built with git's plumbing, as
+/// git itself would never build it.
+fn push_hostile_tree(remote: &std::path::Path, notes: &[(&str, &str)]) -> String {
+    let blob = |text: &str| git_stdin(remote, &["hash-object", "-w", "--stdin"], text.as_bytes());
+    let folder = git_stdin(
+        remote,
+        &["mktree"],
+        format!("100644 blob {}\tin.md\n", blob("in\n")).as_bytes(),
+    );
+    let long = format!("{}.md", "x".repeat(300));
+    let mut entries: Vec<(String, &str, String)> = notes
+        .iter()
+        .map(|(name, text)| (name.to_string(), "100644", blob(text)))
+        .collect();
+    entries.push((long, "100644", blob("long\n")));
+    entries.push(("/abs.md".into(), "100644", blob("absolute\n")));
+    entries.push(("folder-as-file.md".into(), "100644", folder));
+    entries.sort();
+    let mut raw = Vec::new();
+    for (name, mode, id) in &entries {
+        raw.extend_from_slice(format!("{mode} {name}\0").as_bytes());
+        raw.extend((0..20).map(|i| u8::from_str_radix(&id[2 * i..2 * i + 2], 16).unwrap()));
+    }
+    let tree = git_stdin(
+        remote,
+        &["hash-object", "-t", "tree", "--literally", "-w", "--stdin"],
+        &raw,
+    );
+    let parent = common::git(remote, &["rev-parse", "main"])
+        .trim()
+        .to_string();
+    let commit = git_stdin(
+        remote,
+        &["commit-tree", &tree, "-p", &parent, "-m", "hostile"],
+        b"",
+    );
+    common::git(remote, &["update-ref", "refs/heads/main", &commit]);
+    commit
+}
+
+/// mirai syncing with the bare repository `remote` on disk, its root `root`
+/// (cloned at start-up when it does not exist yet).
+fn local_remote_server(
+    dir: tempfile::TempDir,
+    root: std::path::PathBuf,
+    remote: &std::path::Path,
+) -> TestServer {
+    let url = remote.to_str().unwrap().to_string();
+    TestServer::start_in(dir, root, move |config| {
+        config.sync = Some(SyncConfig {
+            transport: Transport::of(&url).unwrap(),
+            remote: url,
+            branch: None,
+            credentials: GitCredentials::None,
+            interval_secs: 0,
+        });
+    })
+}
+
+#[test]
+fn tree_entries_linux_cannot_hold_are_skipped_never_stopping_a_clone_or_a_pull() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote.git");
+    common::git(
+        dir.path(),
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    let seed = seeded_root(dir.path());
+    common::git(&seed, &["push", "-q", remote.to_str().unwrap(), "main"]);
+
+    // A clone made before the hostile commit pulls it, and the one after it.
+    let first = local_remote_server(
+        tempfile::tempdir().unwrap(),
+        dir.path().join("first"),
+        &remote,
+    );
+    assert_eq!(first.read("a.md").body["content"], "alpha\n");
+    push_hostile_tree(&remote, &[("a.md", "alpha\n"), ("b.md", "beta\n")]);
+    let synced = first.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(synced.status, 200, "{synced:?}");
+    assert_eq!(first.read("b.md").body["content"], "beta\n");
+    let status = first.get("/mcp/repo/status");
+    let skipped = status.body["skipped_paths"].as_array().unwrap().clone();
+    let paths: Vec<&str> = skipped
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths.len(), 3, "{status:?}");
+    assert!(
+        paths.contains(&"/abs.md") && paths.contains(&"folder-as-file.md"),
+        "{paths:?}"
+    );
+    assert!(skipped
+        .iter()
+        .all(|s| !s["reason"].as_str().unwrap().is_empty()));
+    assert!(!first.root.join("folder-as-file.md").exists());
+
+    // Later commits still arrive, and a clone made now starts.
+    let later = push_hostile_tree(
+        &remote,
+        &[("a.md", "alpha\n"), ("b.md", "beta\n"), ("c.md", "gamma\n")],
+    );
+    let synced = first.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(synced.status, 200, "{synced:?}");
+    assert_eq!(first.head(), later);
+    assert_eq!(first.read("c.md").body["content"], "gamma\n");
+    let second = local_remote_server(
+        tempfile::tempdir().unwrap(),
+        dir.path().join("second"),
+        &remote,
+    );
+    assert_eq!(second.head(), later);
+    assert_eq!(second.read("c.md").body["content"], "gamma\n");
+    assert_eq!(
+        second.get("/mcp/repo/status").body["skipped_paths"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    // mirai's own commits keep the entries it could not hold, as the remote has them.
+    let written = first.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "d.md", "content": "delta\n"}),
+    );
+    assert_eq!(written.status, 200, "{written:?}");
+    let tree = common::git(&first.root, &["ls-tree", "--name-only", "HEAD"]);
+    assert!(
+        tree.lines().any(|l| l == "/abs.md") && tree.contains("folder-as-file.md"),
+        "{tree}"
+    );
+    assert!(tree.lines().any(|l| l == "d.md"), "{tree}");
+}

@@ -15,14 +15,12 @@
 //! jumping back and forth over a huge note) is refused with a conflict that says
 //! how to fix it.
 
+use super::budget::WORK_LIMIT;
 use super::matching::{Anchor, ImgLine, LineIds};
 use super::search::Kmp;
 use super::{conflict, Budget, LineKind, Patch, Target};
 use crate::error::{Error, Result};
 
-/// Steps (a line compared or moved, a line of a whole-note search) one patch may
-/// take: about a quarter of a second of CPU, dozens of passes over the largest note.
-pub(super) const WORK_LIMIT: u64 = 60_000_000;
 /// Steps a hunk may spend trying places near its stated line, beyond twice its own
 /// size, before the whole note is searched at once.
 const NEAR_STEPS: u64 = 4096;

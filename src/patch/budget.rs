@@ -8,15 +8,21 @@
 
 use std::cell::Cell;
 
-/// Steps (a line compared or moved, a line of a whole-note search) the patches
-/// of one request may take in all: what one patch may, about a quarter of a
-/// second of CPU.
-pub const REQUEST_STEPS: u64 = super::apply::WORK_LIMIT;
+/// Steps (a line compared or moved, a line of a whole-note search) one patch may
+/// take: about a quarter of a second of CPU, dozens of passes over the largest note.
+pub(super) const WORK_LIMIT: u64 = 60_000_000;
 
-/// Exact diffing the diffs made for one request may do in all, in
-/// [`super::make`]'s units (the squares of the regions' sizes): twice what one
+/// How much exact diffing one diff may do, as the sum of the squares of the
+/// sizes of the regions diffed (a pathological region costs about that): a
+/// region of 20,000 changed lines, a tenth of a second at worst.
+pub(super) const EXACT_WORK: u64 = 20_000 * 20_000;
+
+/// Steps the patches of one request may take in all: what one patch may.
+pub const REQUEST_STEPS: u64 = WORK_LIMIT;
+
+/// Exact diffing the diffs made for one request may do in all: twice what one
 /// diff may, about a fifth of a second at worst.
-pub const REQUEST_EXACT: u64 = 2 * super::make::EXACT_WORK;
+pub const REQUEST_EXACT: u64 = 2 * EXACT_WORK;
 
 /// What is left of one request's work. Not shared between threads: a request
 /// plans its patches on one.

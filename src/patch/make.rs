@@ -18,15 +18,12 @@ use std::fmt::Write;
 
 use imara_diff::{Algorithm, Diff, Hunk, InternedInput, Token};
 
+use super::budget::EXACT_WORK;
 use super::Budget;
 
 const NO_NEWLINE: &str = "\\ No newline at end of file";
 /// Unchanged lines around each change, as git writes by default.
 const CONTEXT: u32 = 3;
-/// How much exact diffing one patch may do, as the sum of the squares of the
-/// sizes of the regions diffed (a pathological region costs about that): a
-/// region of 20,000 changed lines, a tenth of a second at worst.
-pub(super) const EXACT_WORK: u64 = 20_000 * 20_000;
 
 /// The diff from `old` to `new` for the note at `path` (`None` on either side:
 /// the note does not exist / is deleted), or `None` when nothing changes: the
