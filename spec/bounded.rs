@@ -755,3 +755,94 @@ fn tree_entries_linux_cannot_hold_are_skipped_never_stopping_a_clone_or_a_pull()
     );
     assert!(tree.lines().any(|l| l == "d.md"), "{tree}");
 }
+
+#[test]
+fn a_flood_of_mcp_sync_calls_holds_no_thread_per_caller() {
+    let remote = slow_remote();
+    let dir = tempfile::tempdir().unwrap();
+    let root = seeded_root(dir.path());
+    let url = format!("{}/remote.git", remote.base);
+    let server = Child::serve(
+        &root,
+        &[
+            ("MIRAI_GIT_REMOTE", url.as_str()),
+            ("MIRAI_SYNC_INTERVAL", "0"),
+        ],
+    );
+    let client = reqwest::blocking::Client::new();
+    let mcp = format!("{}/mcp", server.url);
+    let initialized = client
+        .post(&mcp)
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "flood", "version": "1"}}}),
+        )
+        .send()
+        .unwrap();
+    let session = initialized.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let before = server.threads();
+    let callers: Vec<_> = (0..60)
+        .map(|n| {
+            let (client, mcp, session) = (client.clone(), mcp.clone(), session.clone());
+            std::thread::spawn(move || {
+                let answer: serde_json::Value = client
+                    .post(mcp)
+                    .header("accept", "application/json, text/event-stream")
+                    .header("mcp-session-id", session)
+                    .header("mcp-protocol-version", "2025-06-18")
+                    .json(
+                        &json!({"jsonrpc": "2.0", "id": n + 2, "method": "tools/call",
+                        "params": {"name": "repo_sync", "arguments": {}}}),
+                    )
+                    .send()
+                    .unwrap()
+                    .json()
+                    .unwrap();
+                answer["result"].clone()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    let during = server.threads();
+    for caller in callers {
+        let result = caller.join().unwrap();
+        assert_eq!(result["isError"], true, "{result}");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("remote_unavailable"), "{text}");
+    }
+    assert!(
+        during < before + 10,
+        "{before} threads, then {during} with 60 MCP calls waiting"
+    );
+    let runs = fetches(&remote);
+    assert!((1..=3).contains(&runs), "{runs} syncs for 60 calls");
+}
+
+#[test]
+fn a_sandbox_program_waits_for_a_sync_no_longer_than_its_deadline() {
+    // Each request to the remote takes 6 s; the program may run for 2 s.
+    let remote = Hostile::start(|_, stream| {
+        std::thread::sleep(Duration::from_secs(6));
+        respond(stream, 503, b"busy");
+    });
+    let server = slow_remote_server(&remote);
+    let answer = server.post_json(
+        "/agent/eval",
+        &json!({"code": "await mirai.repo.sync(); return 1"}),
+    );
+    // It answered while the sync still ran: the sync has not failed yet.
+    let status = server.get("/mcp/repo/status");
+    assert_eq!(
+        status.body["last_error"],
+        serde_json::Value::Null,
+        "{status:?}"
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let error = answer.body["error"].to_string();
+    assert!(error.contains("deadline") && error.contains("repo.sync"), "{answer:?}");
+}
