@@ -844,5 +844,8 @@ fn a_sandbox_program_waits_for_a_sync_no_longer_than_its_deadline() {
     );
     assert_eq!(answer.status, 200, "{answer:?}");
     let error = answer.body["error"].to_string();
-    assert!(error.contains("deadline") && error.contains("repo.sync"), "{answer:?}");
+    assert!(
+        error.contains("deadline") && error.contains("repo.sync"),
+        "{answer:?}"
+    );
 }
