@@ -551,7 +551,15 @@ fn a_revert_into_notes_that_moved_is_refused_past_the_request_s_work() {
     let server = TestServer::start();
     let rewrite = rewritten_then_moved(&server, (20, 15_000, 75, 6_000));
     let before = repo_state(&server.root);
-    let refused = server.post_json("/mcp/notes/revert", &json!({"commit": rewrite}));
+    // A debug build on a busy machine takes seconds for a request's whole budget: no
+    // client timeout decides this spec.
+    let refused = common::send(
+        server
+            .raw()
+            .post(format!("{}/mcp/notes/revert", server.url))
+            .timeout(Duration::from_secs(600))
+            .json(&json!({"commit": rewrite})),
+    );
     refused.assert_error(409, "conflict");
     let message = refused.body["error"]["message"].as_str().unwrap();
     assert!(
