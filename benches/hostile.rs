@@ -17,6 +17,21 @@
 //! server's threads, a notes.list during the flood, the fetches that reached
 //! the remote); and a 100 MiB note committed beside the server (a read, a
 //! rebuild, the peak RSS).
+//!
+//! The second pass of issue 27 runs each of its cases against this build and,
+//! with `--before PATH` (a `mirai` binary built from the code before the
+//! change), against that one too, side by side: reverting one commit that
+//! rewrote 50 notes of 800 KB (the server's CPU time), the same revert into
+//! notes that moved since, a clone of a remote whose tree holds entries Linux
+//! cannot hold, 60 MCP `repo_sync` calls against a slow remote (the server's
+//! threads) and a sandbox program's `mirai.repo.sync()` against a remote that
+//! takes 6 s.
+//!
+//! `soak [--minutes N]` (default 5) runs one server against a hostile
+//! embedding server and a hostile model (endless, huge, NaN and wrongly shaped
+//! answers, in turn) under a steady load of hybrid queries, writes and agent
+//! runs, and prints its RSS every 10 s and at the end its peak over the RSS
+//! it had once its index was built.
 
 mod support;
 
@@ -27,6 +42,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use std::ffi::OsString;
+use std::path::Path;
 use support::{git, median_p95, Server};
 
 /// The default request body limit (MIRAI_MAX_BODY_BYTES).
@@ -530,6 +547,461 @@ fn huge_note() {
     );
 }
 
+/// A case of the second pass, given the `--before` build.
+type Scenario = fn(&Option<OsString>);
+
+/// The builds the second pass compares: `--before PATH` first when given, then this one.
+fn builds(before: &Option<OsString>) -> Vec<(&'static str, OsString)> {
+    let mut builds = Vec::new();
+    if let Some(path) = before {
+        builds.push(("before", path.clone()));
+    }
+    builds.push(("after", OsString::from(env!("CARGO_BIN_EXE_mirai"))));
+    builds
+}
+
+/// One line of a before/after case.
+fn report(case: &str, build: &str, figures: String) {
+    println!("{case:<52} {build:>6}   {figures}");
+}
+
+/// POSTs `body` to `path`: (status, answer, wall ms, server CPU ms).
+fn timed_post(server: &Server, path: &str, body: &Value) -> (u16, Value, f64, f64) {
+    let (cpu, started) = (server.cpu_ms(), Instant::now());
+    let answer = server
+        .client
+        .post(format!("{}{path}", server.url))
+        .json(body)
+        .send()
+        .unwrap();
+    let status = answer.status().as_u16();
+    let value: Value = answer.json().unwrap_or(Value::Null);
+    let wall = started.elapsed().as_secs_f64() * 1000.0;
+    (status, value, wall, server.cpu_ms() - cpu)
+}
+
+/// A notes repository of `count` notes of `lines` lines (about 40 bytes
+/// each), then a commit rewriting every `every`-th line of each (answered),
+/// then, with `moved` > 0, a commit putting that many lines at each note's top.
+fn rewritten(
+    work: &Path,
+    count: usize,
+    lines: usize,
+    every: usize,
+    moved: usize,
+) -> (std::path::PathBuf, String) {
+    let root = seeded_root(work);
+    let note = |n: usize, changed: bool, top: usize| -> String {
+        let mut text: String = (0..top)
+            .map(|i| format!("inserted line {i} of note {n}\n"))
+            .collect();
+        for i in 0..lines {
+            if changed && i % every == every / 2 {
+                text.push_str(&format!(
+                    "REWRITTEN LINE {i:>8} OF NOTE {n:>3} WITH WORDS\n"
+                ));
+            } else {
+                text.push_str(&format!("note {n:>3} line {i:>8} of some ordinary words\n"));
+            }
+        }
+        text
+    };
+    let commit = |changed: bool, top: usize, message: &str| {
+        for n in 0..count {
+            std::fs::write(root.join(format!("n{n}.md")), note(n, changed, top)).unwrap();
+        }
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-qm", message]);
+    };
+    commit(false, 0, "notes");
+    commit(true, 0, "rewrite");
+    let rewrite = git(&root, &["rev-parse", "HEAD"]).trim().to_string();
+    if moved > 0 {
+        commit(true, moved, "moved");
+    }
+    (root, rewrite)
+}
+
+/// Reverting one commit that rewrote 50 notes of 800 KB, and the same revert
+/// into notes that moved since (every hunk far from its line).
+fn revert_cases(before: &Option<OsString>) {
+    for (case, every, moved) in [
+        ("revert: 50 notes of 800 KB, every line rewritten", 1, 0),
+        ("revert: 50 notes of 800 KB, moved since", 75, 6_000),
+    ] {
+        for (build, binary) in builds(before) {
+            let work = tempfile::tempdir().unwrap();
+            let (root, rewrite) = rewritten(work.path(), 50, 20_000, every, moved);
+            let server = Server::try_start(&binary, &root, &[("RUST_LOG", "error")]).unwrap();
+            let (status, answer, wall, cpu) =
+                timed_post(&server, "/mcp/notes/revert", &json!({"commit": rewrite}));
+            let why = answer["error"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .chars()
+                .take(60)
+                .collect::<String>();
+            report(
+                case,
+                build,
+                format!("status {status}, {wall:.0} ms, server CPU {cpu:.0} ms {why}"),
+            );
+        }
+    }
+}
+
+/// git in `repo` with `input` on stdin; its trimmed output.
+fn git_stdin(repo: &Path, args: &[&str], input: &[u8]) -> String {
+    let mut child = std::process::Command::new("git")
+        .current_dir(repo)
+        .args(["-c", "user.name=p", "-c", "user.email=p@x"])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A bare remote whose main holds two notes and entries Linux cannot hold (a
+/// 300-byte name, an absolute name, a file entry naming a tree), built with
+/// git's plumbing.
+fn hostile_tree_remote(work: &Path) -> std::path::PathBuf {
+    let remote = work.join("remote.git");
+    git(
+        work,
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    let blob = |text: &str| git_stdin(&remote, &["hash-object", "-w", "--stdin"], text.as_bytes());
+    let folder = git_stdin(
+        &remote,
+        &["mktree"],
+        format!("100644 blob {}\tin.md\n", blob("in\n")).as_bytes(),
+    );
+    let mut entries = vec![
+        ("a.md".to_string(), blob("alpha\n")),
+        ("b.md".to_string(), blob("beta\n")),
+        (format!("{}.md", "x".repeat(300)), blob("long\n")),
+        ("/abs.md".to_string(), blob("absolute\n")),
+        ("folder-as-file.md".to_string(), folder),
+    ];
+    entries.sort();
+    let mut raw = Vec::new();
+    for (name, id) in &entries {
+        raw.extend_from_slice(format!("100644 {name}\0").as_bytes());
+        raw.extend((0..20).map(|i| u8::from_str_radix(&id[2 * i..2 * i + 2], 16).unwrap()));
+    }
+    let tree = git_stdin(
+        &remote,
+        &["hash-object", "-t", "tree", "--literally", "-w", "--stdin"],
+        &raw,
+    );
+    let commit = git_stdin(&remote, &["commit-tree", &tree, "-m", "hostile"], b"");
+    git(&remote, &["update-ref", "refs/heads/main", &commit]);
+    remote
+}
+
+/// A clone, at start-up, of a remote whose tree holds entries Linux cannot hold.
+fn hostile_tree_clone(before: &Option<OsString>) {
+    let case = "sync: clone of a tree Linux cannot hold";
+    for (build, binary) in builds(before) {
+        let work = tempfile::tempdir().unwrap();
+        let remote = hostile_tree_remote(work.path());
+        let root = work.path().join("clone");
+        let started = Instant::now();
+        let server = Server::try_start(
+            &binary,
+            &root,
+            &[
+                ("MIRAI_GIT_REMOTE", remote.to_str().unwrap()),
+                ("RUST_LOG", "error"),
+            ],
+        );
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let figures = match server {
+            Ok(server) => {
+                let status: Value = server
+                    .client
+                    .get(format!("{}/mcp/repo/status", server.url))
+                    .send()
+                    .unwrap()
+                    .json()
+                    .unwrap();
+                let skipped = status["skipped_paths"].as_array().map_or(0, Vec::len);
+                format!(
+                    "started in {ms:.0} ms, b.md there: {}, skipped_paths {skipped}",
+                    root.join("b.md").exists()
+                )
+            }
+            Err(why) => format!("did not start: {why} after {ms:.0} ms"),
+        };
+        report(case, build, figures);
+    }
+}
+
+/// A remote whose every request takes `seconds` and fails.
+fn slow_remote(seconds: f64) -> (String, Arc<AtomicUsize>) {
+    hostile("git-upload-pack", move |_, stream| {
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        respond(stream, 503, "busy");
+    })
+}
+
+/// 60 MCP `repo_sync` calls at once against a remote whose fetches take 1.5 s.
+fn mcp_sync_flood(before: &Option<OsString>) {
+    let case = "sync: 60 MCP repo_sync calls, server threads";
+    for (build, binary) in builds(before) {
+        let (base, fetches) = slow_remote(1.5);
+        let work = tempfile::tempdir().unwrap();
+        let root = seeded_root(work.path());
+        let remote = format!("{base}/remote.git");
+        let server = Server::try_start(
+            &binary,
+            &root,
+            &[
+                ("MIRAI_GIT_REMOTE", remote.as_str()),
+                ("MIRAI_SYNC_INTERVAL", "0"),
+                ("RUST_LOG", "error"),
+            ],
+        )
+        .unwrap();
+        let mcp = format!("{}/mcp", server.url);
+        let initialized = server
+            .client
+            .post(&mcp)
+            .header("accept", "application/json, text/event-stream")
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "bench", "version": "1"}}}),
+            )
+            .send()
+            .unwrap();
+        let session = initialized.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let threads_before = server.threads();
+        let started = Instant::now();
+        let callers: Vec<_> = (0..60)
+            .map(|n| {
+                let (client, mcp, session) = (server.client.clone(), mcp.clone(), session.clone());
+                std::thread::spawn(move || {
+                    client
+                        .post(mcp)
+                        .header("accept", "application/json, text/event-stream")
+                        .header("mcp-session-id", session)
+                        .header("mcp-protocol-version", "2025-06-18")
+                        .json(
+                            &json!({"jsonrpc": "2.0", "id": n + 2, "method": "tools/call",
+                            "params": {"name": "repo_sync", "arguments": {}}}),
+                        )
+                        .send()
+                        .is_ok()
+                })
+            })
+            .collect();
+        let mut peak = threads_before;
+        while started.elapsed() < Duration::from_secs(3) {
+            peak = peak.max(server.threads());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let answered = callers
+            .into_iter()
+            .map(|c| c.join().unwrap())
+            .filter(|ok| *ok)
+            .count();
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        report(
+            case,
+            build,
+            format!(
+                "threads {threads_before} -> {peak}, {answered} answered in {ms:.0} ms, fetches {}",
+                fetches.load(Ordering::SeqCst)
+            ),
+        );
+    }
+}
+
+/// A sandbox program's `mirai.repo.sync()` against a remote whose every request takes 6 s.
+fn sandbox_sync(before: &Option<OsString>) {
+    let case = "sync: sandbox repo.sync, remote takes 6 s";
+    for (build, binary) in builds(before) {
+        let (base, _) = slow_remote(6.0);
+        let work = tempfile::tempdir().unwrap();
+        let root = seeded_root(work.path());
+        let remote = format!("{base}/remote.git");
+        let server = Server::try_start(
+            &binary,
+            &root,
+            &[
+                ("MIRAI_GIT_REMOTE", remote.as_str()),
+                ("MIRAI_SYNC_INTERVAL", "0"),
+                ("RUST_LOG", "error"),
+            ],
+        )
+        .unwrap();
+        let (status, answer, wall, _) = timed_post(
+            &server,
+            "/agent/eval",
+            &json!({"code": "await mirai.repo.sync(); return 1"}),
+        );
+        report(
+            case,
+            build,
+            format!(
+                "eval answered {status} in {wall:.0} ms ({})",
+                answer["error"]["code"]
+            ),
+        );
+    }
+}
+
+/// Answers of a hostile embedding server, in turn: endless, huge, NaN, the wrong shape.
+fn hostile_embedding(n: usize, stream: &mut TcpStream) {
+    match n % 4 {
+        0 => endless(stream, &"[0.5,".repeat(2000)),
+        1 => respond(
+            stream,
+            200,
+            &format!(
+                "{{\"data\":[{{\"embedding\":[{}0]}}]}}",
+                "0.25,".repeat(4_000_000)
+            ),
+        ),
+        2 => respond(stream, 200, "{\"data\":[{\"embedding\":[NaN,1]}]}"),
+        _ => respond(
+            stream,
+            200,
+            "{\"data\":[{\"embedding\":[[1,2],[3]]}],\"extra\":[1,2,3]}",
+        ),
+    }
+}
+
+/// Answers of a hostile model, in turn: endless, a 50 MB answer, a broken one.
+fn hostile_model(n: usize, stream: &mut TcpStream) {
+    match n % 3 {
+        0 => endless(stream, &"{\"choices\":[".repeat(1000)),
+        1 => respond(
+            stream,
+            200,
+            &json!({"choices": [{"message": {"content": "x".repeat(50 * 1024 * 1024)}}]})
+                .to_string(),
+        ),
+        _ => respond(
+            stream,
+            200,
+            "{\"choices\": [{\"message\": {\"content\": 7}}]}",
+        ),
+    }
+}
+
+/// `minutes` of hybrid queries, writes and agent runs against hostile
+/// providers: the server's RSS every 10 s, and its peak over the RSS it had
+/// once its index was built.
+fn soak(minutes: f64) {
+    let embeds = Arc::new(AtomicUsize::new(0));
+    let (embed_base, _) = {
+        let embeds = embeds.clone();
+        hostile("POST", move |_, stream| {
+            hostile_embedding(embeds.fetch_add(1, Ordering::SeqCst), stream)
+        })
+    };
+    let models = Arc::new(AtomicUsize::new(0));
+    let (model_base, _) = {
+        let models = models.clone();
+        hostile("POST", move |_, stream| {
+            hostile_model(models.fetch_add(1, Ordering::SeqCst), stream)
+        })
+    };
+    let work = tempfile::tempdir().unwrap();
+    let root = seeded_root(work.path());
+    for n in 0..500 {
+        let text: String = (0..40)
+            .map(|i| format!("Note {n} paragraph {i}: tyres, boats, gardens and tomatoes.\n"))
+            .collect();
+        std::fs::write(root.join(format!("soak{n}.md")), text).unwrap();
+    }
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-qm", "soak notes"]);
+    let server = Server::start_with_env(
+        &root,
+        &[
+            ("MIRAI_EMBED_BASE_URL", &format!("{embed_base}/v1")),
+            ("MIRAI_LLM_BASE_URL", &format!("{model_base}/v1")),
+            ("MIRAI_LLM_MAX_RETRIES", "0"),
+            ("RUST_LOG", "error"),
+        ],
+    );
+    let get = |path: &str| {
+        server
+            .client
+            .get(format!("{}{path}", server.url))
+            .send()
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0)
+    };
+    let post = |path: &str, body: Value| {
+        server
+            .client
+            .post(format!("{}{path}", server.url))
+            .json(&body)
+            .send()
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0)
+    };
+    assert_eq!(post("/mcp/index/rebuild", json!({})), 200);
+    let baseline = server.rss_mib();
+    println!("soak: {minutes} min; RSS once the index is built {baseline:.0} MiB");
+    let started = Instant::now();
+    let (mut next_sample, mut requests, mut n) = (Duration::ZERO, 0usize, 0usize);
+    let mut peak = baseline;
+    while started.elapsed() < Duration::from_secs_f64(minutes * 60.0) {
+        n += 1;
+        get("/mcp/index/query?q=tyres%20boats&mode=hybrid");
+        post(
+            "/mcp/notes/write",
+            json!({"path": format!("soak{}.md", n % 500), "content": format!("Rewritten {n}: boats and tyres.\n")}),
+        );
+        if n % 5 == 0 {
+            post(
+                "/agent/run",
+                json!({"task": "Summarise the notes about tyres."}),
+            );
+        }
+        requests += if n % 5 == 0 { 3 } else { 2 };
+        let rss = server.rss_mib();
+        peak = peak.max(rss);
+        if started.elapsed() >= next_sample {
+            println!(
+                "soak: {:>5.0} s  RSS {rss:>6.0} MiB  peak {:>6.0} MiB  threads {:>4.0}  requests {requests}  provider calls {} + {}",
+                started.elapsed().as_secs_f64(),
+                server.peak_rss_mib(),
+                server.threads(),
+                embeds.load(Ordering::SeqCst),
+                models.load(Ordering::SeqCst)
+            );
+            next_sample += Duration::from_secs(10);
+        }
+    }
+    let peak = peak.max(server.peak_rss_mib());
+    println!(
+        "soak: done, {requests} requests; peak RSS {peak:.0} MiB, {:.0} MiB over the {baseline:.0} MiB the built index needed; health {}",
+        peak - baseline,
+        get("/health")
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let timeout = args
@@ -542,8 +1014,27 @@ fn main() {
     let filter = args
         .iter()
         .enumerate()
-        .find(|(i, a)| !a.starts_with('-') && (*i == 0 || args[i - 1] != "--timeout"))
+        .find(|(i, a)| {
+            !a.starts_with('-')
+                && (*i == 0
+                    || !["--timeout", "--before", "--minutes"].contains(&args[i - 1].as_str()))
+        })
         .map(|(_, a)| a.clone());
+    let before: Option<OsString> = args
+        .iter()
+        .position(|a| a == "--before")
+        .and_then(|i| args.get(i + 1))
+        .map(OsString::from);
+    if filter.as_deref() == Some("soak") {
+        let minutes = args
+            .iter()
+            .position(|a| a == "--minutes")
+            .and_then(|i| args.get(i + 1))
+            .and_then(|s| s.parse::<f64>().ok())
+            .unwrap_or(5.0);
+        soak(minutes);
+        return;
+    }
     let client = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(timeout))
         .build()
@@ -655,6 +1146,20 @@ fn main() {
     for (name, scenario) in scenarios {
         if filter.as_ref().is_none_or(|f| name.contains(f.as_str())) {
             scenario();
+        }
+    }
+    let second: [(&str, Scenario); 4] = [
+        ("revert: 50 notes", revert_cases),
+        (
+            "sync: clone of a tree Linux cannot hold",
+            hostile_tree_clone,
+        ),
+        ("sync: 60 MCP repo_sync calls", mcp_sync_flood),
+        ("sync: sandbox repo.sync", sandbox_sync),
+    ];
+    for (name, scenario) in second {
+        if filter.as_ref().is_none_or(|f| name.contains(f.as_str())) {
+            scenario(&before);
         }
     }
 }

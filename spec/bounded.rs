@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::hostile::{endless, respond, Hostile};
-use common::TestServer;
+use common::{repo_state, TestServer};
 use mirai::config::{EmbedConfig, GitCredentials, SyncConfig, Transport};
 use serde_json::json;
 
@@ -507,4 +507,353 @@ fn writes_cap_a_note_at_the_note_limit_and_a_lower_limit_stops_start_up() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("MIRAI_MAX_NOTE_BYTES"), "{stderr}");
+}
+
+/// `count` notes of `lines` numbered lines each, committed; then every
+/// `every`-th line of each rewritten (one commit, answered); then `moved`
+/// lines put at the top of each (a later commit), so that every hunk of the
+/// rewrite's inverse lies far from the line it names.
+fn rewritten_then_moved(
+    server: &TestServer,
+    (count, lines, every, moved): (usize, usize, usize, usize),
+) -> String {
+    let note = |n: usize, changed: bool, top: usize| -> String {
+        let mut text: String = (0..top).map(|i| format!("inserted {n} {i}\n")).collect();
+        for i in 0..lines {
+            if changed && i % every == every / 2 {
+                text.push_str(&format!("rewritten line {i} of note {n}\n"));
+            } else {
+                text.push_str(&format!("note {n} line {i} of ordinary words\n"));
+            }
+        }
+        text
+    };
+    for n in 0..count {
+        server.write(&format!("big/{n}.md"), note(n, false, 0));
+    }
+    server.commit_all();
+    for n in 0..count {
+        server.write(&format!("big/{n}.md"), note(n, true, 0));
+    }
+    server.commit_all();
+    let rewrite = server.head();
+    for n in 0..count {
+        server.write(&format!("big/{n}.md"), note(n, true, moved));
+    }
+    server.commit_all();
+    rewrite
+}
+
+#[test]
+fn a_revert_into_notes_that_moved_is_refused_past_the_request_s_work() {
+    // 20 notes whose 200 hunks each must be searched for over the whole note:
+    // each note's inverse is within what one patch may take, all of them are not.
+    let server = TestServer::start();
+    let rewrite = rewritten_then_moved(&server, (20, 15_000, 75, 6_000));
+    let before = repo_state(&server.root);
+    // A debug build on a busy machine takes seconds for a request's whole budget: no
+    // client timeout decides this spec.
+    let refused = common::send(
+        server
+            .raw()
+            .post(format!("{}/mcp/notes/revert", server.url))
+            .timeout(Duration::from_secs(600))
+            .json(&json!({"commit": rewrite})),
+    );
+    refused.assert_error(409, "conflict");
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("more work than one request may do") && message.contains("`path`"),
+        "{message}"
+    );
+    assert_eq!(repo_state(&server.root), before);
+    // One note at a time, the same inverse lands where the note moved to.
+    let one = server.post_json(
+        "/mcp/notes/revert",
+        &json!({"commit": rewrite, "path": "big/7.md"}),
+    );
+    assert_eq!(one.status, 200, "{one:?}");
+    let text = std::fs::read_to_string(server.root.join("big/7.md")).unwrap();
+    assert!(text.starts_with("inserted 7 0\n"));
+    assert!(!text.contains("rewritten"));
+}
+
+#[test]
+fn a_revert_of_notes_that_stand_as_the_commit_left_them_puts_back_what_it_found() {
+    // Every line of 50 notes rewritten: the inverse is the commit's own diff,
+    // which needs no search, whatever the notes' size.
+    let server = TestServer::start();
+    let note = |n: usize, word: &str| -> String {
+        (0..4_000)
+            .map(|i| format!("{word} {n} line {i} of ordinary words\n"))
+            .collect()
+    };
+    for n in 0..50 {
+        server.write(&format!("n{n}.md"), note(n, "note"));
+    }
+    server.commit_all();
+    let (_, _, found) = repo_state(&server.root);
+    for n in 0..50 {
+        server.write(&format!("n{n}.md"), note(n, "NOTE"));
+    }
+    server.commit_all();
+    let answer = server.post_json("/mcp/notes/revert", &json!({"commit": server.head()}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["changes"].as_array().unwrap().len(), 50);
+    assert_eq!(repo_state(&server.root).2, found);
+}
+
+/// git in `repo` with `input` on stdin; its trimmed output.
+fn git_stdin(repo: &std::path::Path, args: &[&str], input: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("git")
+        .current_dir(repo)
+        .args(["-c", "user.name=p", "-c", "user.email=p@x"])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A commit on `remote`'s main whose root tree holds `notes` (name, content)
+/// and, beside them, entries Linux cannot hold: a 300-byte name, an absolute
+/// name and a file entry pointing at a tree. Built with git's plumbing, as
+/// git itself would never build it.
+fn push_hostile_tree(remote: &std::path::Path, notes: &[(&str, &str)]) -> String {
+    let blob = |text: &str| git_stdin(remote, &["hash-object", "-w", "--stdin"], text.as_bytes());
+    let folder = git_stdin(
+        remote,
+        &["mktree"],
+        format!("100644 blob {}\tin.md\n", blob("in\n")).as_bytes(),
+    );
+    let long = format!("{}.md", "x".repeat(300));
+    let mut entries: Vec<(String, &str, String)> = notes
+        .iter()
+        .map(|(name, text)| (name.to_string(), "100644", blob(text)))
+        .collect();
+    entries.push((long, "100644", blob("long\n")));
+    entries.push(("/abs.md".into(), "100644", blob("absolute\n")));
+    entries.push(("folder-as-file.md".into(), "100644", folder));
+    entries.sort();
+    let mut raw = Vec::new();
+    for (name, mode, id) in &entries {
+        raw.extend_from_slice(format!("{mode} {name}\0").as_bytes());
+        raw.extend((0..20).map(|i| u8::from_str_radix(&id[2 * i..2 * i + 2], 16).unwrap()));
+    }
+    let tree = git_stdin(
+        remote,
+        &["hash-object", "-t", "tree", "--literally", "-w", "--stdin"],
+        &raw,
+    );
+    let parent = common::git(remote, &["rev-parse", "main"])
+        .trim()
+        .to_string();
+    let commit = git_stdin(
+        remote,
+        &["commit-tree", &tree, "-p", &parent, "-m", "hostile"],
+        b"",
+    );
+    common::git(remote, &["update-ref", "refs/heads/main", &commit]);
+    commit
+}
+
+/// mirai syncing with the bare repository `remote` on disk, its root `root`
+/// (cloned at start-up when it does not exist yet).
+fn local_remote_server(
+    dir: tempfile::TempDir,
+    root: std::path::PathBuf,
+    remote: &std::path::Path,
+) -> TestServer {
+    let url = remote.to_str().unwrap().to_string();
+    TestServer::start_in(dir, root, move |config| {
+        config.sync = Some(SyncConfig {
+            transport: Transport::of(&url).unwrap(),
+            remote: url,
+            branch: None,
+            credentials: GitCredentials::None,
+            interval_secs: 0,
+        });
+    })
+}
+
+#[test]
+fn tree_entries_linux_cannot_hold_are_skipped_never_stopping_a_clone_or_a_pull() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = dir.path().join("remote.git");
+    common::git(
+        dir.path(),
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    let seed = seeded_root(dir.path());
+    common::git(&seed, &["push", "-q", remote.to_str().unwrap(), "main"]);
+
+    // A clone made before the hostile commit pulls it, and the one after it.
+    let first = local_remote_server(
+        tempfile::tempdir().unwrap(),
+        dir.path().join("first"),
+        &remote,
+    );
+    assert_eq!(first.read("a.md").body["content"], "alpha\n");
+    push_hostile_tree(&remote, &[("a.md", "alpha\n"), ("b.md", "beta\n")]);
+    let synced = first.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(synced.status, 200, "{synced:?}");
+    assert_eq!(first.read("b.md").body["content"], "beta\n");
+    let status = first.get("/mcp/repo/status");
+    let skipped = status.body["skipped_paths"].as_array().unwrap().clone();
+    let paths: Vec<&str> = skipped
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths.len(), 3, "{status:?}");
+    assert!(
+        paths.contains(&"/abs.md") && paths.contains(&"folder-as-file.md"),
+        "{paths:?}"
+    );
+    assert!(skipped
+        .iter()
+        .all(|s| !s["reason"].as_str().unwrap().is_empty()));
+    assert!(!first.root.join("folder-as-file.md").exists());
+
+    // Later commits still arrive, and a clone made now starts.
+    let later = push_hostile_tree(
+        &remote,
+        &[("a.md", "alpha\n"), ("b.md", "beta\n"), ("c.md", "gamma\n")],
+    );
+    let synced = first.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(synced.status, 200, "{synced:?}");
+    assert_eq!(first.head(), later);
+    assert_eq!(first.read("c.md").body["content"], "gamma\n");
+    let second = local_remote_server(
+        tempfile::tempdir().unwrap(),
+        dir.path().join("second"),
+        &remote,
+    );
+    assert_eq!(second.head(), later);
+    assert_eq!(second.read("c.md").body["content"], "gamma\n");
+    assert_eq!(
+        second.get("/mcp/repo/status").body["skipped_paths"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    // mirai's own commits keep the entries it could not hold, as the remote has them.
+    let written = first.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "d.md", "content": "delta\n"}),
+    );
+    assert_eq!(written.status, 200, "{written:?}");
+    let tree = common::git(&first.root, &["ls-tree", "--name-only", "HEAD"]);
+    assert!(
+        tree.lines().any(|l| l == "/abs.md") && tree.contains("folder-as-file.md"),
+        "{tree}"
+    );
+    assert!(tree.lines().any(|l| l == "d.md"), "{tree}");
+}
+
+#[test]
+fn a_flood_of_mcp_sync_calls_holds_no_thread_per_caller() {
+    let remote = slow_remote();
+    let dir = tempfile::tempdir().unwrap();
+    let root = seeded_root(dir.path());
+    let url = format!("{}/remote.git", remote.base);
+    let server = Child::serve(
+        &root,
+        &[
+            ("MIRAI_GIT_REMOTE", url.as_str()),
+            ("MIRAI_SYNC_INTERVAL", "0"),
+        ],
+    );
+    let client = reqwest::blocking::Client::new();
+    let mcp = format!("{}/mcp", server.url);
+    let initialized = client
+        .post(&mcp)
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "flood", "version": "1"}}}),
+        )
+        .send()
+        .unwrap();
+    let session = initialized.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let before = server.threads();
+    let callers: Vec<_> = (0..60)
+        .map(|n| {
+            let (client, mcp, session) = (client.clone(), mcp.clone(), session.clone());
+            std::thread::spawn(move || {
+                let answer: serde_json::Value = client
+                    .post(mcp)
+                    .header("accept", "application/json, text/event-stream")
+                    .header("mcp-session-id", session)
+                    .header("mcp-protocol-version", "2025-06-18")
+                    .json(
+                        &json!({"jsonrpc": "2.0", "id": n + 2, "method": "tools/call",
+                        "params": {"name": "repo_sync", "arguments": {}}}),
+                    )
+                    .send()
+                    .unwrap()
+                    .json()
+                    .unwrap();
+                answer["result"].clone()
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    let during = server.threads();
+    for caller in callers {
+        let result = caller.join().unwrap();
+        assert_eq!(result["isError"], true, "{result}");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("remote_unavailable"), "{text}");
+    }
+    assert!(
+        during < before + 10,
+        "{before} threads, then {during} with 60 MCP calls waiting"
+    );
+    let runs = fetches(&remote);
+    assert!((1..=3).contains(&runs), "{runs} syncs for 60 calls");
+}
+
+#[test]
+fn a_sandbox_program_waits_for_a_sync_no_longer_than_its_deadline() {
+    // Each request to the remote takes 6 s; the program may run for 2 s.
+    let remote = Hostile::start(|_, stream| {
+        std::thread::sleep(Duration::from_secs(6));
+        respond(stream, 503, b"busy");
+    });
+    let server = slow_remote_server(&remote);
+    let answer = server.post_json(
+        "/agent/eval",
+        &json!({"code": "await mirai.repo.sync(); return 1"}),
+    );
+    // It answered while the sync still ran: the sync has not failed yet.
+    let status = server.get("/mcp/repo/status");
+    assert_eq!(
+        status.body["last_error"],
+        serde_json::Value::Null,
+        "{status:?}"
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let error = answer.body["error"].to_string();
+    assert!(
+        error.contains("deadline") && error.contains("repo.sync"),
+        "{answer:?}"
+    );
 }

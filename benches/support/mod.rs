@@ -24,15 +24,25 @@ impl Server {
 
     /// Starts the server with extra environment variables set.
     pub fn start_with_env(root: &Path, env: &[(&str, &str)]) -> Server {
+        // MIRAI_BENCH_BIN runs the bench against another build (say, the code before a change).
+        let binary = std::env::var_os("MIRAI_BENCH_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_mirai").into());
+        Server::try_start(binary.as_ref(), root, env).expect("server did not start")
+    }
+
+    /// Starts `binary` serving `root`, or says how it ended when it does not
+    /// answer within 30 s (a start-up that exits, say).
+    pub fn try_start(
+        binary: &std::ffi::OsStr,
+        root: &Path,
+        env: &[(&str, &str)],
+    ) -> Result<Server, String> {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        // MIRAI_BENCH_BIN runs the bench against another build (say, the code before a change).
-        let binary = std::env::var_os("MIRAI_BENCH_BIN")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_mirai").into());
-        let child = Command::new(binary)
+        let mut child = Command::new(binary)
             .arg("serve")
             .arg("--notes-root")
             .arg(root)
@@ -53,13 +63,33 @@ impl Server {
             .unwrap();
         let started = Instant::now();
         while client.get(format!("{url}/health")).send().is_err() {
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "server did not start"
-            );
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("exited ({status})"));
+            }
+            if started.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("did not answer within 30 s".into());
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Server { url, child, client }
+        Ok(Server { url, child, client })
+    }
+
+    /// CPU time the server process has used (user + system), in milliseconds.
+    pub fn cpu_ms(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
+        // After the name: state is field 0, utime 11, stime 12 (clock ticks of 10 ms).
+        match (ticks(11), ticks(12)) {
+            (Some(user), Some(system)) => (user + system) * 10.0,
+            _ => f64::NAN,
+        }
     }
 
     /// One `GET /health` round trip, in milliseconds: the baseline benches compare against.

@@ -14,7 +14,8 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 
-use super::respond::read_body;
+use super::peer::unless_gone;
+use super::respond::{error_response, gone, read_body};
 use crate::app::App;
 use crate::mcp::{code, requested_version, Mcp, PROTOCOL_VERSIONS};
 
@@ -124,8 +125,18 @@ pub async fn post(
         }
     }
     let mcp = app.mcp.clone();
+    // A repo_sync call waits for its sync holding no thread, as the HTTP row does;
+    // a caller that goes away gives up its place.
+    let synced = match mcp.sync_ticket(&message) {
+        Some(Ok(ticket)) => match unless_gone(&req, ticket.answer()).await {
+            Some(outcome) => Some(outcome),
+            None => return error_response(&gone()),
+        },
+        Some(Err(err)) => Some(Err(err)),
+        None => None,
+    };
     let answered = web::block(move || {
-        let response = mcp.handle(&message);
+        let response = mcp.handle_synced(&message, synced);
         (message, response)
     })
     .await;

@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 
 use crate::ops::Context;
 use crate::sandbox::Sandbox;
+use crate::sync::{Synced, Ticket};
 pub use rpc::{code, Era, RpcError};
 
 /// Revisions negotiated in `initialize`, newest first.
@@ -51,8 +52,31 @@ impl Mcp {
     }
 
     /// Answers one JSON-RPC message: a response for a request, `None` for a
-    /// notification or a client's response.
+    /// notification or a client's response. A `repo_sync` call waits for its
+    /// sync on this thread (stdio); see [`Mcp::sync_ticket`] for HTTP.
     pub fn handle(&self, message: &Value) -> Option<Value> {
+        self.handle_synced(message, None)
+    }
+
+    /// The place in the next sync of a message that is a `tools/call` of
+    /// `repo_sync`, so that a transport can await it holding no thread and
+    /// then answer with [`Mcp::handle_synced`]; `None` for any other message.
+    pub fn sync_ticket(&self, message: &Value) -> Option<crate::error::Result<Ticket>> {
+        if message.get("method").and_then(Value::as_str) != Some("tools/call")
+            || message.get("id").is_none()
+        {
+            return None;
+        }
+        tools::sync_ticket(&self.ctx, message.get("params")?)
+    }
+
+    /// [`Mcp::handle`], with the answer of the sync a transport awaited for a
+    /// `repo_sync` call ([`Mcp::sync_ticket`]).
+    pub fn handle_synced(
+        &self,
+        message: &Value,
+        synced: Option<crate::error::Result<Synced>>,
+    ) -> Option<Value> {
         let Some(object) = message.as_object() else {
             return Some(error_response(
                 Value::Null,
@@ -84,9 +108,9 @@ impl Mcp {
         let params = object.get("params").cloned().unwrap_or(json!({}));
         let stateless = method != "initialize" && requested_version(&params).is_some();
         let outcome = if stateless {
-            self.stateless(method, &params)
+            self.stateless(method, &params, synced)
         } else {
-            self.answer(method, &params, Era::Handshake)
+            self.answer(method, &params, Era::Handshake, synced)
         };
         Some(match outcome {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
@@ -94,13 +118,25 @@ impl Mcp {
         })
     }
 
-    fn answer(&self, method: &str, params: &Value, era: Era) -> Result<Value, RpcError> {
+    fn answer(
+        &self,
+        method: &str,
+        params: &Value,
+        era: Era,
+        synced: Option<crate::error::Result<Synced>>,
+    ) -> Result<Value, RpcError> {
         match method {
             "initialize" => Ok(self.initialize(params)),
             "server/discover" if era == Era::Stateless => Ok(self.discover()),
             "ping" => Ok(json!({})),
             "tools/list" => Ok(tools::list(self.read_only(), &self.sandbox)),
-            "tools/call" => tools::call(&self.ctx, &self.sandbox, self.max_result_bytes, params),
+            "tools/call" => tools::call(
+                &self.ctx,
+                &self.sandbox,
+                self.max_result_bytes,
+                params,
+                synced,
+            ),
             "resources/list" => resources::list(&self.ctx, params),
             "resources/templates/list" => Ok(resources::templates()),
             "resources/read" => resources::read(&self.ctx, params, era),
@@ -113,7 +149,12 @@ impl Mcp {
 
     /// A 2026-07-28 request: its revision checked, its result marked complete,
     /// cacheable results given their cache fields, and mirai's identity in `_meta`.
-    fn stateless(&self, method: &str, params: &Value) -> Result<Value, RpcError> {
+    fn stateless(
+        &self,
+        method: &str,
+        params: &Value,
+        synced: Option<crate::error::Result<Synced>>,
+    ) -> Result<Value, RpcError> {
         let requested = requested_version(params).unwrap_or_default();
         if !STATELESS_VERSIONS.contains(&requested) {
             return Err(RpcError {
@@ -122,7 +163,7 @@ impl Mcp {
                 data: Some(json!({"supported": supported_versions(), "requested": requested})),
             });
         }
-        let mut result = self.answer(method, params, Era::Stateless)?;
+        let mut result = self.answer(method, params, Era::Stateless, synced)?;
         if let Some(object) = result.as_object_mut() {
             object.insert("resultType".into(), json!("complete"));
             if method != "tools/call" {

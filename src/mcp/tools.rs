@@ -10,6 +10,7 @@ use crate::error::Error;
 use crate::ops::guard::ALLOW_LARGE_DELETE;
 use crate::ops::{self, Class, Context, Input, OpEntry, TABLE};
 use crate::sandbox::{EvalRequest, Sandbox};
+use crate::sync::{Synced, Ticket};
 
 /// The code-mode tool's name.
 pub const AGENT_EVAL: &str = "agent_eval";
@@ -85,13 +86,33 @@ pub fn list(read_only: bool, sandbox: &Sandbox) -> Value {
     json!({ "tools": tools })
 }
 
+/// The place in the next sync of a `tools/call` naming a row of class sync
+/// (`repo_sync`), taken as `ops::dispatch_sync` takes it, for a transport that
+/// awaits the sync without holding a thread and hands its answer to [`call`];
+/// `None` for any other message.
+pub fn sync_ticket(ctx: &Context, params: &Value) -> Option<Result<Ticket, Error>> {
+    let name = params.get("name").and_then(Value::as_str)?;
+    let op = TABLE
+        .iter()
+        .find(|op| op.class == Class::Sync && tool_name(op) == name)?;
+    let arguments = match params.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(arguments @ Value::Object(_)) => arguments.clone(),
+        Some(_) => return None, // refused by `call`, as any malformed call
+    };
+    Some(ops::dispatch_sync(ctx, op.name, Input::Json(arguments)))
+}
+
 /// Calls a tool: the row through `ops::dispatch` (same policy, validation and
-/// errors as HTTP), or the sandbox for `agent_eval`.
+/// errors as HTTP), or the sandbox for `agent_eval`. `synced` is the answer of
+/// the sync a transport already awaited for this call ([`sync_ticket`]); a
+/// sync row without one waits here.
 pub fn call(
     ctx: &Context,
     sandbox: &Sandbox,
     max_result_bytes: usize,
     params: &Value,
+    synced: Option<Result<Synced, Error>>,
 ) -> Result<Value, RpcError> {
     let name = params
         .get("name")
@@ -114,7 +135,14 @@ pub fn call(
         .iter()
         .find(|op| tool_name(op) == name)
         .ok_or_else(|| RpcError::new(code::INVALID_PARAMS, format!("unknown tool: {name}")))?;
-    Ok(match ops::dispatch(ctx, op.name, Input::Json(arguments)) {
+    let outcome = match synced {
+        Some(synced) if op.class == Class::Sync => synced.and_then(|synced| {
+            serde_json::to_value(synced)
+                .map_err(|e| Error::internal(format!("cannot render the sync's answer: {e}")))
+        }),
+        _ => ops::dispatch(ctx, op.name, Input::Json(arguments)),
+    };
+    Ok(match outcome {
         Ok(value) => success(max_result_bytes, value, true),
         Err(err) => failure(&err),
     })

@@ -14,7 +14,7 @@ use super::Context;
 use crate::config::DirtyNotes;
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, Landing, NotePath};
-use crate::patch::{self, Target};
+use crate::patch::{self, Budget, Target};
 use crate::repo::history::Entry;
 use crate::repo::{self, Repo};
 
@@ -52,8 +52,14 @@ impl Plan {
 
 /// Plans a unified diff: parse, resolve the path for a write, read the note,
 /// apply the hunks, check the size and the new text against `guard` (a
-/// deletion has no new text and is never guarded).
-pub(super) fn plan_patch(ctx: &Context, text: &str, guard: &GuardPolicy) -> Result<Plan> {
+/// deletion has no new text and is never guarded). Its work comes out of the
+/// request's `budget`.
+pub(super) fn plan_patch(
+    ctx: &Context,
+    text: &str,
+    guard: &GuardPolicy,
+    budget: &Budget,
+) -> Result<Plan> {
     let parsed = patch::parse(text)?;
     let existence = match parsed.target {
         Target::Create => Existence::MayBeMissing,
@@ -64,7 +70,7 @@ pub(super) fn plan_patch(ctx: &Context, text: &str, guard: &GuardPolicy) -> Resu
     if before.is_none() {
         check_folders_in_git(ctx, &note.rel)?;
     }
-    let applied = patch::apply(&parsed, before.as_deref())?;
+    let applied = patch::apply_within(&parsed, before.as_deref(), budget)?;
     if let Some(content) = &applied.content {
         check_size(ctx, &note, content)?;
         guard::check(&note.rel, before.as_deref(), content, guard)?;
@@ -88,11 +94,12 @@ pub(super) fn plan_text(
     current: Option<String>,
     content: Option<&str>,
     guard: &GuardPolicy,
+    budget: &Budget,
 ) -> Result<Plan> {
-    let Some(diff) = patch::make(&note.rel, current.as_deref(), content) else {
+    let Some(diff) = patch::make_within(&note.rel, current.as_deref(), content, budget) else {
         return Ok(Plan::unchanged(note, current));
     };
-    let mut plan = plan_patch(ctx, &diff, guard)?;
+    let mut plan = plan_patch(ctx, &diff, guard, budget)?;
     // The diff names the note by its normalized path; answer the same.
     plan.note = note;
     Ok(plan)
@@ -101,13 +108,13 @@ pub(super) fn plan_text(
 /// Plans deleting the note at `raw_path`: the `+++ /dev/null` diff, planned as
 /// any diff is (deletions are never guarded). An empty note, which no diff can
 /// delete, gets the diff's headers alone.
-pub(super) fn plan_delete(ctx: &Context, raw_path: &str) -> Result<Plan> {
+pub(super) fn plan_delete(ctx: &Context, raw_path: &str, budget: &Budget) -> Result<Plan> {
     let note = ctx.view.resolve_for_write(raw_path, Existence::MustExist)?;
     let current = ctx
         .view
         .current_text(&note)?
         .ok_or_else(|| crate::notes::suggest::missing(&note.rel))?;
-    let diff = patch::make(&note.rel, Some(&current), None)
+    let diff = patch::make_within(&note.rel, Some(&current), None, budget)
         .ok_or_else(|| Error::internal("a deletion made no diff"))?;
     if current.is_empty() {
         return Ok(Plan {
@@ -119,7 +126,7 @@ pub(super) fn plan_delete(ctx: &Context, raw_path: &str) -> Result<Plan> {
             net_line_delta: 0,
         });
     }
-    let mut plan = plan_patch(ctx, &diff, &GuardPolicy::UNGUARDED)?;
+    let mut plan = plan_patch(ctx, &diff, &GuardPolicy::UNGUARDED, budget)?;
     plan.note = note;
     Ok(plan)
 }
@@ -166,12 +173,12 @@ pub(super) fn check_size(ctx: &Context, note: &NotePath, content: &str) -> Resul
 pub(super) fn land(
     ctx: &Context,
     base_commit: Option<&str>,
-    planner: impl Fn(&Context) -> Result<Plan>,
+    planner: impl Fn(&Context, &Budget) -> Result<Plan>,
 ) -> Result<(Plan, Option<String>)> {
     let (plans, commit) = land_all(
         ctx,
         base_commit,
-        |ctx| planner(ctx).map(|plan| vec![plan]),
+        |ctx, budget| planner(ctx, budget).map(|plan| vec![plan]),
         |plans| ctx.commit_message(&format!("mcp.patch_apply: {}", plans[0].note.rel), ""),
     )?;
     let plan = plans.into_iter().next().ok_or_else(|| {
@@ -185,7 +192,7 @@ pub(super) fn land(
 ///
 /// `planner` makes the changes (parse, resolve, read, apply: the work that grows
 /// with the request) without the writer lock, so a costly request never makes
-/// other writes wait. Under the lock every note is read again; if any changed
+/// other writes wait; all its patches, in every pass, share one [`Budget`]. Under the lock every note is read again; if any changed
 /// meanwhile (or the first pass found a conflict), all are planned again
 /// against the notes as they are. Plans that
 /// change nothing are left out (answered, never landed). Then the base commit is
@@ -196,9 +203,12 @@ pub(super) fn land(
 pub(super) fn land_all(
     ctx: &Context,
     base_commit: Option<&str>,
-    planner: impl Fn(&Context) -> Result<Vec<Plan>>,
+    planner: impl Fn(&Context, &Budget) -> Result<Vec<Plan>>,
     message: impl FnOnce(&[&Plan]) -> String,
 ) -> Result<(Vec<Plan>, Option<String>)> {
+    // One budget for every pass: a request that spent it is not planned again for free.
+    let budget = Budget::request();
+    let planner = |ctx: &Context| planner(ctx, &budget);
     // A conflict found before the lock may only mean that another write
     // changed the note meanwhile: it is planned again under the lock, so a
     // change without a base (an append, an insert) fails only for a reason its

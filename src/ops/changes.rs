@@ -12,6 +12,7 @@ use super::guard::GuardPolicy;
 use super::patch::{summary, PatchSummary};
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
+use crate::patch::Budget;
 
 /// `changes.apply`'s request.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -70,7 +71,7 @@ impl Operation for ChangesApply {
         let (plans, commit) = land_all(
             ctx,
             request.base_commit.as_deref(),
-            |ctx| plan_all(ctx, &request.patches, &guard),
+            |ctx, budget| plan_all(ctx, &request.patches, &guard, budget),
             |plans| {
                 let subject = match plans.len() {
                     1 => "mcp.changes_apply: 1 note".to_string(),
@@ -91,13 +92,18 @@ impl Operation for ChangesApply {
 }
 
 /// Plans every patch as `patch.apply` would, naming the failing one.
-fn plan_all(ctx: &Context, patches: &[String], guard: &GuardPolicy) -> Result<Vec<Plan>> {
+fn plan_all(
+    ctx: &Context,
+    patches: &[String],
+    guard: &GuardPolicy,
+    budget: &Budget,
+) -> Result<Vec<Plan>> {
     let numbered =
         |n: usize, e: Error| Error::new(e.code, format!("patch {}: {}", n + 1, e.message));
     let mut plans: Vec<Plan> = Vec::with_capacity(patches.len());
     let mut seen: HashMap<String, usize> = HashMap::with_capacity(patches.len());
     for (n, text) in patches.iter().enumerate() {
-        let plan = plan_patch(ctx, text, guard).map_err(|e| numbered(n, e))?;
+        let plan = plan_patch(ctx, text, guard, budget).map_err(|e| numbered(n, e))?;
         if let Some(first) = seen.insert(plan.note.rel.clone(), n) {
             return Err(numbered(
                 n,

@@ -178,6 +178,11 @@ impl Context {
         }
     }
 
+    /// When work through this context must end (`None`: no deadline).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
     /// This context, for agent run `run_id`: its commits carry the run's trailer.
     pub fn for_run(&self, run_id: &str) -> Context {
         Context {

@@ -11,6 +11,7 @@ use super::change::{land, plan_patch, Plan};
 use super::guard::GuardPolicy;
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{ErrorCode, Result};
+use crate::patch::Budget;
 
 /// The request of both patch operations.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -60,7 +61,7 @@ impl Operation for PatchPropose {
 
     fn run(ctx: &Context, request: PatchRequest) -> Result<PatchSummary> {
         let guard = GuardPolicy::for_write(ctx, request.allow_large_delete);
-        let plan = plan_patch(ctx, &request.patch, &guard)?;
+        let plan = plan_patch(ctx, &request.patch, &guard, &Budget::request())?;
         Ok(summary(&plan))
     }
 }
@@ -81,8 +82,8 @@ impl Operation for PatchApply {
 
     fn run(ctx: &Context, request: PatchRequest) -> Result<PatchApplied> {
         let guard = GuardPolicy::for_write(ctx, request.allow_large_delete);
-        let (plan, commit) = land(ctx, request.base_commit.as_deref(), |ctx| {
-            plan_patch(ctx, &request.patch, &guard)
+        let (plan, commit) = land(ctx, request.base_commit.as_deref(), |ctx, budget| {
+            plan_patch(ctx, &request.patch, &guard, budget)
         })?;
         let summary = summary(&plan);
         Ok(PatchApplied {

@@ -49,8 +49,21 @@ impl Operation for RepoSync {
     type Request = Empty;
     type Response = Synced;
 
+    /// Waits for the answer on this thread (the sandbox, MCP on stdio), up
+    /// to the context's deadline: a sandbox program's sync holds its thread no
+    /// longer than the program may run. HTTP and MCP over HTTP await the
+    /// ticket instead ([`crate::ops::dispatch_sync`]).
     fn run(ctx: &Context, _request: Empty) -> Result<Synced> {
-        RepoSync::ticket(ctx)?.wait()
+        RepoSync::ticket(ctx)?
+            .wait_until(ctx.deadline())
+            .unwrap_or_else(|| {
+                Err(Error::new(
+                    ErrorCode::RequestTimeout,
+                    "the sync did not finish by this program's deadline \
+                     (MIRAI_SANDBOX_TIMEOUT_MS); the program gave up its place in it. A sync \
+                     already running goes on: read repo.status later, or sync over HTTP",
+                ))
+            })
     }
 }
 

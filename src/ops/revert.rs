@@ -7,7 +7,10 @@
 //! changed so that it no longer applies the answer is 409 with the patch's
 //! line-numbered diagnostics, never a three-way merge. A run's commits are
 //! taken back newest first, one note at a time, and each note's result lands
-//! as one change.
+//! as one change. A note that stands as the commit left it is put back as the
+//! commit found it, with no diff work; the work of placing inverses in notes
+//! that moved is the request's patch budget ([`crate::patch::Budget`]), past
+//! which the answer is 409 saying so.
 
 use std::collections::HashMap;
 
@@ -20,7 +23,7 @@ use super::patch::{summary, PatchSummary};
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
-use crate::patch;
+use crate::patch::{self, Budget};
 use crate::repo::CommitChanges;
 
 /// `notes.revert`'s request: exactly one of `commit` and `run_id`.
@@ -112,7 +115,7 @@ impl Operation for NotesRevert {
         let (plans, commit) = land_all(
             ctx,
             request.base_commit.as_deref(),
-            |ctx| plan_inverse(ctx, &commits),
+            |ctx, budget| plan_inverse(ctx, &commits, budget),
             |plans| {
                 let reverts: String = commits
                     .iter()
@@ -212,8 +215,11 @@ struct Working {
 
 /// Applies each commit's inverse, newest first, to the notes as this context
 /// sees them, then plans each note's whole change (one plan per note, in the
-/// order the notes were first met).
-fn plan_inverse(ctx: &Context, commits: &[CommitChanges]) -> Result<Vec<Plan>> {
+/// order the notes were first met). A note that stands as the commit left it
+/// gets back what the commit found, which is what its inverse gives where it
+/// was made, without diffing or searching; only a note that moved since has
+/// its inverse made and applied, all of it drawn from the request's `budget`.
+fn plan_inverse(ctx: &Context, commits: &[CommitChanges], budget: &Budget) -> Result<Vec<Plan>> {
     let mut notes: Vec<Working> = Vec::new();
     let mut at: HashMap<&str, usize> = HashMap::new();
     for commit in commits {
@@ -252,18 +258,32 @@ fn plan_inverse(ctx: &Context, commits: &[CommitChanges]) -> Result<Vec<Plan>> {
                     })
             };
             let (before, after) = (as_text(&file.before)?, as_text(&file.after)?);
-            let Some(forward) = patch::make(&file.path, before.as_deref(), after.as_deref()) else {
+            if working.text == after {
+                working.text = before;
+                continue;
+            }
+            let Some(forward) =
+                patch::make_within(&file.path, before.as_deref(), after.as_deref(), budget)
+            else {
                 continue;
             };
             let inverse = patch::parse(&forward)?.reversed();
-            let applied = patch::apply(&inverse, working.text.as_deref()).map_err(|e| {
-                Error::conflict(format!(
-                    "cannot take back commit {} ({}) in {}: the note changed since in a way its \
-                     inverse no longer applies to (mirai applies it strictly, as `git apply -R` \
-                     would); change the note by hand instead. {}",
-                    commit.short, commit.subject, working.note.rel, e.message
-                ))
-            })?;
+            let applied =
+                patch::apply_within(&inverse, working.text.as_deref(), budget).map_err(|e| {
+                    let why = if budget.exhausted() {
+                        "the notes moved since, and placing the inverses where they moved to \
+                         takes more work than one request may do; take back fewer notes at a \
+                         time (`path`)"
+                    } else {
+                        "the note changed since in a way its inverse no longer applies to \
+                         (mirai applies it strictly, as `git apply -R` would); change the note \
+                         by hand instead"
+                    };
+                    Error::conflict(format!(
+                        "cannot take back commit {} ({}) in {}: {why}. {}",
+                        commit.short, commit.subject, working.note.rel, e.message
+                    ))
+                })?;
             working.text = applied.content;
         }
     }
@@ -276,6 +296,7 @@ fn plan_inverse(ctx: &Context, commits: &[CommitChanges]) -> Result<Vec<Plan>> {
                 working.current,
                 working.text.as_deref(),
                 &GuardPolicy::UNGUARDED,
+                budget,
             )
         })
         .collect()

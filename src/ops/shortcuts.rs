@@ -45,8 +45,8 @@ impl Operation for NotesDelete {
     type Response = Written;
 
     fn run(ctx: &Context, request: DeleteRequest) -> Result<Written> {
-        let (plan, commit) = land(ctx, request.base_commit.as_deref(), |ctx| {
-            plan_delete(ctx, &request.path)
+        let (plan, commit) = land(ctx, request.base_commit.as_deref(), |ctx, budget| {
+            plan_delete(ctx, &request.path, budget)
         })?;
         Ok(Written {
             path: plan.note.rel,

@@ -227,9 +227,9 @@ pub(super) fn write_through_patch(
     guard: &GuardPolicy,
     read: impl Fn(&Context) -> Result<(NotePath, Option<String>, String)>,
 ) -> Result<Written> {
-    let (plan, commit) = land(ctx, base_commit, |ctx| {
+    let (plan, commit) = land(ctx, base_commit, |ctx, budget| {
         let (note, current, content) = read(ctx)?;
-        plan_text(ctx, note, current, Some(&content), guard)
+        plan_text(ctx, note, current, Some(&content), guard, budget)
     })?;
     Ok(Written {
         path: plan.note.rel,

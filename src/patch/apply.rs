@@ -15,14 +15,12 @@
 //! jumping back and forth over a huge note) is refused with a conflict that says
 //! how to fix it.
 
+use super::budget::WORK_LIMIT;
 use super::matching::{Anchor, ImgLine, LineIds};
 use super::search::Kmp;
-use super::{conflict, LineKind, Patch, Target};
+use super::{conflict, Budget, LineKind, Patch, Target};
 use crate::error::{Error, Result};
 
-/// Steps (a line compared or moved, a line of a whole-note search) one patch may
-/// take: about a quarter of a second of CPU, dozens of passes over the largest note.
-const WORK_LIMIT: u64 = 60_000_000;
 /// Steps a hunk may spend trying places near its stated line, beyond twice its own
 /// size, before the whole note is searched at once.
 const NEAR_STEPS: u64 = 4096;
@@ -98,20 +96,27 @@ impl<'a> Image<'a> {
     }
 }
 
-/// The steps left for this patch, and the note's numbered lines once a hunk has
-/// needed a search of the whole note.
+/// The steps left for this patch and for its request, and the note's numbered
+/// lines once a hunk has needed a search of the whole note.
 struct Work<'a> {
     note: &'a str,
     left: u64,
+    budget: &'a Budget,
     ids: Option<LineIds<'a>>,
 }
 
-/// The patch ran out of [`WORK_LIMIT`].
-struct Exhausted;
+/// The patch ran out of [`WORK_LIMIT`], or its request out of its [`Budget`].
+enum Exhausted {
+    Patch,
+    Request,
+}
 
 impl<'a> Work<'a> {
     fn spend(&mut self, steps: u64) -> std::result::Result<(), Exhausted> {
-        self.left = self.left.checked_sub(steps).ok_or(Exhausted)?;
+        self.left = self.left.checked_sub(steps).ok_or(Exhausted::Patch)?;
+        if !self.budget.spend_steps(steps) {
+            return Err(Exhausted::Request);
+        }
         Ok(())
     }
 
@@ -123,8 +128,14 @@ impl<'a> Work<'a> {
     }
 }
 
-/// Applies `patch` to `current` (`None`: the note does not exist).
+/// Applies `patch` to `current` (`None`: the note does not exist), as the one
+/// patch of its request.
 pub fn apply(patch: &Patch, current: Option<&str>) -> Result<Applied> {
+    apply_within(patch, current, &Budget::request())
+}
+
+/// Applies `patch` to `current`, its work drawn from `budget` too.
+pub fn apply_within(patch: &Patch, current: Option<&str>, budget: &Budget) -> Result<Applied> {
     let current = match (patch.target, current) {
         (Target::Create, Some(_)) => {
             return Err(Error::conflict(format!(
@@ -146,6 +157,7 @@ pub fn apply(patch: &Patch, current: Option<&str>) -> Result<Applied> {
     let mut work = Work {
         note: current,
         left: WORK_LIMIT,
+        budget,
         ids: None,
     };
 
@@ -173,7 +185,8 @@ pub fn apply(patch: &Patch, current: Option<&str>) -> Result<Applied> {
                 let lines: Vec<ImgLine> = img.iter().copied().collect();
                 return Err(conflict::explain(patch, n, &lines, &pre, anchor, current));
             }
-            Err(Exhausted) => return Err(too_much_work(patch, n)),
+            Err(Exhausted::Patch) => return Err(too_much_work(patch, n)),
+            Err(Exhausted::Request) => return Err(request_spent(patch, n)),
         };
         let mut matched = (at..at + pre.len()).map(|i| img.get(i).origin);
         let post: Vec<ImgLine> = hunk
@@ -230,6 +243,22 @@ fn too_much_work(patch: &Patch, n: usize) -> Error {
          give or jumping back and forth through the note. Read the note again, give every \
          hunk the line numbers it has now, keep the hunks in order, or send fewer hunks per \
          patch.",
+        n + 1,
+        patch.hunks.len(),
+        hunk.header(),
+        hunk.header_line,
+        patch.path
+    ))
+}
+
+fn request_spent(patch: &Patch, n: usize) -> Error {
+    let hunk = &patch.hunks[n];
+    Error::conflict(format!(
+        "hunk {} of {} ({}, patch line {}) was not placed in {}: this request's patches \
+         together already took the most work one request may take (hunks far from the lines \
+         their headers give, in notes that moved since the patches were made). Send the \
+         changes in several requests, or read the notes again and give every hunk the line \
+         numbers it has now.",
         n + 1,
         patch.hunks.len(),
         hunk.header(),
@@ -337,6 +366,7 @@ fn matches_at(
 
 #[cfg(test)]
 mod tests {
+    use super::super::budget::REQUEST_STEPS;
     use super::super::parse;
     use super::*;
     use crate::error::ErrorCode;
@@ -574,6 +604,33 @@ mod tests {
         let out = run(&lines.concat(), &diff).unwrap();
         assert_eq!(out.content.unwrap(), expected.concat());
         assert_eq!((out.hunk_count, out.net_line_delta), (20_000, 20_000));
+    }
+
+    #[test]
+    fn the_patches_of_one_request_share_its_budget() {
+        // Each patch's hunk lies far from its stated line: a whole-note search each.
+        let lines = numbered(50_000);
+        let note = lines.concat();
+        let diff = format!(
+            "--- a/n.md\n+++ b/n.md\n@@ -2,2 +2,2 @@\n-{}+changed\n {}",
+            lines[40_000], lines[40_001]
+        );
+        let patch = parse(&diff).unwrap();
+        let alone = Budget::request();
+        apply_within(&patch, Some(&note), &alone).unwrap();
+        let one_search = REQUEST_STEPS - alone.steps_left();
+        let shared = Budget::with(3 * one_search + one_search / 2, 0);
+        for _ in 0..3 {
+            apply_within(&patch, Some(&note), &shared).unwrap();
+        }
+        let err = apply_within(&patch, Some(&note), &shared).unwrap_err();
+        assert_eq!(err.code, ErrorCode::Conflict);
+        assert!(
+            err.message.contains("the most work one request may take"),
+            "{}",
+            err.message
+        );
+        assert!(shared.exhausted());
     }
 
     #[test]

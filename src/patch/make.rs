@@ -9,23 +9,36 @@
 //! diff's anchors) and only pieces within a fixed budget are diffed exactly; the
 //! rest are replaced whole. The diff is minimal for ordinary edits, coarser but
 //! correct for pathological texts, and its cost is bounded without any clock.
+//! That exact diffing is also drawn from the request's [`Budget`]: the diffs of
+//! one request share it, and once it is spent their changed regions are
+//! replaced whole.
 
 use std::collections::HashMap;
 use std::fmt::Write;
 
 use imara_diff::{Algorithm, Diff, Hunk, InternedInput, Token};
 
+use super::budget::EXACT_WORK;
+use super::Budget;
+
 const NO_NEWLINE: &str = "\\ No newline at end of file";
 /// Unchanged lines around each change, as git writes by default.
 const CONTEXT: u32 = 3;
-/// How much exact diffing one patch may do, as the sum of the squares of the
-/// sizes of the regions diffed (a pathological region costs about that): a
-/// region of 20,000 changed lines, a tenth of a second at worst.
-const EXACT_WORK: u64 = 20_000 * 20_000;
 
 /// The diff from `old` to `new` for the note at `path` (`None` on either side:
-/// the note does not exist / is deleted), or `None` when nothing changes.
+/// the note does not exist / is deleted), or `None` when nothing changes: the
+/// one diff of its request.
 pub fn make(path: &str, old: Option<&str>, new: Option<&str>) -> Option<String> {
+    make_within(path, old, new, &Budget::request())
+}
+
+/// [`make`], its exact diffing drawn from `budget` too.
+pub fn make_within(
+    path: &str,
+    old: Option<&str>,
+    new: Option<&str>,
+    budget: &Budget,
+) -> Option<String> {
     if old == new {
         return None;
     }
@@ -34,7 +47,7 @@ pub fn make(path: &str, old: Option<&str>, new: Option<&str>) -> Option<String> 
         None => "/dev/null".to_string(),
     };
     let input = InternedInput::new(old.unwrap_or(""), new.unwrap_or(""));
-    let changes = changes(&input);
+    let changes = changes(&input, budget);
     let mut out = format!("--- {}\n+++ {}\n", side(old, "a"), side(new, "b"));
     // Changes closer than twice the context share one hunk, as in git.
     let mut rest = changes.as_slice();
@@ -54,9 +67,10 @@ pub fn make(path: &str, old: Option<&str>, new: Option<&str>) -> Option<String> 
 /// that even a pathological diff of it is cheap, that is imara-diff's diff of the
 /// whole. Otherwise the lines that occur exactly once on each side and in the
 /// same order (patience diff's anchors) cut the region into pieces, each diffed
-/// exactly while the squares of their sizes fit [`EXACT_WORK`], the rest each
-/// replaced as a whole: a coarser diff, never a wrong one.
-fn changes(input: &InternedInput<&str>) -> Vec<Hunk> {
+/// exactly while the squares of their sizes fit [`EXACT_WORK`] (and what is
+/// left of `budget`), the rest each replaced as a whole: a coarser diff, never
+/// a wrong one.
+fn changes(input: &InternedInput<&str>, budget: &Budget) -> Vec<Hunk> {
     let (before, after) = (&input.before[..], &input.after[..]);
     let prefix = before.iter().zip(after).take_while(|(a, b)| a == b).count();
     let suffix = before[prefix..]
@@ -66,13 +80,16 @@ fn changes(input: &InternedInput<&str>) -> Vec<Hunk> {
         .take_while(|(a, b)| a == b)
         .count();
     let (old, new) = (prefix..before.len() - suffix, prefix..after.len() - suffix);
-    if cost(old.len(), new.len()) <= EXACT_WORK {
+    let allowed = EXACT_WORK.min(budget.exact_left());
+    let whole = cost(old.len(), new.len());
+    if whole <= allowed {
+        budget.spend_exact(whole);
         let mut diff = Diff::compute(Algorithm::Myers, input);
         diff.postprocess_lines(input);
         return diff.hunks().collect();
     }
     let mut hunks = Vec::new();
-    let mut work = EXACT_WORK;
+    let mut work = allowed;
     let mut from = (old.start, new.start);
     let anchors = anchors(&before[old.clone()], &after[new.clone()]);
     let ends = anchors
@@ -106,6 +123,7 @@ fn changes(input: &InternedInput<&str>) -> Vec<Hunk> {
         // The anchor line itself is unchanged.
         from = (a + 1, b + 1);
     }
+    budget.spend_exact(allowed - work);
     hunks
 }
 
@@ -239,6 +257,24 @@ mod tests {
         assert_eq!(patch.path, path);
         let applied = apply(&patch, old).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(applied.content.as_deref(), new, "{text}");
+    }
+
+    #[test]
+    fn a_spent_budget_makes_a_coarser_diff_that_still_applies() {
+        // Two lines changed far apart in a note of one repeated line: no anchors.
+        let mut lines = vec!["x\n"; 2_000];
+        let old = lines.concat();
+        (lines[500], lines[1_500]) = ("y\n", "y\n");
+        let new = lines.concat();
+        let exact = make_within("n.md", Some(&old), Some(&new), &Budget::request()).unwrap();
+        assert_eq!(parse(&exact).unwrap().hunks.len(), 2);
+        // Past the request's exact diffing, the changed region is replaced whole.
+        let coarse = make_within("n.md", Some(&old), Some(&new), &Budget::with(0, 0)).unwrap();
+        let patch = parse(&coarse).unwrap();
+        assert_eq!(patch.hunks.len(), 1);
+        assert_eq!(patch.hunks[0].removed(), 1_001);
+        let applied = apply(&patch, Some(&old)).unwrap();
+        assert_eq!(applied.content.as_deref(), Some(new.as_str()));
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! guessing. The domain stays pure: no filesystem, no git, no HTTP.
 
 mod apply;
+mod budget;
 mod conflict;
 mod edit;
 mod make;
@@ -18,9 +19,10 @@ mod search;
 #[cfg(test)]
 mod corpus_tests;
 
-pub use apply::{apply, Applied};
+pub use apply::{apply, apply_within, Applied};
+pub use budget::Budget;
 pub use edit::{apply_edits, Edit};
-pub use make::{make, quote};
+pub use make::{make, make_within, quote};
 pub use parse::parse;
 
 /// What the patch does to its note, decided by its `/dev/null` sides.

@@ -49,6 +49,7 @@ mod recover;
 mod release;
 pub mod replay;
 pub mod replayed;
+pub mod unheld;
 
 /// The skip-worktree bit of an index entry's extended flags.
 const SKIP_WORKTREE: u16 = 0x4000;

@@ -13,11 +13,16 @@
 //! starting with a dot), symlinks and submodules a remote tracks are never
 //! written: their index entries carry git's skip-worktree bit, so `git status`
 //! stays clean and nothing of the remote's choosing lands there (DESIGN 8.2).
+//! An entry this clone cannot hold at all (a name Linux refuses, a file entry
+//! naming a tree: [`super::unheld`]) is left out, file and index entry, with a
+//! warning, and never stops the pull.
 
 use git2::{Delta, DiffOptions, IndexEntry, Oid};
 
 use super::intent::{NoteIntent, Stage};
-use super::{blob_id, git_error, index_entry, unstatted_entry, Author, Repo, SKIP_WORKTREE};
+use super::{
+    blob_id, git_error, index_entry, unheld, unstatted_entry, Author, Repo, SKIP_WORKTREE,
+};
 use crate::error::{Error, Result};
 use crate::notes::{path, refused};
 
@@ -122,21 +127,39 @@ impl Repo {
         for delta in diff.deltas() {
             let (old, new) = (delta.old_file(), delta.new_file());
             let Some(rel) = new.path().or(old.path()).and_then(|p| p.to_str()) else {
-                return Err(Error::git(
-                    "the remote has a path that is not UTF-8; mirai cannot take it in",
-                ));
+                log::warn!("pull: skipped a path that is not UTF-8");
+                continue;
             };
             let blob = |mode: git2::FileMode| {
                 matches!(mode, git2::FileMode::Blob | git2::FileMode::BlobExecutable)
             };
-            let present = |status: bool, file: &git2::DiffFile| status.then(|| file.id());
-            let old_id = present(delta.status() != Delta::Added, &old);
-            let new_entry = present(delta.status() != Delta::Deleted, &new)
-                .map(|id| (id, i32::from(new.mode())));
-            let plain = |file: &git2::DiffFile, there: bool| !there || blob(file.mode());
+            // A side this clone cannot hold counts as absent: never written, never staged.
+            let mut skipped = None;
+            let mut side = |there: bool, file: &git2::DiffFile| {
+                if !there {
+                    return None;
+                }
+                match unheld::unholdable(git, rel, file.mode(), file.id()) {
+                    Some(reason) => {
+                        skipped = Some(reason);
+                        None
+                    }
+                    None => Some(file.id()),
+                }
+            };
+            let old_id = side(delta.status() != Delta::Added, &old);
+            let new_entry =
+                side(delta.status() != Delta::Deleted, &new).map(|id| (id, i32::from(new.mode())));
+            if let Some(reason) = skipped {
+                log::warn!("pull: skipped {rel:?}, which this clone cannot hold: {reason}");
+            }
+            if old_id.is_none() && new_entry.is_none() {
+                continue;
+            }
+            let plain = |mode: git2::FileMode, there: bool| !there || blob(mode);
             let visible = !path::is_hidden(rel)
-                && plain(&old, old_id.is_some())
-                && plain(&new, new_entry.is_some());
+                && plain(old.mode(), old_id.is_some())
+                && plain(new.mode(), new_entry.is_some());
             changes.push(Change {
                 path: rel.to_string(),
                 old: old_id,

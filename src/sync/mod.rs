@@ -40,6 +40,7 @@ use crate::index::live::LiveIndex;
 use crate::notes::Notes;
 use crate::repo::pull::Forward;
 use crate::repo::replay::Replay;
+use crate::repo::unheld::{self, Skipped};
 use crate::repo::{Author, Repo};
 
 /// Runs a closure with the repository while holding the writer lock that every
@@ -88,6 +89,10 @@ pub struct Status {
     pub last_error: Option<String>,
     /// Branches holding local commits that could not be replayed on the remote's.
     pub unmerged: Vec<Unmerged>,
+    /// Entries of HEAD this clone cannot hold (a name Linux refuses, a file
+    /// entry naming a folder), left out of the working tree and the index
+    /// with the reason; at most 100.
+    pub skipped_paths: Vec<Skipped>,
 }
 
 /// One `mirai/unmerged/<UTC timestamp>` branch.
@@ -536,6 +541,7 @@ pub fn local_status(git: Option<&Repository>) -> Result<Status> {
         last_pull: None,
         last_error: None,
         unmerged: Vec::new(),
+        skipped_paths: Vec::new(),
     };
     let Some(git) = git else {
         return Ok(empty);
@@ -567,6 +573,7 @@ pub fn local_status(git: Option<&Repository>) -> Result<Status> {
         branch,
         head,
         unmerged,
+        skipped_paths: unheld::skipped_paths(git)?,
         ..empty
     })
 }

@@ -3,12 +3,14 @@
 //! gets its answer, so a flood of `repo.sync` requests or push webhooks costs
 //! two syncs, not one each. Syncs run on a thread of their own, started when
 //! work arrives and ended when none is left, never on a caller's thread; a
-//! caller waits on its [`Ticket`], by blocking ([`Ticket::wait`]) or as a
-//! future ([`Ticket::answer`], for the HTTP workers). A waiting sync whose
+//! caller waits on its [`Ticket`], by blocking ([`Ticket::wait`]; up to a
+//! deadline, [`Ticket::wait_until`], for a sandbox program) or as a future
+//! ([`Ticket::answer`], for the HTTP workers and MCP over HTTP). A waiting sync whose
 //! callers all gave up (dropped their tickets) is taken off the queue.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
 
 use crate::error::{Error, Result};
 
@@ -139,6 +141,32 @@ impl<T: Clone> Ticket<T> {
         }
     }
 
+    /// The sync's answer, blocking this thread until it comes or `deadline`
+    /// passes (`None`: no deadline). Past it the ticket is given up (a waiting
+    /// sync no one else wants is taken off the queue) and the answer is
+    /// `None`, so a caller with a deadline holds its thread no longer than that.
+    pub fn wait_until(self, deadline: Option<Instant>) -> Option<Result<T>> {
+        let Some(deadline) = deadline else {
+            return Some(self.wait());
+        };
+        let mut answer = lock(&self.batch.answer);
+        loop {
+            if let Some(outcome) = answer.as_ref() {
+                return Some(outcome.clone());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            answer = self
+                .batch
+                .done
+                .wait_timeout(answer, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
     /// The sync's answer, as a future that holds no thread while it waits.
     pub async fn answer(self) -> Result<T> {
         let mut finished = self.batch.finished.subscribe();
@@ -216,6 +244,21 @@ mod tests {
             assert_eq!(ticket.wait().unwrap(), 2);
         }
         assert_eq!(slow.runs(), 2);
+    }
+
+    #[test]
+    fn a_wait_with_a_deadline_gives_up_its_place_when_it_passes() {
+        let (queue, slow) = (Arc::new(Queue::default()), Slow::default());
+        let first = slow.join(&queue);
+        slow.running();
+        let late = slow.join(&queue);
+        let deadline = std::time::Instant::now() + Duration::from_millis(50);
+        assert!(late.wait_until(Some(deadline)).is_none());
+        slow.release.store(true, Ordering::SeqCst);
+        assert_eq!(first.wait_until(None).unwrap().unwrap(), 1);
+        std::thread::sleep(Duration::from_millis(50));
+        // The waiting sync had no one left: it never ran.
+        assert_eq!(slow.runs(), 1);
     }
 
     #[test]
