@@ -742,7 +742,8 @@ impl Config {
             return Err(ConfigError::Value {
                 name: "MIRAI_REVIEWER_TOKEN",
                 value: "the same value as MIRAI_API_TOKEN".to_string(),
-                expected: "a token of its own: whoever holds the API token must not be able to approve",
+                expected:
+                    "a token of its own: whoever holds the API token must not be able to approve",
             });
         }
         if let Some(n) = positive("MIRAI_SANDBOX_MEMORY_MB", "a number of MiB from 16 to 4095")? {
@@ -1296,18 +1297,23 @@ mod tests {
             .with_environment(&env_of(&[("MIRAI_POLICY_MODE", "review")]))
             .unwrap();
         let err = c.check_serving().unwrap_err().to_string();
-        assert!(err.starts_with("MIRAI_POLICY_MODE=review needs MIRAI_REVIEWER_TOKEN"), "{err}");
+        assert!(
+            err.starts_with("MIRAI_POLICY_MODE=review needs MIRAI_REVIEWER_TOKEN"),
+            "{err}"
+        );
         for bad in ["0", "x"] {
-            let env = move |name: &str| {
-                (name == "MIRAI_PROPOSALS_MAX_PENDING").then(|| bad.to_string())
-            };
+            let env =
+                move |name: &str| (name == "MIRAI_PROPOSALS_MAX_PENDING").then(|| bad.to_string());
             assert!(Config::new("n").with_environment(&env).is_err());
         }
         let same = Config::new("n").with_environment(&env_of(&[
             ("MIRAI_API_TOKEN", "t"),
             ("MIRAI_REVIEWER_TOKEN", "t"),
         ]));
-        assert!(same.unwrap_err().to_string().contains("MIRAI_REVIEWER_TOKEN"));
+        assert!(same
+            .unwrap_err()
+            .to_string()
+            .contains("MIRAI_REVIEWER_TOKEN"));
     }
 
     #[test]

@@ -189,7 +189,9 @@ impl Proposals {
             };
             Error::new(
                 code,
-                format!("cannot write .mirai/{FOLDER}/{name}: {e}; nothing was proposed or decided"),
+                format!(
+                    "cannot write .mirai/{FOLDER}/{name}: {e}; nothing was proposed or decided"
+                ),
             )
         };
         let (tmp, mut file) = create_temp(&dir, &name).map_err(failed)?;
@@ -360,7 +362,10 @@ fn parse(bytes: &[u8], name: &str) -> std::result::Result<Proposal, String> {
         let rel = crate::notes::path::lexical(&change.path)
             .map_err(|e| format!("change path {:?}: {}", change.path, e.message))?;
         if rel != change.path || !seen.insert(rel) {
-            return Err(format!("change path {:?} is not a plain note path named once", change.path));
+            return Err(format!(
+                "change path {:?} is not a plain note path named once",
+                change.path
+            ));
         }
     }
     let commit_ok = |c: &Option<String>| {
@@ -438,10 +443,19 @@ mod tests {
     #[test]
     fn saved_proposals_read_back_newest_first_and_changes_are_seen() {
         let (_dir, store) = store();
-        let (old, new) = (uuid::Uuid::now_v7().to_string(), uuid::Uuid::now_v7().to_string());
+        let (old, new) = (
+            uuid::Uuid::now_v7().to_string(),
+            uuid::Uuid::now_v7().to_string(),
+        );
         store.save(&proposal(&old)).unwrap();
         store.save(&proposal(&new)).unwrap();
-        let listed: Vec<String> = store.list().unwrap().proposals.iter().map(|p| p.id.clone()).collect();
+        let listed: Vec<String> = store
+            .list()
+            .unwrap()
+            .proposals
+            .iter()
+            .map(|p| p.id.clone())
+            .collect();
         assert_eq!(listed, [new.clone(), old.clone()]);
         assert_eq!(store.pending().unwrap(), 2);
         let mut rejected = proposal(&old);
@@ -452,7 +466,10 @@ mod tests {
         assert_eq!(store.pending().unwrap(), 1);
         assert_eq!(store.load("nope").unwrap_err().code, ErrorCode::NotFound);
         assert_eq!(
-            store.load(&uuid::Uuid::now_v7().to_string()).unwrap_err().code,
+            store
+                .load(&uuid::Uuid::now_v7().to_string())
+                .unwrap_err()
+                .code,
             ErrorCode::NotFound
         );
     }
@@ -463,7 +480,8 @@ mod tests {
         let good = uuid::Uuid::now_v7().to_string();
         store.save(&proposal(&good)).unwrap();
         let folder = dir.path().join(".mirai/proposals");
-        let write = |id: &str, text: &str| std::fs::write(folder.join(format!("{id}.json")), text).unwrap();
+        let write =
+            |id: &str, text: &str| std::fs::write(folder.join(format!("{id}.json")), text).unwrap();
         let ids: Vec<String> = (0..6).map(|_| uuid::Uuid::now_v7().to_string()).collect();
         let mut other_id = proposal(&ids[0]);
         other_id.id = good.clone();
@@ -476,8 +494,15 @@ mod tests {
         let mut applied_without_commit = proposal(&ids[4]);
         applied_without_commit.status = Status::Applied;
         applied_without_commit.decided_at = Some(now());
-        write(&ids[4], &serde_json::to_string(&applied_without_commit).unwrap());
-        std::os::unix::fs::symlink(folder.join(format!("{good}.json")), folder.join(format!("{}.json", ids[5]))).unwrap();
+        write(
+            &ids[4],
+            &serde_json::to_string(&applied_without_commit).unwrap(),
+        );
+        std::os::unix::fs::symlink(
+            folder.join(format!("{good}.json")),
+            folder.join(format!("{}.json", ids[5])),
+        )
+        .unwrap();
         for id in &ids {
             let err = store.load(id).unwrap_err();
             assert_eq!(err.code, ErrorCode::Conflict, "{id}: {}", err.message);

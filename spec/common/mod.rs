@@ -286,6 +286,8 @@ pub fn mirai_cli() -> Command {
         "MIRAI_POLICY_MODE",
         "MCP_POLICY_MODE",
         "MIRAI_API_TOKEN",
+        "MIRAI_REVIEWER_TOKEN",
+        "MIRAI_PROPOSALS_MAX_PENDING",
         "NOTES_ROOT",
         "PORT",
         "HOST",

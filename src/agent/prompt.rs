@@ -361,7 +361,11 @@ mod tests {
         let prompt = system_prompt(&facts());
         for op in TABLE {
             if op.class == Class::Review {
-                assert!(!prompt.contains(&format!("mirai.{}(", op.name)), "{}", op.name);
+                assert!(
+                    !prompt.contains(&format!("mirai.{}(", op.name)),
+                    "{}",
+                    op.name
+                );
                 continue;
             }
             assert!(

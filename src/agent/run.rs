@@ -347,7 +347,10 @@ impl Agent {
         };
         let (proposal, unfiled) = match filed {
             Ok(proposal) => (proposal, None),
-            Err(e) => (None, Some(format!("The run's writes were not proposed: {e}"))),
+            Err(e) => (
+                None,
+                Some(format!("The run's writes were not proposed: {e}")),
+            ),
         };
         let warnings = match &run.reply {
             Some(reply) => warnings::check(

@@ -133,12 +133,19 @@ pub async fn require_token(
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let (api, reviewer) = req
         .app_data::<web::Data<App>>()
-        .map(|app| (app.config.api_token.clone(), app.config.reviewer_token.clone()))
+        .map(|app| {
+            (
+                app.config.api_token.clone(),
+                app.config.reviewer_token.clone(),
+            )
+        })
         .unwrap_or_default();
     let is_reviewer = reviewer
         .as_deref()
         .is_some_and(|token| bearer_matches(&req, token));
-    let is_api = api.as_deref().is_some_and(|token| bearer_matches(&req, token));
+    let is_api = api
+        .as_deref()
+        .is_some_and(|token| bearer_matches(&req, token));
     let refusal = if is_reviewer {
         None
     } else if is_review_route(req.path()) {

@@ -491,7 +491,9 @@ fn response_schema<O: Operation>() -> Schema {
         .and_then(|object| object.remove("$defs"))
         .unwrap_or_else(|| json!({}));
     let mut proposed = proposed.to_value();
-    proposed.as_object_mut().map(|object| object.remove("$schema"));
+    proposed
+        .as_object_mut()
+        .map(|object| object.remove("$schema"));
     let schema_uri = value
         .as_object_mut()
         .and_then(|object| object.remove("$schema"));
@@ -756,7 +758,11 @@ mod tests {
         for mode in [PolicyMode::AllowAll, PolicyMode::Review] {
             let err = check_policy(mode, false, approve).unwrap_err();
             assert_eq!(err.code, ErrorCode::PolicyDenied);
-            assert!(err.message.contains("MIRAI_REVIEWER_TOKEN"), "{}", err.message);
+            assert!(
+                err.message.contains("MIRAI_REVIEWER_TOKEN"),
+                "{}",
+                err.message
+            );
             assert!(check_policy(mode, true, approve).is_ok());
             assert!(check_policy(mode, false, find("proposals.list").unwrap()).is_ok());
         }

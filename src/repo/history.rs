@@ -287,7 +287,12 @@ impl History {
         Ok(chain
             .commits
             .iter()
-            .filter_map(|c| Some((c.proposal.as_deref()?.to_ascii_lowercase(), c.id.to_string())))
+            .filter_map(|c| {
+                Some((
+                    c.proposal.as_deref()?.to_ascii_lowercase(),
+                    c.id.to_string(),
+                ))
+            })
             .collect())
     }
 

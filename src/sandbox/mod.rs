@@ -25,10 +25,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use wasmtime::{Engine, InstancePre, Store, Trap};
 
+use crate::config::PolicyMode;
 use crate::config::SandboxLimits;
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::overlay::{NoteChange, Overlay};
-use crate::config::PolicyMode;
 use crate::ops::{Context, Draft, Proposed, TABLE};
 use host::{MemoryLimit, RunState, Stop};
 
