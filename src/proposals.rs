@@ -123,7 +123,7 @@ pub struct Proposals {
 struct Stamp {
     ino: u64,
     size: u64,
-    mtime_ns: i128,
+    modified: Option<std::time::SystemTime>,
 }
 
 impl Stamp {
@@ -131,8 +131,20 @@ impl Stamp {
         Stamp {
             ino: meta.ino(),
             size: meta.len(),
-            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            modified: meta.modified().ok(),
         }
+    }
+
+    /// The stamp of `name` in `dir` from `lstat` (a symlink is never followed):
+    /// `None` unless it is a regular file.
+    fn lstat(dir: &Dir, name: &str) -> Option<Stamp> {
+        use cap_fs_ext::MetadataExt as _;
+        let meta = dir.symlink_metadata(name).ok()?;
+        meta.is_file().then(|| Stamp {
+            ino: meta.ino(),
+            size: meta.len(),
+            modified: meta.modified().ok().map(|t| t.into_std()),
+        })
     }
 }
 
@@ -298,6 +310,15 @@ impl Proposals {
     /// The file `name` in `dir` as a proposal (`None`: no such file), from the
     /// cache while its identity is unchanged; `Err` says why it cannot be believed.
     fn read(&self, dir: &Dir, name: &str) -> std::result::Result<Option<Arc<Proposal>>, String> {
+        // A file read before and unchanged since (same inode, size and time) is
+        // not opened again: its checked contents are cached.
+        if let (Some(stamp), Some((cached, proposal))) =
+            (Stamp::lstat(dir, name), self.cached(name))
+        {
+            if cached == stamp {
+                return Ok(Some(proposal));
+            }
+        }
         let mut file = match open_regular_in(dir, name) {
             Ok(file) => file,
             Err(crate::notes::root::Refusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
