@@ -116,6 +116,25 @@ fn an_http_write_is_proposed_and_a_reviewer_approves_it_as_one_commit() {
         format!("mcp.patch_apply: todo.md\n\nMirai-Proposal: {id}\n\n")
     );
     approve(&server, &id).assert_error(409, "conflict");
+    let applied_commit = server.head();
+
+    // Taking it back is proposed too, with the subject and body a revert commits.
+    let revert =
+        proposed(&server.post_json("/mcp/notes/revert", &json!({"commit": applied_commit})));
+    let detail = server.get(&format!("/mcp/proposals/get?id={revert}"));
+    assert_eq!(detail.body["operation"]["name"], "notes.revert");
+    let subject = detail.body["operation"]["subject"].as_str().unwrap();
+    assert!(subject.starts_with("mcp.revert: "), "{subject}");
+    let body = detail.body["operation"]["body"].as_str().unwrap();
+    assert!(
+        body.starts_with(&format!("This reverts commit {applied_commit}.")),
+        "{body}"
+    );
+    assert_eq!(todo(&server), format!("{TODO}- call mum\n"));
+    assert_eq!(
+        as_reviewer(&server, "/mcp/proposals/reject", json!({"id": revert})).status,
+        200
+    );
     let applied = server.get("/mcp/proposals?status=applied");
     assert_eq!(
         applied.body["proposals"][0]["commit"],
