@@ -61,7 +61,7 @@ fn main() {
         started.elapsed().as_secs_f64()
     );
 
-    let first_page = format!("/mcp/proposals?limit=100");
+    let first_page = "/mcp/proposals?limit=100".to_string();
     assert_eq!(get(&first_page)["proposals"].as_array().unwrap().len(), 100);
     let mut health: Vec<f64> = (0..SAMPLES).map(|_| server.health_ms()).collect();
     let mut first: Vec<f64> = (0..SAMPLES)

@@ -573,6 +573,12 @@ fn the_cli_proposes_lists_shows_approves_and_rejects() {
     let out = cli(&root, &["proposals", "list", "--status", "rejected"]);
     assert!(String::from_utf8(out.stdout).unwrap().starts_with(&ids[1]));
     assert!(!root.join("b.md").exists());
+    // `mirai revert` proposes too, and says so.
+    let out = cli(&root, &["revert", &commit]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(said.starts_with("proposed "), "{said}");
+    assert_eq!(git(&root, &["rev-parse", "HEAD"]).trim(), commit);
     let missing = cli(&root, &["proposals", "show", "nope"]);
     assert_eq!(missing.status.code(), Some(4), "{missing:?}");
 }

@@ -402,9 +402,13 @@ fn revert(args: RevertArgs) -> Result<(), Failure> {
         ops::dispatch(&ctx, "notes.revert", Input::Json(request)).map_err(Failure::operation)?;
     app::persist_index(&ctx, "before exit");
     app::push_before_exit(&ctx);
-    match answer["commit"].as_str() {
-        Some(commit) => println!("{commit}"),
-        None => eprintln!("mirai: nothing changed: the notes already are as before those commits"),
+    match (answer["commit"].as_str(), answer["proposal"].as_str()) {
+        (Some(commit), _) => println!("{commit}"),
+        // Review mode: the revert waits for a reviewer (`mirai proposals approve ID`).
+        (None, Some(proposal)) => println!("proposed {proposal}"),
+        (None, None) => {
+            eprintln!("mirai: nothing changed: the notes already are as before those commits")
+        }
     }
     Ok(())
 }

@@ -441,6 +441,9 @@ mod tests {
                 ..facts()
             });
             let tokens = estimate_tokens(&prompt);
+            if review {
+                assert!(prompt.contains("Writes are proposed for a person to approve"));
+            }
             println!("prompt (read_only {read_only}, dry_run {dry_run}, review {review}): {} bytes, about {tokens} tokens of {PROMPT_TOKEN_BUDGET}", prompt.len());
             assert!(
                 tokens <= PROMPT_TOKEN_BUDGET,
