@@ -753,6 +753,33 @@ mod tests {
     }
 
     #[test]
+    fn a_proposed_writes_schema_describes_both_answers() {
+        for op in TABLE {
+            let schema = (op.response_schema)().to_value();
+            let branches = schema["anyOf"].as_array();
+            if op.class == Class::Write && op.reviewed {
+                let branches = branches.unwrap_or_else(|| panic!("{}: {schema}", op.name));
+                assert_eq!(branches.len(), 2, "{}", op.name);
+                assert_eq!(
+                    branches[0]["properties"],
+                    (op.committed_schema)().to_value()["properties"],
+                    "{}",
+                    op.name
+                );
+                assert!(
+                    branches[1]["properties"]["proposal"].is_object(),
+                    "{}",
+                    op.name
+                );
+            } else {
+                assert!(branches.is_none(), "{}", op.name);
+            }
+        }
+        assert!(!find("index.rebuild").unwrap().reviewed);
+        assert!(!find("patch.propose").unwrap().reviewed);
+    }
+
+    #[test]
     fn only_a_reviewer_decides_proposals_and_never_in_read_only_mode() {
         let approve = find("proposals.approve").unwrap();
         for mode in [PolicyMode::AllowAll, PolicyMode::Review] {

@@ -172,7 +172,7 @@ pub struct ProposalConflict {
 }
 
 /// One proposal in full.
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ProposalDetail {
     #[serde(flatten)]
     pub proposal: Proposal,
@@ -508,6 +508,15 @@ mod tests {
         );
         let trailers = git2::message_trailers_strs(&message).unwrap();
         assert_eq!(trailers.iter().count(), 1);
+    }
+
+    #[test]
+    fn a_proposals_detail_schema_admits_its_own_fields() {
+        let schema = schemars::schema_for!(ProposalDetail).to_value();
+        let text = schema.to_string();
+        assert!(schema["properties"]["applies"].is_object(), "{text}");
+        assert!(schema["properties"]["changes"].is_object(), "{text}");
+        assert_ne!(schema["additionalProperties"], false, "{text}");
     }
 
     #[test]

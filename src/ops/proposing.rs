@@ -68,10 +68,6 @@ impl Draft {
         }))
     }
 
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
     /// The overlay its writes land in.
     pub fn overlay(&self) -> Arc<Overlay> {
         Arc::clone(&self.overlay)
