@@ -1,5 +1,7 @@
 //! One agent run: the loop, its bounds, the observations the model sees, and
-//! the report the caller gets.
+//! the report the caller gets. In review mode the run's writes gather into one
+//! proposal (filed when it ends, in the report's `proposal`), and a proposed
+//! write is observed as a dry run's write is.
 
 use std::collections::HashSet;
 use std::sync::Arc;
