@@ -179,7 +179,7 @@ fn an_http_write_is_proposed_and_a_reviewer_approves_it_as_one_commit() {
 }
 
 #[test]
-fn a_refused_write_is_refused_not_proposed_and_the_pending_bound_answers_429() {
+fn a_refused_write_is_refused_not_proposed_and_proposals_are_bounded() {
     let long: String = (0..40).map(|i| format!("line {i}\n")).collect();
     let server = TestServer::start_with(|c| {
         review(c);
@@ -224,6 +224,18 @@ fn a_refused_write_is_refused_not_proposed_and_the_pending_bound_answers_429() {
         "/mcp/notes/write",
         &json!({"path": "c.md", "content": "x\n"}),
     ));
+
+    // A program's proposal is bounded as changes.apply is: no more notes than
+    // MIRAI_CHANGES_MAX_PATCHES (here 2), or nothing is proposed.
+    let server = TestServer::start_with(|c| {
+        review(c);
+        c.max_changes = 2;
+    });
+    let code = "for (const p of ['x.md', 'y.md', 'z.md']) \
+                { await mirai.notes.write({path: p, content: 'x\\n'}); } return 1";
+    let refused = server.post_json("/agent/eval", &json!({ "code": code }));
+    refused.assert_error(413, "payload_too_large");
+    assert!(pending_ids(&server).is_empty());
 }
 
 #[test]
