@@ -26,10 +26,10 @@ use reqwest::blocking::Client;
 use serde_json::{json, Value};
 
 /// A `mirai serve` process on a loopback port, killed when dropped.
-struct Mirai {
+pub(crate) struct Mirai {
     child: Child,
-    url: String,
-    client: Client,
+    pub(crate) url: String,
+    pub(crate) client: Client,
 }
 
 impl Mirai {
@@ -38,7 +38,7 @@ impl Mirai {
     }
 
     /// [`Mirai::start`] with extra environment (a remote to sync with).
-    fn start_env(root: &Path, log: &Path, env: &[(&str, &str)]) -> Mirai {
+    pub(crate) fn start_env(root: &Path, log: &Path, env: &[(&str, &str)]) -> Mirai {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -111,7 +111,7 @@ impl Mirai {
             .collect()
     }
 
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill(); // SIGKILL
         let _ = self.child.wait();
     }
@@ -124,7 +124,7 @@ impl Drop for Mirai {
 }
 
 /// A repository as a person has it: notes committed, `.mirai/` excluded.
-fn seeded(notes: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn seeded(notes: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("notes");
     fs::create_dir(&root).unwrap();

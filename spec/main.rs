@@ -25,6 +25,7 @@ mod modules;
 mod openapi;
 mod patch;
 mod revert;
+mod review;
 mod sandbox;
 mod search;
 mod sync;

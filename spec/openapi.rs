@@ -110,6 +110,8 @@ fn every_row_is_served_at_its_declared_route_by_that_row() {
                     format!("action {} is denied in read_only mode", op.name)
                 );
             }
+            // A reviewer's decision needs the reviewer token, whatever the mode.
+            mirai::ops::Class::Review => answer.assert_error(401, "unauthorized"),
             mirai::ops::Class::Read | mirai::ops::Class::Sync if answer.status == 200 => {}
             mirai::ops::Class::Read | mirai::ops::Class::Sync => {
                 assert_eq!(

@@ -283,6 +283,29 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
     covered.insert("repo.sync".into());
     assert_eq!(failure(&answer).0, "invalid_request");
 
+    // Proposals (review mode's) can be listed and read, never decided, from a program.
+    let answer = eval(&server, "return await mirai.proposals.list()");
+    covered.insert("proposals.list".into());
+    assert_eq!(
+        result(&answer),
+        &json!({"proposals": [], "next_cursor": null, "unreadable": 0})
+    );
+    let id = "0192f0c4-5b3e-7c11-8d2a-4f3b2a1c0d9e";
+    let answer = eval(
+        &server,
+        &format!("await mirai.proposals.get({{id: '{id}'}})"),
+    );
+    covered.insert("proposals.get".into());
+    assert_eq!(failure(&answer).0, "not_found");
+    for name in ["approve", "reject"] {
+        let answer = eval(
+            &server,
+            &format!("await mirai.proposals.{name}({{id: '{id}'}})"),
+        );
+        covered.insert(format!("proposals.{name}"));
+        assert_eq!(failure(&answer).0, "policy_denied");
+    }
+
     let table: BTreeSet<String> = TABLE.iter().map(|op| op.name.to_string()).collect();
     assert_eq!(
         covered, table,

@@ -25,6 +25,8 @@ pub const DEFAULT_MAX_CHANGES: usize = 50;
 /// The highest `MIRAI_CHANGES_MAX_PATCHES` accepted: one commit's crash record
 /// names every note, and stays well within what recovery reads.
 pub const MAX_CHANGES_LIMIT: u64 = 10_000;
+/// Pending proposals allowed at once by default (`MIRAI_PROPOSALS_MAX_PENDING`).
+pub const DEFAULT_PROPOSALS_MAX_PENDING: usize = 1000;
 
 /// The sandbox's bounds on one eval (`MIRAI_SANDBOX_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -278,6 +280,8 @@ impl Default for AgentLimits {
 pub enum PolicyMode {
     AllowAll,
     ReadOnly,
+    /// Every note-changing write becomes a proposal a person approves or rejects.
+    Review,
 }
 
 impl PolicyMode {
@@ -285,14 +289,16 @@ impl PolicyMode {
         match self {
             PolicyMode::AllowAll => "allow_all",
             PolicyMode::ReadOnly => "read_only",
+            PolicyMode::Review => "review",
         }
     }
 
-    /// Parses `allow_all` / `read_only` (surrounding whitespace and case ignored).
+    /// Parses `allow_all` / `read_only` / `review` (surrounding whitespace and case ignored).
     pub fn parse(raw: &str) -> Result<PolicyMode, ConfigError> {
         match raw.trim().to_ascii_lowercase().as_str() {
             "allow_all" => Ok(PolicyMode::AllowAll),
             "read_only" => Ok(PolicyMode::ReadOnly),
+            "review" => Ok(PolicyMode::Review),
             _ => Err(ConfigError::PolicyMode(raw.to_string())),
         }
     }
@@ -381,7 +387,7 @@ impl Default for Guards {
 /// A configuration value that cannot be used. Start-up prints it and exits 2.
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("invalid policy mode: {0} (expected allow_all or read_only)")]
+    #[error("invalid policy mode: {0} (expected allow_all, read_only or review)")]
     PolicyMode(String),
     #[error("invalid {name}: {value} (expected {expected})")]
     Value {
@@ -392,6 +398,8 @@ pub enum ConfigError {
     /// A sync setting that cannot be used (the message names it and the fix).
     #[error("{0}")]
     Sync(String),
+    #[error("MIRAI_POLICY_MODE=review needs MIRAI_REVIEWER_TOKEN: approving and rejecting proposals over HTTP takes that second bearer token; set it (or use another policy mode)")]
+    NoReviewerToken,
     #[error("MIRAI_CACHE_DIR {0} is inside the notes root: compiled code must never live where notes (and anyone who can push to them) can put files; choose a folder outside NOTES_ROOT")]
     CacheInsideNotes(String),
 }
@@ -442,6 +450,11 @@ pub struct Config {
     pub policy: PolicyMode,
     /// When set, every HTTP route but `/health` needs `Authorization: Bearer <token>`.
     pub api_token: Option<String>,
+    /// `MIRAI_REVIEWER_TOKEN`: the bearer token that alone approves and
+    /// rejects proposals over HTTP, and opens every route the API token opens.
+    pub reviewer_token: Option<String>,
+    /// Most pending proposals at once (`MIRAI_PROPOSALS_MAX_PENDING`, default 1000).
+    pub proposals_max_pending: usize,
     pub max_body_bytes: usize,
     /// The largest note mirai reads, indexes or writes (`MIRAI_MAX_NOTE_BYTES`);
     /// never below `max_body_bytes`.
@@ -493,6 +506,8 @@ impl std::fmt::Debug for Config {
             port,
             policy,
             api_token,
+            reviewer_token,
+            proposals_max_pending,
             max_body_bytes,
             max_note_bytes,
             body_timeout_ms,
@@ -519,6 +534,8 @@ impl std::fmt::Debug for Config {
             .field("port", port)
             .field("policy", policy)
             .field("api_token", &secret(api_token))
+            .field("reviewer_token", &secret(reviewer_token))
+            .field("proposals_max_pending", proposals_max_pending)
             .field("max_body_bytes", max_body_bytes)
             .field("max_note_bytes", max_note_bytes)
             .field("body_timeout_ms", body_timeout_ms)
@@ -543,6 +560,16 @@ impl std::fmt::Debug for Config {
 }
 
 impl Config {
+    /// What `mirai serve` needs besides valid settings: in review mode, a
+    /// reviewer token (without one nobody could approve over HTTP). The CLI
+    /// and `mirai mcp` on stdio run with the operator's permissions and need none.
+    pub fn check_serving(&self) -> Result<(), ConfigError> {
+        if self.policy == PolicyMode::Review && self.reviewer_token.is_none() {
+            return Err(ConfigError::NoReviewerToken);
+        }
+        Ok(())
+    }
+
     /// Every secret this configuration holds (the token, the keys, the
     /// webhook secret, the git token and passphrase, and the user information
     /// and query values of every URL), for scrubbing what providers answer.
@@ -550,6 +577,7 @@ impl Config {
         let mut secrets = crate::redact::Secrets::default();
         let values = [
             &self.api_token,
+            &self.reviewer_token,
             &self.llm.api_key,
             &self.webhook_secret,
             &self.embed.as_ref().and_then(|e| e.api_key.clone()),
@@ -597,6 +625,8 @@ impl Config {
             port: 4567,
             policy: PolicyMode::AllowAll,
             api_token: None,
+            reviewer_token: None,
+            proposals_max_pending: DEFAULT_PROPOSALS_MAX_PENDING,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_note_bytes: DEFAULT_MAX_NOTE_BYTES,
             body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
@@ -649,6 +679,7 @@ impl Config {
             };
         }
         self.api_token = non_empty("MIRAI_API_TOKEN").map(|t| t.trim().to_string());
+        self.reviewer_token = non_empty("MIRAI_REVIEWER_TOKEN").map(|t| t.trim().to_string());
         let positive =
             |name: &'static str, expected: &'static str| -> Result<Option<u64>, ConfigError> {
                 let Some(raw) = non_empty(name) else {
@@ -700,6 +731,20 @@ impl Config {
                 });
             }
             self.max_changes = as_usize(n);
+        }
+        if let Some(n) = positive(
+            "MIRAI_PROPOSALS_MAX_PENDING",
+            "a positive number of proposals",
+        )? {
+            self.proposals_max_pending = as_usize(n);
+        }
+        if self.reviewer_token.is_some() && self.reviewer_token == self.api_token {
+            return Err(ConfigError::Value {
+                name: "MIRAI_REVIEWER_TOKEN",
+                value: "the same value as MIRAI_API_TOKEN".to_string(),
+                expected:
+                    "a token of its own: whoever holds the API token must not be able to approve",
+            });
         }
         if let Some(n) = positive("MIRAI_SANDBOX_MEMORY_MB", "a number of MiB from 16 to 4095")? {
             if !(16..4096).contains(&n) {
@@ -1229,6 +1274,46 @@ mod tests {
                 .unwrap_err();
             assert!(err.to_string().contains(name), "{err}");
         }
+    }
+
+    #[test]
+    fn review_mode_reads_its_tokens_and_bound_and_serves_only_with_a_reviewer_token() {
+        let c = Config::new("n")
+            .with_environment(&env_of(&[
+                ("MIRAI_POLICY_MODE", "Review"),
+                ("MIRAI_REVIEWER_TOKEN", " rev-s3cret "),
+                ("MIRAI_PROPOSALS_MAX_PENDING", "7"),
+            ]))
+            .unwrap();
+        assert_eq!(c.policy, PolicyMode::Review);
+        assert_eq!(c.reviewer_token.as_deref(), Some("rev-s3cret"));
+        assert_eq!(c.proposals_max_pending, 7);
+        assert!(c.check_serving().is_ok());
+        assert!(format!("{c:?}").contains("reviewer_token: Some(\"<set>\")"));
+        assert!(!format!("{c:?}").contains("rev-s3cret"));
+        assert_eq!(Config::new("n").proposals_max_pending, 1000);
+
+        let c = Config::new("n")
+            .with_environment(&env_of(&[("MIRAI_POLICY_MODE", "review")]))
+            .unwrap();
+        let err = c.check_serving().unwrap_err().to_string();
+        assert!(
+            err.starts_with("MIRAI_POLICY_MODE=review needs MIRAI_REVIEWER_TOKEN"),
+            "{err}"
+        );
+        for bad in ["0", "x"] {
+            let env =
+                move |name: &str| (name == "MIRAI_PROPOSALS_MAX_PENDING").then(|| bad.to_string());
+            assert!(Config::new("n").with_environment(&env).is_err());
+        }
+        let same = Config::new("n").with_environment(&env_of(&[
+            ("MIRAI_API_TOKEN", "t"),
+            ("MIRAI_REVIEWER_TOKEN", "t"),
+        ]));
+        assert!(same
+            .unwrap_err()
+            .to_string()
+            .contains("MIRAI_REVIEWER_TOKEN"));
     }
 
     #[test]

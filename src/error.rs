@@ -29,6 +29,8 @@ pub enum ErrorCode {
     /// A write a guard refused: it would wipe much of a note, or it adds an
     /// elision placeholder instead of content (`MIRAI_GUARDS`).
     GuardRefused,
+    /// Review mode: as many proposals are pending as `MIRAI_PROPOSALS_MAX_PENDING` allows.
+    TooManyProposals,
     /// The request body did not arrive in time (`MIRAI_BODY_TIMEOUT_MS`).
     RequestTimeout,
     GitError,
@@ -72,6 +74,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::NoteTooLarge => "note_too_large",
             ErrorCode::GuardRefused => "guard_refused",
+            ErrorCode::TooManyProposals => "too_many_proposals",
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::GitError => "git_error",
             ErrorCode::InvalidIndexArtifact => "invalid_index_artifact",
@@ -89,7 +92,7 @@ impl ErrorCode {
     }
 
     /// Every code, for lookups by wire name.
-    pub const ALL: [ErrorCode; 28] = [
+    pub const ALL: [ErrorCode; 29] = [
         ErrorCode::InvalidPath,
         ErrorCode::InvalidExtension,
         ErrorCode::InvalidPatch,
@@ -105,6 +108,7 @@ impl ErrorCode {
         ErrorCode::PayloadTooLarge,
         ErrorCode::NoteTooLarge,
         ErrorCode::GuardRefused,
+        ErrorCode::TooManyProposals,
         ErrorCode::RequestTimeout,
         ErrorCode::GitError,
         ErrorCode::InvalidIndexArtifact,
@@ -144,6 +148,7 @@ impl ErrorCode {
             ErrorCode::Conflict => 409,
             ErrorCode::PayloadTooLarge | ErrorCode::NoteTooLarge => 413,
             ErrorCode::GuardRefused => 422,
+            ErrorCode::TooManyProposals => 429,
             ErrorCode::GitError | ErrorCode::InvalidIndexArtifact | ErrorCode::Internal => 500,
             ErrorCode::LlmUnavailable | ErrorCode::RemoteUnavailable => 503,
             ErrorCode::InsufficientStorage => 507,

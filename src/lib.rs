@@ -20,6 +20,7 @@ pub mod ops;
 pub mod origin;
 pub mod outbound;
 pub mod patch;
+pub mod proposals;
 pub mod redact;
 pub mod repo;
 pub mod sandbox;

@@ -57,11 +57,68 @@ enum Command {
     /// 7 the disk or the remote (try later), 1 anything else.
     Call(CallArgs),
     /// List the operations `mirai call` (and HTTP, MCP, the sandbox) serve:
-    /// name, class (read, write, sync) and summary.
+    /// name, class (read, write, sync, review) and summary.
     Ops,
     /// Print the HTTP API's OpenAPI 3.1 document (YAML), generated from the
     /// operation table; spec/openapi.yaml is this output.
     Openapi,
+    /// Review mode's proposals, with the operator's permissions (a reviewer's):
+    /// list, show, approve or reject them.
+    Proposals {
+        #[command(subcommand)]
+        action: ProposalsAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ProposalsAction {
+    /// One line per proposal, newest first: id, time, who asked, subject.
+    List(ProposalsListArgs),
+    /// One proposal as JSON, with its diffs and whether they still apply.
+    Show(ProposalArgs),
+    /// Apply a pending proposal as one commit; print the commit.
+    Approve(ApproveArgs),
+    /// Reject a pending proposal.
+    Reject(RejectArgs),
+}
+
+#[derive(Debug, Args)]
+struct ProposalsListArgs {
+    /// pending, applied or rejected.
+    #[arg(long, default_value = "pending")]
+    status: String,
+    #[command(flatten)]
+    notes: NotesArgs,
+}
+
+#[derive(Debug, Args)]
+struct ProposalArgs {
+    /// The proposal's id.
+    id: String,
+    #[command(flatten)]
+    notes: NotesArgs,
+}
+
+#[derive(Debug, Args)]
+struct ApproveArgs {
+    /// The proposal's id.
+    id: String,
+    /// Said in the commit's body after the original one.
+    #[arg(long)]
+    message: Option<String>,
+    #[command(flatten)]
+    notes: NotesArgs,
+}
+
+#[derive(Debug, Args)]
+struct RejectArgs {
+    /// The proposal's id.
+    id: String,
+    /// Why (kept with the proposal).
+    #[arg(long)]
+    reason: Option<String>,
+    #[command(flatten)]
+    notes: NotesArgs,
 }
 
 #[derive(Debug, Args)]
@@ -174,6 +231,7 @@ fn main() -> ExitCode {
             print!("{}", mirai::http::openapi::yaml());
             Ok(())
         }
+        Some(Command::Proposals { action }) => proposals(action),
         None => serve(cli.serve),
     });
     match result {
@@ -354,9 +412,13 @@ fn revert(args: RevertArgs) -> Result<(), Failure> {
         ops::dispatch(&ctx, "notes.revert", Input::Json(request)).map_err(Failure::operation)?;
     app::persist_index(&ctx, "before exit");
     app::push_before_exit(&ctx);
-    match answer["commit"].as_str() {
-        Some(commit) => println!("{commit}"),
-        None => eprintln!("mirai: nothing changed: the notes already are as before those commits"),
+    match (answer["commit"].as_str(), answer["proposal"].as_str()) {
+        (Some(commit), _) => println!("{commit}"),
+        // Review mode: the revert waits for a reviewer (`mirai proposals approve ID`).
+        (None, Some(proposal)) => println!("proposed {proposal}"),
+        (None, None) => {
+            eprintln!("mirai: nothing changed: the notes already are as before those commits")
+        }
     }
     Ok(())
 }
@@ -373,7 +435,8 @@ fn call(args: CallArgs) -> Result<(), Failure> {
         Some(text) => text.to_string(),
     };
     let (config, notes) = open_notes(&args.notes)?;
-    let ctx = Context::new(notes, &config);
+    // The operator's permissions: a reviewer's.
+    let ctx = Context::new(notes, &config).as_reviewer();
     let writes = ops::find(&args.operation).is_some_and(|op| op.class != ops::Class::Read);
     if writes {
         app::recover(&ctx);
@@ -402,6 +465,85 @@ fn call(args: CallArgs) -> Result<(), Failure> {
     }
 }
 
+/// `mirai proposals list|show|approve|reject`: the proposals rows with the
+/// operator's permissions (a reviewer's), exit codes as `mirai call`'s.
+fn proposals(action: ProposalsAction) -> Result<(), Failure> {
+    use serde_json::json;
+    let (notes, op, request) = match &action {
+        ProposalsAction::List(args) => (
+            &args.notes,
+            "proposals.list",
+            json!({"status": args.status, "limit": ops::MAX_PROPOSALS_LIMIT}),
+        ),
+        ProposalsAction::Show(args) => (&args.notes, "proposals.get", json!({"id": args.id})),
+        ProposalsAction::Approve(args) => (
+            &args.notes,
+            "proposals.approve",
+            json!({"id": args.id, "message": args.message}),
+        ),
+        ProposalsAction::Reject(args) => (
+            &args.notes,
+            "proposals.reject",
+            json!({"id": args.id, "reason": args.reason}),
+        ),
+    };
+    let (config, notes) = open_notes(notes)?;
+    let ctx = Context::new(notes, &config).as_reviewer();
+    let approving = matches!(action, ProposalsAction::Approve(_));
+    if approving {
+        app::recover(&ctx);
+        mirai::sync::set_transport_timeouts();
+    }
+    let refused = |err: mirai::error::Error| Failure {
+        code: call_exit_code(err.code),
+        message: format!("{}: {}", err.code, err.message),
+    };
+    let mut answer = ops::dispatch(&ctx, op, Input::Json(request.clone())).map_err(refused)?;
+    if approving {
+        app::persist_index(&ctx, "before exit");
+        app::push_before_exit(&ctx);
+    }
+    match action {
+        ProposalsAction::List(_) => {
+            let mut out = std::io::stdout().lock();
+            let mut request = request;
+            loop {
+                let page: ops::ProposalsPage =
+                    serde_json::from_value(answer).map_err(|e| Failure {
+                        code: 1,
+                        message: e.to_string(),
+                    })?;
+                for p in &page.proposals {
+                    let who = match &p.requested_by.run_id {
+                        Some(run) => format!("{} run {run}", p.requested_by.adapter),
+                        None => p.requested_by.adapter.clone(),
+                    };
+                    let line = format!("{}  {}  {who}  {}\n", p.id, p.created_at, p.subject);
+                    if std::io::Write::write_all(&mut out, line.as_bytes()).is_err() {
+                        return Ok(()); // the reader went away
+                    }
+                }
+                let Some(next) = page.next_cursor else {
+                    break;
+                };
+                request["cursor"] = next.into();
+                answer = ops::dispatch(&ctx, "proposals.list", Input::Json(request.clone()))
+                    .map_err(refused)?;
+            }
+        }
+        ProposalsAction::Show(_) => {
+            let text = serde_json::to_string_pretty(&answer).map_err(|e| Failure {
+                code: 1,
+                message: e.to_string(),
+            })?;
+            println!("{text}");
+        }
+        ProposalsAction::Approve(_) => println!("{}", answer["commit"].as_str().unwrap_or("")),
+        ProposalsAction::Reject(args) => println!("rejected {}", args.id),
+    }
+    Ok(())
+}
+
 /// The exit code of a refused `mirai call`, from the error's kind.
 fn call_exit_code(code: mirai::error::ErrorCode) -> u8 {
     use mirai::error::ErrorCode as C;
@@ -425,6 +567,7 @@ fn list_ops() {
             ops::Class::Read => "read",
             ops::Class::Write => "write",
             ops::Class::Sync => "sync",
+            ops::Class::Review => "review",
         };
         println!("{:width$}  {class:5}  {}", op.name, op.summary);
     }
@@ -549,6 +692,7 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
     let config = config
         .with_environment(&config::process_env)
         .map_err(Failure::config)?;
+    config.check_serving().map_err(Failure::config)?;
     let app = app::build(config).map_err(Failure::config)?;
     let config = &app.config;
     let listener = TcpListener::bind((config.host.as_str(), config.port)).map_err(|e| {

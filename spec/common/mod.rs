@@ -220,7 +220,7 @@ impl Drop for TestServer {
 }
 
 /// Sends `request` and parses the answer; a 200 from a row is checked against
-/// the row's answer schema on the way ([`schema::check_answer`]).
+/// the row's answer schema on the way, as is a 202 proposal ([`schema::check_answer`]).
 pub fn send(request: RequestBuilder) -> Answer {
     let (client, request) = request.build_split();
     let request = request.expect("request builds");
@@ -230,9 +230,7 @@ pub fn send(request: RequestBuilder) -> Answer {
     let text = response.text().expect("body");
     let body =
         serde_json::from_str(&text).unwrap_or_else(|_| panic!("body is JSON ({status}): {text:?}"));
-    if status == 200 {
-        schema::check_answer(&method, &path, &body);
-    }
+    schema::check_answer(&method, &path, status, &body);
     Answer { status, body }
 }
 
@@ -295,6 +293,8 @@ pub fn mirai_cli() -> Command {
         "MIRAI_POLICY_MODE",
         "MCP_POLICY_MODE",
         "MIRAI_API_TOKEN",
+        "MIRAI_REVIEWER_TOKEN",
+        "MIRAI_PROPOSALS_MAX_PENDING",
         "NOTES_ROOT",
         "PORT",
         "HOST",

@@ -69,6 +69,8 @@ pub struct PromptFacts {
     pub observation_cap: usize,
     pub dry_run: bool,
     pub read_only: bool,
+    /// Review mode: the run's writes become one proposal for a person to approve.
+    pub review: bool,
 }
 
 pub fn system_prompt(facts: &PromptFacts) -> String {
@@ -135,6 +137,12 @@ pub fn system_prompt(facts: &PromptFacts) -> String {
              change, do not attempt it: reply that the deployment is read-only and nothing was changed.\n",
         );
     }
+    if facts.review {
+        out.push_str(
+            "- Writes are proposed for a person to approve: each answers {proposal, changes} (no commit), \
+             later reads see them, and all of them become one proposal. Work as you would for real.\n",
+        );
+    }
     if facts.dry_run {
         out.push_str(
             "- This is a dry run: writes are kept aside for a person to review (their `commit` is null) \
@@ -153,7 +161,8 @@ pub fn api_reference(read_only: bool) -> String {
     let mut out = String::from("(A field marked `?` may be absent or null.)\n");
     let mut shared: Vec<(String, String)> = Vec::new();
     for op in TABLE {
-        if read_only && op.class == Class::Write {
+        // A model can never decide a proposal: the reviewer's rows are left out.
+        if (read_only && op.class == Class::Write) || op.class == Class::Review {
             continue;
         }
         let request = shape(&(op.request_schema)().to_value());
@@ -166,7 +175,7 @@ pub fn api_reference(read_only: bool) -> String {
             let _ = writeln!(out, "mirai.{}({argument})\n  {}", op.name, op.summary);
             continue;
         }
-        let response = shape(&(op.response_schema)().to_value());
+        let response = shape(&(op.committed_schema)().to_value());
         let _ = writeln!(out, "mirai.{}({argument}) -> {response}", op.name);
         let _ = writeln!(out, "  {}", op.summary);
         for (field, description) in field_descriptions(&(op.request_schema)().to_value()) {
@@ -325,6 +334,7 @@ mod tests {
             observation_cap: 4096,
             dry_run: false,
             read_only: false,
+            review: false,
         }
     }
 
@@ -351,6 +361,14 @@ mod tests {
     fn every_operation_appears_with_its_shapes_and_full_rows_with_their_example() {
         let prompt = system_prompt(&facts());
         for op in TABLE {
+            if op.class == Class::Review {
+                assert!(
+                    !prompt.contains(&format!("mirai.{}(", op.name)),
+                    "{}",
+                    op.name
+                );
+                continue;
+            }
             assert!(
                 prompt.contains(&format!("mirai.{}(", op.name)),
                 "{}",
@@ -411,15 +429,24 @@ mod tests {
 
     #[test]
     fn the_prompt_stays_within_its_token_budget() {
-        for (read_only, dry_run) in [(false, false), (false, true), (true, false)] {
+        for (read_only, dry_run, review) in [
+            (false, false, false),
+            (false, true, false),
+            (true, false, false),
+            (false, false, true),
+        ] {
             let prompt = system_prompt(&PromptFacts {
                 read_only,
                 dry_run,
+                review,
                 ..facts()
             });
             let tokens = prompt_tokens(&prompt);
+            if review {
+                assert!(prompt.contains("Writes are proposed for a person to approve"));
+            }
             println!(
-                "prompt (read_only {read_only}, dry_run {dry_run}): {} bytes, {} o200k tokens, {tokens} with the allowance, of {PROMPT_TOKEN_BUDGET}",
+                "prompt (read_only {read_only}, dry_run {dry_run}, review {review}): {} bytes, {} o200k tokens, {tokens} with the allowance, of {PROMPT_TOKEN_BUDGET}",
                 prompt.len(),
                 crate::vault::tokens::count(&prompt)
             );

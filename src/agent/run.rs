@@ -1,5 +1,7 @@
 //! One agent run: the loop, its bounds, the observations the model sees, and
-//! the report the caller gets.
+//! the report the caller gets. In review mode the run's writes gather into one
+//! proposal (filed when it ends, in the report's `proposal`), and a proposed
+//! write is observed as a dry run's write is.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use super::{Agent, OBSERVATION_CAP};
 use crate::config::{PolicyMode, MAX_AGENT_STEPS};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::overlay::{NoteChange, Overlay};
-use crate::ops::{Class, Context};
+use crate::ops::{Class, Context, Draft, Proposed};
 use crate::sandbox::{CallRecord, Evaluation};
 
 /// What `POST /agent/run` takes.
@@ -75,6 +77,10 @@ pub struct RunReport {
     pub commits: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changes: Option<Vec<NoteChange>>,
+    /// Review mode: the one proposal the run's writes made (filed when it
+    /// ended); absent when it proposed nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proposal: Option<Proposed>,
     pub usage: Usage,
     /// Where the reply and the run disagree, in plain words (see [`super::warnings`]).
     pub warnings: Vec<String>,
@@ -119,11 +125,24 @@ impl Agent {
         let task = request.task.trim();
         let deadline = Instant::now() + Duration::from_millis(self.limits.deadline_ms);
         let run_id = uuid::Uuid::now_v7().to_string();
-        let overlay = request.dry_run.then(|| Arc::new(Overlay::new()));
-        let run_ctx = match &overlay {
-            Some(overlay) => ctx.dry_run(Arc::clone(overlay)),
-            None => ctx.for_run(&run_id),
+        let ctx = &ctx.via("agent");
+        // Review mode: every write of the run gathers into one proposal, whose
+        // overlay the run reads through as a dry run reads through its own.
+        let draft = match request.dry_run {
+            false if ctx.policy == PolicyMode::Review => Some(Draft::begin(&ctx.for_run(&run_id))?),
+            _ => None,
         };
+        let overlay = match &draft {
+            Some(draft) => Some(draft.overlay()),
+            None => request.dry_run.then(|| Arc::new(Overlay::new())),
+        };
+        let run_ctx = match (&overlay, &draft) {
+            (_, Some(draft)) => ctx.for_run(&run_id).drafting(draft, "agent.run"),
+            (Some(overlay), None) => ctx.dry_run(Arc::clone(overlay)),
+            (None, None) => ctx.for_run(&run_id),
+        };
+        // A proposed write is an outcome like a dry run's: nothing is committed.
+        let writes_stay = request.dry_run || draft.is_some();
         let facts = PromptFacts {
             max_steps,
             deadline_ms: self.limits.deadline_ms,
@@ -132,6 +151,7 @@ impl Agent {
             dry_run: request.dry_run,
             // The prompt describes the policy the run's calls will meet: the context's.
             read_only: ctx.policy == PolicyMode::ReadOnly,
+            review: draft.is_some(),
         };
         let mut messages = vec![Message::system(system_prompt(&facts)), Message::user(task)];
         // What the reply is checked against at the end: a note the run deletes is no invention.
@@ -287,7 +307,7 @@ impl Agent {
                     && last.console == evaluation.console
             });
             run.repeats = if same_as_last { run.repeats + 1 } else { 0 };
-            let mut body = observe(&evaluation, run.commits.len(), request.dry_run, run.repeats);
+            let mut body = observe(&evaluation, run.commits.len(), writes_stay, run.repeats);
             run.steps.push(Step {
                 think: answer.think,
                 code: Some(code),
@@ -323,14 +343,25 @@ impl Agent {
             messages.push(Message::user(render(&body)));
         };
 
-        let changes = overlay.map(|overlay| overlay.changes());
+        let (changes, filed) = match &draft {
+            Some(draft) => (None, draft.file(ctx)),
+            None => (overlay.map(|overlay| overlay.changes()), Ok(None)),
+        };
+        let (proposal, unfiled) = match filed {
+            Ok(proposal) => (proposal, None),
+            Err(e) => (
+                None,
+                Some(format!("The run's writes were not proposed: {e}")),
+            ),
+        };
         let warnings = match &run.reply {
             Some(reply) => warnings::check(
                 reply,
                 &Outcome {
                     task,
                     wrote: !run.commits.is_empty()
-                        || changes.as_ref().is_some_and(|c| !c.is_empty()),
+                        || changes.as_ref().is_some_and(|c| !c.is_empty())
+                        || proposal.is_some(),
                     read_only: facts.read_only,
                     write_calls: run
                         .steps
@@ -345,6 +376,7 @@ impl Agent {
             ),
             None => Vec::new(),
         };
+        let warnings = warnings.into_iter().chain(unfiled).collect();
         let report = RunReport {
             run_id,
             reply: run.reply,
@@ -353,13 +385,15 @@ impl Agent {
             steps: run.steps,
             commits: run.commits,
             changes,
+            proposal,
             usage: run.usage,
             warnings,
         };
         transcript.record(
             "run_end",
             json!({"stopped": report.stopped, "reply": report.reply, "stop_detail": report.stop_detail,
-                   "commits": report.commits, "changes": report.changes, "usage": report.usage,
+                   "commits": report.commits, "changes": report.changes,
+                   "proposal": report.proposal.as_ref().map(|p| &p.proposal), "usage": report.usage,
                    "warnings": report.warnings}),
         );
         if let Some(problem) = &transcript.problem {

@@ -3,10 +3,10 @@
 //! never rewritten; the warnings go beside it, in the run's answer and its
 //! transcript.
 //!
-//! - No write succeeded (no commit, and in a dry run no change) while a write
-//!   failed, while the run was read-only and a write was attempted, or while
-//!   the reply says the model added, changed, created, deleted, renamed,
-//!   fixed, moved or updated something.
+//! - No write succeeded (no commit, and in a dry run no change, in review mode
+//!   no proposal) while a write failed, while the run was read-only and a
+//!   write was attempted, or while the reply says the model added, changed,
+//!   created, deleted, renamed, fixed, moved or updated something.
 //! - The reply names a note path (`something.md`) that is not a note, was not
 //!   one when the run began, and is not named by the task.
 
@@ -20,7 +20,8 @@ use crate::notes::suggest;
 /// What the run did, as the warnings need it.
 pub struct Outcome<'a> {
     pub task: &'a str,
-    /// Whether any write landed: a commit, or in a dry run a change.
+    /// Whether any write landed: a commit, in a dry run a change, or in review
+    /// mode a proposal (an outcome like a dry run's, never a no-op).
     pub wrote: bool,
     pub read_only: bool,
     /// Every write operation the model's code called, with whether it succeeded.

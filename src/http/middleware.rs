@@ -9,7 +9,7 @@ use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header;
 use actix_web::middleware::Next;
-use actix_web::web;
+use actix_web::{web, HttpMessage};
 use futures_util::FutureExt;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -118,24 +118,72 @@ pub async fn refuse_browsers(
 /// `/hooks/push` its HMAC signature (DESIGN 7.16).
 const TOKENLESS: &[&str] = &["/health", "/hooks/push"];
 
-/// With `MIRAI_API_TOKEN` set, every route but [`TOKENLESS`] needs `Authorization: Bearer <token>`.
+/// Marks a request that carried `MIRAI_REVIEWER_TOKEN`: its rows run as a reviewer's.
+#[derive(Debug, Clone, Copy)]
+pub struct Reviewer;
+
+/// The bearer tokens (DESIGN 7.4, amended by review mode). With
+/// `MIRAI_API_TOKEN` set, every route but [`TOKENLESS`] needs it or the
+/// reviewer token. The routes of the review class's rows (approve, reject)
+/// need `MIRAI_REVIEWER_TOKEN` alone: the API token gets 403 `policy_denied`,
+/// no token or a wrong one 401. A request with the reviewer token is marked [`Reviewer`].
 pub async fn require_token(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let expected = req
+    let (api, reviewer) = req
         .app_data::<web::Data<App>>()
-        .and_then(|app| app.config.api_token.clone());
-    if let Some(expected) = expected {
-        if !TOKENLESS.contains(&req.path()) && !bearer_matches(&req, &expected) {
-            let err = Error::new(
+        .map(|app| {
+            (
+                app.config.api_token.clone(),
+                app.config.reviewer_token.clone(),
+            )
+        })
+        .unwrap_or_default();
+    let is_reviewer = reviewer
+        .as_deref()
+        .is_some_and(|token| bearer_matches(&req, token));
+    let is_api = api
+        .as_deref()
+        .is_some_and(|token| bearer_matches(&req, token));
+    let refusal = if is_reviewer {
+        None
+    } else if is_review_route(req.path()) {
+        Some(if is_api {
+            Error::new(
+                ErrorCode::PolicyDenied,
+                "the API token cannot approve or reject proposals: a reviewer sends \
+                 Authorization: Bearer <MIRAI_REVIEWER_TOKEN>",
+            )
+        } else {
+            Error::new(
                 ErrorCode::Unauthorized,
-                "missing or wrong bearer token: send the header Authorization: Bearer <MIRAI_API_TOKEN>",
-            );
-            return Ok(req.into_response(error_response(&err)));
-        }
+                "approving and rejecting proposals needs the reviewer's bearer token: send the \
+                 header Authorization: Bearer <MIRAI_REVIEWER_TOKEN>",
+            )
+        })
+    } else if api.is_some() && !is_api && !TOKENLESS.contains(&req.path()) {
+        Some(Error::new(
+            ErrorCode::Unauthorized,
+            "missing or wrong bearer token: send the header Authorization: Bearer <MIRAI_API_TOKEN>",
+        ))
+    } else {
+        None
+    };
+    if let Some(err) = refusal {
+        return Ok(req.into_response(error_response(&err)));
+    }
+    if is_reviewer {
+        req.extensions_mut().insert(Reviewer);
     }
     Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+/// Whether `path` serves a row of class review (a reviewer's decision).
+fn is_review_route(path: &str) -> bool {
+    crate::ops::TABLE
+        .iter()
+        .any(|op| op.class == crate::ops::Class::Review && op.http.path == path)
 }
 
 fn bearer_matches(req: &ServiceRequest, expected: &str) -> bool {

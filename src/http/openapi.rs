@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use serde_norway::{Mapping, Value as Yaml};
 
 use crate::error::ErrorCode;
-use crate::ops::{HttpInput, OpEntry, Verb, TABLE};
+use crate::ops::{Class, HttpInput, OpEntry, Proposed, Verb, TABLE};
 
 /// The hand-written part: `info`, the routes that are not rows, the security
 /// scheme, the error response and the schemas those routes use.
@@ -28,6 +28,8 @@ pub fn document() -> Yaml {
     let mut doc: Yaml = serde_norway::from_str(BASE).expect("openapi-base.yaml parses");
     let mut schemas = Map::new();
     schemas.insert("Error".into(), error_schema());
+    let proposed = hoist(schemars::schema_for!(Proposed).to_value(), &mut schemas);
+    named(&proposed, &mut schemas);
     let mut rows = Mapping::new();
     for op in TABLE {
         let operation = operation(op, &mut schemas);
@@ -73,14 +75,16 @@ fn verb(verb: Verb) -> &'static str {
 /// One row as an OpenAPI operation.
 fn operation(op: &OpEntry, schemas: &mut Map<String, Value>) -> Yaml {
     let request = hoist((op.request_schema)().to_value(), schemas);
-    let response = hoist((op.response_schema)().to_value(), schemas);
+    // The committed answer; review mode's proposal is the 202 below.
+    let response = hoist((op.committed_schema)().to_value(), schemas);
     let mut operation = json!({
         "operationId": op.name,
         "summary": op.summary,
         "x-mirai-class": match op.class {
-            crate::ops::Class::Read => "read",
-            crate::ops::Class::Write => "write",
-            crate::ops::Class::Sync => "sync",
+            Class::Read => "read",
+            Class::Write => "write",
+            Class::Review => "review",
+            Class::Sync => "sync",
         },
         "x-mirai-example": op.example,
     });
@@ -107,6 +111,10 @@ fn operation(op: &OpEntry, schemas: &mut Map<String, Value>) -> Yaml {
         },
         "default": {"$ref": "#/components/responses/Error"},
     });
+    if op.class == Class::Write && op.reviewed {
+        operation["x-mirai-reviewed"] = json!(true);
+        operation["responses"]["202"] = json!({"$ref": "#/components/responses/Proposed"});
+    }
     to_yaml(&operation)
 }
 
@@ -240,7 +248,11 @@ mod tests {
             if let Some(name) = target.strip_prefix(COMPONENTS) {
                 assert!(schemas.contains_key(name), "{target} is not a component");
             } else {
-                assert_eq!(target, "#/components/responses/Error", "{target}");
+                assert!(
+                    ["#/components/responses/Error", "#/components/responses/Proposed"]
+                        .contains(&target.as_str()),
+                    "{target}"
+                );
             }
         }
     }

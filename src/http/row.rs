@@ -4,11 +4,13 @@
 //! blocking pool, and renders the answer. A row of class sync is not run on
 //! the pool: the caller's place in the next sync is taken
 //! ([`ops::dispatch_sync`]) and its answer awaited, holding no thread, until
-//! it comes or the caller goes away.
+//! it comes or the caller goes away. A request that carried the reviewer token
+//! runs as a reviewer's; a write review mode proposed answers 202.
 
-use actix_web::{web, HttpRequest, HttpResponse};
+use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
 use serde_json::{json, Map, Value};
 
+use super::middleware::Reviewer;
 use super::peer::unless_gone;
 use super::respond::{error_response, gone, read_body, render};
 use crate::app::App;
@@ -58,12 +60,21 @@ pub async fn serve(
         return render(Ok(outcome), op.name);
     }
     // Operations do file and git I/O: off the async workers. A panic becomes 500 `internal`.
-    let ctx = app.ctx.clone();
+    let ctx = match req.extensions().get::<Reviewer>() {
+        Some(Reviewer) => app.ctx.via("http").as_reviewer(),
+        None => app.ctx.via("http"),
+    };
     let outcome = web::block(move || match input {
         OwnedInput::Json(value) => ops::dispatch(&ctx, op.name, Input::Json(value)),
         OwnedInput::Body(bytes) => ops::dispatch(&ctx, op.name, Input::Body(&bytes)),
     })
     .await;
+    // Review mode: a proposed write is accepted for a person to decide, not done.
+    if let Ok(Ok(answer)) = &outcome {
+        if ops::answers_proposal(op, answer) {
+            return HttpResponse::Accepted().json(answer);
+        }
+    }
     render(outcome, op.name)
 }
 

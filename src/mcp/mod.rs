@@ -45,7 +45,7 @@ impl Mcp {
     /// MCP's calls come from a model's client: the guards apply to them (`MIRAI_GUARDS`).
     pub fn new(ctx: Arc<Context>, sandbox: Arc<Sandbox>, max_result_bytes: usize) -> Mcp {
         Mcp {
-            ctx: Arc::new(ctx.by_model()),
+            ctx: Arc::new(ctx.by_model().via("mcp")),
             sandbox,
             max_result_bytes,
         }

@@ -20,12 +20,13 @@ pub fn tool_name(op: &OpEntry) -> String {
     op.name.replace('.', "_")
 }
 
-/// Every tool a client may call; write tools are left out in `read_only` mode.
+/// Every tool a client may call; write tools (and the reviewer's, which no
+/// model may call anyway) are left out in `read_only` mode.
 pub fn list(read_only: bool, sandbox: &Sandbox) -> Value {
     let limits = sandbox.limits();
     let mut tools: Vec<Value> = TABLE
         .iter()
-        .filter(|op| !(read_only && op.class == Class::Write))
+        .filter(|op| !(read_only && matches!(op.class, Class::Write | Class::Review)))
         .map(|op| {
             let read = op.class == Class::Read;
             // A sync adds others' commits and pushes mirai's, never loses either,
@@ -46,7 +47,7 @@ pub fn list(read_only: bool, sandbox: &Sandbox) -> Value {
                 "outputSchema": object_schema((op.response_schema)().to_value()),
                 "annotations": {
                     "readOnlyHint": read,
-                    "destructiveHint": op.class == Class::Write,
+                    "destructiveHint": matches!(op.class, Class::Write | Class::Review),
                     "idempotentHint": read || sync,
                     "openWorldHint": sync,
                 },

@@ -47,6 +47,12 @@ impl View {
         &self.notes
     }
 
+    /// Whether writes through this view land in an overlay (a dry run, or a
+    /// review mode draft), never on disk.
+    pub fn is_dry_run(&self) -> bool {
+        self.overlay.is_some()
+    }
+
     /// Where writes through this view land.
     pub fn landing(&self) -> Landing<'_> {
         match self.overlay.as_deref() {

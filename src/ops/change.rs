@@ -198,7 +198,8 @@ pub(super) fn land(
 /// change nothing are left out (answered, never landed). Then the base commit is
 /// checked for each note and the changes land: written and committed in one
 /// commit whose message `message` makes from the plans that land, or recorded
-/// in a dry run's overlay (answering no commit). When no plan changes anything,
+/// in a dry run's overlay (answering no commit; a review mode draft keeps the
+/// message too). When no plan changes anything,
 /// nothing lands and the answer is `None`.
 pub(super) fn land_all(
     ctx: &Context,
@@ -248,6 +249,8 @@ pub(super) fn land_all(
                     plan.content.as_deref(),
                 );
             }
+            // In review mode the draft keeps the commit this write would have made.
+            super::record_landing(ctx, || message(&changing));
             None
         }
         Landing::Disk => Some(commit(ctx, &repo, &changing, &message(&changing))?),

@@ -125,7 +125,7 @@ fn plan_all(
 /// The caller's message, trimmed, once it is safe to put in a commit: no
 /// control characters but newlines and tabs, and no line git could take for a
 /// trailer (which could forge `Mirai-Run`).
-fn check_message(message: &str) -> Result<String> {
+pub(super) fn check_message(message: &str) -> Result<String> {
     let refuse = |why: String| Error::new(ErrorCode::InvalidRequest, why);
     if let Some(c) = message
         .chars()

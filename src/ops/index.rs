@@ -25,6 +25,8 @@ impl Operation for IndexRebuild {
     const NAME: &'static str = "index.rebuild";
     const EXAMPLE: &'static str = r##"await mirai.index.rebuild()"##;
     const CLASS: Class = Class::Write;
+    /// Changes no note: review mode runs it as allow_all does.
+    const REVIEWED: bool = false;
     const SUMMARY: &'static str =
         "Rebuild the search index from every note and write the artifact .mirai/index.json.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
@@ -416,6 +418,8 @@ impl Operation for IndexInvalidate {
     const NAME: &'static str = "index.invalidate";
     const EXAMPLE: &'static str = r##"await mirai.index.invalidate()"##;
     const CLASS: Class = Class::Write;
+    /// Changes no note: review mode runs it as allow_all does.
+    const REVIEWED: bool = false;
     const SUMMARY: &'static str =
         "Delete the index artifact; later queries index on demand until the next rebuild.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;

@@ -13,6 +13,8 @@ mod links;
 mod notes;
 mod outline;
 mod patch;
+mod proposals;
+mod proposing;
 mod repo;
 mod revert;
 mod shortcuts;
@@ -26,6 +28,8 @@ pub use links::*;
 pub use notes::*;
 pub use outline::*;
 pub use patch::*;
+pub use proposals::*;
+pub use proposing::*;
 pub use repo::*;
 pub use revert::*;
 pub use shortcuts::*;
@@ -48,16 +52,22 @@ use crate::index::live::LiveIndex;
 use crate::notes::overlay::Overlay;
 use crate::notes::suggest::{self, MAX_SUGGESTIONS, NOTHING_CLOSE};
 use crate::notes::{Notes, View};
+use crate::proposals::Proposals;
 use crate::repo::history::History;
 use crate::repo::{Author, Repo};
 use crate::sync::Syncer;
 
-/// What an operation does to the notes: `read_only` mode denies every `Write`.
+/// What an operation does to the notes: `read_only` mode denies every
+/// `Write`, and review mode turns a write of notes into a proposal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Class {
     Read,
     Write,
+    /// A reviewer's decision on a proposal (approve, reject): only a context
+    /// acting for a reviewer may run it (the reviewer token over HTTP, the CLI),
+    /// never the sandbox, agent runs or MCP; denied in `read_only` mode.
+    Review,
     /// Brings the notes up to date with the git remote (pulls, and pushes
     /// mirai's own commits): allowed in `read_only` mode, where it only pulls
     /// (DESIGN 7.16), yet not a read (MCP does not call it read-only).
@@ -100,6 +110,19 @@ pub struct Context {
     model_author: bool,
     /// The git remote's sync, when `MIRAI_GIT_REMOTE` is set: told of every commit.
     pub sync: Option<Arc<Syncer>>,
+    /// Review mode's proposals (`.mirai/proposals/`).
+    pub proposals: Arc<Proposals>,
+    /// Most pending proposals at once (`MIRAI_PROPOSALS_MAX_PENDING`).
+    pub max_pending: usize,
+    /// Set where a reviewer acts (the reviewer token over HTTP, the CLI): rows
+    /// of class review run only then.
+    reviewer: bool,
+    /// The adapter the calls come through (`http`, `mcp`, `sandbox`, `agent`, `cli`),
+    /// as a proposal records who asked.
+    adapter: &'static str,
+    /// Set in review mode while writes gather into one proposal (an eval, an
+    /// agent run, one write call), with the row being run.
+    draft: Option<(Arc<Draft>, &'static str)>,
 }
 
 impl Context {
@@ -137,6 +160,11 @@ impl Context {
             ))
         });
         Context {
+            proposals: Arc::new(Proposals::new(notes.clone(), config.max_body_bytes)),
+            max_pending: config.proposals_max_pending,
+            reviewer: false,
+            adapter: "cli",
+            draft: None,
             index,
             embeddings,
             history: Arc::new(History::new(notes.root())),
@@ -156,10 +184,55 @@ impl Context {
         }
     }
 
-    /// This context, for calls a model makes (the sandbox, agent runs, MCP).
+    /// This context, for calls a model makes (the sandbox, agent runs, MCP):
+    /// never a reviewer's.
     pub fn by_model(&self) -> Context {
         Context {
             model_author: true,
+            reviewer: false,
+            ..self.clone()
+        }
+    }
+
+    /// This context, acting for a reviewer (who may approve and reject proposals).
+    pub fn as_reviewer(&self) -> Context {
+        Context {
+            reviewer: true,
+            ..self.clone()
+        }
+    }
+
+    /// This context, for calls through `adapter` (`http`, `mcp`, `sandbox`, `agent`, `cli`).
+    pub fn via(&self, adapter: &'static str) -> Context {
+        Context {
+            adapter,
+            ..self.clone()
+        }
+    }
+
+    /// The adapter the calls come through.
+    pub fn adapter(&self) -> &'static str {
+        self.adapter
+    }
+
+    /// The agent run this context works for, if any.
+    pub fn run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
+    }
+
+    /// The draft proposal writes gather into, if any.
+    pub fn draft(&self) -> Option<&Arc<Draft>> {
+        self.draft.as_ref().map(|(draft, _)| draft)
+    }
+
+    /// This context, with writes gathering into `draft` while row `op` runs:
+    /// its writes land in the draft's overlay (reads see them) and its commit
+    /// messages are recorded without a run's trailer (the draft keeps the run).
+    pub fn drafting(&self, draft: &Arc<Draft>, op: &'static str) -> Context {
+        Context {
+            view: self.view.with_overlay(draft.overlay()),
+            draft: Some((Arc::clone(draft), op)),
+            run_id: None,
             ..self.clone()
         }
     }
@@ -362,6 +435,10 @@ pub trait Operation {
     const HTTP: HttpRoute;
     /// How much of it the agent's prompt shows (a small model's context is 8k tokens).
     const PROMPT: PromptDetail = PromptDetail::Full;
+    /// For a row of class write: whether review mode turns it into a proposal.
+    /// Every write of notes is (a new write row is by default); only upkeep
+    /// that changes no note (`index.rebuild`, `index.invalidate`) says `false`.
+    const REVIEWED: bool = true;
     type Request: DeserializeOwned + JsonSchema;
     type Response: Serialize + JsonSchema;
     fn run(ctx: &Context, request: Self::Request) -> Result<Self::Response>;
@@ -376,9 +453,15 @@ pub struct OpEntry {
     pub malformed: ErrorCode,
     pub http: HttpRoute,
     pub prompt: PromptDetail,
-    /// JSON Schemas of the request and the response, generated from their types.
+    /// Whether review mode turns this write into a proposal (see [`Operation::REVIEWED`]).
+    pub reviewed: bool,
+    /// JSON Schemas of the request and the response, generated from their types
+    /// (a proposed write's answer among them: see [`response_schema`]).
     pub request_schema: fn() -> Schema,
     pub response_schema: fn() -> Schema,
+    /// The committed answer's schema alone (the agent's prompt shows it; review
+    /// mode's prompt says what a proposed write answers instead).
+    pub committed_schema: fn() -> Schema,
     call: fn(&Context, Value) -> Result<Value>,
 }
 
@@ -391,10 +474,46 @@ const fn entry<O: Operation>() -> OpEntry {
         malformed: O::MALFORMED,
         http: O::HTTP,
         prompt: O::PROMPT,
+        reviewed: O::REVIEWED,
         request_schema: || schema_for!(O::Request),
-        response_schema: || schema_for!(O::Response),
+        response_schema: response_schema::<O>,
+        committed_schema: || schema_for!(O::Response),
         call: call_typed::<O>,
     }
+}
+
+/// A row's answer schema: for a write that review mode proposes, either its
+/// committed answer or the proposal (`{"proposal", "changes"}`).
+fn response_schema<O: Operation>() -> Schema {
+    let committed = schema_for!(O::Response);
+    if O::CLASS != Class::Write || !O::REVIEWED {
+        return committed;
+    }
+    let proposed = schema_for!(Proposed);
+    let mut value = committed.to_value();
+    let defs = value
+        .as_object_mut()
+        .and_then(|object| object.remove("$defs"))
+        .unwrap_or_else(|| json!({}));
+    let mut proposed = proposed.to_value();
+    proposed
+        .as_object_mut()
+        .map(|object| object.remove("$schema"));
+    let schema_uri = value
+        .as_object_mut()
+        .and_then(|object| object.remove("$schema"));
+    let mut both = json!({
+        "title": value.get("title").cloned().unwrap_or(Value::Null),
+        "description": "The committed answer; in review mode, the proposal the write made instead.",
+        "anyOf": [value, proposed],
+    });
+    if let Some(uri) = schema_uri {
+        both["$schema"] = uri;
+    }
+    if defs.as_object().is_some_and(|d| !d.is_empty()) {
+        both["$defs"] = defs;
+    }
+    Schema::try_from(both).unwrap_or_else(|_| schema_for!(O::Response))
 }
 
 fn call_typed<O: Operation>(ctx: &Context, request: Value) -> Result<Value> {
@@ -436,6 +555,10 @@ pub static TABLE: &[OpEntry] = &[
     entry::<IndexInvalidate>(),
     entry::<RepoStatus>(),
     entry::<RepoSync>(),
+    entry::<ProposalsList>(),
+    entry::<ProposalsGet>(),
+    entry::<ProposalsApprove>(),
+    entry::<ProposalsReject>(),
 ];
 
 /// Looks a row up by its dotted name.
@@ -452,10 +575,21 @@ pub enum Input<'a> {
 }
 
 /// Runs operation `name`: policy first, from the operation alone (DESIGN 7.3),
-/// then parsing, then the operation.
+/// then parsing, then the operation. In review mode a write of notes is run
+/// against a draft and answers the proposal it made (see [`proposing`]).
 pub fn dispatch(ctx: &Context, name: &str, input: Input<'_>) -> Result<Value> {
     let (op, request) = admit(ctx, name, input)?;
+    if is_proposed(ctx, op) {
+        return propose(ctx, op, request, |ctx, request| {
+            (op.call)(ctx, request).map_err(|err| hinted(ctx, err))
+        });
+    }
     (op.call)(ctx, request).map_err(|err| hinted(ctx, err))
+}
+
+/// Whether an answer of row `op` is a proposal, not a commit (HTTP answers it 202).
+pub fn answers_proposal(op: &OpEntry, answer: &Value) -> bool {
+    op.class == Class::Write && answer.get("proposal").is_some()
 }
 
 /// What [`dispatch`] does for `repo.sync` (the one row of class sync), up to
@@ -479,7 +613,7 @@ pub fn dispatch_sync(ctx: &Context, name: &str, input: Input<'_>) -> Result<crat
 /// The row named `name`, once policy allows it, and its request as JSON.
 fn admit(ctx: &Context, name: &str, input: Input<'_>) -> Result<(&'static OpEntry, Value)> {
     let op = find(name).ok_or_else(|| Error::not_found(format!("unknown operation: {name}")))?;
-    check_policy(ctx.policy, op)?;
+    check_policy(ctx.policy, ctx.reviewer, op)?;
     let request = match input {
         Input::Json(value) => value,
         Input::Body(bytes) => crate::json::from_slice(bytes).map_err(|e| {
@@ -551,11 +685,23 @@ fn notes_holding(ctx: &Context, words: &str) -> Vec<String> {
     paths
 }
 
-fn check_policy(mode: PolicyMode, op: &OpEntry) -> Result<()> {
-    if mode == PolicyMode::ReadOnly && op.class == Class::Write {
+fn check_policy(mode: PolicyMode, reviewer: bool, op: &OpEntry) -> Result<()> {
+    if mode == PolicyMode::ReadOnly && matches!(op.class, Class::Write | Class::Review) {
         return Err(Error::new(
             ErrorCode::PolicyDenied,
             format!("action {} is denied in read_only mode", op.name),
+        ));
+    }
+    if op.class == Class::Review && !reviewer {
+        return Err(Error::new(
+            ErrorCode::PolicyDenied,
+            format!(
+                "{} is a reviewer's action: over HTTP send Authorization: Bearer \
+                 <MIRAI_REVIEWER_TOKEN> (the API token cannot), or run `mirai proposals` \
+                 on the server; the sandbox, agent runs and MCP can list and read proposals \
+                 but never approve or reject them",
+                op.name
+            ),
         ));
     }
     Ok(())
@@ -597,14 +743,61 @@ mod tests {
             malformed: ErrorCode::InvalidRequest,
             http: HttpRoute::post("/x/write", HttpInput::Body),
             prompt: PromptDetail::Full,
+            reviewed: true,
             request_schema: || schema_for!(Empty),
             response_schema: || schema_for!(Empty),
+            committed_schema: || schema_for!(Empty),
             call: |_, v| Ok(v),
         };
-        let err = check_policy(PolicyMode::ReadOnly, &write).unwrap_err();
+        let err = check_policy(PolicyMode::ReadOnly, true, &write).unwrap_err();
         assert_eq!(err.code, ErrorCode::PolicyDenied);
         assert_eq!(err.message, "action x.write is denied in read_only mode");
-        assert!(check_policy(PolicyMode::AllowAll, &write).is_ok());
-        assert!(check_policy(PolicyMode::ReadOnly, find("notes.read").unwrap()).is_ok());
+        assert!(check_policy(PolicyMode::AllowAll, false, &write).is_ok());
+        assert!(check_policy(PolicyMode::Review, false, &write).is_ok());
+        assert!(check_policy(PolicyMode::ReadOnly, false, find("notes.read").unwrap()).is_ok());
+    }
+
+    #[test]
+    fn a_proposed_writes_schema_describes_both_answers() {
+        for op in TABLE {
+            let schema = (op.response_schema)().to_value();
+            let branches = schema["anyOf"].as_array();
+            if op.class == Class::Write && op.reviewed {
+                let branches = branches.unwrap_or_else(|| panic!("{}: {schema}", op.name));
+                assert_eq!(branches.len(), 2, "{}", op.name);
+                assert_eq!(
+                    branches[0]["properties"],
+                    (op.committed_schema)().to_value()["properties"],
+                    "{}",
+                    op.name
+                );
+                assert!(
+                    branches[1]["properties"]["proposal"].is_object(),
+                    "{}",
+                    op.name
+                );
+            } else {
+                assert!(branches.is_none(), "{}", op.name);
+            }
+        }
+        assert!(!find("index.rebuild").unwrap().reviewed);
+        assert!(!find("patch.propose").unwrap().reviewed);
+    }
+
+    #[test]
+    fn only_a_reviewer_decides_proposals_and_never_in_read_only_mode() {
+        let approve = find("proposals.approve").unwrap();
+        for mode in [PolicyMode::AllowAll, PolicyMode::Review] {
+            let err = check_policy(mode, false, approve).unwrap_err();
+            assert_eq!(err.code, ErrorCode::PolicyDenied);
+            assert!(
+                err.message.contains("MIRAI_REVIEWER_TOKEN"),
+                "{}",
+                err.message
+            );
+            assert!(check_policy(mode, true, approve).is_ok());
+            assert!(check_policy(mode, false, find("proposals.list").unwrap()).is_ok());
+        }
+        assert!(check_policy(PolicyMode::ReadOnly, true, approve).is_err());
     }
 }

@@ -51,6 +51,8 @@ impl Operation for PatchPropose {
     const NAME: &'static str = "patch.propose";
     const EXAMPLE: &'static str = r##"await mirai.patch.propose({patch: "--- a/shop/list.md\n+++ b/shop/list.md\n@@ -1 +1,2 @@\n # Shopping\n+- pears\n"})"##;
     const CLASS: Class = Class::Write;
+    /// Changes no note: review mode runs it as allow_all does.
+    const REVIEWED: bool = false;
     const SUMMARY: &'static str =
         "Check a single-file unified diff against the note as it is now, exactly as patch.apply would, without writing.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidPatch;

@@ -23,6 +23,8 @@ use crate::notes::path::is_hidden;
 
 /// The trailer that marks an agent run's commits (DESIGN 7.8).
 pub const RUN_TRAILER: &str = "Mirai-Run";
+/// The trailer naming the proposal a commit applied (review mode).
+pub const PROPOSAL_TRAILER: &str = "Mirai-Proposal";
 
 fn invalid_request(message: impl Into<String>) -> Error {
     Error::new(Code::InvalidRequest, message)
@@ -75,6 +77,8 @@ pub struct Summary {
     pub subject: String,
     /// The value of the `Mirai-Run` trailer.
     pub run_id: Option<String>,
+    /// The value of the `Mirai-Proposal` trailer.
+    pub proposal: Option<String>,
     /// Every visible path it changed against its first parent, sorted.
     pub changes: Vec<Change>,
 }
@@ -139,6 +143,14 @@ impl History {
                 e,
             )),
         }
+    }
+
+    /// The commit HEAD points at (`None`: no repository or no commit yet).
+    pub fn head_commit(&self) -> Result<Option<String>> {
+        let Some(reader) = self.reader()? else {
+            return Ok(None);
+        };
+        Ok(reader.head()?.map(|id| id.to_string()))
     }
 
     /// `e` as a caller may see it: no absolute path of the server in it.
@@ -244,6 +256,44 @@ impl History {
             )));
         }
         Ok(Page { commits, next })
+    }
+
+    /// The commit on HEAD's first-parent chain that applied proposal `id` (its
+    /// `Mirai-Proposal` trailer), if one did: the truth about whether it was applied.
+    pub fn commit_of_proposal(&self, id: &str) -> Result<Option<String>> {
+        let Some(reader) = self.reader()? else {
+            return Ok(None);
+        };
+        let chain = self.current(&reader)?;
+        Ok(chain
+            .commits
+            .iter()
+            .rev()
+            .find(|c| {
+                c.proposal
+                    .as_deref()
+                    .is_some_and(|p| p.eq_ignore_ascii_case(id))
+            })
+            .map(|c| c.id.to_string()))
+    }
+
+    /// Every proposal a commit on HEAD's first-parent chain applied (its
+    /// `Mirai-Proposal` trailer), lowercased, with that commit.
+    pub fn proposal_commits(&self) -> Result<std::collections::HashMap<String, String>> {
+        let Some(reader) = self.reader()? else {
+            return Ok(Default::default());
+        };
+        let chain = self.current(&reader)?;
+        Ok(chain
+            .commits
+            .iter()
+            .filter_map(|c| {
+                Some((
+                    c.proposal.as_deref()?.to_ascii_lowercase(),
+                    c.id.to_string(),
+                ))
+            })
+            .collect())
     }
 
     /// The commits of agent run `run_id` (their `Mirai-Run` trailer), newest
@@ -421,7 +471,8 @@ impl Reader {
                 .summary_bytes()
                 .map(|s| String::from_utf8_lossy(s).into_owned())
                 .unwrap_or_default(),
-            run_id: run_trailer(&message),
+            run_id: trailer(&message, RUN_TRAILER),
+            proposal: trailer(&message, PROPOSAL_TRAILER),
             changes: self.changes(parent_tree.as_ref(), Some(&tree))?,
         })
     }
@@ -756,14 +807,14 @@ fn entry_in(tree: &Tree<'_>, rel: &str) -> Result<Entry> {
     })
 }
 
-/// The `Mirai-Run` trailer of a commit message.
-fn run_trailer(message: &str) -> Option<String> {
+/// The trailer `key` of a commit message.
+fn trailer(message: &str, key: &str) -> Option<String> {
     let trailers = git2::message_trailers_strs(message).ok()?;
-    let run = trailers
+    let value = trailers
         .iter()
-        .find(|(key, _)| key.eq_ignore_ascii_case(RUN_TRAILER))
+        .find(|(name, _)| name.eq_ignore_ascii_case(key))
         .map(|(_, value)| value.trim().to_string());
-    run
+    value
 }
 
 /// A git time in RFC 3339, in its own offset (`Z` for UTC).

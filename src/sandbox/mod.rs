@@ -25,10 +25,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use wasmtime::{Engine, InstancePre, Store, Trap};
 
+use crate::config::PolicyMode;
 use crate::config::SandboxLimits;
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::overlay::{NoteChange, Overlay};
-use crate::ops::{Context, TABLE};
+use crate::ops::{Context, Draft, Proposed, TABLE};
 use host::{MemoryLimit, RunState, Stop};
 
 /// How often the wall clock advances the engine's epoch while evals run.
@@ -53,6 +54,10 @@ pub struct Evaluation {
     /// A dry run's combined diff per note; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changes: Option<Vec<NoteChange>>,
+    /// Review mode: the proposal the program's writes made (one for the whole
+    /// program, filed when it ended); absent when it proposed nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proposal: Option<Proposed>,
     /// Commits the program's writes made, in order (for the agent's report).
     #[serde(skip)]
     pub commits: Vec<String>,
@@ -132,13 +137,23 @@ impl Sandbox {
                 "code is empty: send JavaScript that returns a value, e.g. \"return (await mirai.notes.list()).notes.length\"",
             ));
         }
+        let ctx = &ctx.via("sandbox");
         let overlay = request.dry_run.then(|| Arc::new(Overlay::new()));
-        let run_ctx = match &overlay {
-            Some(overlay) => ctx.dry_run(Arc::clone(overlay)),
-            None => ctx.clone(),
+        // Review mode: every write of the program gathers into one proposal.
+        let draft = match overlay {
+            None if ctx.policy == PolicyMode::Review => Some(Draft::begin(ctx)?),
+            _ => None,
+        };
+        let run_ctx = match (&overlay, &draft) {
+            (Some(overlay), _) => ctx.dry_run(Arc::clone(overlay)),
+            (None, Some(draft)) => ctx.drafting(draft, "agent.eval"),
+            (None, None) => ctx.clone(),
         };
         let mut evaluation = self.run(&run_ctx, &request.code);
         evaluation.changes = overlay.map(|overlay| overlay.changes());
+        if let Some(draft) = draft {
+            evaluation.proposal = draft.file(ctx)?;
+        }
         Ok(evaluation)
     }
 
@@ -197,6 +212,7 @@ impl Sandbox {
                 memory_peak_bytes: state.memory.peak,
             },
             changes: None,
+            proposal: None,
             commits: state.commits.clone(),
         }
     }

@@ -1,0 +1,528 @@
+//! The proposals rows: `proposals.list` and `proposals.get` (reads, for
+//! anyone), `proposals.approve` and `proposals.reject` (class review: a
+//! reviewer's decisions). Approval lands every diff as ONE commit through the
+//! one write path ([`land_all`]) with the subject and body the original
+//! operation would have made and a `Mirai-Proposal: <id>` trailer. That
+//! trailer on the branch is the truth about whether a proposal was applied:
+//! a pending proposal it names is marked applied wherever one is read, so a
+//! kill between the commit and the file's update never applies it twice.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::change::{land_all, plan_patch, Plan};
+use super::changes::check_message;
+use super::guard::GuardPolicy;
+use super::history::page_limit;
+use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
+use crate::error::{Error, ErrorCode, Result};
+use crate::proposals::{self, Change, Proposal, Requester, Status};
+use crate::repo::history::{PROPOSAL_TRAILER, RUN_TRAILER};
+
+/// Proposals one page lists by default.
+pub const DEFAULT_PROPOSALS_LIMIT: usize = 20;
+/// The most proposals one page may list.
+pub const MAX_PROPOSALS_LIMIT: usize = 100;
+/// The longest reason a rejection keeps, in bytes.
+pub const MAX_REASON_BYTES: usize = 4096;
+
+/// A proposal as a listing shows it: everything but its diffs.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ProposalSummary {
+    pub id: String,
+    /// pending, applied or rejected.
+    pub status: Status,
+    pub created_at: String,
+    pub base_commit: Option<String>,
+    pub requested_by: Requester,
+    /// The row that asked (`changes.apply` for a run's or eval's several writes).
+    pub operation: String,
+    /// The subject of the commit it makes.
+    pub subject: String,
+    /// The notes it changes.
+    pub paths: Vec<String>,
+    pub commit: Option<String>,
+    pub reason: Option<String>,
+    pub decided_at: Option<String>,
+}
+
+fn summary(p: &Proposal) -> ProposalSummary {
+    ProposalSummary {
+        id: p.id.clone(),
+        status: p.status,
+        created_at: p.created_at.clone(),
+        base_commit: p.base_commit.clone(),
+        requested_by: p.requested_by.clone(),
+        operation: p.operation.name.clone(),
+        subject: p.operation.subject.clone(),
+        paths: p.changes.iter().map(|c| c.path.clone()).collect(),
+        commit: p.commit.clone(),
+        reason: p.reason.clone(),
+        decided_at: p.decided_at.clone(),
+    }
+}
+
+/// `proposals.list`'s request.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ProposalsListRequest {
+    /// pending (the default), applied or rejected.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// How many, 1 to 100 (default 20). A number, or a decimal string.
+    #[serde(default)]
+    #[schemars(with = "Option<u32>", extend("default" = DEFAULT_PROPOSALS_LIMIT))]
+    pub limit: Option<Value>,
+    /// The `next_cursor` of the previous page, to go on from there.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// A page of proposals, newest first.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ProposalsPage {
+    pub proposals: Vec<ProposalSummary>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+    /// Proposal files that could not be believed (skipped; the server log names them).
+    pub unreadable: usize,
+}
+
+/// `proposals.list`: proposals with one status, newest first.
+pub struct ProposalsList;
+
+impl Operation for ProposalsList {
+    const NAME: &'static str = "proposals.list";
+    const EXAMPLE: &'static str = r##"await mirai.proposals.list({status: "pending", limit: 10})"##;
+    const CLASS: Class = Class::Read;
+    const SUMMARY: &'static str = "Review mode's proposals, newest first (pending by default).";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::get(
+        "/mcp/proposals",
+        HttpInput::Query(&["status", "limit", "cursor"]),
+    );
+    const PROMPT: PromptDetail = PromptDetail::Brief;
+    type Request = ProposalsListRequest;
+    type Response = ProposalsPage;
+
+    fn run(ctx: &Context, request: ProposalsListRequest) -> Result<ProposalsPage> {
+        let status = match request.status.as_deref().map(str::trim) {
+            None | Some("") | Some("pending") => Status::Pending,
+            Some("applied") => Status::Applied,
+            Some("rejected") => Status::Rejected,
+            Some(other) => {
+                return Err(Error::new(
+                    ErrorCode::InvalidRequest,
+                    format!("status must be pending, applied or rejected, not {other:?}"),
+                ))
+            }
+        };
+        let limit = page_limit(
+            request.limit.as_ref(),
+            DEFAULT_PROPOSALS_LIMIT,
+            MAX_PROPOSALS_LIMIT,
+        )?;
+        let listing = ctx.proposals.list()?;
+        let applied = reconcile_all(ctx, &listing.proposals)?;
+        let cursor = request.cursor.as_deref().map(str::trim);
+        let mut page: Vec<ProposalSummary> = Vec::with_capacity(limit + 1);
+        for proposal in &listing.proposals {
+            if cursor.is_some_and(|after| proposal.id.as_str() >= after) {
+                continue;
+            }
+            let proposal = applied
+                .iter()
+                .find(|p| p.id == proposal.id)
+                .unwrap_or(proposal);
+            if proposal.status != status {
+                continue;
+            }
+            page.push(summary(proposal));
+            if page.len() > limit {
+                break;
+            }
+        }
+        let next_cursor = (page.len() > limit).then(|| {
+            page.truncate(limit);
+            page[limit - 1].id.clone()
+        });
+        Ok(ProposalsPage {
+            proposals: page,
+            next_cursor,
+            unreadable: listing.unreadable,
+        })
+    }
+}
+
+/// `proposals.get`'s and `proposals.reject`'s id.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ProposalId {
+    /// The proposal's id, as the proposed write answered it.
+    pub id: String,
+}
+
+/// A diff that no longer applies to the notes now, and why (the line-numbered 409 diagnostics).
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ProposalConflict {
+    pub path: String,
+    pub code: String,
+    pub message: String,
+}
+
+/// One proposal in full.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ProposalDetail {
+    #[serde(flatten)]
+    pub proposal: Proposal,
+    /// Whether every diff still applies to the notes now (a pending proposal; false otherwise).
+    pub applies: bool,
+    /// The diffs that do not, with why.
+    pub conflicts: Vec<ProposalConflict>,
+}
+
+/// `proposals.get`: a proposal with its diffs, and whether they still apply.
+pub struct ProposalsGet;
+
+impl Operation for ProposalsGet {
+    const NAME: &'static str = "proposals.get";
+    const EXAMPLE: &'static str =
+        r##"await mirai.proposals.get({id: "0192f0c4-5b3e-7c11-8d2a-4f3b2a1c0d9e"})"##;
+    const CLASS: Class = Class::Read;
+    const SUMMARY: &'static str = "One proposal with its diffs and whether they still apply.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::get("/mcp/proposals/get", HttpInput::Query(&["id"]));
+    const PROMPT: PromptDetail = PromptDetail::Brief;
+    type Request = ProposalId;
+    type Response = ProposalDetail;
+
+    fn run(ctx: &Context, request: ProposalId) -> Result<ProposalDetail> {
+        let proposal = reconcile(ctx, ctx.proposals.load(request.id.trim())?)?;
+        let mut conflicts = Vec::new();
+        if proposal.status == Status::Pending {
+            let disk = on_disk(ctx);
+            for change in &proposal.changes {
+                if let Err(e) = plan_patch(&disk, &change.diff, &GuardPolicy::UNGUARDED) {
+                    conflicts.push(ProposalConflict {
+                        path: change.path.clone(),
+                        code: e.code.as_str().to_string(),
+                        message: e.message,
+                    });
+                }
+            }
+        }
+        Ok(ProposalDetail {
+            applies: proposal.status == Status::Pending && conflicts.is_empty(),
+            proposal: Arc::unwrap_or_clone(proposal),
+            conflicts,
+        })
+    }
+}
+
+/// `proposals.approve`'s request.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ApproveRequest {
+    pub id: String,
+    /// Said in the commit's body after the original one (no control
+    /// characters, no line that looks like a git trailer).
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// `proposals.reject`'s request.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RejectRequest {
+    pub id: String,
+    /// Why, kept with the proposal (at most 4096 bytes, no control characters but newlines and tabs).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// What a decision did.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Decided {
+    pub id: String,
+    /// applied or rejected.
+    pub status: Status,
+    /// The commit that applied it (approve).
+    pub commit: Option<String>,
+}
+
+/// `proposals.approve`: apply a pending proposal as one commit.
+pub struct ProposalsApprove;
+
+impl Operation for ProposalsApprove {
+    const NAME: &'static str = "proposals.approve";
+    const EXAMPLE: &'static str =
+        r##"await mirai.proposals.approve({id: "0192f0c4-5b3e-7c11-8d2a-4f3b2a1c0d9e"})"##;
+    const CLASS: Class = Class::Review;
+    const SUMMARY: &'static str =
+        "A reviewer applies a pending proposal: every diff as ONE commit with the original subject and body and a Mirai-Proposal trailer; a diff that no longer applies is a 409 and it stays pending.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::post("/mcp/proposals/approve", HttpInput::Body);
+    const PROMPT: PromptDetail = PromptDetail::Brief;
+    type Request = ApproveRequest;
+    type Response = Decided;
+
+    fn run(ctx: &Context, request: ApproveRequest) -> Result<Decided> {
+        let note = request.message.as_deref().map(check_message).transpose()?;
+        let _decision = ctx.proposals.decide()?;
+        let proposal = pending(ctx, request.id.trim(), "approved")?;
+        let message = commit_message(&proposal, note.as_deref());
+        let disk = on_disk(ctx);
+        let (_, commit) = land_all(
+            &disk,
+            None,
+            |ctx| plan_all(ctx, &proposal.changes),
+            |_| message,
+        )?;
+        let commit = commit.ok_or_else(|| {
+            Error::conflict(format!(
+                "proposal {} changes nothing now: the notes already hold what it proposes; \
+                 reject it",
+                proposal.id
+            ))
+        })?;
+        let mut applied = Arc::unwrap_or_clone(proposal);
+        applied.status = Status::Applied;
+        applied.commit = Some(commit.clone());
+        applied.decided_at = Some(proposals::now());
+        ctx.proposals.save(&applied)?;
+        Ok(Decided {
+            id: applied.id,
+            status: Status::Applied,
+            commit: Some(commit),
+        })
+    }
+}
+
+/// `proposals.reject`: decide a pending proposal will not be applied.
+pub struct ProposalsReject;
+
+impl Operation for ProposalsReject {
+    const NAME: &'static str = "proposals.reject";
+    const EXAMPLE: &'static str = r##"await mirai.proposals.reject({id: "0192f0c4-5b3e-7c11-8d2a-4f3b2a1c0d9e", reason: "wrong note"})"##;
+    const CLASS: Class = Class::Review;
+    const SUMMARY: &'static str =
+        "A reviewer rejects a pending proposal (with a reason, kept); nothing is written to the notes.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::post("/mcp/proposals/reject", HttpInput::Body);
+    const PROMPT: PromptDetail = PromptDetail::Brief;
+    type Request = RejectRequest;
+    type Response = Decided;
+
+    fn run(ctx: &Context, request: RejectRequest) -> Result<Decided> {
+        let reason = request.reason.as_deref().map(check_reason).transpose()?;
+        let _decision = ctx.proposals.decide()?;
+        let proposal = pending(ctx, request.id.trim(), "rejected")?;
+        let mut rejected = Arc::unwrap_or_clone(proposal);
+        rejected.status = Status::Rejected;
+        rejected.reason = reason.filter(|r| !r.is_empty());
+        rejected.decided_at = Some(proposals::now());
+        ctx.proposals.save(&rejected)?;
+        Ok(Decided {
+            id: rejected.id,
+            status: Status::Rejected,
+            commit: None,
+        })
+    }
+}
+
+/// This context's notes as they are on disk (a decision or a check never
+/// sees an eval's draft).
+fn on_disk(ctx: &Context) -> Context {
+    Context {
+        view: crate::notes::View::disk(ctx.view.disk_notes().clone()),
+        draft: None,
+        run_id: None,
+        ..ctx.clone()
+    }
+}
+
+/// Proposal `id`, once it is known to be pending (409 otherwise, saying what
+/// it is), under the decision lock.
+fn pending(ctx: &Context, id: &str, verb: &str) -> Result<Arc<Proposal>> {
+    let proposal = reconcile(ctx, ctx.proposals.load(id)?)?;
+    match proposal.status {
+        Status::Pending => Ok(proposal),
+        Status::Applied => Err(Error::conflict(format!(
+            "proposal {id} was already applied in commit {}; only a pending proposal can be {verb}",
+            proposal.commit.as_deref().unwrap_or("?")
+        ))),
+        Status::Rejected => Err(Error::conflict(format!(
+            "proposal {id} was rejected; only a pending proposal can be {verb}"
+        ))),
+    }
+}
+
+/// `proposal`, marked applied (and saved so) when it is pending but a commit
+/// on the branch carries its `Mirai-Proposal` trailer: an approval killed
+/// after its commit and before the file was updated.
+fn reconcile(ctx: &Context, proposal: Arc<Proposal>) -> Result<Arc<Proposal>> {
+    if proposal.status != Status::Pending {
+        return Ok(proposal);
+    }
+    let Some(commit) = ctx
+        .history
+        .commit_of_proposal(&proposal.id)
+        .map_err(|e| ctx.history.scrub(e))?
+    else {
+        return Ok(proposal);
+    };
+    mark_applied(ctx, &proposal, commit)
+}
+
+/// The pending proposals of `listing` that a commit's trailer says were applied, marked so.
+fn reconcile_all(ctx: &Context, listing: &[Arc<Proposal>]) -> Result<Vec<Arc<Proposal>>> {
+    if !listing.iter().any(|p| p.status == Status::Pending) {
+        return Ok(Vec::new());
+    }
+    let applied = ctx
+        .history
+        .proposal_commits()
+        .map_err(|e| ctx.history.scrub(e))?;
+    let mut marked = Vec::new();
+    for proposal in listing.iter().filter(|p| p.status == Status::Pending) {
+        if let Some(commit) = applied.get(&proposal.id) {
+            marked.push(mark_applied(ctx, proposal, commit.clone())?);
+        }
+    }
+    Ok(marked)
+}
+
+fn mark_applied(ctx: &Context, proposal: &Proposal, commit: String) -> Result<Arc<Proposal>> {
+    let mut applied = proposal.clone();
+    applied.status = Status::Applied;
+    applied.commit = Some(commit);
+    applied.decided_at = Some(proposals::now());
+    ctx.proposals.save(&applied)?;
+    Ok(Arc::new(applied))
+}
+
+/// Plans every diff as `patch.apply` would (unguarded: the guards ran when it
+/// was proposed, and a person approves what they read), naming the failing one.
+fn plan_all(ctx: &Context, changes: &[Change]) -> Result<Vec<Plan>> {
+    changes
+        .iter()
+        .map(|change| {
+            plan_patch(ctx, &change.diff, &GuardPolicy::UNGUARDED).map_err(|e| {
+                Error::new(
+                    e.code,
+                    format!(
+                        "{}: {}; the proposal stays pending (reject it, or propose the change again \
+                         against the notes now)",
+                        change.path, e.message
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The commit message the original operation would have made, the reviewer's
+/// note after its body, then the trailers: the run's `Mirai-Run` (kept) and
+/// `Mirai-Proposal: <id>`.
+fn commit_message(proposal: &Proposal, note: Option<&str>) -> String {
+    let mut message = format!("{}\n", proposal.operation.subject);
+    for part in [Some(proposal.operation.body.as_str()), note] {
+        if let Some(part) = part.map(str::trim).filter(|p| !p.is_empty()) {
+            message.push('\n');
+            message.push_str(part);
+            message.push('\n');
+        }
+    }
+    message.push('\n');
+    if let Some(run) = &proposal.requested_by.run_id {
+        message.push_str(&format!("{RUN_TRAILER}: {run}\n"));
+    }
+    message.push_str(&format!("{PROPOSAL_TRAILER}: {}\n", proposal.id));
+    message
+}
+
+/// A rejection's reason: trimmed, bounded, no control characters but newlines and tabs.
+fn check_reason(reason: &str) -> Result<String> {
+    if reason.len() > MAX_REASON_BYTES {
+        return Err(Error::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "reason is {} bytes; give at most {MAX_REASON_BYTES}",
+                reason.len()
+            ),
+        ));
+    }
+    if let Some(c) = reason
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+    {
+        return Err(Error::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "reason holds the control character U+{:04X}; only newlines and tabs are allowed",
+                u32::from(c)
+            ),
+        ));
+    }
+    Ok(reason.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proposals::Operation as Op;
+
+    #[test]
+    fn an_approval_keeps_the_original_subject_and_body_and_adds_the_trailers() {
+        let mut proposal = Proposal {
+            id: "0192f0c4-5b3e-7c11-8d2a-4f3b2a1c0d9e".into(),
+            status: Status::Pending,
+            created_at: proposals::now(),
+            base_commit: None,
+            requested_by: Requester {
+                adapter: "agent".into(),
+                run_id: Some("0192f0c4-0000-7000-8000-000000000001".into()),
+                message: None,
+            },
+            operation: Op {
+                name: "changes.apply".into(),
+                subject: "mcp.changes_apply: 2 notes".into(),
+                body: "M a.md\nA b.md".into(),
+            },
+            changes: Vec::new(),
+            commit: None,
+            reason: None,
+            decided_at: None,
+        };
+        assert_eq!(
+            commit_message(&proposal, Some("Looks right.")),
+            "mcp.changes_apply: 2 notes\n\nM a.md\nA b.md\n\nLooks right.\n\n\
+             Mirai-Run: 0192f0c4-0000-7000-8000-000000000001\n\
+             Mirai-Proposal: 0192f0c4-5b3e-7c11-8d2a-4f3b2a1c0d9e\n"
+        );
+        proposal.requested_by.run_id = None;
+        proposal.operation.body.clear();
+        let message = commit_message(&proposal, None);
+        assert_eq!(
+            message,
+            "mcp.changes_apply: 2 notes\n\nMirai-Proposal: 0192f0c4-5b3e-7c11-8d2a-4f3b2a1c0d9e\n"
+        );
+        let trailers = git2::message_trailers_strs(&message).unwrap();
+        assert_eq!(trailers.iter().count(), 1);
+    }
+
+    #[test]
+    fn a_proposals_detail_schema_admits_its_own_fields() {
+        let schema = schemars::schema_for!(ProposalDetail).to_value();
+        let text = schema.to_string();
+        assert!(schema["properties"]["applies"].is_object(), "{text}");
+        assert!(schema["properties"]["changes"].is_object(), "{text}");
+        assert_ne!(schema["additionalProperties"], false, "{text}");
+    }
+
+    #[test]
+    fn reasons_are_bounded_and_plain() {
+        assert_eq!(check_reason("  wrong note \n").unwrap(), "wrong note");
+        assert!(check_reason("bell\u{7}").is_err());
+        assert!(check_reason(&"x".repeat(MAX_REASON_BYTES + 1)).is_err());
+    }
+}

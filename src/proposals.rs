@@ -1,0 +1,536 @@
+//! The proposal store: review mode's proposals as files under
+//! `NOTES_ROOT/.mirai/proposals/<id>.json` (local state: never committed,
+//! never pushed). Ids are UUID v7, so names sort by time. Each file is written
+//! whole (temp file, fsync, rename) and read back as hostile input: opened from
+//! the root handle without following a symlink, a regular file under a size
+//! cap, strict JSON (no repeated or unknown keys), its id equal to its name,
+//! every path a plain note path, its status consistent. What a file says is
+//! cached by its identity (inode, size, mtime), so listing a thousand pending
+//! proposals reads only the files that changed. Knows nothing of operations.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::sync::{Arc, Mutex};
+
+use cap_std::fs::Dir;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::index::stored::create_temp;
+use crate::notes::root::{open_folder, open_regular_in};
+use crate::notes::Notes;
+
+/// The folder in `.mirai/`.
+const FOLDER: &str = "proposals";
+/// The most proposal files one listing looks at (newest first); older ones are left alone.
+pub const MAX_FILES: usize = 20_000;
+/// Room in a proposal file beyond its diffs and message (ids, times, names).
+const FILE_SLACK: u64 = 64 * 1024;
+
+/// Where a proposal stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pending,
+    Applied,
+    Rejected,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Applied => "applied",
+            Status::Rejected => "rejected",
+        }
+    }
+}
+
+/// Who asked for the writes a proposal holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Requester {
+    /// `http`, `mcp`, `sandbox`, `agent` or `cli`.
+    pub adapter: String,
+    /// The agent run, when a run made it.
+    pub run_id: Option<String>,
+    /// The request's `message`, if it had one.
+    pub message: Option<String>,
+}
+
+/// The operation a proposal stands for, with the commit it would have made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Operation {
+    /// The row's name (`notes.write`); `changes.apply` for a run's or eval's several writes.
+    pub name: String,
+    /// The commit's subject (DESIGN 7.8).
+    pub subject: String,
+    /// The commit's body, without trailers (may be empty).
+    pub body: String,
+}
+
+/// One note's change: a unified diff `patch.apply` accepts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    pub path: String,
+    pub diff: String,
+}
+
+/// A proposal as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Proposal {
+    pub id: String,
+    pub status: Status,
+    /// When it was made, RFC 3339 UTC.
+    pub created_at: String,
+    /// HEAD when the diffs were made (null: no commit yet).
+    pub base_commit: Option<String>,
+    pub requested_by: Requester,
+    pub operation: Operation,
+    pub changes: Vec<Change>,
+    /// The commit that applied it (status `applied`).
+    #[serde(default)]
+    pub commit: Option<String>,
+    /// Why it was rejected (status `rejected`; may be null).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// When it was applied or rejected, RFC 3339 UTC.
+    #[serde(default)]
+    pub decided_at: Option<String>,
+}
+
+/// Now, as proposals record times.
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The proposal files of one notes root.
+pub struct Proposals {
+    notes: Notes,
+    /// The largest file believed: the diffs are bounded by the body limit.
+    read_cap: u64,
+    /// What each file said, by name, while its identity stays the same.
+    cache: Mutex<HashMap<String, (Stamp, Arc<Proposal>)>>,
+}
+
+/// A file's identity: a rewrite (temp + rename) changes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    ino: u64,
+    size: u64,
+    modified: Option<std::time::SystemTime>,
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Stamp {
+        Stamp {
+            ino: meta.ino(),
+            size: meta.len(),
+            modified: meta.modified().ok(),
+        }
+    }
+
+    /// The stamp of `name` in `dir` from `lstat` (a symlink is never followed):
+    /// `None` unless it is a regular file.
+    fn lstat(dir: &Dir, name: &str) -> Option<Stamp> {
+        use cap_fs_ext::MetadataExt as _;
+        let meta = dir.symlink_metadata(name).ok()?;
+        meta.is_file().then(|| Stamp {
+            ino: meta.ino(),
+            size: meta.len(),
+            modified: meta.modified().ok().map(|t| t.into_std()),
+        })
+    }
+}
+
+/// A listing: the proposals that could be read, newest first, and how many files could not.
+pub struct Listing {
+    pub proposals: Vec<Arc<Proposal>>,
+    pub unreadable: usize,
+}
+
+/// Held while a proposal is decided: an exclusive `flock` on
+/// `.mirai/proposals/.lock`, so two processes never approve the same one.
+pub struct Decision {
+    _file: File,
+}
+
+impl Proposals {
+    /// The store of `notes`; a file larger than `max_body_bytes` (twice: diffs
+    /// and message) plus some room is refused unread.
+    pub fn new(notes: Notes, max_body_bytes: usize) -> Proposals {
+        Proposals {
+            notes,
+            read_cap: (max_body_bytes as u64).saturating_mul(2) + FILE_SLACK,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `.mirai/proposals/`, reached from the root without following a symlink.
+    fn folder(&self, create: bool) -> Result<Option<Dir>> {
+        let Some(state) = self.notes.state_dir(create)? else {
+            return Ok(None);
+        };
+        open_folder(&state, FOLDER, create)
+            .map(|found| found.map(|(dir, _)| dir))
+            .map_err(|e| {
+                Error::internal(format!(
+                    "cannot open .mirai/{FOLDER}/ (it must be a real folder, not a symlink): {e}"
+                ))
+            })
+    }
+
+    /// Writes `proposal` whole: a temp file beside it, synced, renamed into place.
+    pub fn save(&self, proposal: &Proposal) -> Result<()> {
+        let name = file_name(&proposal.id)?;
+        let dir = self
+            .folder(true)?
+            .ok_or_else(|| Error::internal(format!("cannot create .mirai/{FOLDER}/")))?;
+        let bytes = serde_json::to_vec_pretty(proposal)
+            .map_err(|e| Error::internal(format!("cannot encode proposal {}: {e}", proposal.id)))?;
+        let failed = |e: std::io::Error| {
+            let code = if e.raw_os_error() == Some(libc::ENOSPC) {
+                ErrorCode::InsufficientStorage
+            } else {
+                ErrorCode::Internal
+            };
+            Error::new(
+                code,
+                format!(
+                    "cannot write .mirai/{FOLDER}/{name}: {e}; nothing was proposed or decided"
+                ),
+            )
+        };
+        let (tmp, mut file) = create_temp(&dir, &name).map_err(failed)?;
+        let written = file
+            .write_all(&bytes)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| dir.rename(&tmp, &dir, &name));
+        if let Err(e) = written {
+            let _ = dir.remove_file(&tmp);
+            return Err(failed(e));
+        }
+        // The rename is durable once the folder is.
+        if let Ok(folder) = dir.open(".") {
+            let _ = folder.into_std().sync_all();
+        }
+        Ok(())
+    }
+
+    /// Proposal `id`: 404 when there is none (or `id` is no UUID), 409 when its
+    /// file cannot be believed.
+    pub fn load(&self, id: &str) -> Result<Arc<Proposal>> {
+        let name = file_name(id).map_err(|_| missing(id))?;
+        let Some(dir) = self.folder(false)? else {
+            return Err(missing(id));
+        };
+        match self.read(&dir, &name) {
+            Ok(Some(proposal)) => Ok(proposal),
+            Ok(None) => Err(missing(id)),
+            Err(why) => Err(Error::conflict(format!(
+                "the file of proposal {id} (.mirai/{FOLDER}/{name}) cannot be used: {why}; \
+                 it was left as it is: remove it, or put back what mirai wrote"
+            ))),
+        }
+    }
+
+    /// Every proposal that can be read, newest first (the newest [`MAX_FILES`] files).
+    pub fn list(&self) -> Result<Listing> {
+        let Some(dir) = self.folder(false)? else {
+            return Ok(Listing {
+                proposals: Vec::new(),
+                unreadable: 0,
+            });
+        };
+        let entries = dir
+            .entries()
+            .map_err(|e| Error::internal(format!("cannot list .mirai/{FOLDER}/: {e}")))?;
+        let mut names: Vec<String> = entries
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .filter(|name| {
+                name.strip_suffix(".json")
+                    .is_some_and(|id| file_name(id).as_deref() == Ok(name.as_str()))
+            })
+            .collect();
+        names.sort_unstable_by(|a, b| b.cmp(a));
+        names.truncate(MAX_FILES);
+        let mut listing = Listing {
+            proposals: Vec::with_capacity(names.len()),
+            unreadable: 0,
+        };
+        for name in &names {
+            match self.read(&dir, name) {
+                Ok(Some(proposal)) => listing.proposals.push(proposal),
+                Ok(None) => {}
+                Err(why) => {
+                    log::warn!("skipped .mirai/{FOLDER}/{name}: {why}");
+                    listing.unreadable += 1;
+                }
+            }
+        }
+        self.cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .retain(|name, _| names.binary_search_by(|n| name.cmp(n)).is_ok());
+        Ok(listing)
+    }
+
+    /// How many proposals are pending.
+    pub fn pending(&self) -> Result<usize> {
+        Ok(self
+            .list()?
+            .proposals
+            .iter()
+            .filter(|p| p.status == Status::Pending)
+            .count())
+    }
+
+    /// Takes the store's decision lock (waiting for another process's decision to end).
+    pub fn decide(&self) -> Result<Decision> {
+        let dir = self
+            .folder(true)?
+            .ok_or_else(|| Error::internal(format!("cannot create .mirai/{FOLDER}/")))?;
+        let mut options = cap_std::fs::OpenOptions::new();
+        cap_fs_ext::OpenOptionsFollowExt::follow(&mut options, cap_fs_ext::FollowSymlinks::No);
+        options.read(true).write(true).create(true);
+        let file = dir
+            .open_with(".lock", &options)
+            .map_err(|e| Error::internal(format!("cannot open .mirai/{FOLDER}/.lock: {e}")))?
+            .into_std();
+        file.lock()
+            .map_err(|e| Error::internal(format!("cannot lock .mirai/{FOLDER}/.lock: {e}")))?;
+        Ok(Decision { _file: file })
+    }
+
+    /// The file `name` in `dir` as a proposal (`None`: no such file), from the
+    /// cache while its identity is unchanged; `Err` says why it cannot be believed.
+    fn read(&self, dir: &Dir, name: &str) -> std::result::Result<Option<Arc<Proposal>>, String> {
+        // A file read before and unchanged since (same inode, size and time) is
+        // not opened again: its checked contents are cached.
+        if let (Some(stamp), Some((cached, proposal))) =
+            (Stamp::lstat(dir, name), self.cached(name))
+        {
+            if cached == stamp {
+                return Ok(Some(proposal));
+            }
+        }
+        let mut file = match open_regular_in(dir, name) {
+            Ok(file) => file,
+            Err(crate::notes::root::Refusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(None)
+            }
+            Err(refusal) => return Err(format!("not a regular file ({refusal:?})")),
+        };
+        let meta = file.metadata().map_err(|e| e.to_string())?;
+        let stamp = Stamp::of(&meta);
+        if let Some((cached, proposal)) = self.cached(name) {
+            if cached == stamp {
+                return Ok(Some(proposal));
+            }
+        }
+        if meta.len() > self.read_cap {
+            return Err(format!(
+                "{} bytes, more than a proposal may hold ({})",
+                meta.len(),
+                self.read_cap
+            ));
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        (&mut file)
+            .take(self.read_cap + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| e.to_string())?;
+        if bytes.len() as u64 > self.read_cap {
+            return Err("it grew past what a proposal may hold".to_string());
+        }
+        let proposal = parse(&bytes, name)?;
+        let proposal = Arc::new(proposal);
+        self.cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(name.to_string(), (stamp, Arc::clone(&proposal)));
+        Ok(Some(proposal))
+    }
+
+    fn cached(&self, name: &str) -> Option<(Stamp, Arc<Proposal>)> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(name)
+            .cloned()
+    }
+}
+
+/// A proposal file's bytes, checked: strict JSON of the stored shape, the id
+/// its name says, plain note paths (each once), a status with what it needs.
+fn parse(bytes: &[u8], name: &str) -> std::result::Result<Proposal, String> {
+    let value = crate::json::from_slice(bytes).map_err(|e| format!("not valid JSON: {e}"))?;
+    let proposal: Proposal =
+        serde_json::from_value(value).map_err(|e| format!("not a proposal: {e}"))?;
+    if file_name(&proposal.id).as_deref() != Ok(name) {
+        return Err(format!("its id {:?} is not its file name", proposal.id));
+    }
+    if proposal.changes.is_empty() {
+        return Err("it holds no change".to_string());
+    }
+    let mut seen = std::collections::HashSet::new();
+    for change in &proposal.changes {
+        let rel = crate::notes::path::lexical(&change.path)
+            .map_err(|e| format!("change path {:?}: {}", change.path, e.message))?;
+        if rel != change.path || !seen.insert(rel) {
+            return Err(format!(
+                "change path {:?} is not a plain note path named once",
+                change.path
+            ));
+        }
+    }
+    let commit_ok = |c: &Option<String>| {
+        c.as_deref()
+            .is_some_and(|c| c.len() == 40 && c.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    if proposal.base_commit.is_some() && !commit_ok(&proposal.base_commit) {
+        return Err("its base_commit is not a commit id".to_string());
+    }
+    let consistent = match proposal.status {
+        Status::Pending => proposal.commit.is_none() && proposal.decided_at.is_none(),
+        Status::Applied => commit_ok(&proposal.commit) && proposal.decided_at.is_some(),
+        Status::Rejected => proposal.commit.is_none() && proposal.decided_at.is_some(),
+    };
+    if !consistent {
+        return Err(format!(
+            "status {} does not match its commit and decision time",
+            proposal.status.as_str()
+        ));
+    }
+    Ok(proposal)
+}
+
+/// `<id>.json` for a proposal id: a UUID in its lowercase hyphenated form.
+fn file_name(id: &str) -> Result<String> {
+    match uuid::Uuid::parse_str(id) {
+        Ok(uuid) if uuid.hyphenated().to_string() == id => Ok(format!("{id}.json")),
+        _ => Err(missing(id)),
+    }
+}
+
+fn missing(id: &str) -> Error {
+    Error::not_found(format!(
+        "no proposal {id:?}: ids are UUIDs as a proposed write answers them; \
+         list them with proposals.list"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, Proposals) {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = Notes::open(dir.path()).unwrap();
+        (dir, Proposals::new(notes, 1024))
+    }
+
+    fn proposal(id: &str) -> Proposal {
+        Proposal {
+            id: id.to_string(),
+            status: Status::Pending,
+            created_at: now(),
+            base_commit: None,
+            requested_by: Requester {
+                adapter: "http".into(),
+                run_id: None,
+                message: None,
+            },
+            operation: Operation {
+                name: "notes.write".into(),
+                subject: "mcp.patch_apply: a.md".into(),
+                body: String::new(),
+            },
+            changes: vec![Change {
+                path: "a.md".into(),
+                diff: "--- /dev/null\n+++ b/a.md\n@@ -0,0 +1 @@\n+x\n".into(),
+            }],
+            commit: None,
+            reason: None,
+            decided_at: None,
+        }
+    }
+
+    #[test]
+    fn saved_proposals_read_back_newest_first_and_changes_are_seen() {
+        let (_dir, store) = store();
+        let (old, new) = (
+            uuid::Uuid::now_v7().to_string(),
+            uuid::Uuid::now_v7().to_string(),
+        );
+        store.save(&proposal(&old)).unwrap();
+        store.save(&proposal(&new)).unwrap();
+        let listed: Vec<String> = store
+            .list()
+            .unwrap()
+            .proposals
+            .iter()
+            .map(|p| p.id.clone())
+            .collect();
+        assert_eq!(listed, [new.clone(), old.clone()]);
+        assert_eq!(store.pending().unwrap(), 2);
+        let mut rejected = proposal(&old);
+        rejected.status = Status::Rejected;
+        rejected.decided_at = Some(now());
+        store.save(&rejected).unwrap();
+        assert_eq!(store.load(&old).unwrap().status, Status::Rejected);
+        assert_eq!(store.pending().unwrap(), 1);
+        assert_eq!(store.load("nope").unwrap_err().code, ErrorCode::NotFound);
+        assert_eq!(
+            store
+                .load(&uuid::Uuid::now_v7().to_string())
+                .unwrap_err()
+                .code,
+            ErrorCode::NotFound
+        );
+    }
+
+    #[test]
+    fn hostile_files_are_refused_and_skipped() {
+        let (dir, store) = store();
+        let good = uuid::Uuid::now_v7().to_string();
+        store.save(&proposal(&good)).unwrap();
+        let folder = dir.path().join(".mirai/proposals");
+        let write =
+            |id: &str, text: &str| std::fs::write(folder.join(format!("{id}.json")), text).unwrap();
+        let ids: Vec<String> = (0..6).map(|_| uuid::Uuid::now_v7().to_string()).collect();
+        let mut other_id = proposal(&ids[0]);
+        other_id.id = good.clone();
+        write(&ids[0], &serde_json::to_string(&other_id).unwrap());
+        let mut escaping = proposal(&ids[1]);
+        escaping.changes[0].path = "../../etc/passwd.md".into();
+        write(&ids[1], &serde_json::to_string(&escaping).unwrap());
+        write(&ids[2], "{\"id\": 1, \"id\": 2}");
+        write(&ids[3], &"x".repeat(3 * 1024 + 64 * 1024));
+        let mut applied_without_commit = proposal(&ids[4]);
+        applied_without_commit.status = Status::Applied;
+        applied_without_commit.decided_at = Some(now());
+        write(
+            &ids[4],
+            &serde_json::to_string(&applied_without_commit).unwrap(),
+        );
+        std::os::unix::fs::symlink(
+            folder.join(format!("{good}.json")),
+            folder.join(format!("{}.json", ids[5])),
+        )
+        .unwrap();
+        for id in &ids {
+            let err = store.load(id).unwrap_err();
+            assert_eq!(err.code, ErrorCode::Conflict, "{id}: {}", err.message);
+        }
+        let listing = store.list().unwrap();
+        assert_eq!(listing.unreadable, 6);
+        assert_eq!(listing.proposals.len(), 1);
+        assert_eq!(listing.proposals[0].id, good);
+    }
+}
