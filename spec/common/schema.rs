@@ -21,8 +21,11 @@ static ANSWERS: LazyLock<HashMap<(String, String, u16), Validator>> = LazyLock::
             }
             let answers = [
                 (200, operation.pointer("/responses/200/content/application~1json/schema")),
-                (202, doc.pointer("/components/responses/Proposed/content/application~1json/schema"))
-                    .filter(|_| operation["responses"]["202"].is_object()),
+                (
+                    202,
+                    doc.pointer("/components/responses/Proposed/content/application~1json/schema")
+                        .filter(|_| operation["responses"]["202"].is_object()),
+                ),
             ];
             for (status, schema) in answers {
                 let Some(schema) = schema else { continue };

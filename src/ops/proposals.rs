@@ -19,6 +19,7 @@ use super::guard::GuardPolicy;
 use super::history::page_limit;
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
+use crate::patch::Budget;
 use crate::proposals::{self, Change, Proposal, Requester, Status};
 use crate::repo::history::{PROPOSAL_TRAILER, RUN_TRAILER};
 
@@ -202,8 +203,9 @@ impl Operation for ProposalsGet {
         let mut conflicts = Vec::new();
         if proposal.status == Status::Pending {
             let disk = on_disk(ctx);
+            let budget = Budget::request();
             for change in &proposal.changes {
-                if let Err(e) = plan_patch(&disk, &change.diff, &GuardPolicy::UNGUARDED) {
+                if let Err(e) = plan_patch(&disk, &change.diff, &GuardPolicy::UNGUARDED, &budget) {
                     conflicts.push(ProposalConflict {
                         path: change.path.clone(),
                         code: e.code.as_str().to_string(),
@@ -274,7 +276,7 @@ impl Operation for ProposalsApprove {
         let (_, commit) = land_all(
             &disk,
             None,
-            |ctx| plan_all(ctx, &proposal.changes),
+            |ctx, budget| plan_all(ctx, &proposal.changes, budget),
             |_| message,
         )?;
         let commit = commit.ok_or_else(|| {
@@ -402,11 +404,11 @@ fn mark_applied(ctx: &Context, proposal: &Proposal, commit: String) -> Result<Ar
 
 /// Plans every diff as `patch.apply` would (unguarded: the guards ran when it
 /// was proposed, and a person approves what they read), naming the failing one.
-fn plan_all(ctx: &Context, changes: &[Change]) -> Result<Vec<Plan>> {
+fn plan_all(ctx: &Context, changes: &[Change], budget: &Budget) -> Result<Vec<Plan>> {
     changes
         .iter()
         .map(|change| {
-            plan_patch(ctx, &change.diff, &GuardPolicy::UNGUARDED).map_err(|e| {
+            plan_patch(ctx, &change.diff, &GuardPolicy::UNGUARDED, budget).map_err(|e| {
                 Error::new(
                     e.code,
                     format!(
