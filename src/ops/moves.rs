@@ -73,7 +73,7 @@ impl Operation for NotesMove {
     const EXAMPLE: &'static str =
         r##"await mirai.notes.move({from: "trips/porto.md", to: "trips/2024/porto.md"})"##;
     const CLASS: Class = Class::Write;
-    const SUMMARY: &'static str = "Rename a note and rewrite every link to it; one commit.";
+    const SUMMARY: &'static str = "Rename a note, rewriting links to it.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/move", HttpInput::Body);
     const PROMPT: PromptDetail = PromptDetail::Brief;

@@ -129,7 +129,7 @@ pub struct EditRequest {
     pub path: String,
     /// Replacements applied in order; each `old` must occur exactly once.
     pub edits: Vec<Edit>,
-    /// Search only this section ("A > B" for B under A).
+    /// Search only this section.
     #[serde(default)]
     pub section: Option<String>,
     /// Refuse (conflict) when the note changed between this commit and HEAD.
