@@ -844,3 +844,47 @@ fn an_edit_with_a_section_searches_only_that_section() {
         "edits": [{"old": "- rest", "new": "- x"}]}))
     .assert_error(404, "not_found");
 }
+
+#[test]
+fn list_stats_answer_each_notes_bytes_lines_and_tokens_per_version() {
+    let server = seeded(
+        &[
+            ("a.md", "# A\n\nSome words here.\n"),
+            ("b/c.md", "one line no newline"),
+        ],
+        |_| {},
+    );
+    let stats = |server: &TestServer| -> Value {
+        let answer = server.get("/mcp/notes?stats=true");
+        assert_eq!(answer.status, 200, "{answer:?}");
+        answer.body
+    };
+    let tokens = |path: &str| server.read(path).body["tokens"].as_u64().unwrap();
+    let body = stats(&server);
+    assert_eq!(body["notes"], json!(["a.md", "b/c.md"]));
+    assert_eq!(
+        body["stats"],
+        json!([
+            {"path": "a.md", "bytes": 22, "line_count": 3, "tokens": tokens("a.md")},
+            {"path": "b/c.md", "bytes": 19, "line_count": 1, "tokens": tokens("b/c.md")},
+        ])
+    );
+    assert!(tokens("a.md") > 3);
+    assert_eq!(stats(&server), body, "the same answer from the kept counts");
+    assert!(server.get("/mcp/notes").body.get("stats").is_none());
+    server
+        .get("/mcp/notes?stats=maybe")
+        .assert_error(400, "invalid_request");
+    let written = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "a.md", "content": "# A\n\nSome more words here, and more.\n\nEnd.\n"}),
+    );
+    assert_eq!(written.status, 200, "{written:?}");
+    let body = stats(&server);
+    assert_eq!(
+        body["stats"][0],
+        json!({"path": "a.md", "bytes": 43, "line_count": 5, "tokens": tokens("a.md")})
+    );
+    let tagged = server.get("/mcp/notes?stats=true&tag=none");
+    assert_eq!(tagged.body, json!({"notes": [], "stats": []}));
+}
