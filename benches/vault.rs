@@ -74,7 +74,11 @@ fn main() {
     let summary = vault::generate(&root, &vault::Options::new(NOTES, 1)).unwrap();
     std::fs::write(root.join("long.md"), long_note()).unwrap();
     std::fs::create_dir_all(root.join("hub/linkers")).unwrap();
-    std::fs::write(root.join("hub/target.md"), "# Target\n\nThe note every linker names.\n").unwrap();
+    std::fs::write(
+        root.join("hub/target.md"),
+        "# Target\n\nThe note every linker names.\n",
+    )
+    .unwrap();
     for i in 0..BACKLINKS {
         std::fs::write(
             root.join(format!("hub/linkers/l{i:03}.md")),
@@ -242,7 +246,10 @@ fn main() {
         .map(|i| {
             let (from, to) = (places[i % 2], places[(i + 1) % 2]);
             time_ms(|| {
-                let body = post("/mcp/notes/move", serde_json::json!({"from": from, "to": to}));
+                let body = post(
+                    "/mcp/notes/move",
+                    serde_json::json!({"from": from, "to": to}),
+                );
                 rewritten = body["rewritten"].as_array().map_or(0, Vec::len);
             })
         })

@@ -48,6 +48,7 @@ pub mod pull;
 mod recover;
 mod release;
 pub mod replay;
+mod replay_move;
 pub mod replayed;
 
 /// The skip-worktree bit of an index entry's extended flags.
