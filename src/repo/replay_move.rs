@@ -144,7 +144,7 @@ impl Repo {
 
     /// Every visible file of `tree` (what links may reach), and its notes
     /// with their blobs.
-    fn files_of(&self, tree: &Tree<'_>) -> Result<(Vec<String>, Vec<(String, Oid)>)> {
+    fn files_of(&self, tree: &Tree<'_>) -> Result<(Vec<String>, Vec<Blob>)> {
         let mut paths = Vec::new();
         let mut notes = Vec::new();
         tree.walk(TreeWalkMode::PreOrder, |folder, entry| {
@@ -168,6 +168,9 @@ impl Repo {
         Ok((paths, notes))
     }
 }
+
+/// A note of a tree: its path and blob.
+type Blob = (String, Oid);
 
 fn files(paths: &[String]) -> Files {
     let mut files = Files::default();
