@@ -888,3 +888,31 @@ fn list_stats_answer_each_notes_bytes_lines_and_tokens_per_version() {
     let tagged = server.get("/mcp/notes?stats=true&tag=none");
     assert_eq!(tagged.body, json!({"notes": [], "stats": []}));
 }
+
+#[test]
+fn a_move_refuses_a_stale_base_commit_and_a_linker_with_uncommitted_changes() {
+    let server = seeded(&[("a.md", "# A\n"), ("l1.md", "[[a]]\n")], |_| {});
+    let base = server.head();
+    server.write("l1.md", "[[a]] and more\n");
+    server.commit_all();
+    let before = common::repo_state(&server.root);
+    let stale = move_note(
+        &server,
+        json!({"from": "a.md", "to": "b.md", "base_commit": base}),
+    );
+    stale.assert_error(409, "conflict");
+    assert!(
+        stale.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("l1.md changed between base_commit"),
+        "{stale:?}"
+    );
+    assert_eq!(common::repo_state(&server.root), before);
+    // Someone's uncommitted edit to a linker: refused, nothing written.
+    server.write("l1.md", "[[a]] edited by hand\n");
+    let before = common::repo_state(&server.root);
+    move_note(&server, json!({"from": "a.md", "to": "b.md"})).assert_error(409, "conflict");
+    assert_eq!(common::repo_state(&server.root), before);
+    assert!(server.root.join("a.md").exists() && !server.root.join("b.md").exists());
+}
