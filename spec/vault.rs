@@ -916,3 +916,17 @@ fn a_move_refuses_a_stale_base_commit_and_a_linker_with_uncommitted_changes() {
     assert_eq!(common::repo_state(&server.root), before);
     assert!(server.root.join("a.md").exists() && !server.root.join("b.md").exists());
 }
+
+#[test]
+fn an_empty_note_moves_and_comes_back() {
+    let server = seeded(&[("empty.md", ""), ("l.md", "[[empty]]\n")], |_| {});
+    let before = common::repo_state(&server.root).2;
+    let moved = move_note(&server, json!({"from": "empty.md", "to": "x/blank.md"}));
+    assert_eq!(moved.status, 200, "{moved:?}");
+    assert_eq!(file(&server, "x/blank.md"), "");
+    assert_eq!(file(&server, "l.md"), "[[blank]]\n");
+    let commit = moved.body["commit"].as_str().unwrap();
+    let reverted = server.post_json("/mcp/notes/revert", &json!({"commit": commit}));
+    assert_eq!(reverted.status, 200, "{reverted:?}");
+    assert_eq!(common::repo_state(&server.root).2, before);
+}
