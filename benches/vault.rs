@@ -2,8 +2,10 @@
 //! (wikilinks in about 3% of words): building the link graph from scratch
 //! beside building the index from the same texts (time and memory, in this
 //! process), then over HTTP on the release server: `notes.links` of random
-//! notes, and `notes.outline` and a section read of a 5,000-line note, each
-//! beside `/health` in the same run.
+//! notes, `notes.outline` and a section read of a 5,000-line note, and
+//! `notes.move` of a note with 200 backlinks (each move rewrites the 200
+//! linking notes), each beside a baseline in the same run (`/health`; for the
+//! move, a one-note `notes.write` and a move with `update_links: false`).
 //!
 //! cargo bench --bench vault
 
@@ -23,6 +25,10 @@ use support::{report, time_ms, Server};
 const NOTES: usize = 10_000;
 const SAMPLES: usize = 300;
 const LONG_LINES: usize = 5_000;
+/// Notes linking to the note the move bench moves.
+const BACKLINKS: usize = 200;
+/// Moves timed (each way in turn).
+const MOVES: usize = 10;
 
 /// This process's resident memory, in MiB.
 fn rss_mib() -> f64 {
@@ -67,6 +73,19 @@ fn main() {
     let started = Instant::now();
     let summary = vault::generate(&root, &vault::Options::new(NOTES, 1)).unwrap();
     std::fs::write(root.join("long.md"), long_note()).unwrap();
+    std::fs::create_dir_all(root.join("hub/linkers")).unwrap();
+    std::fs::write(
+        root.join("hub/target.md"),
+        "# Target\n\nThe note every linker names.\n",
+    )
+    .unwrap();
+    for i in 0..BACKLINKS {
+        std::fs::write(
+            root.join(format!("hub/linkers/l{i:03}.md")),
+            format!("# Linker {i}\n\nSee [[target]], or [it](../target.md#Target).\n"),
+        )
+        .unwrap();
+    }
     vault::commit(&root, 1).unwrap();
     println!(
         "vault: {} notes, {} wikilinks written ({:.1} per note), {:.1} MB, made in {:.1} s",
@@ -187,6 +206,56 @@ fn main() {
         .map(|_| time_ms(|| drop(get("/mcp/notes/read?path=long.md"))))
         .collect();
     report("notes.read of the whole 5,000-line note", &mut whole);
+
+    let post = |path: &str, body: serde_json::Value| -> serde_json::Value {
+        let response = server
+            .client
+            .post(format!("{}{path}", server.url))
+            .json(&body)
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{path}");
+        response.json().unwrap()
+    };
+    let mut write_ms: Vec<f64> = (0..MOVES)
+        .map(|i| {
+            time_ms(|| {
+                drop(post(
+                    "/mcp/notes/write",
+                    serde_json::json!({"path": "hub/other.md", "content": format!("# Other\n\n{i}\n")}),
+                ))
+            })
+        })
+        .collect();
+    report("notes.write of one note (baseline)", &mut write_ms);
+    let places = ["hub/target.md", "moved/elsewhere.md"];
+    let mut rename_ms: Vec<f64> = (0..MOVES)
+        .map(|i| {
+            let (from, to) = (places[i % 2], places[(i + 1) % 2]);
+            time_ms(|| {
+                drop(post(
+                    "/mcp/notes/move",
+                    serde_json::json!({"from": from, "to": to, "update_links": false}),
+                ))
+            })
+        })
+        .collect();
+    report("notes.move, update_links false (baseline)", &mut rename_ms);
+    let mut rewritten = 0usize;
+    let mut move_ms: Vec<f64> = (0..MOVES)
+        .map(|i| {
+            let (from, to) = (places[i % 2], places[(i + 1) % 2]);
+            time_ms(|| {
+                let body = post(
+                    "/mcp/notes/move",
+                    serde_json::json!({"from": from, "to": to}),
+                );
+                rewritten = body["rewritten"].as_array().map_or(0, Vec::len);
+            })
+        })
+        .collect();
+    assert_eq!(rewritten, BACKLINKS, "each move rewrites every linker");
+    report("notes.move of a note with 200 backlinks", &mut move_ms);
 }
 
 /// Percent-encodes a path for a query string.

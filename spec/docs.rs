@@ -17,7 +17,10 @@ fn readme() -> String {
 fn section(readme: &str, heading: &str) -> Vec<String> {
     let level = heading.split(' ').next().unwrap();
     let mut lines = readme.lines().skip_while(|line| *line != heading);
-    assert!(lines.next().is_some(), "the README has a `{heading}` section");
+    assert!(
+        lines.next().is_some(),
+        "the README has a `{heading}` section"
+    );
     lines
         .take_while(|line| {
             !(line.starts_with('#') && line.split(' ').next().unwrap().len() <= level.len())
@@ -46,7 +49,10 @@ fn the_settings_table_names_exactly_the_settings_mirai_reads() {
             read.extend(name.captures_iter(&text).map(|c| c[1].to_string()));
         }
     }
-    assert!(read.contains("MIRAI_API_TOKEN") && read.len() > 40, "{read:?}");
+    assert!(
+        read.contains("MIRAI_API_TOKEN") && read.len() > 40,
+        "{read:?}"
+    );
 
     let readme = readme();
     let backticked = Regex::new(r"`([A-Z][A-Z0-9_]+)`").unwrap();

@@ -263,6 +263,17 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
     );
     assert!(!server.root.join("d.md").exists());
     assert_eq!(server.commit_count(), before + 9);
+    let answer = eval(
+        &server,
+        "await mirai.notes.move({from: 'c.md', to: 'moved/c.md'}); \
+         return await mirai.notes.move({from: 'moved/c.md', to: 'c.md'})",
+    );
+    covered.insert("notes.move".into());
+    assert_eq!(
+        result(&answer),
+        &json!({"from": "moved/c.md", "to": "c.md", "commit": server.head(), "rewritten": []})
+    );
+    assert_eq!(server.commit_count(), before + 11);
 
     let answer = eval(&server, "return await mirai.index.rebuild()");
     covered.insert("index.rebuild".into());

@@ -1257,3 +1257,73 @@ fn mcp_on_stdio_pushes_and_pulls_and_the_cli_revert_pushes_before_it_exits() {
     );
     assert_eq!(git(&root, &["status", "--porcelain"]), "");
 }
+
+#[test]
+fn a_local_move_is_run_again_on_the_remote_with_its_new_text_and_new_links() {
+    let world = World::new();
+    world.person_pushes(
+        &[
+            ("people/ann.md", Some("# Ann\n")),
+            ("l1.md", Some("[[ann]] and [her](people/ann.md)\n")),
+        ],
+        "person: ann",
+    );
+    let server = world.mirai(|_| {});
+    assert_eq!(server.read("l1.md").status, 200);
+    let theirs = world.person_pushes(
+        &[
+            (
+                "people/ann.md",
+                Some("# Ann\n\nNew text from the person.\n"),
+            ),
+            ("l2.md", Some("see [[people/ann|Ann]]\n")),
+        ],
+        "person: ann grows, l2 links her",
+    );
+    let moved = server.post_json(
+        "/mcp/notes/move",
+        &json!({"from": "people/ann.md", "to": "team/ann-lee.md"}),
+    );
+    assert_eq!(moved.status, 200, "{moved:?}");
+    assert_eq!(
+        moved.body["rewritten"],
+        json!([{"path": "l1.md", "links": 2}])
+    );
+
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let head = server.head();
+    wait_until("the replayed move is pushed", || {
+        world.remote_head() == head
+    });
+    assert_eq!(commits_between(&server.root, &theirs, &head).len(), 1);
+    assert_eq!(
+        git(&server.root, &["log", "-1", "--format=%s"]).trim(),
+        "mcp.notes_move: people/ann.md -> team/ann-lee.md"
+    );
+    let file = |rel: &str| std::fs::read_to_string(server.root.join(rel)).unwrap();
+    assert_eq!(
+        file("team/ann-lee.md"),
+        "# Ann\n\nNew text from the person.\n"
+    );
+    assert!(!server.root.join("people/ann.md").exists());
+    assert_eq!(file("l1.md"), "[[ann-lee]] and [her](team/ann-lee.md)\n");
+    assert_eq!(
+        file("l2.md"),
+        "see [[team/ann-lee|Ann]]\n",
+        "the remote's new link too"
+    );
+    let status = git(
+        &server.root,
+        &["show", "-M", "--name-status", "--format=", "HEAD"],
+    );
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("R100\tpeople/ann.md\tteam/ann-lee.md")),
+        "{status}"
+    );
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    assert_eq!(server.read("team/ann-lee.md").status, 200);
+    assert_fsck(&server.root);
+}

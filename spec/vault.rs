@@ -585,3 +585,348 @@ fn tags_filter_lists_and_queries_and_are_counted() {
         .get("/mcp/index/query?q=alpha&tag=%23")
         .assert_error(400, "invalid_request");
 }
+
+// ---- notes.move ----
+
+/// A server whose repository holds `notes` (committed) and nothing else.
+fn seeded(notes: &[(&str, &str)], adjust: impl FnOnce(&mut mirai::config::Config)) -> TestServer {
+    let server = TestServer::start_with(adjust);
+    std::fs::remove_file(server.root.join("welcome.md")).unwrap();
+    for (path, content) in notes {
+        server.write(path, content);
+    }
+    server.commit_all();
+    server
+}
+
+fn move_note(server: &TestServer, body: Value) -> common::Answer {
+    server.post_json("/mcp/notes/move", &body)
+}
+
+fn file(server: &TestServer, path: &str) -> String {
+    std::fs::read_to_string(server.root.join(path)).unwrap()
+}
+
+/// The 50 linking notes of the byte-for-byte spec, each linking to
+/// people/ann.md in one form (before, after the move to team/ann lee.md).
+fn linker(i: usize) -> (String, String, String) {
+    let path = format!("n/{i:02}.md");
+    let (before, after) = match i % 5 {
+        0 => ("[[ann]] and `[[ann]]`\n", "[[ann lee]] and `[[ann]]`\n"),
+        1 => (
+            "# T\n\n[[people/ann|Ann]] ![[ann#^b1]]\n",
+            "# T\n\n[[team/ann lee|Ann]] ![[ann lee#^b1]]\n",
+        ),
+        2 => (
+            "See [her](../people/ann.md#Intro \"Ann\").\n```\n[x](../people/ann.md)\n```\n",
+            "See [her](../team/ann%20lee.md#Intro \"Ann\").\n```\n[x](../people/ann.md)\n```\n",
+        ),
+        3 => (
+            "Ref [ann][a] and [a].\n\n[a]: <../people/ann.md> \"Ann\"\n",
+            "Ref [ann][a] and [a].\n\n[a]: <../team/ann lee.md> \"Ann\"\n",
+        ),
+        _ => (
+            "[[ann#Intro|intro]] [[Bob]] [root](/people/ann)\n",
+            "[[ann lee#Intro|intro]] [[Bob]] [root](/team/ann%20lee)\n",
+        ),
+    };
+    (path, before.to_string(), after.to_string())
+}
+
+/// The moved note's lines that no link rewrite touches: git sees a rename
+/// when at least half of a note stays the same (its default `-M`).
+const ANN_HEAD: &str =
+    "# Ann\n\nAnn Lee joined the team in spring and runs the Tuesday reading group.\n\n## Intro\n";
+
+#[test]
+fn a_move_rewrites_fifty_notes_byte_for_byte_as_one_rename_and_a_revert_restores_them() {
+    let mut notes: Vec<(String, String)> = vec![
+        (
+            "people/ann.md".into(),
+            format!("{ANN_HEAD}Friend of [[bob]]; see [bob](../bob.md) and [pal](pal.md). ^b1\n"),
+        ),
+        ("bob.md".into(), "# Bob\n".into()),
+        ("people/pal.md".into(), "# Pal\n".into()),
+        ("loose.md".into(), "[[annex]] `[[ann]]`\n".into()),
+    ];
+    notes.extend((0..50).map(|i| {
+        let (path, before, _) = linker(i);
+        (path, before)
+    }));
+    let borrowed: Vec<(&str, &str)> = notes
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let server = seeded(&borrowed, |_| {});
+    let (_, _, seed) = common::repo_state(&server.root);
+    let answer = move_note(
+        &server,
+        json!({"from": "people/ann.md", "to": "team/ann lee.md"}),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["from"], "people/ann.md");
+    assert_eq!(answer.body["to"], "team/ann lee.md");
+    let rewritten = answer.body["rewritten"].as_array().unwrap();
+    assert_eq!(
+        rewritten.len(),
+        51,
+        "50 linkers and the moved note's own relative link"
+    );
+    assert_eq!(
+        rewritten[50],
+        json!({"path": "team/ann lee.md", "links": 1})
+    );
+    let commit = answer.body["commit"].as_str().unwrap().to_string();
+    assert_eq!(server.head(), commit);
+    assert_eq!(
+        common::git(&server.root, &["log", "-1", "--format=%s"]).trim(),
+        "mcp.notes_move: people/ann.md -> team/ann lee.md"
+    );
+    let status = common::git(
+        &server.root,
+        &["show", "-M", "--name-status", "--format=", "HEAD"],
+    );
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with('R') && l.ends_with("people/ann.md\tteam/ann lee.md")),
+        "git sees a rename: {status}"
+    );
+    assert_eq!(status.lines().count(), 51, "{status}");
+    assert!(common::git(&server.root, &["status", "--porcelain"]).is_empty());
+    assert!(!server.root.join("people/ann.md").exists());
+    assert_eq!(
+        file(&server, "team/ann lee.md"),
+        format!(
+            "{ANN_HEAD}Friend of [[bob]]; see [bob](../bob.md) and [pal](../people/pal.md). ^b1\n"
+        ),
+        "its relative link to bob.md reaches it from team/ too; the one to pal.md is rewritten"
+    );
+    for i in 0..50 {
+        let (path, _, after) = linker(i);
+        assert_eq!(file(&server, &path), after, "{path}");
+    }
+    assert_eq!(file(&server, "loose.md"), "[[annex]] `[[ann]]`\n");
+    assert_eq!(backlinks(&server, "team/ann lee.md").len(), 80);
+
+    let reverted = server.post_json("/mcp/notes/revert", &json!({"commit": commit}));
+    assert_eq!(reverted.status, 200, "{reverted:?}");
+    let (_, _, now) = common::repo_state(&server.root);
+    assert_eq!(now, seed, "every note byte for byte as before the move");
+    assert!(common::git(&server.root, &["status", "--porcelain"]).is_empty());
+}
+
+#[test]
+fn a_move_keeps_other_names_reaching_their_notes_and_leaves_code_alone() {
+    let server = seeded(
+        &[
+            ("a.md", "# A\n"),
+            ("deep/x/note.md", "# Deep note\n"),
+            (
+                "n.md",
+                "[[note]] then [[a|the a]]\n\n```md\n[[a]] [x](a.md)\n```\n\n    [[a]] indented\n\n\
+                 `[[a]]` and <!-- [[a]] --> [[note#Top]]\n",
+            ),
+        ],
+        |_| {},
+    );
+    // top/note.md would be shorter than deep/x/note.md: the bare [[note]]s get their path.
+    let answer = move_note(&server, json!({"from": "a.md", "to": "top/note.md"}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        file(&server, "n.md"),
+        "[[deep/x/note]] then [[note|the a]]\n\n```md\n[[a]] [x](a.md)\n```\n\n    [[a]] indented\n\n\
+         `[[a]]` and <!-- [[a]] --> [[deep/x/note#Top]]\n"
+    );
+    assert_eq!(
+        answer.body["rewritten"],
+        json!([{"path": "n.md", "links": 3}])
+    );
+    let out = outgoing(&links(&server, "n.md"));
+    assert_eq!(out[0].1, json!("deep/x/note.md"));
+    assert_eq!(out[1].1, json!("top/note.md"));
+}
+
+#[test]
+fn a_move_refuses_an_existing_to_a_missing_from_and_past_its_bound() {
+    let notes = [
+        ("a.md", "# A\n"),
+        ("b.md", "# B\n"),
+        ("l1.md", "[[a]]\n"),
+        ("l2.md", "[x](a.md)\n"),
+        ("l3.md", "![[a]]\n"),
+    ];
+    let server = seeded(&notes, |config| {
+        config.max_move_notes = 2;
+        config.max_changes = 1;
+    });
+    let before = common::repo_state(&server.root);
+    move_note(&server, json!({"from": "a.md", "to": "b.md"})).assert_error(409, "conflict");
+    move_note(&server, json!({"from": "gone.md", "to": "c.md"})).assert_error(404, "not_found");
+    move_note(&server, json!({"from": "a.md", "to": "../c.md"})).assert_error(400, "invalid_path");
+    move_note(&server, json!({"from": "a.md", "to": "a.md"})).assert_error(400, "invalid_request");
+    let past = move_note(&server, json!({"from": "a.md", "to": "c.md"}));
+    past.assert_error(400, "invalid_request");
+    assert!(
+        past.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("MIRAI_MOVE_MAX_NOTES"),
+        "{past:?}"
+    );
+    assert_eq!(common::repo_state(&server.root), before, "nothing changed");
+
+    // update_links: false renames only.
+    let renamed = move_note(
+        &server,
+        json!({"from": "a.md", "to": "c.md", "update_links": false}),
+    );
+    assert_eq!(renamed.status, 200, "{renamed:?}");
+    assert_eq!(renamed.body["rewritten"], json!([]));
+    assert_eq!(file(&server, "l1.md"), "[[a]]\n");
+    assert_eq!(file(&server, "c.md"), "# A\n");
+
+    // Two linkers are within the move's bound; taking the move back honours
+    // that bound, not MIRAI_CHANGES_MAX_PATCHES (1 here).
+    std::fs::remove_file(server.root.join("l3.md")).unwrap();
+    server.commit_all();
+    let moved = move_note(&server, json!({"from": "b.md", "to": "d/b.md"}));
+    assert_eq!(moved.status, 200, "{moved:?}");
+    let moved = move_note(&server, json!({"from": "c.md", "to": "d/a.md"}));
+    assert_eq!(moved.status, 200, "{moved:?}");
+    assert_eq!(moved.body["rewritten"].as_array().unwrap().len(), 0);
+    server.write("l1.md", "[[b]] [[d/a]]\n");
+    server.write("l2.md", "[x](d/b.md)\n");
+    server.commit_all();
+    let moved = move_note(&server, json!({"from": "d/b.md", "to": "e/b.md"}));
+    assert_eq!(moved.status, 200, "{moved:?}");
+    assert_eq!(file(&server, "l1.md"), "[[b]] [[d/a]]\n");
+    assert_eq!(file(&server, "l2.md"), "[x](e/b.md)\n");
+    let moved = move_note(&server, json!({"from": "d/a.md", "to": "e/a.md"}));
+    assert_eq!(moved.status, 200, "{moved:?}");
+    assert_eq!(file(&server, "l1.md"), "[[b]] [[e/a]]\n");
+    let commit = moved.body["commit"].as_str().unwrap();
+    let reverted = server.post_json("/mcp/notes/revert", &json!({"commit": commit}));
+    assert_eq!(reverted.status, 200, "{reverted:?}");
+    assert_eq!(file(&server, "l1.md"), "[[b]] [[d/a]]\n");
+    assert_eq!(file(&server, "d/a.md"), "# A\n");
+    assert!(!server.root.join("e/a.md").exists());
+}
+
+#[test]
+fn an_edit_with_a_section_searches_only_that_section() {
+    let server = seeded(
+        &[(
+            "plan.md",
+            "# Plan\n\n## Monday\n- rest\n\n## Tuesday\n- rest\n- read\n",
+        )],
+        |_| {},
+    );
+    let edit = |body: Value| server.post_json("/mcp/notes/edit", &body);
+    // Twice in the note: refused without a section.
+    edit(json!({"path": "plan.md", "edits": [{"old": "- rest", "new": "- walk"}]}))
+        .assert_error(409, "conflict");
+    let done = edit(json!({"path": "plan.md", "section": "Plan > Tuesday",
+        "edits": [{"old": "- rest", "new": "- walk"}]}));
+    assert_eq!(done.status, 200, "{done:?}");
+    assert_eq!(
+        file(&server, "plan.md"),
+        "# Plan\n\n## Monday\n- rest\n\n## Tuesday\n- walk\n- read\n"
+    );
+    let missing = edit(json!({"path": "plan.md", "section": "Monday",
+        "edits": [{"old": "- read", "new": "- x"}]}));
+    missing.assert_error(409, "conflict");
+    assert!(missing.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("in section \"Plan > Monday\""));
+    edit(json!({"path": "plan.md", "section": "Friday",
+        "edits": [{"old": "- rest", "new": "- x"}]}))
+    .assert_error(404, "not_found");
+}
+
+#[test]
+fn list_stats_answer_each_notes_bytes_lines_and_tokens_per_version() {
+    let server = seeded(
+        &[
+            ("a.md", "# A\n\nSome words here.\n"),
+            ("b/c.md", "one line no newline"),
+        ],
+        |_| {},
+    );
+    let stats = |server: &TestServer| -> Value {
+        let answer = server.get("/mcp/notes?stats=true");
+        assert_eq!(answer.status, 200, "{answer:?}");
+        answer.body
+    };
+    let tokens = |path: &str| server.read(path).body["tokens"].as_u64().unwrap();
+    let body = stats(&server);
+    assert_eq!(body["notes"], json!(["a.md", "b/c.md"]));
+    assert_eq!(
+        body["stats"],
+        json!([
+            {"path": "a.md", "bytes": 22, "line_count": 3, "tokens": tokens("a.md")},
+            {"path": "b/c.md", "bytes": 19, "line_count": 1, "tokens": tokens("b/c.md")},
+        ])
+    );
+    assert!(tokens("a.md") > 3);
+    assert_eq!(stats(&server), body, "the same answer from the kept counts");
+    assert!(server.get("/mcp/notes").body.get("stats").is_none());
+    server
+        .get("/mcp/notes?stats=maybe")
+        .assert_error(400, "invalid_request");
+    let written = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "a.md", "content": "# A\n\nSome more words here, and more.\n\nEnd.\n"}),
+    );
+    assert_eq!(written.status, 200, "{written:?}");
+    let body = stats(&server);
+    assert_eq!(
+        body["stats"][0],
+        json!({"path": "a.md", "bytes": 43, "line_count": 5, "tokens": tokens("a.md")})
+    );
+    let tagged = server.get("/mcp/notes?stats=true&tag=none");
+    assert_eq!(tagged.body, json!({"notes": [], "stats": []}));
+}
+
+#[test]
+fn a_move_refuses_a_stale_base_commit_and_a_linker_with_uncommitted_changes() {
+    let server = seeded(&[("a.md", "# A\n"), ("l1.md", "[[a]]\n")], |_| {});
+    let base = server.head();
+    server.write("l1.md", "[[a]] and more\n");
+    server.commit_all();
+    let before = common::repo_state(&server.root);
+    let stale = move_note(
+        &server,
+        json!({"from": "a.md", "to": "b.md", "base_commit": base}),
+    );
+    stale.assert_error(409, "conflict");
+    assert!(
+        stale.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("l1.md changed between base_commit"),
+        "{stale:?}"
+    );
+    assert_eq!(common::repo_state(&server.root), before);
+    // Someone's uncommitted edit to a linker: refused, nothing written.
+    server.write("l1.md", "[[a]] edited by hand\n");
+    let before = common::repo_state(&server.root);
+    move_note(&server, json!({"from": "a.md", "to": "b.md"})).assert_error(409, "conflict");
+    assert_eq!(common::repo_state(&server.root), before);
+    assert!(server.root.join("a.md").exists() && !server.root.join("b.md").exists());
+}
+
+#[test]
+fn an_empty_note_moves_and_comes_back() {
+    let server = seeded(&[("empty.md", ""), ("l.md", "[[empty]]\n")], |_| {});
+    let before = common::repo_state(&server.root).2;
+    let moved = move_note(&server, json!({"from": "empty.md", "to": "x/blank.md"}));
+    assert_eq!(moved.status, 200, "{moved:?}");
+    assert_eq!(file(&server, "x/blank.md"), "");
+    assert_eq!(file(&server, "l.md"), "[[blank]]\n");
+    let commit = moved.body["commit"].as_str().unwrap();
+    let reverted = server.post_json("/mcp/notes/revert", &json!({"commit": commit}));
+    assert_eq!(reverted.status, 200, "{reverted:?}");
+    assert_eq!(common::repo_state(&server.root).2, before);
+}

@@ -22,7 +22,11 @@ pub const DEFAULT_MAX_EDITS: usize = 50;
 /// changes (`MIRAI_CHANGES_MAX_PATCHES`).
 pub const DEFAULT_MAX_CHANGES: usize = 50;
 
-/// The highest `MIRAI_CHANGES_MAX_PATCHES` accepted: one commit's crash record
+/// Default cap on the notes one `notes.move` rewrites links in
+/// (`MIRAI_MOVE_MAX_NOTES`); reverting a move honours it too.
+pub const DEFAULT_MAX_MOVE_NOTES: usize = 1000;
+
+/// The highest `MIRAI_CHANGES_MAX_PATCHES` (and `MIRAI_MOVE_MAX_NOTES`) accepted: one commit's crash record
 /// names every note, and stays well within what recovery reads.
 pub const MAX_CHANGES_LIMIT: u64 = 10_000;
 /// Pending proposals allowed at once by default (`MIRAI_PROPOSALS_MAX_PENDING`).
@@ -464,6 +468,8 @@ pub struct Config {
     pub max_edits: usize,
     /// Most notes one multi-note commit changes (`MIRAI_CHANGES_MAX_PATCHES`).
     pub max_changes: usize,
+    /// Most notes one `notes.move` rewrites links in (`MIRAI_MOVE_MAX_NOTES`).
+    pub max_move_notes: usize,
     pub git_identity: GitIdentity,
     /// What writes do to notes with uncommitted changes (`MIRAI_DIRTY_NOTES`).
     pub dirty_notes: DirtyNotes,
@@ -513,6 +519,7 @@ impl std::fmt::Debug for Config {
             body_timeout_ms,
             max_edits,
             max_changes,
+            max_move_notes,
             git_identity,
             dirty_notes,
             guards,
@@ -541,6 +548,7 @@ impl std::fmt::Debug for Config {
             .field("body_timeout_ms", body_timeout_ms)
             .field("max_edits", max_edits)
             .field("max_changes", max_changes)
+            .field("max_move_notes", max_move_notes)
             .field("git_identity", git_identity)
             .field("dirty_notes", dirty_notes)
             .field("guards", guards)
@@ -632,6 +640,7 @@ impl Config {
             body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
             max_edits: DEFAULT_MAX_EDITS,
             max_changes: DEFAULT_MAX_CHANGES,
+            max_move_notes: DEFAULT_MAX_MOVE_NOTES,
             git_identity: GitIdentity::default(),
         }
     }
@@ -745,6 +754,17 @@ impl Config {
                 expected:
                     "a token of its own: whoever holds the API token must not be able to approve",
             });
+        }
+        const MOVES: &str = "a number of notes from 1 to 10000";
+        if let Some(n) = positive("MIRAI_MOVE_MAX_NOTES", MOVES)? {
+            if n > MAX_CHANGES_LIMIT {
+                return Err(ConfigError::Value {
+                    name: "MIRAI_MOVE_MAX_NOTES",
+                    value: n.to_string(),
+                    expected: MOVES,
+                });
+            }
+            self.max_move_notes = as_usize(n);
         }
         if let Some(n) = positive("MIRAI_SANDBOX_MEMORY_MB", "a number of MiB from 16 to 4095")? {
             if !(16..4096).contains(&n) {
@@ -1383,6 +1403,17 @@ mod tests {
             .with_environment(&env_of(&[("MIRAI_CHANGES_MAX_PATCHES", "10000")]))
             .unwrap();
         assert_eq!(c.max_changes, 10_000);
+        assert_eq!(c.max_move_notes, 1000);
+        let c = Config::new("n")
+            .with_environment(&env_of(&[("MIRAI_MOVE_MAX_NOTES", "3")]))
+            .unwrap();
+        assert_eq!(c.max_move_notes, 3);
+        for bad in ["0", "10001"] {
+            let pairs: &'static [(&str, &str)] =
+                Box::leak(Box::new([("MIRAI_MOVE_MAX_NOTES", bad)]));
+            let err = Config::new("n").with_environment(&env_of(pairs));
+            assert!(err.is_err(), "{bad}");
+        }
     }
 
     #[test]

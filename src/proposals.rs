@@ -31,6 +31,7 @@ const FILE_SLACK: u64 = 64 * 1024;
 
 /// Where a proposal stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "ProposalStatus")]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Pending,

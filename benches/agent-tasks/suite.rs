@@ -29,6 +29,37 @@ pub struct Task {
 pub struct Setup {
     /// Another writer's commit, so a `base_commit` from before it is stale.
     pub external_change: Option<FileChange>,
+    /// A long note committed with the vault (before the run's base).
+    pub long_note: Option<LongNote>,
+}
+
+/// A generated note of `sections` sections (`## Part N`) of `lines` lines
+/// each, with `fact` as the last line of section `fact_in`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct LongNote {
+    pub path: String,
+    pub sections: usize,
+    pub lines: usize,
+    pub fact_in: usize,
+    pub fact: String,
+}
+
+impl LongNote {
+    fn text(&self) -> String {
+        let mut text = String::from("# Handbook\n");
+        for section in 1..=self.sections {
+            text.push_str(&format!("\n## Part {section}\n\n"));
+            for line in 1..self.lines {
+                text.push_str(&format!(
+                    "Rule {section}.{line}: keep the shop tidy and the shelves stocked.\n"
+                ));
+            }
+            if section == self.fact_in {
+                text.push_str(&format!("{}\n", self.fact));
+            }
+        }
+        text
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -55,6 +86,12 @@ pub struct Expect {
     /// Absent: not checked.
     #[serde(default)]
     pub warnings: Option<Vec<String>>,
+    /// Operations the run's code must call, in this order (others may come between).
+    #[serde(default)]
+    pub calls: Vec<String>,
+    /// Every string must appear in the code the run ran.
+    #[serde(default)]
+    pub code_contains: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -103,6 +140,9 @@ pub fn load_all() -> Vec<Task> {
 pub fn prepare(task: &Task, dir: &Path) -> Prepared {
     let root = dir.join("notes");
     copy_dir(&suite_dir().join("vault"), &root);
+    if let Some(long) = task.setup.as_ref().and_then(|s| s.long_note.as_ref()) {
+        std::fs::write(root.join(&long.path), long.text()).unwrap();
+    }
     git(&root, &["init", "-q"]);
     mirai::repo::exclude_mirai_folder(&root.join(".git")).unwrap();
     commit_all(&root, "vault");
@@ -204,6 +244,31 @@ pub fn check(task: &Task, prepared: &Prepared, report: &Value) -> Vec<String> {
     for needle in &expect.reply_contains {
         if !reply.contains(&needle.to_lowercase()) {
             failures.push(format!("the reply lacks {needle:?}: {reply:?}"));
+        }
+    }
+    let steps = report["steps"].as_array().cloned().unwrap_or_default();
+    let called: Vec<&str> = steps
+        .iter()
+        .flat_map(|step| step["calls"].as_array().into_iter().flatten())
+        .filter_map(|call| call["op"].as_str())
+        .collect();
+    let mut left = called.iter();
+    for op in &expect.calls {
+        if !left.any(|c| c == op) {
+            failures.push(format!(
+                "the run does not call {op} in order: it called {called:?}"
+            ));
+            break;
+        }
+    }
+    let code: String = steps
+        .iter()
+        .filter_map(|step| step["code"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for needle in &expect.code_contains {
+        if !code.contains(needle.as_str()) {
+            failures.push(format!("the run's code lacks {needle:?}"));
         }
     }
     if let Some(wanted) = &expect.warnings {

@@ -224,7 +224,10 @@ impl Drop for TestServer {
 pub fn send(request: RequestBuilder) -> Answer {
     let (client, request) = request.build_split();
     let request = request.expect("request builds");
-    let (method, path) = (request.method().to_string(), request.url().path().to_string());
+    let (method, path) = (
+        request.method().to_string(),
+        request.url().path().to_string(),
+    );
     let response = client.execute(request).expect("request reaches the server");
     let status = response.status().as_u16();
     let text = response.text().expect("body");

@@ -20,7 +20,10 @@ static ANSWERS: LazyLock<HashMap<(String, String, u16), Validator>> = LazyLock::
                 continue;
             }
             let answers = [
-                (200, operation.pointer("/responses/200/content/application~1json/schema")),
+                (
+                    200,
+                    operation.pointer("/responses/200/content/application~1json/schema"),
+                ),
                 (
                     202,
                     doc.pointer("/components/responses/Proposed/content/application~1json/schema")

@@ -26,7 +26,13 @@ pub fn yaml() -> String {
 /// The whole document.
 pub fn document() -> Yaml {
     let mut doc: Yaml = serde_norway::from_str(BASE).expect("openapi-base.yaml parses");
-    let mut schemas = Map::new();
+    // The base's own schemas first, so a generated one of the same name is caught.
+    let mut schemas: Map<String, Value> = doc
+        .get("components")
+        .and_then(|components| components.get("schemas"))
+        .map(|base| serde_json::to_value(base).expect("YAML converts to JSON"))
+        .and_then(|base| base.as_object().cloned())
+        .unwrap_or_default();
     schemas.insert("Error".into(), error_schema());
     let proposed = hoist(schemars::schema_for!(Proposed).to_value(), &mut schemas);
     named(&proposed, &mut schemas);
@@ -58,7 +64,9 @@ pub fn document() -> Yaml {
         .and_then(|components| components.get_mut("schemas"))
     {
         for (name, schema) in schemas {
-            base_schemas.insert(Yaml::from(name), to_yaml(&schema));
+            if !base_schemas.contains_key(name.as_str()) {
+                base_schemas.insert(Yaml::from(name), to_yaml(&schema));
+            }
         }
     }
     doc
@@ -249,8 +257,11 @@ mod tests {
                 assert!(schemas.contains_key(name), "{target} is not a component");
             } else {
                 assert!(
-                    ["#/components/responses/Error", "#/components/responses/Proposed"]
-                        .contains(&target.as_str()),
+                    [
+                        "#/components/responses/Error",
+                        "#/components/responses/Proposed"
+                    ]
+                    .contains(&target.as_str()),
                     "{target}"
                 );
             }

@@ -87,7 +87,8 @@ pub(super) fn plan_patch(
 
 /// Plans turning `note`, whose text is `current` now, into `content` (`None`:
 /// deleting it): by the diff between them, planned as [`plan_patch`] plans any
-/// diff (which counts its hunks). The same text makes a plan that changes nothing.
+/// diff (which counts its hunks). The same text makes a plan that changes
+/// nothing; creating or deleting an empty note, a plan of the diff's headers.
 pub(super) fn plan_text(
     ctx: &Context,
     note: NotePath,
@@ -99,6 +100,21 @@ pub(super) fn plan_text(
     let Some(diff) = patch::make_within(&note.rel, current.as_deref(), content, budget) else {
         return Ok(Plan::unchanged(note, current));
     };
+    if current.as_deref().unwrap_or_default().is_empty() && content.unwrap_or_default().is_empty() {
+        // An empty note created or deleted: no diff has a hunk for it, so the
+        // plan is the diff's headers alone (nothing to apply or guard).
+        if current.is_none() {
+            check_folders_in_git(ctx, &note.rel)?;
+        }
+        return Ok(Plan {
+            note,
+            before: current,
+            content: content.map(str::to_string),
+            patch: diff,
+            hunk_count: 0,
+            net_line_delta: 0,
+        });
+    }
     let mut plan = plan_patch(ctx, &diff, guard, budget)?;
     // The diff names the note by its normalized path; answer the same.
     plan.note = note;

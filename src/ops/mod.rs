@@ -10,6 +10,7 @@ pub mod guard;
 mod history;
 mod index;
 mod links;
+mod moves;
 mod notes;
 mod outline;
 mod patch;
@@ -25,6 +26,7 @@ pub use changes::*;
 pub use history::*;
 pub use index::*;
 pub use links::*;
+pub use moves::*;
 pub use notes::*;
 pub use outline::*;
 pub use patch::*;
@@ -95,6 +97,8 @@ pub struct Context {
     pub max_edits: usize,
     /// Most notes one `changes.apply` or `notes.revert` commit may change.
     pub max_changes: usize,
+    /// Most notes one `notes.move` rewrites links in (and a revert of a move changes, with the two paths).
+    pub max_move_notes: usize,
     /// What a write does to a note with someone else's uncommitted changes.
     pub dirty_notes: DirtyNotes,
     /// The guards against destructive writes (see [`guard`]).
@@ -173,6 +177,7 @@ impl Context {
             max_content_bytes: config.max_body_bytes,
             max_edits: config.max_edits,
             max_changes: config.max_changes,
+            max_move_notes: config.max_move_notes,
             dirty_notes: config.dirty_notes,
             guards: config.guards,
             identity: config.git_identity.clone(),
@@ -547,6 +552,7 @@ pub static TABLE: &[OpEntry] = &[
     entry::<NotesAppend>(),
     entry::<NotesInsert>(),
     entry::<NotesDelete>(),
+    entry::<NotesMove>(),
     entry::<ChangesApply>(),
     entry::<NotesRevert>(),
     entry::<IndexRebuild>(),

@@ -28,11 +28,30 @@ pub struct NotesListRequest {
     #[serde(default)]
     #[schemars(with = "String")]
     pub tag: Option<Value>,
+    /// Also answer each note's bytes, line_count and tokens.
+    #[serde(default)]
+    #[schemars(with = "bool")]
+    pub stats: Option<Value>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct NotesListResponse {
     pub notes: Vec<String>,
+    /// With `stats=true`: each listed note's size and counts, in the same
+    /// order (a note that cannot be read, such as one past
+    /// MIRAI_MAX_NOTE_BYTES, has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<Vec<NoteStats>>,
+}
+
+/// One note's size and counts, kept with the index per note version.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct NoteStats {
+    pub path: String,
+    pub bytes: u64,
+    pub line_count: usize,
+    /// o200k_base tokens of the whole note.
+    pub tokens: usize,
 }
 
 impl Operation for NotesList {
@@ -42,20 +61,70 @@ impl Operation for NotesList {
     const SUMMARY: &'static str =
         "List every markdown note (or those with a tag), as paths relative to the notes root, sorted.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
-    const HTTP: HttpRoute = HttpRoute::get("/mcp/notes", HttpInput::Query(&["tag"]));
+    const HTTP: HttpRoute = HttpRoute::get("/mcp/notes", HttpInput::Query(&["tag", "stats"]));
     type Request = NotesListRequest;
     type Response = NotesListResponse;
 
     fn run(ctx: &Context, request: NotesListRequest) -> Result<NotesListResponse> {
         let tag = tag_param(request.tag.as_ref())?;
+        let with_stats = flag("stats", request.stats.as_ref())?;
         let mut notes = ctx.view.list()?;
         if let Some(tag) = tag {
             let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
             let tagged = tagged(&vault, &tag);
             notes.retain(|path| tagged.contains(path));
         }
-        Ok(NotesListResponse { notes })
+        let stats = with_stats.then(|| stats_of(ctx, &notes)).transpose()?;
+        Ok(NotesListResponse { notes, stats })
     }
+}
+
+/// A yes-or-no parameter: a boolean, or `true`/`false` in a query string.
+fn flag(field: &str, raw: Option<&Value>) -> Result<bool> {
+    match raw {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(Value::String(s)) if s.trim() == "true" => Ok(true),
+        Some(Value::String(s)) if s.trim() == "false" => Ok(false),
+        Some(other) => Err(invalid_request(format!(
+            "{field} must be true or false, not {other}"
+        ))),
+    }
+}
+
+/// Each note's size and counts, from the vault's facts of its version: a
+/// count made once per version (the first time it is asked for, from the
+/// note's text) is kept there; a note the vault does not hold yet is counted
+/// from its text now.
+fn stats_of(ctx: &Context, notes: &[String]) -> Result<Vec<NoteStats>> {
+    let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
+    let mut out = Vec::with_capacity(notes.len());
+    for path in notes {
+        let facts = vault.note(path);
+        if let Some((facts, tokens)) = facts.and_then(|f| f.counted_tokens().map(|t| (f, t))) {
+            out.push(NoteStats {
+                path: path.clone(),
+                bytes: facts.print.bytes,
+                line_count: facts.line_count,
+                tokens,
+            });
+            continue;
+        }
+        let Ok((_, content)) = ctx.view.read(path) else {
+            continue;
+        };
+        let (line_count, tokens) = match facts.and_then(|f| f.tokens(&content).map(|t| (f, t))) {
+            Some((facts, tokens)) => (facts.line_count, tokens),
+            None => (line_count(&content), tokens::count_cached(&content)),
+        };
+        out.push(NoteStats {
+            path: path.clone(),
+            bytes: content.len() as u64,
+            line_count,
+            tokens,
+        });
+    }
+    Ok(out)
 }
 
 /// `notes.read`: one note's content.

@@ -24,7 +24,7 @@ use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
 use crate::patch::{self, Budget};
-use crate::repo::CommitChanges;
+use crate::repo::{CommitChanges, FileBound};
 
 /// `notes.revert`'s request: exactly one of `commit` and `run_id`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -77,7 +77,7 @@ impl Operation for NotesRevert {
             (Some(sha), None) => {
                 let commit = {
                     let repo = ctx.writer()?;
-                    repo.commit_changes(sha, only.as_deref(), ctx.max_changes)?
+                    repo.commit_changes(sha, only.as_deref(), file_bound(ctx))?
                 };
                 (format!("mcp.revert: {}", commit.short), vec![commit])
             }
@@ -156,8 +156,16 @@ fn run(ctx: &Context, run_id: &str, only: Option<&str>) -> Result<Vec<CommitChan
     }
     let repo = ctx.writer()?;
     ids.iter()
-        .map(|c| repo.commit_changes(&c.id.to_string(), only, ctx.max_changes))
+        .map(|c| repo.commit_changes(&c.id.to_string(), only, file_bound(ctx)))
         .collect()
+}
+
+/// The bound on the paths one commit taken back may change.
+fn file_bound(ctx: &Context) -> FileBound {
+    FileBound {
+        changes: ctx.max_changes,
+        move_notes: ctx.max_move_notes,
+    }
 }
 
 /// Refuses a revert that would write what mirai may not (a path that is not
@@ -192,14 +200,19 @@ fn check_notes(ctx: &Context, commits: &[CommitChanges]) -> Result<()> {
             notes.insert(file.path.as_str());
         }
     }
-    if notes.len() > ctx.max_changes {
+    // The largest bound of the commits taken back: a move's is its own.
+    let (max, setting) = commits
+        .iter()
+        .map(|commit| file_bound(ctx).of(&commit.subject))
+        .max_by_key(|(max, _)| *max)
+        .unwrap_or((ctx.max_changes, "MIRAI_CHANGES_MAX_PATCHES"));
+    if notes.len() > max {
         return Err(Error::new(
             ErrorCode::InvalidRequest,
             format!(
-                "taking this back changes {} notes; at most {} change in one commit \
-                 (MIRAI_CHANGES_MAX_PATCHES): give `path` to take back one note at a time",
+                "taking this back changes {} notes; at most {max} change in one commit \
+                 ({setting}): give `path` to take back one note at a time",
                 notes.len(),
-                ctx.max_changes
             ),
         ));
     }
@@ -261,6 +274,16 @@ fn plan_inverse(ctx: &Context, commits: &[CommitChanges], budget: &Budget) -> Re
             if working.text == after {
                 working.text = before;
                 continue;
+            }
+            let empty = |text: &Option<String>| text.as_deref().unwrap_or_default().is_empty();
+            if empty(&before) && empty(&after) && before != after {
+                // An empty note created or deleted that changed since: no diff has a
+                // hunk for it to take back.
+                return Err(Error::conflict(format!(
+                    "cannot take back commit {} ({}) in {}: the note changed since; change \
+                     it by hand instead",
+                    commit.short, commit.subject, working.note.rel
+                )));
             }
             let Some(forward) =
                 patch::make_within(&file.path, before.as_deref(), after.as_deref(), budget)

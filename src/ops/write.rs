@@ -11,6 +11,7 @@ use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, NotePath};
 use crate::patch::{self, Edit};
+use crate::vault::sections;
 
 /// `patch.make`: the diff that would turn the note into `content`.
 pub struct PatchMake;
@@ -128,6 +129,9 @@ pub struct EditRequest {
     pub path: String,
     /// Replacements applied in order; each `old` must occur exactly once.
     pub edits: Vec<Edit>,
+    /// Search only this section.
+    #[serde(default)]
+    pub section: Option<String>,
     /// Refuse (conflict) when the note changed between this commit and HEAD.
     #[serde(default)]
     pub base_commit: Option<String>,
@@ -173,11 +177,40 @@ impl Operation for NotesEdit {
                 .view
                 .current_text(&note)?
                 .ok_or_else(|| crate::notes::suggest::missing(&note.rel))?;
-            let edited = patch::apply_edits(&note.rel, &current, &request.edits)?;
+            let edited = match request.section.as_deref() {
+                None => patch::apply_edits(&note.rel, &current, &request.edits)?,
+                Some(wanted) => edit_section(&note.rel, &current, wanted, &request.edits)?,
+            };
             check_size(ctx, &note, &edited)?;
             Ok((note, Some(current), edited))
         })
     }
+}
+
+/// `edits` applied to the section of `text` (note `rel`) that `wanted`
+/// names, as `notes.read` names sections; the rest of the note is kept.
+fn edit_section(rel: &str, text: &str, wanted: &str, edits: &[Edit]) -> Result<String> {
+    let all = sections::headings(text);
+    let heading = sections::find(rel, &all, wanted, "section", "edit it without `section`")?;
+    let slice = sections::line_slice(text, heading.line, heading.last_line);
+    let start = slice.as_ptr() as usize - text.as_ptr() as usize;
+    let edited = patch::apply_edits(rel, slice, edits).map_err(|e| {
+        Error::new(
+            e.code,
+            format!(
+                "in section {:?} (lines {}-{}, counted from its heading): {}",
+                heading.name(),
+                heading.line,
+                heading.last_line,
+                e.message
+            ),
+        )
+    })?;
+    let mut out = String::with_capacity(text.len() + edited.len());
+    out.push_str(&text[..start]);
+    out.push_str(&edited);
+    out.push_str(&text[start + slice.len()..]);
+    Ok(out)
 }
 
 /// Resolves the path for a write of `content` and reads what is there now.

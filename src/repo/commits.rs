@@ -10,6 +10,30 @@ use git2::{Commit, Delta, DiffOptions, FileMode, Oid};
 use super::{git_error, Repo};
 use crate::error::{Error, ErrorCode, Result};
 
+/// The subject of every `notes.move` commit starts with this: taking one
+/// back is bound by `MIRAI_MOVE_MAX_NOTES`, not `MIRAI_CHANGES_MAX_PATCHES`.
+pub const MOVE_SUBJECT: &str = "mcp.notes_move: ";
+
+/// How many paths a commit taken back may change: `changes` for any commit,
+/// `move_notes` rewritten notes (plus the moved note's two paths) for a move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileBound {
+    pub changes: usize,
+    pub move_notes: usize,
+}
+
+impl FileBound {
+    /// The bound for a commit whose subject is `subject`, and the setting
+    /// that sets it.
+    pub fn of(&self, subject: &str) -> (usize, &'static str) {
+        if subject.starts_with(MOVE_SUBJECT) {
+            (self.move_notes.saturating_add(2), "MIRAI_MOVE_MAX_NOTES")
+        } else {
+            (self.changes, "MIRAI_CHANGES_MAX_PATCHES")
+        }
+    }
+}
+
 /// What one commit did to one path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileChange {
@@ -39,14 +63,15 @@ impl Repo {
     /// parent (or, for a root commit, against nothing), only at `only` when
     /// given. Refused: anything but hex (`invalid_request`), a commit this
     /// repository does not have (`not_found`), an abbreviation that names
-    /// several, a merge, and a commit changing more than `max_files` paths.
+    /// several, a merge, and a commit changing more paths than `bound` allows
+    /// a commit with its subject.
     pub fn commit_changes(
         &self,
         sha: &str,
         only: Option<&str>,
-        max_files: usize,
+        bound: FileBound,
     ) -> Result<CommitChanges> {
-        self.commit_changes_inner(sha, only, max_files)
+        self.commit_changes_inner(sha, only, bound)
             .map_err(|e| self.scrub(e))
     }
 
@@ -54,7 +79,7 @@ impl Repo {
         &self,
         sha: &str,
         only: Option<&str>,
-        max_files: usize,
+        bound: FileBound,
     ) -> Result<CommitChanges> {
         let mut commit = self.find_commit_by_sha(sha)?;
         // A commit a pull replayed: its replacement on the branch.
@@ -94,13 +119,15 @@ impl Repo {
             .git
             .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(&mut options))
             .map_err(cannot)?;
+        let subject = commit.summary().unwrap_or("").to_string();
+        let (max_files, setting) = bound.of(&subject);
         if diff.deltas().len() > max_files {
             return Err(Error::new(
                 ErrorCode::InvalidRequest,
                 format!(
                     "commit {short} changes {} paths; at most {max_files} notes change in one \
-                     commit (MIRAI_CHANGES_MAX_PATCHES): give `path` to take back one note at a \
-                     time, or revert it with git",
+                     commit ({setting}): give `path` to take back one note at a time, or revert \
+                     it with git",
                     diff.deltas().len()
                 ),
             ));
@@ -158,7 +185,7 @@ impl Repo {
         }
         Ok(CommitChanges {
             id: commit.id().to_string(),
-            subject: commit.summary().unwrap_or("").to_string(),
+            subject,
             short,
             files,
         })

@@ -33,7 +33,7 @@ use git2::{FileMode, IndexEntry, IndexTime, Oid, Repository, Signature};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::root::{Prepared, Slot};
 use crate::notes::{refused, Notes};
-pub use commits::{CommitChanges, FileChange};
+pub use commits::{CommitChanges, FileBound, FileChange, MOVE_SUBJECT};
 use index_file::{Entries, Kept};
 use index_lock::{held_error, IndexLock, LOCK_WAIT};
 use intent::{Journal, NoteIntent, Recovery, Stage};
@@ -48,6 +48,7 @@ pub mod pull;
 mod recover;
 mod release;
 pub mod replay;
+mod replay_move;
 pub mod replayed;
 pub mod unheld;
 

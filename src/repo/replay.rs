@@ -22,6 +22,10 @@
 //!   (trailers included), its author and author date; the committer is mirai.
 //!   A multi-note commit stays one commit; one that becomes empty stays too
 //!   (its message and trailer are part of the history a run is found by).
+//! - **A move** (`notes.move`'s commit) is not re-applied by its diffs but
+//!   run again on the remote's tree ([`super::replay_move`]): the note's text
+//!   as the remote has it moves, then every link resolving to it there
+//!   (links the remote added included) is rewritten.
 //! - **A commit that no longer applies** is kept back, and so is every later
 //!   local commit that changes one of the notes a kept-back commit changes
 //!   (it may depend on it); later commits that touch other notes still replay,
@@ -125,7 +129,11 @@ impl Repo {
                 kept_back.push(id);
                 continue;
             }
-            match self.replay_one(&commit, &tip, committer) {
+            let again = match self.move_of(&commit)? {
+                Some((from, to)) => self.replay_move(&commit, (&from, &to), &tip, committer),
+                None => self.replay_one(&commit, &tip, committer),
+            };
+            match again {
                 Ok(new) => {
                     replayed.push((id, new));
                     tip = git.find_commit(new).map_err(cannot)?;
@@ -429,7 +437,7 @@ impl Repo {
     }
 }
 
-fn file_mode(mode: i32) -> FileMode {
+pub(super) fn file_mode(mode: i32) -> FileMode {
     match mode {
         0o100755 => FileMode::BlobExecutable,
         0o120000 => FileMode::Link,

@@ -70,6 +70,7 @@ struct State {
 
 /// The answer of `repo.status` (`GET /mcp/repo/status`).
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
+#[schemars(rename = "RepoStatus")]
 pub struct Status {
     /// The branch HEAD names (null when detached).
     pub branch: Option<String>,

@@ -7,12 +7,21 @@
 //! `title`, else the first heading (as [`crate::index::markdown`] reads
 //! headings, the same reader `notes.insert` and the outline use), else the
 //! file name without `.md`.
+//!
+//! Its size, line count and o200k_base token count ([`NoteFacts::tokens`])
+//! belong to the version too: the count is made the first time it is asked
+//! for and kept with these facts, so `notes.list?stats=true` counts a note
+//! once per version.
+
+use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
 use super::front_matter::{self, FrontMatter};
 use super::scan::{self, Link};
+use super::{sections, tokens};
 use crate::index::markdown::{self, Kind};
+use crate::index::Fingerprint;
 
 /// One note, as the vault knows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +30,10 @@ pub struct NoteFacts {
     /// Lowercased, without `#`, sorted, each once.
     pub tags: Vec<String>,
     pub title: String,
+    /// The version's size and content hash.
+    pub print: Fingerprint,
+    pub line_count: usize,
+    tokens: OnceLock<usize>,
 }
 
 impl NoteFacts {
@@ -36,7 +49,27 @@ impl NoteFacts {
             links: found.links,
             tags,
             title: title(path, content, &front),
+            print: Fingerprint::of(content),
+            line_count: sections::line_count(content),
+            tokens: OnceLock::new(),
         }
+    }
+
+    /// The version's o200k_base token count, counted from `content` the
+    /// first time (`None`: `content` is another version than these facts').
+    pub fn tokens(&self, content: &str) -> Option<usize> {
+        if let Some(&n) = self.tokens.get() {
+            return Some(n);
+        }
+        if Fingerprint::of(content) != self.print {
+            return None;
+        }
+        Some(*self.tokens.get_or_init(|| tokens::count(content)))
+    }
+
+    /// The token count, when it has been counted.
+    pub fn counted_tokens(&self) -> Option<usize> {
+        self.tokens.get().copied()
     }
 
     /// Whether the note carries `tag` (lowercased, no `#`) or a tag nested

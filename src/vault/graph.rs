@@ -148,6 +148,28 @@ impl Vault {
         self.files.resolve(from, link)
     }
 
+    /// The files links can reach.
+    pub fn files(&self) -> &Files {
+        &self.files
+    }
+
+    /// The notes whose links a move of `from` to `to` may change: those
+    /// holding a link filed under a key of either path (what resolves to
+    /// `from` now, and what `to` could take), and `from` itself, sorted.
+    pub fn move_candidates(&self, from: &str, to: &str) -> BTreeSet<String> {
+        let mut found: BTreeSet<String> = BTreeSet::new();
+        for key in resolve::keys_of(from)
+            .into_iter()
+            .chain(resolve::keys_of(to))
+        {
+            if let Some(sources) = self.linking.get(&key) {
+                found.extend(sources.iter().cloned());
+            }
+        }
+        found.insert(from.to_string());
+        found
+    }
+
     /// Every link that resolves to `path`, by linking note and line.
     pub fn backlinks(&self, path: &str) -> Vec<Backlink> {
         let mut sources: BTreeSet<&str> = BTreeSet::new();

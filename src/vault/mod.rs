@@ -10,6 +10,7 @@
 //! - [`facts`]: what the vault keeps of one note (links, tags, title).
 //! - [`graph`]: the [`Vault`]: every note's facts, the files links can reach,
 //!   backlinks, broken links, orphans and tag counts.
+//! - [`rewrite`]: a move's link rewrite, each link kept in its form.
 //! - [`sections`]: headings and their sections, named as `A > B`.
 //! - [`tokens`]: o200k_base token counts (tiktoken-rs).
 
@@ -17,6 +18,7 @@ pub mod facts;
 pub mod front_matter;
 pub mod graph;
 pub mod resolve;
+pub mod rewrite;
 pub mod scan;
 pub mod sections;
 pub mod tokens;

@@ -64,6 +64,13 @@ pub struct Link {
     pub span: Range<usize>,
     /// The linking line, trimmed, at most [`MAX_CONTEXT_CHARS`] characters.
     pub context: String,
+    /// Where the file part of the target is written in the note (a
+    /// wikilink's name or path; a markdown destination's path, without `<>`
+    /// and `#...`), for rewriting it; `None` for a reference-style link,
+    /// whose path is written in its definition (see [`Scan::definitions`]).
+    pub path_span: Option<Range<usize>>,
+    /// A markdown destination written in angle brackets: `(<a b.md>)`.
+    pub angle: bool,
 }
 
 /// What one pass over a note finds.
@@ -72,6 +79,10 @@ pub struct Scan {
     pub links: Vec<Link>,
     /// Inline tags, lowercased, without `#`, in order of first appearance, once each.
     pub tags: Vec<String>,
+    /// Reference definitions (`[label]: path.md`) naming a relative path, as
+    /// markdown links whose `text` is the label: where reference-style links
+    /// write their destination.
+    pub definitions: Vec<Link>,
 }
 
 /// A link whose text is still being read.
@@ -81,6 +92,9 @@ struct Open {
     image: bool,
     span: Range<usize>,
     text: String,
+    /// Where the link's text ends at the latest (the end of the last event
+    /// inside it): the destination is after it.
+    inner_end: usize,
 }
 
 /// Scans `content` from byte `body_start` (where its front matter ends).
@@ -96,8 +110,20 @@ pub fn scan(content: &str, body_start: usize) -> Scan {
     let mut contexts = Contexts::default();
     let mut open: Vec<Open> = Vec::new();
     let mut in_code = false;
-    for (event, range) in Parser::new_ext(body, options).into_offset_iter() {
+    let parser = Parser::new_ext(body, options);
+    for (label, def) in parser.reference_definitions().iter() {
+        let span = def.span.start + body_start..def.span.end + body_start;
+        if let Some(link) = definition(label, &def.dest, span, content, &line_starts, &mut contexts)
+        {
+            found.definitions.push(link);
+        }
+    }
+    for (event, range) in parser.into_offset_iter() {
         let span = range.start + body_start..range.end + body_start;
+        let closes = matches!(event, Event::End(TagEnd::Link | TagEnd::Image));
+        if let Some(top) = open.last_mut().filter(|_| !closes) {
+            top.inner_end = top.inner_end.max(span.end);
+        }
         match event {
             Event::Start(Tag::CodeBlock(_)) => in_code = true,
             Event::End(TagEnd::CodeBlock) => in_code = false,
@@ -109,6 +135,7 @@ pub fn scan(content: &str, body_start: usize) -> Scan {
                 link_type,
                 dest: dest_url.into_string(),
                 image: false,
+                inner_end: span.start + 1,
                 span,
                 text: String::new(),
             }),
@@ -120,6 +147,7 @@ pub fn scan(content: &str, body_start: usize) -> Scan {
                 link_type,
                 dest: dest_url.into_string(),
                 image: true,
+                inner_end: span.start + 2,
                 span,
                 text: String::new(),
             }),
@@ -127,6 +155,7 @@ pub fn scan(content: &str, body_start: usize) -> Scan {
                 if let Some(done) = open.pop() {
                     if let Some(parent) = open.last_mut() {
                         parent.text.push_str(&done.text);
+                        parent.inner_end = parent.inner_end.max(done.span.end);
                     }
                     if let Some(link) = finish(done, content, &line_starts, &mut contexts) {
                         found.links.push(link);
@@ -234,6 +263,22 @@ fn finish(
         LinkType::WikiLink { has_pothole: false } => target.clone(),
         _ => open.text,
     };
+    let (path_span, angle) = match open.link_type {
+        LinkType::WikiLink { has_pothole } => {
+            (wiki_path_span(content, &open.span, has_pothole), false)
+        }
+        LinkType::Inline => {
+            let text_end = content[open.inner_end..open.span.end]
+                .find("](")
+                .map(|at| open.inner_end + at + 2);
+            match text_end.and_then(|at| destination(content, at, open.span.end)) {
+                Some((range, angle)) => (Some(range), angle),
+                None => (None, false),
+            }
+        }
+        _ => (None, false),
+    };
+    let path_span = path_span.filter(|range| written_path(&content[range.clone()], wiki) == path);
     let line = line_starts.partition_point(|&start| start <= open.span.start);
     let context = contexts.of(line, content, line_starts).to_string();
     Some(Link {
@@ -245,7 +290,152 @@ fn finish(
         line: u32::try_from(line).unwrap_or(u32::MAX),
         span: open.span,
         context,
+        path_span,
+        angle,
     })
+}
+
+/// The reference definition `[label]: dest` at `span`, as a markdown link
+/// (`None`: its destination is external or empty, or cannot be located).
+fn definition(
+    label: &str,
+    dest: &str,
+    span: Range<usize>,
+    content: &str,
+    line_starts: &[usize],
+    contexts: &mut Contexts,
+) -> Option<Link> {
+    let dest = dest.trim();
+    if dest.is_empty() || is_external(dest) || dest.starts_with('#') {
+        return None;
+    }
+    let raw = content.get(span.clone())?;
+    let colon = label_end(raw)?;
+    let (path_span, angle) = destination(content, span.start + colon, span.end)?;
+    let path = written_path(&content[path_span.clone()], false);
+    if path.is_empty() {
+        return None;
+    }
+    let target = match dest.split_once('#') {
+        Some((_, fragment)) => format!("{path}#{}", decode(fragment)),
+        None => path.clone(),
+    };
+    let line = line_starts.partition_point(|&start| start <= span.start);
+    let context = contexts.of(line, content, line_starts).to_string();
+    Some(Link {
+        kind: Kind::Markdown,
+        wiki: false,
+        target,
+        path,
+        text: label.to_string(),
+        line: u32::try_from(line).unwrap_or(u32::MAX),
+        span,
+        context,
+        path_span: Some(path_span),
+        angle,
+    })
+}
+
+/// Where the `]:` after a definition's label ends in `raw` (the definition's
+/// text), past escaped brackets.
+fn label_end(raw: &str) -> Option<usize> {
+    let bytes = raw.as_bytes();
+    let mut at = raw.find('[')? + 1;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'\\' => at += 2,
+            b']' if bytes.get(at + 1) == Some(&b':') => return Some(at + 2),
+            _ => at += 1,
+        }
+    }
+    None
+}
+
+/// The file part of a wikilink's target in `span` (`[[`, or `![[`, to `]]`):
+/// before `|` (an alias) and `#`, trimmed.
+fn wiki_path_span(content: &str, span: &Range<usize>, has_pothole: bool) -> Option<Range<usize>> {
+    let raw = content.get(span.clone())?;
+    let open = if raw.starts_with("![[") {
+        3
+    } else if raw.starts_with("[[") {
+        2
+    } else {
+        return None;
+    };
+    let inner = raw.get(open..raw.len().checked_sub(2)?)?;
+    if !raw.ends_with("]]") {
+        return None;
+    }
+    let dest = match has_pothole {
+        true => inner.split_once('|').map_or(inner, |(dest, _)| dest),
+        false => inner,
+    };
+    let file = dest.split('#').next().unwrap_or_default();
+    let trimmed = file.trim_start();
+    let lead = file.len() - trimmed.len();
+    let kept = trimmed.trim_end().trim_end_matches('\\').trim_end();
+    let start = span.start + open + lead;
+    Some(start..start + kept.len())
+}
+
+/// A markdown destination starting at or after `at` (spaces and one line
+/// break skipped), before `end`: the range of its file part (inside `<>`,
+/// before `#`) and whether it is in angle brackets.
+fn destination(content: &str, at: usize, end: usize) -> Option<(Range<usize>, bool)> {
+    let bytes = &content.as_bytes()[..end];
+    let mut at = at;
+    let mut breaks = 0;
+    while at < bytes.len() && matches!(bytes[at], b' ' | b'\t' | b'\n' | b'\r') {
+        if bytes[at] == b'\n' {
+            breaks += 1;
+        }
+        at += 1;
+    }
+    if breaks > 1 || at >= bytes.len() {
+        return None;
+    }
+    let angle = bytes[at] == b'<';
+    let start = if angle { at + 1 } else { at };
+    let mut i = start;
+    let mut depth = 0usize;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 1,
+            b'>' | b'\n' if angle => break,
+            b'#' => break,
+            b' ' | b'\t' | b'\n' | b'\r' if !angle => break,
+            b'(' if !angle => depth += 1,
+            b')' if !angle => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => break,
+            },
+            _ => {}
+        }
+        i += 1;
+    }
+    let i = i.min(bytes.len());
+    content.get(start..i)?;
+    Some((start..i, angle))
+}
+
+/// The path a link's written file part names: a wikilink's trimmed; a
+/// markdown one's with backslash escapes and percent-encoding undone.
+fn written_path(raw: &str, wiki: bool) -> String {
+    if wiki {
+        return raw.trim().trim_end_matches('\\').trim().to_string();
+    }
+    let mut unescaped = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('\\', Some(&next)) if next.is_ascii_punctuation() => {
+                unescaped.push(next);
+                chars.next();
+            }
+            _ => unescaped.push(c),
+        }
+    }
+    decode(unescaped.trim())
 }
 
 /// A destination with a scheme (`https:`, `mailto:`, `obsidian:`) or a

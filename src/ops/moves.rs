@@ -1,0 +1,234 @@
+//! `notes.move`: renames a note and rewrites every link that resolved to it
+//! (and every link the move would otherwise turn elsewhere), each in its own
+//! form ([`crate::vault::rewrite`]), as ONE commit that git sees as a rename:
+//! the note's deletion, its creation at the new path and the linking notes'
+//! changes, planned and landed on the one write path ([`land_all`]) like
+//! `changes.apply`'s, so guards, dirty notes, `base_commit`, dry runs and
+//! crash records behave the same.
+//!
+//! Which notes may need a rewrite comes from the live index's link graph
+//! (the notes holding a link filed under either path's names, and the moved
+//! note); each is then read as it is now and its links found again, so the
+//! rewrite works on the current text. At most `MIRAI_MOVE_MAX_NOTES` notes
+//! besides the moved one are rewritten.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::change::{land_all, plan_delete, plan_text, status_lines, Plan};
+use super::guard::GuardPolicy;
+use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
+use crate::error::{Error, ErrorCode, Result};
+use crate::notes::Existence;
+use crate::patch::Budget;
+use crate::repo::MOVE_SUBJECT;
+use crate::vault::resolve::Files;
+use crate::vault::rewrite::Move;
+
+/// `notes.move`'s request.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct MoveRequest {
+    /// The note to move, relative to the notes root.
+    pub from: String,
+    /// Its new path; must not exist.
+    pub to: String,
+    /// Rewrite the links to the note (default true); false renames only.
+    #[serde(default = "yes")]
+    #[schemars(extend("default" = true))]
+    pub update_links: bool,
+    /// Refuse (conflict) when any note the move changes changed between this commit and HEAD.
+    #[serde(default)]
+    pub base_commit: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// What a move did.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Moved {
+    pub from: String,
+    pub to: String,
+    /// `null` only in a dry run, where nothing is committed.
+    pub commit: Option<String>,
+    /// The notes whose links were rewritten (by their paths after the move), sorted.
+    pub rewritten: Vec<RewrittenNote>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct RewrittenNote {
+    pub path: String,
+    /// How many of its links changed.
+    pub links: usize,
+}
+
+/// `notes.move`: rename a note, rewriting the links to it.
+pub struct NotesMove;
+
+impl Operation for NotesMove {
+    const NAME: &'static str = "notes.move";
+    const EXAMPLE: &'static str =
+        r##"await mirai.notes.move({from: "trips/porto.md", to: "trips/2024/porto.md"})"##;
+    const CLASS: Class = Class::Write;
+    const SUMMARY: &'static str = "Rename a note, rewriting links to it.";
+    const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
+    const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/move", HttpInput::Body);
+    const PROMPT: PromptDetail = PromptDetail::Brief;
+    type Request = MoveRequest;
+    type Response = Moved;
+
+    fn run(ctx: &Context, request: MoveRequest) -> Result<Moved> {
+        let rewritten: RefCell<Vec<RewrittenNote>> = RefCell::new(Vec::new());
+        let names: RefCell<(String, String)> = RefCell::new(Default::default());
+        let (_, commit) = land_all(
+            ctx,
+            request.base_commit.as_deref(),
+            |ctx, budget| {
+                let (plans, notes) = plan_move(ctx, &request, budget)?;
+                *names.borrow_mut() = (plans[0].note.rel.clone(), plans[1].note.rel.clone());
+                *rewritten.borrow_mut() = notes;
+                Ok(plans)
+            },
+            |plans| {
+                let (from, to) = &*names.borrow();
+                ctx.commit_message(
+                    &format!("{MOVE_SUBJECT}{from} -> {to}"),
+                    &status_lines(plans),
+                )
+            },
+        )?;
+        let (from, to) = names.into_inner();
+        Ok(Moved {
+            from,
+            to,
+            commit,
+            rewritten: rewritten.into_inner(),
+        })
+    }
+}
+
+/// The move's plans (the deletion of `from`, the creation of `to`, then each
+/// rewritten note by path) and the notes whose links changed.
+fn plan_move(
+    ctx: &Context,
+    request: &MoveRequest,
+    budget: &Budget,
+) -> Result<(Vec<Plan>, Vec<RewrittenNote>)> {
+    let from = ctx
+        .view
+        .resolve_for_write(&request.from, Existence::MustExist)?;
+    let to = ctx
+        .view
+        .resolve_for_write(&request.to, Existence::MayBeMissing)?;
+    if from.rel == to.rel {
+        return Err(Error::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "from and to are both {}: give the note's new path as `to`",
+                from.rel
+            ),
+        ));
+    }
+    if ctx.view.current_text(&to)?.is_some() {
+        return Err(Error::conflict(format!(
+            "{} already exists; a move never replaces a note: choose another `to`, or delete \
+             that note first",
+            to.rel
+        )));
+    }
+    let text = ctx
+        .view
+        .current_text(&from)?
+        .ok_or_else(|| crate::notes::suggest::missing(&from.rel))?;
+    let mut moved_text = text.clone();
+    let mut rewritten: Vec<RewrittenNote> = Vec::new();
+    let mut others: Vec<Plan> = Vec::new();
+    if request.update_links {
+        let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
+        // The graph may lag the disk by a moment; the two notes are as the disk says.
+        let before: Cow<'_, Files> = match (vault.note(&from.rel), vault.note(&to.rel)) {
+            (Some(_), None) => Cow::Borrowed(vault.files()),
+            _ => {
+                let mut files = vault.files().clone();
+                files.insert(&from.rel);
+                files.remove(&to.rel);
+                Cow::Owned(files)
+            }
+        };
+        let mut after = before.as_ref().clone();
+        after.remove(&from.rel);
+        after.insert(&to.rel);
+        let mv = Move {
+            from: &from.rel,
+            to: &to.rel,
+            before: &before,
+            after: &after,
+        };
+        for path in vault.move_candidates(&from.rel, &to.rel) {
+            let (note, current) = if path == from.rel {
+                (from.clone(), text.clone())
+            } else {
+                let Ok(note) = ctx.view.resolve_for_write(&path, Existence::MustExist) else {
+                    continue; // gone since the graph saw it
+                };
+                match ctx.view.current_text(&note)? {
+                    Some(current) => (note, current),
+                    None => continue,
+                }
+            };
+            let done = mv.rewrite(&path, &current).map_err(|bad| {
+                Error::conflict(format!(
+                    "{path} line {}: the link {} cannot be written to reach its note after the \
+                     move (wikilinks cannot name a path holding [ ] | # ^); edit that link \
+                     first, or move with update_links: false",
+                    bad.line, bad.link
+                ))
+            })?;
+            let Some(done) = done else { continue };
+            rewritten.push(RewrittenNote {
+                path: mv.new_path(&path).to_string(),
+                links: done.links,
+            });
+            if path == from.rel {
+                moved_text = done.content;
+                continue;
+            }
+            if others.len() >= ctx.max_move_notes {
+                return Err(Error::new(
+                    ErrorCode::InvalidRequest,
+                    format!(
+                        "moving {} rewrites links in more than {} notes (MIRAI_MOVE_MAX_NOTES); \
+                         move with update_links: false and fix the links in smaller steps",
+                        from.rel, ctx.max_move_notes
+                    ),
+                ));
+            }
+            others.push(plan_text(
+                ctx,
+                note,
+                Some(current),
+                Some(&done.content),
+                &GuardPolicy::UNGUARDED,
+                budget,
+            )?);
+        }
+    }
+    rewritten.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut plans = vec![
+        plan_delete(ctx, &from.rel, budget)?,
+        plan_text(
+            ctx,
+            to,
+            None,
+            Some(&moved_text),
+            &GuardPolicy::UNGUARDED,
+            budget,
+        )?,
+    ];
+    plans.extend(others);
+    Ok((plans, rewritten))
+}
