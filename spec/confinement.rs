@@ -23,6 +23,7 @@ fn exchange(a: &Path, b: &Path) {
     let a = CString::new(a.as_os_str().as_bytes()).unwrap();
     let b = CString::new(b.as_os_str().as_bytes()).unwrap();
     // SAFETY: two valid NUL-terminated paths; the call only renames.
+    #[allow(unsafe_code)]
     let rc = unsafe {
         libc::renameat2(
             libc::AT_FDCWD,
@@ -120,7 +121,9 @@ fn a_fifo_named_like_a_note_is_never_opened_and_never_blocks_writes() {
     let server = TestServer::start();
     let fifo = CString::new(server.root.join("pipe.md").as_os_str().as_bytes()).unwrap();
     // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    #[allow(unsafe_code)]
+    let made = unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) };
+    assert_eq!(made, 0);
     server.read("pipe.md").assert_error(400, "invalid_path");
     let listed = server.get("/mcp/notes");
     assert_eq!(listed.body["notes"], json!(["welcome.md"]));

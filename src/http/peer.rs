@@ -40,6 +40,7 @@ impl PeerSocket {
         };
         // SAFETY: one pollfd on the stack, a zero timeout; the descriptor is the
         // connection's own, open while this request's handler runs.
+        #[allow(unsafe_code)]
         let ready = unsafe { libc::poll(&mut poll, 1, 0) };
         ready > 0 && poll.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
     }

@@ -867,6 +867,7 @@ fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free memory to the system; it touches no
     // memory in use and is safe to call from any thread at any time.
+    #[allow(unsafe_code)]
     unsafe {
         libc::malloc_trim(0);
     }

@@ -54,7 +54,9 @@ pub fn load(engine: &Engine, cache_dir: Option<&Path>) -> wasmtime::Result<Loade
                 // compatibility hash): the file and its folder belong to this user
                 // and nobody else may write them, and their SHA-256 is the one
                 // recorded when they were written.
-                if let Ok(module) = unsafe { Module::deserialize(engine, &bytes) } {
+                #[allow(unsafe_code)]
+                let loaded = unsafe { Module::deserialize(engine, &bytes) };
+                if let Ok(module) = loaded {
                     return Ok(Loaded {
                         module,
                         from_cache: true,
@@ -100,8 +102,7 @@ fn open_cache(dir: &Path) -> Result<PathBuf, String> {
 
 /// Only files of this user that nobody else may change are trusted.
 fn check_private(meta: &fs::Metadata) -> Result<(), String> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = rustix::process::geteuid().as_raw();
     if meta.uid() != me {
         return Err(format!(
             "it belongs to uid {}, not to uid {me} that mirai runs as",

@@ -598,6 +598,7 @@ pub fn set_transport_timeouts() {
     ONCE.call_once(|| {
         // SAFETY: libgit2's global options are written once, here, before any
         // sync thread starts, so no transport reads them concurrently.
+        #[allow(unsafe_code)]
         unsafe {
             let _ = git2::opts::set_server_connect_timeout_in_milliseconds(10_000);
             let _ = git2::opts::set_server_timeout_in_milliseconds(60_000);
