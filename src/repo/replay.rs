@@ -351,12 +351,30 @@ impl Repo {
                 None => {}
             }
         }
+        self.commit_replayed(commit, onto, committer, update, "its paths")
+    }
+
+    /// Commits `update` applied to `onto`'s tree as `commit` replayed there:
+    /// its author and message, `committer` now, `onto` the one parent. Paths
+    /// that do not fit the remote's folders (`what`, e.g. "its paths") are a
+    /// 409 `conflict`.
+    pub(super) fn commit_replayed(
+        &self,
+        commit: &Commit<'_>,
+        onto: &Commit<'_>,
+        committer: &Author,
+        mut update: TreeUpdateBuilder,
+        what: &str,
+    ) -> Result<Oid> {
+        let git = &self.git;
+        let cannot = |e| git_error(&format!("cannot replay commit {}", short(commit.id())), e);
+        let base = onto.tree().map_err(cannot)?;
         let new_tree = update
             .create_updated(git, &base)
             .and_then(|id| git.find_tree(id))
             .map_err(|e| {
                 Error::conflict(format!(
-                    "its paths do not fit the remote's folders: {}",
+                    "{what} do not fit the remote's folders: {}",
                     e.message()
                 ))
             })?;

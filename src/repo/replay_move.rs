@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use git2::build::TreeUpdateBuilder;
-use git2::{Commit, Delta, ObjectType, Oid, Signature, Tree, TreeWalkMode, TreeWalkResult};
+use git2::{Commit, Delta, ObjectType, Oid, Tree, TreeWalkMode, TreeWalkResult};
 
 use super::commits::MOVE_SUBJECT;
 use super::{git_error, Author, Repo};
@@ -120,26 +120,13 @@ impl Repo {
         let id = git.blob(text.as_bytes()).map_err(cannot)?;
         update.remove(from);
         update.upsert(to, id, super::replay::file_mode(entry.filemode()));
-        let new_tree = update
-            .create_updated(git, &base)
-            .and_then(|id| git.find_tree(id))
-            .map_err(|e| {
-                Error::conflict(format!(
-                    "{to} does not fit the remote's folders: {}",
-                    e.message()
-                ))
-            })?;
-        let committer = Signature::now(&committer.name, &committer.email).map_err(cannot)?;
-        let message = String::from_utf8_lossy(commit.message_raw_bytes());
-        git.commit(
-            None,
-            &commit.author(),
-            &committer,
-            &message,
-            &new_tree,
-            &[onto],
+        self.commit_replayed(
+            commit,
+            onto,
+            committer,
+            update,
+            &format!("{to} and its links"),
         )
-        .map_err(cannot)
     }
 
     /// Every visible file of `tree` (what links may reach), and its notes
