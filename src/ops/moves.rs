@@ -159,9 +159,7 @@ fn plan_move(
                 Cow::Owned(files)
             }
         };
-        let mut after = before.as_ref().clone();
-        after.remove(&from.rel);
-        after.insert(&to.rel);
+        let after = before.moved(&from.rel, &to.rel);
         let mv = Move {
             from: &from.rel,
             to: &to.rel,

@@ -76,9 +76,7 @@ impl Repo {
         }
         let (paths, notes) = self.files_of(&base)?;
         let before = files(&paths);
-        let mut after = before.clone();
-        after.remove(from);
-        after.insert(to);
+        let after = before.moved(from, to);
         let mv = Move {
             from,
             to,

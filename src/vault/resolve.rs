@@ -50,6 +50,14 @@ impl Files {
         }
     }
 
+    /// These files with `from` moved to `to`: what links resolve against after a move.
+    pub fn moved(&self, from: &str, to: &str) -> Files {
+        let mut after = self.clone();
+        after.remove(from);
+        after.insert(to);
+        after
+    }
+
     /// Takes `path` out.
     pub fn remove(&mut self, path: &str) {
         for key in keys_of(path) {

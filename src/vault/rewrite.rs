@@ -222,9 +222,7 @@ mod tests {
     /// `content` of note `path` after moving `from` to `to` in a vault of `paths`.
     fn moved(paths: &[&str], from: &str, to: &str, path: &str, content: &str) -> String {
         let before = files(paths);
-        let mut after = before.clone();
-        after.remove(from);
-        after.insert(to);
+        let after = before.moved(from, to);
         let mv = Move {
             from,
             to,
@@ -295,9 +293,7 @@ mod tests {
     #[test]
     fn untouched_notes_answer_none() {
         let before = files(&["a.md", "n.md"]);
-        let mut after = before.clone();
-        after.remove("a.md");
-        after.insert("b.md");
+        let after = before.moved("a.md", "b.md");
         let mv = Move {
             from: "a.md",
             to: "b.md",
