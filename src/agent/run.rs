@@ -19,7 +19,7 @@ use super::{Agent, OBSERVATION_CAP};
 use crate::config::{PolicyMode, MAX_AGENT_STEPS};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::overlay::{NoteChange, Overlay};
-use crate::ops::{Class, Context, Draft, Proposed};
+use crate::ops::{begin_draft, file_draft, Class, Context, Proposed};
 use crate::sandbox::{CallRecord, Evaluation};
 
 /// What `POST /agent/run` takes.
@@ -129,7 +129,7 @@ impl Agent {
         // Review mode: every write of the run gathers into one proposal, whose
         // overlay the run reads through as a dry run reads through its own.
         let draft = match request.dry_run {
-            false if ctx.policy == PolicyMode::Review => Some(Draft::begin(&ctx.for_run(&run_id))?),
+            false if ctx.policy == PolicyMode::Review => Some(begin_draft(&ctx.for_run(&run_id))?),
             _ => None,
         };
         let overlay = match &draft {
@@ -344,7 +344,7 @@ impl Agent {
         };
 
         let (changes, filed) = match &draft {
-            Some(draft) => (None, draft.file(ctx)),
+            Some(draft) => (None, file_draft(draft, ctx)),
             None => (overlay.map(|overlay| overlay.changes()), Ok(None)),
         };
         let (proposal, unfiled) = match filed {

@@ -9,113 +9,40 @@
 //! exactly the ones the write would have committed; `land_all` records the
 //! commit message it would have made in the draft. One write call drafts and
 //! files its own proposal; an eval or an agent run makes one draft that every
-//! write of it gathers into ([`Draft::begin`], [`Draft::file`]), so later calls
+//! write of it gathers into ([`begin_draft`], [`file_draft`]), so later calls
 //! see what earlier ones proposed. A dry run files nothing.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{Class, Context, OpEntry};
+use super::context::Context;
+use super::draft::{Draft, Proposed};
+use super::operation::{Class, OpEntry};
 use crate::config::PolicyMode;
 use crate::error::{Error, ErrorCode, Result};
-use crate::notes::overlay::Overlay;
-use crate::proposals::{self, Change, Operation, Proposal, Requester, Status};
+use crate::proposals::Requester;
 
-/// A proposed write's answer: the proposal's id and its diffs so far.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-pub struct Proposed {
-    /// The proposal's id (a UUID): approve or reject it with proposals.approve / proposals.reject.
-    pub proposal: String,
-    /// One diff per note, as the write would have committed them.
-    pub changes: Vec<Change>,
+/// A draft for the writes made through `ctx` (its adapter and run), from HEAD.
+pub fn begin_draft(ctx: &Context) -> Result<Arc<Draft>> {
+    let base_commit = ctx
+        .history
+        .head_commit()
+        .map_err(|e| ctx.history.scrub(e))?;
+    Ok(Draft::new(
+        base_commit,
+        Requester {
+            adapter: ctx.adapter().to_string(),
+            run_id: ctx.run_id().map(str::to_string),
+            message: None,
+        },
+    ))
 }
 
-/// Writes gathering into one proposal, not yet filed.
-pub struct Draft {
-    id: String,
-    overlay: Arc<Overlay>,
-    /// HEAD when the draft began.
-    base_commit: Option<String>,
-    requester: Mutex<Requester>,
-    /// Each landed write: the row and the commit subject and body it would have made.
-    landed: Mutex<Vec<Operation>>,
-    /// Whether the pending bound was checked for this draft.
-    admitted: Mutex<bool>,
-}
-
-impl Draft {
-    /// A draft for the writes made through `ctx` (its adapter and run), with a
-    /// fresh UUID v7 id.
-    pub fn begin(ctx: &Context) -> Result<Arc<Draft>> {
-        let base_commit = ctx
-            .history
-            .head_commit()
-            .map_err(|e| ctx.history.scrub(e))?;
-        Ok(Arc::new(Draft {
-            id: uuid::Uuid::now_v7().to_string(),
-            overlay: Arc::new(Overlay::new()),
-            base_commit,
-            requester: Mutex::new(Requester {
-                adapter: ctx.adapter().to_string(),
-                run_id: ctx.run_id().map(str::to_string),
-                message: None,
-            }),
-            landed: Mutex::new(Vec::new()),
-            admitted: Mutex::new(false),
-        }))
-    }
-
-    /// The overlay its writes land in.
-    pub fn overlay(&self) -> Arc<Overlay> {
-        Arc::clone(&self.overlay)
-    }
-
-    /// Records a write that landed in the overlay: row `op` and the commit
-    /// message it would have made (`subject`, a blank line, the body).
-    pub(super) fn landed(&self, op: &'static str, message: &str) {
-        let message = message.trim_end_matches('\n');
-        let (subject, body) = message.split_once("\n\n").unwrap_or((message, ""));
-        lock(&self.landed).push(Operation {
-            name: op.to_string(),
-            subject: subject.trim().to_string(),
-            body: body.trim_end().to_string(),
-        });
-    }
-
-    fn landings(&self) -> usize {
-        lock(&self.landed).len()
-    }
-
-    /// The diffs so far, one per note, as `patch.apply` accepts them.
-    pub fn changes(&self) -> Vec<Change> {
-        self.overlay
-            .changes()
-            .into_iter()
-            .map(|change| Change {
-                path: change.path,
-                diff: change.patch,
-            })
-            .collect()
-    }
-
-    /// The answer a write gathered into this draft gets.
-    fn answer(&self) -> Value {
-        json!(Proposed {
-            proposal: self.id.clone(),
-            changes: self.changes(),
-        })
-    }
-
-    /// Refuses the first write of a draft when the pending proposals are at
-    /// the bound (429 `too_many_proposals`).
-    fn admit(&self, ctx: &Context) -> Result<()> {
-        let mut admitted = lock(&self.admitted);
-        if *admitted {
-            return Ok(());
-        }
+/// Refuses the first write of `draft` when the pending proposals are at the
+/// bound (429 `too_many_proposals`).
+fn admit(draft: &Draft, ctx: &Context) -> Result<()> {
+    draft.admit_once(|| {
         let pending = ctx.proposals.pending()?;
         if pending >= ctx.max_pending {
             return Err(Error::new(
@@ -127,93 +54,46 @@ impl Draft {
                 ),
             ));
         }
-        *admitted = true;
         Ok(())
-    }
-
-    /// Files the draft as a pending proposal, unless its writes changed nothing
-    /// in the end (`None`). Bounded as `changes.apply` is: at most
-    /// `MIRAI_CHANGES_MAX_PATCHES` notes and the body limit's bytes of diffs.
-    pub fn file(&self, ctx: &Context) -> Result<Option<Proposed>> {
-        let changes = self.changes();
-        if changes.is_empty() {
-            return Ok(None);
-        }
-        if changes.len() > ctx.max_changes {
-            return Err(Error::new(
-                ErrorCode::PayloadTooLarge,
-                format!(
-                    "these writes change {} notes; one proposal holds at most {} \
-                     (MIRAI_CHANGES_MAX_PATCHES): nothing was proposed, change fewer notes at once",
-                    changes.len(),
-                    ctx.max_changes
-                ),
-            ));
-        }
-        let bytes: usize = changes.iter().map(|c| c.diff.len()).sum();
-        if bytes > ctx.max_content_bytes {
-            return Err(Error::new(
-                ErrorCode::PayloadTooLarge,
-                format!(
-                    "these writes' diffs are {bytes} bytes; one proposal holds at most {} \
-                     (MIRAI_MAX_BODY_BYTES): nothing was proposed, change less at once",
-                    ctx.max_content_bytes
-                ),
-            ));
-        }
-        let landed = lock(&self.landed).clone();
-        let operation = match landed.as_slice() {
-            [only] => only.clone(),
-            _ => Operation {
-                name: "changes.apply".to_string(),
-                subject: match changes.len() {
-                    1 => "mcp.changes_apply: 1 note".to_string(),
-                    n => format!("mcp.changes_apply: {n} notes"),
-                },
-                body: status_lines(&changes).trim_end().to_string(),
-            },
-        };
-        let proposal = Proposal {
-            id: self.id.clone(),
-            status: Status::Pending,
-            created_at: proposals::now(),
-            base_commit: self.base_commit.clone(),
-            requested_by: lock(&self.requester).clone(),
-            operation,
-            changes,
-            commit: None,
-            reason: None,
-            decided_at: None,
-        };
-        ctx.proposals.save(&proposal)?;
-        Ok(Some(Proposed {
-            proposal: proposal.id,
-            changes: proposal.changes,
-        }))
-    }
+    })
 }
 
-/// One `M|A|D <path>` line per change, as a multi-note commit's body lists its notes.
-fn status_lines(changes: &[Change]) -> String {
-    changes
-        .iter()
-        .map(|change| {
-            let status = if change.diff.starts_with("--- /dev/null") {
-                'A'
-            } else if change.diff.contains("\n+++ /dev/null") {
-                'D'
-            } else {
-                'M'
-            };
-            format!("{status} {}\n", change.path)
-        })
-        .collect()
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// Files `draft` as a pending proposal, unless its writes changed nothing in
+/// the end (`None`). Bounded as `changes.apply` is: at most
+/// `MIRAI_CHANGES_MAX_PATCHES` notes and the body limit's bytes of diffs.
+pub fn file_draft(draft: &Draft, ctx: &Context) -> Result<Option<Proposed>> {
+    let changes = draft.changes();
+    if changes.is_empty() {
+        return Ok(None);
+    }
+    if changes.len() > ctx.max_changes {
+        return Err(Error::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "these writes change {} notes; one proposal holds at most {} \
+                 (MIRAI_CHANGES_MAX_PATCHES): nothing was proposed, change fewer notes at once",
+                changes.len(),
+                ctx.max_changes
+            ),
+        ));
+    }
+    let bytes: usize = changes.iter().map(|c| c.diff.len()).sum();
+    if bytes > ctx.max_content_bytes {
+        return Err(Error::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "these writes' diffs are {bytes} bytes; one proposal holds at most {} \
+                 (MIRAI_MAX_BODY_BYTES): nothing was proposed, change less at once",
+                ctx.max_content_bytes
+            ),
+        ));
+    }
+    let proposal = draft.proposal(changes);
+    ctx.proposals.save(&proposal)?;
+    Ok(Some(Proposed {
+        proposal: proposal.id,
+        changes: proposal.changes,
+    }))
 }
 
 /// Whether `op` run through `ctx` is proposed rather than committed: review
@@ -239,22 +119,20 @@ pub(super) fn propose(
         .and_then(Value::as_str)
         .map(str::to_string);
     if let Some(draft) = ctx.draft() {
-        draft.admit(ctx)?;
+        admit(draft, ctx)?;
         let before = draft.landings();
         let answer = run(&ctx.drafting(draft, op.name), request)?;
         if draft.landings() == before {
             return Ok(answer);
         }
-        if let Some(message) = message {
-            lock(&draft.requester).message.get_or_insert(message);
-        }
+        draft.keep_message(message);
         return Ok(draft.answer());
     }
-    let draft = Draft::begin(ctx)?;
-    draft.admit(ctx)?;
-    lock(&draft.requester).message = message;
+    let draft = begin_draft(ctx)?;
+    admit(&draft, ctx)?;
+    draft.keep_message(message);
     let answer = run(&ctx.drafting(&draft, op.name), request)?;
-    match draft.file(ctx)? {
+    match file_draft(&draft, ctx)? {
         Some(proposed) => Ok(json!(proposed)),
         None => Ok(answer),
     }

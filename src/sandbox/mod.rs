@@ -29,7 +29,7 @@ use crate::config::PolicyMode;
 use crate::config::SandboxLimits;
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::overlay::{NoteChange, Overlay};
-use crate::ops::{Context, Draft, Proposed, TABLE};
+use crate::ops::{begin_draft, file_draft, Context, Proposed, TABLE};
 use host::{MemoryLimit, RunState, Stop};
 
 /// How often the wall clock advances the engine's epoch while evals run.
@@ -141,7 +141,7 @@ impl Sandbox {
         let overlay = request.dry_run.then(|| Arc::new(Overlay::new()));
         // Review mode: every write of the program gathers into one proposal.
         let draft = match overlay {
-            None if ctx.policy == PolicyMode::Review => Some(Draft::begin(ctx)?),
+            None if ctx.policy == PolicyMode::Review => Some(begin_draft(ctx)?),
             _ => None,
         };
         let run_ctx = match (&overlay, &draft) {
@@ -152,7 +152,7 @@ impl Sandbox {
         let mut evaluation = self.run(&run_ctx, &request.code);
         evaluation.changes = overlay.map(|overlay| overlay.changes());
         if let Some(draft) = draft {
-            evaluation.proposal = draft.file(ctx)?;
+            evaluation.proposal = file_draft(&draft, ctx)?;
         }
         Ok(evaluation)
     }

@@ -1,0 +1,299 @@
+//! The context every row runs against: the notes as this caller sees them,
+//! the policy, the live index, history, embeddings, sync, proposals, and the
+//! repository that one writer at a time may hold.
+
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::time::{Duration, Instant};
+
+use super::draft::Draft;
+use crate::config::{Config, DirtyNotes, GitIdentity, Guards, PolicyMode};
+use crate::embed::Embeddings;
+use crate::error::{Error, Result};
+use crate::index::live::LiveIndex;
+use crate::notes::overlay::Overlay;
+use crate::notes::{Notes, View};
+use crate::proposals::Proposals;
+use crate::repo::history::History;
+use crate::repo::{Author, Repo};
+use crate::sync::Syncer;
+
+/// What operations run against: the notes as this context sees them, the
+/// policy, the live index, and the repository, which one writer at a time may hold.
+///
+/// Cloning is cheap and shares everything; [`Context::dry_run`] makes a
+/// context whose view has an [`Overlay`] on top, where its writes land.
+#[derive(Clone)]
+pub struct Context {
+    /// The notes: resolve, read and list through it, in a dry run or not.
+    pub view: View,
+    pub policy: PolicyMode,
+    pub index: Arc<LiveIndex>,
+    /// The repository's history, walked once per HEAD (reads never take the writer).
+    pub history: Arc<History>,
+    /// Chunk embeddings for semantic and hybrid queries (`None`: not configured).
+    pub embeddings: Option<Arc<Embeddings>>,
+    /// Largest note content a write may produce (the request body limit).
+    pub max_content_bytes: usize,
+    /// Most edits one `notes.edit` may carry.
+    pub max_edits: usize,
+    /// Most notes one `changes.apply` or `notes.revert` commit may change.
+    pub max_changes: usize,
+    /// Most notes one `notes.move` rewrites links in (and a revert of a move changes, with the two paths).
+    pub max_move_notes: usize,
+    /// What a write does to a note with someone else's uncommitted changes.
+    pub dirty_notes: DirtyNotes,
+    /// The guards against destructive writes (see [`guard`]).
+    pub guards: Guards,
+    pub(super) identity: GitIdentity,
+    pub(super) writer: Arc<Mutex<Option<Repo>>>,
+    /// Set in an agent run: its commits carry `Mirai-Run: <id>`.
+    pub(super) run_id: Option<Arc<str>>,
+    /// Set for a sandbox program: a write does not wait for the writer past it.
+    pub(super) deadline: Option<Instant>,
+    /// Set where a model is the author (the sandbox, agent runs, MCP): the
+    /// guards apply by default (`MIRAI_GUARDS=models`).
+    pub(super) model_author: bool,
+    /// The git remote's sync, when `MIRAI_GIT_REMOTE` is set: told of every commit.
+    pub sync: Option<Arc<Syncer>>,
+    /// Review mode's proposals (`.mirai/proposals/`).
+    pub proposals: Arc<Proposals>,
+    /// Most pending proposals at once (`MIRAI_PROPOSALS_MAX_PENDING`).
+    pub max_pending: usize,
+    /// Set where a reviewer acts (the reviewer token over HTTP, the CLI): rows
+    /// of class review run only then.
+    pub(super) reviewer: bool,
+    /// The adapter the calls come through (`http`, `mcp`, `sandbox`, `agent`, `cli`),
+    /// as a proposal records who asked.
+    pub(super) adapter: &'static str,
+    /// Set in review mode while writes gather into one proposal (an eval, an
+    /// agent run, one write call), with the row being run.
+    pub(super) draft: Option<(Arc<Draft>, &'static str)>,
+}
+
+impl Context {
+    pub fn new(notes: Notes, config: &Config) -> Context {
+        let notes = notes.with_max_note_bytes(config.max_note_bytes);
+        let index = Arc::new(LiveIndex::new(notes.clone()));
+        let embeddings = config.embed.clone().map(|embed| {
+            Arc::new(Embeddings::new(
+                embed,
+                config.secrets(),
+                notes.clone(),
+                index.clone(),
+            ))
+        });
+        let writer: Arc<Mutex<Option<Repo>>> = Arc::new(Mutex::new(None));
+        let sync = config.sync.clone().map(|sync| {
+            let (writer, for_writer) = (writer.clone(), notes.clone());
+            let with_writer: crate::sync::WithWriter = Box::new(move |work| {
+                let guard = lock_writer(&writer, &for_writer)?;
+                work(guard.as_ref().expect("lock_writer opens the repository"));
+                Ok(())
+            });
+            let author = Author {
+                name: config.git_identity.name.clone(),
+                email: config.git_identity.email.clone(),
+            };
+            let pushes = config.policy != PolicyMode::ReadOnly;
+            Arc::new(Syncer::new(
+                sync,
+                notes.clone(),
+                index.clone(),
+                with_writer,
+                author,
+                pushes,
+            ))
+        });
+        Context {
+            proposals: Arc::new(Proposals::new(notes.clone(), config.max_body_bytes)),
+            max_pending: config.proposals_max_pending,
+            reviewer: false,
+            adapter: "cli",
+            draft: None,
+            index,
+            embeddings,
+            history: Arc::new(History::new(notes.root())),
+            view: View::disk(notes),
+            policy: config.policy,
+            max_content_bytes: config.max_body_bytes,
+            max_edits: config.max_edits,
+            max_changes: config.max_changes,
+            max_move_notes: config.max_move_notes,
+            dirty_notes: config.dirty_notes,
+            guards: config.guards,
+            identity: config.git_identity.clone(),
+            writer,
+            run_id: None,
+            deadline: None,
+            model_author: false,
+            sync,
+        }
+    }
+
+    /// This context, for calls a model makes (the sandbox, agent runs, MCP):
+    /// never a reviewer's.
+    pub fn by_model(&self) -> Context {
+        Context {
+            model_author: true,
+            reviewer: false,
+            ..self.clone()
+        }
+    }
+
+    /// This context, acting for a reviewer (who may approve and reject proposals).
+    pub fn as_reviewer(&self) -> Context {
+        Context {
+            reviewer: true,
+            ..self.clone()
+        }
+    }
+
+    /// This context, for calls through `adapter` (`http`, `mcp`, `sandbox`, `agent`, `cli`).
+    pub fn via(&self, adapter: &'static str) -> Context {
+        Context {
+            adapter,
+            ..self.clone()
+        }
+    }
+
+    /// The adapter the calls come through.
+    pub fn adapter(&self) -> &'static str {
+        self.adapter
+    }
+
+    /// The agent run this context works for, if any.
+    pub fn run_id(&self) -> Option<&str> {
+        self.run_id.as_deref()
+    }
+
+    /// The draft proposal writes gather into, if any.
+    pub fn draft(&self) -> Option<&Arc<Draft>> {
+        self.draft.as_ref().map(|(draft, _)| draft)
+    }
+
+    /// This context, with writes gathering into `draft` while row `op` runs:
+    /// its writes land in the draft's overlay (reads see them) and its commit
+    /// messages are recorded without a run's trailer (the draft keeps the run).
+    pub fn drafting(&self, draft: &Arc<Draft>, op: &'static str) -> Context {
+        Context {
+            view: self.view.with_overlay(draft.overlay()),
+            draft: Some((Arc::clone(draft), op)),
+            run_id: None,
+            ..self.clone()
+        }
+    }
+
+    /// Whether a model makes the calls through this context.
+    pub fn is_model_author(&self) -> bool {
+        self.model_author
+    }
+
+    /// This context, for work that must end by `deadline` (a sandbox program):
+    /// a write that cannot get the writer by then fails instead of waiting.
+    pub fn with_deadline(&self, deadline: Instant) -> Context {
+        Context {
+            deadline: Some(deadline),
+            ..self.clone()
+        }
+    }
+
+    /// When work through this context must end (`None`: no deadline).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// This context, for agent run `run_id`: its commits carry the run's trailer.
+    pub fn for_run(&self, run_id: &str) -> Context {
+        Context {
+            run_id: Some(Arc::from(run_id)),
+            ..self.clone()
+        }
+    }
+
+    /// A commit message (DESIGN 7.8): `subject`, then `body` after a blank
+    /// line (when not empty), then, in an agent run, the run's
+    /// `Mirai-Run: <run_id>` trailer as a paragraph of its own; it ends with
+    /// a newline.
+    pub fn commit_message(&self, subject: &str, body: &str) -> String {
+        let mut message = format!("{subject}\n");
+        let body = body.trim_end_matches('\n');
+        if !body.is_empty() {
+            message.push('\n');
+            message.push_str(body);
+            message.push('\n');
+        }
+        if let Some(run) = &self.run_id {
+            message.push_str(&format!("\nMirai-Run: {run}\n"));
+        }
+        message
+    }
+
+    /// This context, with writes going to `overlay` instead of disk and git.
+    pub fn dry_run(&self, overlay: Arc<Overlay>) -> Context {
+        Context {
+            view: self.view.with_overlay(overlay),
+            ..self.clone()
+        }
+    }
+
+    /// Takes the repository for one write. Writes are serialized; reads never wait for this.
+    pub fn writer(&self) -> Result<Writer<'_>> {
+        let mut guard = match self.deadline {
+            None => return lock_writer(&self.writer, self.view.disk_notes()).map(Writer),
+            Some(deadline) => loop {
+                match self.writer.try_lock() {
+                    Ok(guard) => break guard,
+                    Err(TryLockError::Poisoned(poisoned)) => break poisoned.into_inner(),
+                    Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    Err(TryLockError::WouldBlock) => return Err(Error::conflict(
+                        "other writes held the notes until this program's deadline; nothing was \
+                             changed: try again",
+                    )),
+                }
+            },
+        };
+        if guard.is_none() {
+            *guard = Some(Repo::open(self.view.disk_notes())?);
+        }
+        Ok(Writer(guard))
+    }
+
+    /// Who commits.
+    pub fn author(&self) -> Author {
+        Author {
+            name: self.identity.name.clone(),
+            email: self.identity.email.clone(),
+        }
+    }
+}
+
+/// Takes the writer lock (waiting as long as it takes) with the repository
+/// opened. A panic during an earlier write left the repository as git left it; carry on.
+fn lock_writer<'a>(
+    writer: &'a Mutex<Option<Repo>>,
+    notes: &Notes,
+) -> Result<MutexGuard<'a, Option<Repo>>> {
+    let mut guard = writer
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if guard.is_none() {
+        *guard = Some(Repo::open(notes)?);
+    }
+    Ok(guard)
+}
+
+/// The repository, held for one write.
+pub struct Writer<'a>(MutexGuard<'a, Option<Repo>>);
+
+impl Deref for Writer<'_> {
+    type Target = Repo;
+
+    fn deref(&self) -> &Repo {
+        self.0
+            .as_ref()
+            .expect("Context::writer opens the repository before handing it out")
+    }
+}

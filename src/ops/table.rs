@@ -1,0 +1,348 @@
+//! The table itself and [`dispatch`], the one door every adapter calls:
+//! policy first, then parsing, then the row (or, in review mode, a proposal).
+
+use schemars::{schema_for, Schema};
+use serde_json::{json, Value};
+
+use super::*;
+use crate::config::PolicyMode;
+use crate::error::{Error, ErrorCode, Result};
+use crate::notes::suggest::{self, MAX_SUGGESTIONS, NOTHING_CLOSE};
+
+const fn entry<O: Operation>() -> OpEntry {
+    OpEntry {
+        name: O::NAME,
+        class: O::CLASS,
+        summary: O::SUMMARY,
+        example: O::EXAMPLE,
+        malformed: O::MALFORMED,
+        http: O::HTTP,
+        prompt: O::PROMPT,
+        reviewed: O::REVIEWED,
+        request_schema: || schema_for!(O::Request),
+        response_schema: response_schema::<O>,
+        committed_schema: || schema_for!(O::Response),
+        call: call_typed::<O>,
+    }
+}
+
+/// A row's answer schema: for a write that review mode proposes, either its
+/// committed answer or the proposal (`{"proposal", "changes"}`).
+fn response_schema<O: Operation>() -> Schema {
+    let committed = schema_for!(O::Response);
+    if O::CLASS != Class::Write || !O::REVIEWED {
+        return committed;
+    }
+    let proposed = schema_for!(Proposed);
+    let mut value = committed.to_value();
+    let defs = value
+        .as_object_mut()
+        .and_then(|object| object.remove("$defs"))
+        .unwrap_or_else(|| json!({}));
+    let mut proposed = proposed.to_value();
+    proposed
+        .as_object_mut()
+        .map(|object| object.remove("$schema"));
+    let schema_uri = value
+        .as_object_mut()
+        .and_then(|object| object.remove("$schema"));
+    let mut both = json!({
+        "title": value.get("title").cloned().unwrap_or(Value::Null),
+        "description": "The committed answer; in review mode, the proposal the write made instead.",
+        "anyOf": [value, proposed],
+    });
+    if let Some(uri) = schema_uri {
+        both["$schema"] = uri;
+    }
+    if defs.as_object().is_some_and(|d| !d.is_empty()) {
+        both["$defs"] = defs;
+    }
+    Schema::try_from(both).unwrap_or_else(|_| schema_for!(O::Response))
+}
+
+fn call_typed<O: Operation>(ctx: &Context, request: Value) -> Result<Value> {
+    let request: O::Request = serde_json::from_value(request).map_err(|e| {
+        Error::new(
+            O::MALFORMED,
+            format!("malformed request for {}: {e}", O::NAME),
+        )
+    })?;
+    let response = O::run(ctx, request)?;
+    serde_json::to_value(response)
+        .map_err(|e| Error::internal(format!("cannot encode the answer of {}: {e}", O::NAME)))
+}
+
+/// The table itself. A new capability is a new row; every adapter picks it up.
+pub static TABLE: &[OpEntry] = &[
+    entry::<NotesList>(),
+    entry::<NotesRead>(),
+    entry::<NotesReadBatch>(),
+    entry::<NotesOutline>(),
+    entry::<NotesHistory>(),
+    entry::<NotesDiff>(),
+    entry::<NotesLinks>(),
+    entry::<NotesGraph>(),
+    entry::<NotesTags>(),
+    entry::<PatchPropose>(),
+    entry::<PatchApply>(),
+    entry::<PatchMake>(),
+    entry::<NotesWrite>(),
+    entry::<NotesEdit>(),
+    entry::<NotesAppend>(),
+    entry::<NotesInsert>(),
+    entry::<NotesDelete>(),
+    entry::<NotesMove>(),
+    entry::<ChangesApply>(),
+    entry::<NotesRevert>(),
+    entry::<IndexRebuild>(),
+    entry::<IndexStatus>(),
+    entry::<IndexQuery>(),
+    entry::<IndexInvalidate>(),
+    entry::<RepoStatus>(),
+    entry::<RepoSync>(),
+    entry::<ProposalsList>(),
+    entry::<ProposalsGet>(),
+    entry::<ProposalsApprove>(),
+    entry::<ProposalsReject>(),
+];
+
+/// Looks a row up by its dotted name.
+pub fn find(name: &str) -> Option<&'static OpEntry> {
+    TABLE.iter().find(|op| op.name == name)
+}
+
+/// A request as an adapter received it.
+pub enum Input<'a> {
+    /// Already-structured input (query parameters, a sandbox call).
+    Json(Value),
+    /// A raw request body, parsed only once policy allows the operation.
+    Body(&'a [u8]),
+}
+
+/// Runs operation `name`: policy first, from the operation alone (DESIGN 7.3),
+/// then parsing, then the operation. In review mode a write of notes is run
+/// against a draft and answers the proposal it made (see [`proposing`]).
+pub fn dispatch(ctx: &Context, name: &str, input: Input<'_>) -> Result<Value> {
+    let (op, request) = admit(ctx, name, input)?;
+    if is_proposed(ctx, op) {
+        return propose(ctx, op, request, |ctx, request| {
+            (op.call)(ctx, request).map_err(|err| hinted(ctx, err))
+        });
+    }
+    (op.call)(ctx, request).map_err(|err| hinted(ctx, err))
+}
+
+/// Whether an answer of row `op` is a proposal, not a commit (HTTP answers it 202).
+pub fn answers_proposal(op: &OpEntry, answer: &Value) -> bool {
+    op.class == Class::Write && answer.get("proposal").is_some()
+}
+
+/// What [`dispatch`] does for `repo.sync` (the one row of class sync), up to
+/// the wait: policy, parsing and the row's checks, then the caller's place in
+/// the next coalesced sync. For adapters that must not hold a thread while a
+/// sync runs (HTTP awaits [`Ticket::answer`](crate::sync::Ticket::answer)).
+pub fn dispatch_sync(ctx: &Context, name: &str, input: Input<'_>) -> Result<crate::sync::Ticket> {
+    let (op, request) = admit(ctx, name, input)?;
+    if op.name != RepoSync::NAME {
+        return Err(Error::internal(format!("{} is not a sync", op.name)));
+    }
+    serde_json::from_value::<<RepoSync as Operation>::Request>(request).map_err(|e| {
+        Error::new(
+            op.malformed,
+            format!("malformed request for {}: {e}", op.name),
+        )
+    })?;
+    RepoSync::ticket(ctx)
+}
+
+/// The row named `name`, once policy allows it, and its request as JSON.
+fn admit(ctx: &Context, name: &str, input: Input<'_>) -> Result<(&'static OpEntry, Value)> {
+    let op = find(name).ok_or_else(|| Error::not_found(format!("unknown operation: {name}")))?;
+    check_policy(ctx.policy, ctx.reviewer, op)?;
+    let request = match input {
+        Input::Json(value) => value,
+        Input::Body(bytes) => crate::json::from_slice(bytes).map_err(|e| {
+            Error::new(
+                op.malformed,
+                format!("request body for {} is not valid JSON: {e}", op.name),
+            )
+        })?,
+    };
+    Ok((op, request))
+}
+
+/// `err`, with the notes holding the words of the missing note's name added
+/// when it is a missing note's `not_found` with no close name: found by the
+/// index.query row itself (lexical, so no embedding server is asked). A small
+/// model that guessed `recipes/sourdough.md` is told about `recipes/bread.md`
+/// instead of being left to guess again.
+fn hinted(ctx: &Context, mut err: Error) -> Error {
+    if err.code != ErrorCode::NotFound || !err.message.starts_with(suggest::MISSING) {
+        return err;
+    }
+    let Some(before) = err.message.strip_suffix(NOTHING_CLOSE) else {
+        return err;
+    };
+    let Some(words) = name_words(before) else {
+        return err;
+    };
+    let found = notes_holding(ctx, &words);
+    if !found.is_empty() {
+        let quoted: Vec<String> = found.iter().map(|path| format!("{path:?}")).collect();
+        err.message = format!(
+            "{before}; no note has a close name, but these notes hold its words: {}",
+            quoted.join(", ")
+        );
+    }
+    err
+}
+
+/// The words of the path in a missing note's message (`note not found:
+/// "recipes/sourdough.md"` gives `recipes sourdough`).
+fn name_words(message: &str) -> Option<String> {
+    let quoted = message.strip_prefix(suggest::MISSING)?;
+    let path: String = serde_json::from_str(quoted).ok()?;
+    let path = path.strip_suffix(".md").unwrap_or(&path);
+    let words: Vec<&str> = path
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+/// Up to [`MAX_SUGGESTIONS`] notes, best first, whose text matches `words`.
+fn notes_holding(ctx: &Context, words: &str) -> Vec<String> {
+    let request = json!({"q": words, "limit": 10, "mode": "lexical"});
+    let Ok(answer) = dispatch(ctx, "index.query", Input::Json(request)) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<String> = Vec::new();
+    for chunk in answer["chunks"].as_array().into_iter().flatten() {
+        if let Some(path) = chunk["metadata"]["path"].as_str().map(str::to_string) {
+            if !paths.contains(&path) {
+                paths.push(path);
+            }
+        }
+        if paths.len() == MAX_SUGGESTIONS {
+            break;
+        }
+    }
+    paths
+}
+
+fn check_policy(mode: PolicyMode, reviewer: bool, op: &OpEntry) -> Result<()> {
+    if mode == PolicyMode::ReadOnly && matches!(op.class, Class::Write | Class::Review) {
+        return Err(Error::new(
+            ErrorCode::PolicyDenied,
+            format!("action {} is denied in read_only mode", op.name),
+        ));
+    }
+    if op.class == Class::Review && !reviewer {
+        return Err(Error::new(
+            ErrorCode::PolicyDenied,
+            format!(
+                "{} is a reviewer's action: over HTTP send Authorization: Bearer \
+                 <MIRAI_REVIEWER_TOKEN> (the API token cannot), or run `mirai proposals` \
+                 on the server; the sandbox, agent runs and MCP can list and read proposals \
+                 but never approve or reject them",
+                op.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_paths_words_are_its_folders_and_name() {
+        assert_eq!(
+            name_words("note not found: \"recipes/sour-dough_bread.md\"").as_deref(),
+            Some("recipes sour dough bread")
+        );
+        assert_eq!(name_words("note not found: \"--.md\""), None);
+        assert_eq!(name_words("unknown operation: x"), None);
+    }
+
+    #[test]
+    fn names_are_unique_and_dotted() {
+        for (i, op) in TABLE.iter().enumerate() {
+            assert!(op.name.contains('.'), "{}", op.name);
+            assert!(
+                TABLE[i + 1..].iter().all(|other| other.name != op.name),
+                "{}",
+                op.name
+            );
+        }
+    }
+
+    #[test]
+    fn read_only_denies_writes_only() {
+        let write = OpEntry {
+            name: "x.write",
+            class: Class::Write,
+            summary: "",
+            example: "",
+            malformed: ErrorCode::InvalidRequest,
+            http: HttpRoute::post("/x/write", HttpInput::Body),
+            prompt: PromptDetail::Full,
+            reviewed: true,
+            request_schema: || schema_for!(Empty),
+            response_schema: || schema_for!(Empty),
+            committed_schema: || schema_for!(Empty),
+            call: |_, v| Ok(v),
+        };
+        let err = check_policy(PolicyMode::ReadOnly, true, &write).unwrap_err();
+        assert_eq!(err.code, ErrorCode::PolicyDenied);
+        assert_eq!(err.message, "action x.write is denied in read_only mode");
+        assert!(check_policy(PolicyMode::AllowAll, false, &write).is_ok());
+        assert!(check_policy(PolicyMode::Review, false, &write).is_ok());
+        assert!(check_policy(PolicyMode::ReadOnly, false, find("notes.read").unwrap()).is_ok());
+    }
+
+    #[test]
+    fn a_proposed_writes_schema_describes_both_answers() {
+        for op in TABLE {
+            let schema = (op.response_schema)().to_value();
+            let branches = schema["anyOf"].as_array();
+            if op.class == Class::Write && op.reviewed {
+                let branches = branches.unwrap_or_else(|| panic!("{}: {schema}", op.name));
+                assert_eq!(branches.len(), 2, "{}", op.name);
+                assert_eq!(
+                    branches[0]["properties"],
+                    (op.committed_schema)().to_value()["properties"],
+                    "{}",
+                    op.name
+                );
+                assert!(
+                    branches[1]["properties"]["proposal"].is_object(),
+                    "{}",
+                    op.name
+                );
+            } else {
+                assert!(branches.is_none(), "{}", op.name);
+            }
+        }
+        assert!(!find("index.rebuild").unwrap().reviewed);
+        assert!(!find("patch.propose").unwrap().reviewed);
+    }
+
+    #[test]
+    fn only_a_reviewer_decides_proposals_and_never_in_read_only_mode() {
+        let approve = find("proposals.approve").unwrap();
+        for mode in [PolicyMode::AllowAll, PolicyMode::Review] {
+            let err = check_policy(mode, false, approve).unwrap_err();
+            assert_eq!(err.code, ErrorCode::PolicyDenied);
+            assert!(
+                err.message.contains("MIRAI_REVIEWER_TOKEN"),
+                "{}",
+                err.message
+            );
+            assert!(check_policy(mode, true, approve).is_ok());
+            assert!(check_policy(mode, false, find("proposals.list").unwrap()).is_ok());
+        }
+        assert!(check_policy(PolicyMode::ReadOnly, true, approve).is_err());
+    }
+}
