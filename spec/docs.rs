@@ -1,7 +1,8 @@
-//! The README's tables cannot drift from the code: its settings table names
-//! exactly the settings the source reads, its HTTP table names every row at
-//! its route (and nothing else as a row), and its MCP section lists exactly
-//! one tool per row.
+//! The guide (`docs/src/`) cannot drift from the code: its settings table
+//! names exactly the settings the source reads, its HTTP table names every row
+//! at its route (and nothing else as a row), and its MCP page lists exactly
+//! one tool per row. Every page is in `SUMMARY.md`, and every relative link of
+//! the README and the guide reaches a file that exists.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -9,18 +10,19 @@ use std::path::Path;
 use mirai::ops::TABLE;
 use regex::Regex;
 
-fn readme() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap()
+/// A page of the guide.
+fn page(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs/src")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The lines of a README section, from its heading to the next heading of that level.
+/// The lines of a page's section, from its heading to the next heading of that level.
 fn section(readme: &str, heading: &str) -> Vec<String> {
     let level = heading.split(' ').next().unwrap();
     let mut lines = readme.lines().skip_while(|line| *line != heading);
-    assert!(
-        lines.next().is_some(),
-        "the README has a `{heading}` section"
-    );
+    assert!(lines.next().is_some(), "the page has a `{heading}` section");
     lines
         .take_while(|line| {
             !(line.starts_with('#') && line.split(' ').next().unwrap().len() <= level.len())
@@ -54,16 +56,16 @@ fn the_settings_table_names_exactly_the_settings_mirai_reads() {
         "{read:?}"
     );
 
-    let readme = readme();
+    let readme = page("configuration.md");
     let backticked = Regex::new(r"`([A-Z][A-Z0-9_]+)`").unwrap();
     let mut documented = BTreeSet::new();
-    for cell in first_cells(&section(&readme, "## Configuration")) {
+    for cell in first_cells(&section(&readme, "# Configuration")) {
         documented.extend(backticked.captures_iter(&cell).map(|c| c[1].to_string()));
     }
     let undocumented: Vec<_> = read.difference(&documented).collect();
     assert!(
         undocumented.is_empty(),
-        "read by src/ but missing from the README's settings table: {undocumented:?}"
+        "read by src/ but missing from the guide's settings table: {undocumented:?}"
     );
     // Besides mirai's own: the server's address, logging, the LLM key's usual name,
     // and the container's settings (docker-compose.yml reads them).
@@ -81,14 +83,14 @@ fn the_settings_table_names_exactly_the_settings_mirai_reads() {
         .collect();
     assert!(
         unread.is_empty(),
-        "in the README's settings table but read nowhere: {unread:?}"
+        "in the guide's settings table but read nowhere: {unread:?}"
     );
 }
 
 #[test]
 fn the_http_table_names_every_row_at_its_route() {
-    let readme = readme();
-    let lines = section(&readme, "## HTTP API");
+    let readme = page("http-api.md");
+    let lines = section(&readme, "# HTTP API");
     let rows: Vec<&String> = lines
         .iter()
         .filter(|line| line.starts_with("| GET") || line.starts_with("| POST"))
@@ -104,11 +106,11 @@ fn the_http_table_names_every_row_at_its_route() {
         let op = TABLE
             .iter()
             .find(|op| op.name == name)
-            .unwrap_or_else(|| panic!("the README's HTTP table names `{name}`, which is no row"));
-        assert_eq!(verb, op.http.verb.as_str(), "{name}'s method in the README");
+            .unwrap_or_else(|| panic!("the guide's HTTP table names `{name}`, which is no row"));
+        assert_eq!(verb, op.http.verb.as_str(), "{name}'s method in the guide");
         assert!(
             path.starts_with(&format!("`{}", op.http.path)),
-            "{name} is served at {}, the README says {path}",
+            "{name} is served at {}, the guide says {path}",
             op.http.path
         );
         named.insert(name.to_string());
@@ -120,14 +122,14 @@ fn the_http_table_names_every_row_at_its_route() {
         .collect();
     assert!(
         missing.is_empty(),
-        "rows missing from the README's HTTP table: {missing:?}"
+        "rows missing from the guide's HTTP table: {missing:?}"
     );
 }
 
 #[test]
 fn the_mcp_section_lists_one_tool_per_row() {
-    let readme = readme();
-    let lines = section(&readme, "## MCP");
+    let readme = page("mcp.md");
+    let lines = section(&readme, "# MCP");
     let start = lines
         .iter()
         .position(|line| line.starts_with("- Tools:"))
@@ -151,6 +153,46 @@ fn the_mcp_section_lists_one_tool_per_row() {
     let rows: BTreeSet<String> = TABLE.iter().map(|op| op.name.replace('.', "_")).collect();
     assert_eq!(
         listed, rows,
-        "the README's MCP tools (left) and the rows (right) differ"
+        "the guide's MCP tools (left) and the rows (right) differ"
     );
+}
+
+#[test]
+fn every_page_is_in_the_summary_and_every_relative_link_reaches_a_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let link = Regex::new(r"\]\(([^)\s]+)\)").unwrap();
+    // Code (fenced blocks and inline spans) shows link syntax without linking.
+    let code = Regex::new(r"(?s)```.*?```|`[^`\n]*`").unwrap();
+    let summary = page("SUMMARY.md");
+    let mut files = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    for entry in std::fs::read_dir(root.join("docs/src")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if name != "SUMMARY.md" {
+            assert!(
+                summary.contains(&format!("]({name})")),
+                "docs/src/{name} is not in docs/src/SUMMARY.md"
+            );
+        }
+        files.push(path);
+    }
+    let mut checked = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let text = code.replace_all(&text, "");
+        for target in link.captures_iter(&text).map(|c| c[1].to_string()) {
+            if target.contains("://") || target.starts_with('#') || target.starts_with("mailto:") {
+                continue;
+            }
+            let target = target.split('#').next().unwrap();
+            let resolved = file.parent().unwrap().join(target);
+            assert!(
+                resolved.exists(),
+                "{} links to {target}, which does not exist",
+                file.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "only {checked} links were checked");
 }

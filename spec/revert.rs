@@ -322,7 +322,7 @@ fn refusals_change_nothing() {
             "exactly one".into(),
         ),
         (
-            json!({"commit": "HEAD"}),
+            json!({"commit": "HEAD^"}),
             400,
             "invalid_request",
             "hex".into(),
@@ -474,4 +474,44 @@ fn a_run_whose_changes_cancel_out_is_taken_back_with_no_commit() {
         json!({"commit": null, "reverted": [commits[1], commits[0]], "changes": []})
     );
     assert_eq!(repo_state(&server.root), before);
+}
+
+#[test]
+fn head_and_head_tilde_n_name_the_commits_a_person_types() {
+    let (server, x) = with_history();
+    let y = server.head();
+    // HEAD~1 is X (Y is HEAD): its part of d.md (the note X created) is taken back.
+    let answer = revert(&server, json!({"commit": "HEAD~1", "path": "d.md"}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["reverted"], json!([x]));
+    assert!(!server.root.join("d.md").exists());
+    assert_clean(&server.root);
+    // HEAD is now that revert; `mirai revert HEAD` takes it back in turn.
+    let out = mirai_cli()
+        .args(["revert", "HEAD", "--notes-root"])
+        .arg(&server.root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("d.md")).unwrap(),
+        "delta\n"
+    );
+    assert_eq!(tree(&server.root, "HEAD"), tree(&server.root, &y));
+    assert_clean(&server.root);
+    // Too far back is 404; other spellings are refused with what to give instead.
+    let answer = revert(&server, json!({"commit": "HEAD~99"}));
+    assert_eq!(answer.status, 404, "{answer:?}");
+    assert!(answer.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("commit(s) before it"));
+    for bad in ["HEAD^", "HEAD~", "HEAD~-1", "main", "head"] {
+        let answer = revert(&server, json!({ "commit": bad }));
+        assert_eq!(answer.status, 400, "{bad}: {answer:?}");
+        assert!(answer.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("HEAD~N"));
+    }
 }

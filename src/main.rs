@@ -133,7 +133,7 @@ struct CallArgs {
 
 #[derive(Debug, Args)]
 struct RevertArgs {
-    /// The commit to take back (its sha, full or abbreviated).
+    /// The commit to take back: its sha (full or abbreviated), HEAD or HEAD~N.
     #[arg(required_unless_present = "run", conflicts_with = "run")]
     commit: Option<String>,
     /// Take back every commit of this agent run (its run id) instead.

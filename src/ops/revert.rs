@@ -29,7 +29,7 @@ use crate::repo::{CommitChanges, FileBound};
 /// `notes.revert`'s request: exactly one of `commit` and `run_id`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RevertRequest {
-    /// The commit to take back: its sha, full or abbreviated (4 to 40 hex digits).
+    /// The commit to take back: its sha, full or abbreviated (4 to 40 hex digits), HEAD or HEAD~N.
     #[serde(default)]
     pub commit: Option<String>,
     /// The agent run to take back: every commit carrying `Mirai-Run: <run_id>`.
@@ -91,7 +91,7 @@ impl Operation for NotesRevert {
             _ => {
                 return Err(Error::new(
                     ErrorCode::InvalidRequest,
-                    "give exactly one of `commit` (a sha) and `run_id` (an agent run's id)",
+                    "give exactly one of `commit` (a sha, HEAD or HEAD~N) and `run_id` (an agent run's id)",
                 ))
             }
         };

@@ -194,10 +194,16 @@ impl Repo {
     /// The commit `sha` names: 4 to 40 hex digits, a unique prefix of a commit.
     fn find_commit_by_sha(&self, sha: &str) -> Result<Commit<'_>> {
         let sha = sha.trim();
+        if let Some(steps) = head_steps(sha) {
+            return self.head_back(sha, steps);
+        }
         if !(4..=40).contains(&sha.len()) || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(Error::new(
                 ErrorCode::InvalidRequest,
-                format!("{sha:?} is not a commit id: give 4 to 40 hex digits of a commit's sha"),
+                format!(
+                    "{sha:?} is not a commit id: give 4 to 40 hex digits of a commit's sha, \
+                     HEAD, or HEAD~N (N commits back along first parents)"
+                ),
             ));
         }
         // By prefix only: a branch or tag that happens to be named like hex is never taken.
@@ -211,4 +217,36 @@ impl Repo {
                 _ => Error::not_found(format!("no commit {sha} in the notes repository")),
             })
     }
+
+    /// The commit `steps` first parents back from HEAD (`rev`, as the caller wrote it).
+    fn head_back(&self, rev: &str, steps: u64) -> Result<Commit<'_>> {
+        let mut commit = self
+            .git
+            .head()
+            .and_then(|head| head.peel_to_commit())
+            .map_err(|_| {
+                Error::not_found(format!("{rev}: the notes repository has no commits yet"))
+            })?;
+        for taken in 0..steps {
+            commit = commit.parent(0).map_err(|_| {
+                Error::not_found(format!(
+                    "{rev}: HEAD has only {taken} commit(s) before it along first parents"
+                ))
+            })?;
+        }
+        Ok(commit)
+    }
+}
+
+/// `HEAD` (0) or `HEAD~N` (N), the revisions a person types; `None` for anything else.
+fn head_steps(rev: &str) -> Option<u64> {
+    if rev == "HEAD" {
+        return Some(0);
+    }
+    let steps = rev.strip_prefix("HEAD~")?;
+    if steps.is_empty() || !steps.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // More steps than any history holds is simply too far back (404).
+    Some(steps.parse().unwrap_or(u64::MAX))
 }
