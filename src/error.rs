@@ -176,6 +176,30 @@ impl std::fmt::Display for ErrorCode {
 pub struct Error {
     pub code: ErrorCode,
     pub message: String,
+    /// What the error is about, for code that acts on it (adding hints, say):
+    /// code reads this, never the message. Not part of the wire shape.
+    #[serde(skip)]
+    pub detail: Option<Box<Detail>>,
+}
+
+/// Typed facts an error carries besides its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Detail {
+    /// A note that is not there (`notes::suggest` renders the message from it).
+    MissingNote(MissingNote),
+}
+
+/// A missing note, and the hints gathered for the caller so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MissingNote {
+    /// The path asked for, relative to the notes root.
+    pub path: String,
+    /// The notes with a close name, best first; `None` until someone looked.
+    pub closest: Option<Vec<String>>,
+    /// Notes whose text holds the name's words, when none has a close name.
+    pub holding: Vec<String>,
+    /// Whether the request could have created the note (`create: true`).
+    pub creatable: bool,
 }
 
 impl Error {
@@ -183,7 +207,14 @@ impl Error {
         Error {
             code,
             message: message.into(),
+            detail: None,
         }
+    }
+
+    /// This error, carrying `detail`.
+    pub fn with_detail(mut self, detail: Detail) -> Self {
+        self.detail = Some(Box::new(detail));
+        self
     }
 
     pub fn invalid_path(message: impl Into<String>) -> Self {

@@ -5,18 +5,62 @@
 
 use std::cmp::Reverse;
 
-use crate::error::Error;
+use crate::error::{Detail, Error, ErrorCode, MissingNote};
 
 /// Most names one answer suggests.
 pub const MAX_SUGGESTIONS: usize = 3;
 
-/// How a missing note's `not_found` message starts; [`super::View`] adds the
-/// suggestions to such messages.
-pub const MISSING: &str = "note not found: ";
-
-/// The `not_found` error for a note that is not there.
+/// The `not_found` error for a note that is not there, carrying
+/// [`MissingNote`] so that [`super::View`] and the table can add hints.
 pub fn missing(rel: &str) -> Error {
-    Error::not_found(format!("{MISSING}{rel:?}"))
+    let note = MissingNote {
+        path: rel.to_string(),
+        ..MissingNote::default()
+    };
+    Error::new(ErrorCode::NotFound, message(&note)).with_detail(Detail::MissingNote(note))
+}
+
+/// The missing note `err` is about, if it is about one.
+pub fn missing_note(err: &Error) -> Option<&MissingNote> {
+    match err.detail.as_deref() {
+        Some(Detail::MissingNote(note)) => Some(note),
+        None => None,
+    }
+}
+
+/// `err` with its missing note changed by `change` and its message rendered
+/// again; an error about anything else is given back as it is.
+pub fn amend_missing(mut err: Error, change: impl FnOnce(&mut MissingNote)) -> Error {
+    if let Some(Detail::MissingNote(note)) = err.detail.as_deref_mut() {
+        change(note);
+        err.message = message(note);
+    }
+    err
+}
+
+/// A missing note's message: the path, then the closest names, or where to
+/// look when none is close (the notes holding its words, when known).
+fn message(note: &MissingNote) -> String {
+    let mut message = format!("note not found: {:?}", note.path);
+    match note.closest.as_deref() {
+        Some([]) if note.holding.is_empty() => message.push_str(NOTHING_CLOSE),
+        Some([]) => {
+            let quoted: Vec<String> = note.holding.iter().map(|p| format!("{p:?}")).collect();
+            message.push_str(&format!(
+                "; no note has a close name, but these notes hold its words: {}",
+                quoted.join(", ")
+            ));
+        }
+        Some(closest) => {
+            let names: Vec<&str> = closest.iter().map(String::as_str).collect();
+            message.push_str(&did_you_mean(&names));
+        }
+        None => {}
+    }
+    if note.creatable {
+        message.push_str("; to create it, send the same request with create: true");
+    }
+    message
 }
 
 /// The notes closest to `wanted`, best first: compared by file name without

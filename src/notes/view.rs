@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::overlay::Overlay;
 use super::{path, suggest, Existence, NotePath, Notes};
-use crate::error::{ErrorCode, Result};
+use crate::error::Result;
 
 /// The notes as one context sees them. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -81,20 +81,19 @@ impl View {
     /// note's `not_found` message (see [`suggest::closest_notes`]), or where
     /// to look when none is close.
     fn suggesting<T>(&self, raw: &str, result: Result<T>) -> Result<T> {
-        let Err(mut err) = result else {
+        let Err(err) = result else {
             return result;
         };
-        if err.code == ErrorCode::NotFound && err.message.starts_with(suggest::MISSING) {
-            if let (Ok(rel), Ok(notes)) = (path::lexical(raw), self.list()) {
-                let closest = suggest::closest_notes(&rel, &notes);
-                if closest.is_empty() {
-                    err.message.push_str(suggest::NOTHING_CLOSE);
-                } else {
-                    err.message.push_str(&suggest::did_you_mean(&closest));
-                }
-            }
+        if suggest::missing_note(&err).is_none() {
+            return Err(err);
         }
-        Err(err)
+        let (Ok(rel), Ok(notes)) = (path::lexical(raw), self.list()) else {
+            return Err(err);
+        };
+        let closest = suggest::closest_notes(&rel, &notes);
+        Err(suggest::amend_missing(err, |note| {
+            note.closest = Some(closest.into_iter().map(str::to_string).collect());
+        }))
     }
 
     fn resolve_with(

@@ -96,13 +96,7 @@ impl Operation for NotesAppend {
             let note = ctx
                 .view
                 .resolve_for_write(&request.path, existence)
-                .map_err(|mut e| {
-                    if e.message.starts_with(suggest::MISSING) {
-                        e.message
-                            .push_str("; to create it, send the same request with create: true");
-                    }
-                    e
-                })?;
+                .map_err(|e| suggest::amend_missing(e, |note| note.creatable = true))?;
             let current = ctx.view.current_text(&note)?;
             let before = current.as_deref().unwrap_or_default();
             let mut content = before.to_string();

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::config::PolicyMode;
 use crate::error::{Error, ErrorCode, Result};
-use crate::notes::suggest::{self, MAX_SUGGESTIONS, NOTHING_CLOSE};
+use crate::notes::suggest::{self, MAX_SUGGESTIONS};
 
 const fn entry<O: Operation>() -> OpEntry {
     OpEntry {
@@ -176,33 +176,27 @@ fn admit(ctx: &Context, name: &str, input: Input<'_>) -> Result<(&'static OpEntr
 /// index.query row itself (lexical, so no embedding server is asked). A small
 /// model that guessed `recipes/sourdough.md` is told about `recipes/bread.md`
 /// instead of being left to guess again.
-fn hinted(ctx: &Context, mut err: Error) -> Error {
-    if err.code != ErrorCode::NotFound || !err.message.starts_with(suggest::MISSING) {
-        return err;
-    }
-    let Some(before) = err.message.strip_suffix(NOTHING_CLOSE) else {
+fn hinted(ctx: &Context, err: Error) -> Error {
+    let Some(note) = suggest::missing_note(&err) else {
         return err;
     };
-    let Some(words) = name_words(before) else {
+    if note
+        .closest
+        .as_ref()
+        .is_none_or(|closest| !closest.is_empty())
+    {
+        return err;
+    }
+    let Some(words) = name_words(&note.path) else {
         return err;
     };
     let found = notes_holding(ctx, &words);
-    if !found.is_empty() {
-        let quoted: Vec<String> = found.iter().map(|path| format!("{path:?}")).collect();
-        err.message = format!(
-            "{before}; no note has a close name, but these notes hold its words: {}",
-            quoted.join(", ")
-        );
-    }
-    err
+    suggest::amend_missing(err, |note| note.holding = found)
 }
 
-/// The words of the path in a missing note's message (`note not found:
-/// "recipes/sourdough.md"` gives `recipes sourdough`).
-fn name_words(message: &str) -> Option<String> {
-    let quoted = message.strip_prefix(suggest::MISSING)?;
-    let path: String = serde_json::from_str(quoted).ok()?;
-    let path = path.strip_suffix(".md").unwrap_or(&path);
+/// The words of a note's path (`recipes/sourdough.md` gives `recipes sourdough`).
+fn name_words(path: &str) -> Option<String> {
+    let path = path.strip_suffix(".md").unwrap_or(path);
     let words: Vec<&str> = path
         .split(|c: char| !c.is_alphanumeric())
         .filter(|word| !word.is_empty())
@@ -259,11 +253,10 @@ mod tests {
     #[test]
     fn a_missing_paths_words_are_its_folders_and_name() {
         assert_eq!(
-            name_words("note not found: \"recipes/sour-dough_bread.md\"").as_deref(),
+            name_words("recipes/sour-dough_bread.md").as_deref(),
             Some("recipes sour dough bread")
         );
-        assert_eq!(name_words("note not found: \"--.md\""), None);
-        assert_eq!(name_words("unknown operation: x"), None);
+        assert_eq!(name_words("--.md"), None);
     }
 
     #[test]
