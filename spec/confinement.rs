@@ -1,8 +1,9 @@
-//! The notes root is a wall, not a check (DESIGN 8.1, 8.2): file access that
-//! cannot leave the root even while folders are swapped for symlinks, only
-//! regular files as notes, listing that visits each real folder once, note
-//! names that cannot forge commit messages, and nothing under `.mirai/` that a
-//! repository carries is trusted.
+//! The notes root is a wall, not a check (that invariant of ARCHITECTURE.md,
+//! with "Notes are data, never code" and "mirai's own state is read as
+//! hostile"): file access that cannot leave the root even while folders are
+//! swapped for symlinks, only regular files as notes, listing that visits each
+//! real folder once, note names that cannot forge commit messages, and nothing
+//! under `.mirai/` that a repository carries is trusted.
 
 use crate::common;
 

@@ -1,8 +1,9 @@
-//! mirai beside a person using git (DESIGN 8.6): it never commits, overwrites
-//! or undoes someone else's work. Uncommitted edits to the target note are
-//! refused (or, when the operator opts in, committed first as a snapshot);
-//! other notes' changes stay as they were; git's `index.lock` is held the way
-//! git holds it, waited for briefly and never written around.
+//! mirai beside a person using git (ARCHITECTURE.md, "Nobody else's work is
+//! taken"): it never commits, overwrites or undoes someone else's work.
+//! Uncommitted edits to the target note are refused (or, when the operator opts
+//! in, committed first as a snapshot); other notes' changes stay as they were;
+//! git's `index.lock` is held the way git holds it, waited for briefly and
+//! never written around.
 
 use crate::common;
 

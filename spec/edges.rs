@@ -1,6 +1,7 @@
-//! The network's edges (DESIGN 8.3, 8.5): web pages from other origins and
-//! rebound host names are refused before anything runs, bodies that trickle
-//! in time out, credentials in URLs and the server's absolute paths never show,
+//! The network's edges (ARCHITECTURE.md, "Browsers are not callers" and
+//! "Secrets and server paths stay home"): web pages from other origins and
+//! rebound host names are refused before anything runs, bodies that trickle in
+//! time out, credentials in URLs and the server's absolute paths never show,
 //! MCP cursors cannot wrap, a lone surrogate is the program's error, and a JSON
 //! body that repeats a key is malformed on every route.
 

@@ -209,7 +209,8 @@ fn listing_and_reading_agree() {
     let listed: Vec<String> =
         serde_json::from_value(server.get("/mcp/notes").body["notes"].clone()).unwrap();
     // Each real folder is listed once, under its real path: `linked` is a
-    // symlink to `nested`, so its notes are not listed twice (DESIGN 8.1).
+    // symlink to `nested`, so its notes are not listed twice
+    // (ARCHITECTURE.md, "The root is a wall, not a check").
     assert_eq!(
         listed,
         ["alias.md", "nested/deeper/n.md", "plain.md", "welcome.md"]

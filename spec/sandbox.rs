@@ -205,7 +205,8 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
         "delta\n"
     );
     assert_eq!(server.commit_count(), before + 3);
-    // Commits made by an eval carry no trailer (DESIGN 7.8).
+    // Commits made by an eval carry no trailer (ARCHITECTURE.md, "The agent's
+    // commits are marked").
     assert_eq!(
         git(&server.root, &["log", "-1", "--format=%B"]),
         "mcp.patch_apply: c.md\n\n"
@@ -341,7 +342,8 @@ fn operation_errors_are_thrown_with_their_code_and_can_be_caught() {
         result(&answer),
         &json!({"name": "Error", "code": "conflict", "isError": true})
     );
-    // Uncaught, the operation's own code is the program's error (DESIGN 7.10).
+    // Uncaught, the operation's own code is the program's error
+    // (docs/src/sandbox.md).
     let answer = eval(&server, "await mirai.notes.read({path: 'nope.md'})");
     let (code, message) = failure(&answer);
     assert_eq!(code, "not_found");

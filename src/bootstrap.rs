@@ -75,7 +75,8 @@ pub fn prepare_notes_root(
         path: shown.clone(),
         reason: e.message().to_string(),
     };
-    // The root itself is the repository, never a parent found by discovery (DESIGN 7.15).
+    // The root itself is the repository, never a parent found by discovery
+    // (ARCHITECTURE.md, "The root is the repository").
     let outcome = match Repository::open(root) {
         Ok(repo) => {
             crate::repo::exclude_mirai_folder(repo.path()).map_err(|e| BootstrapError::Git {

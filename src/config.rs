@@ -899,9 +899,10 @@ impl Config {
         Ok(self)
     }
 
-    /// The module cache to use, kept out of the notes root (DESIGN 8.2) once
-    /// the root exists: a `MIRAI_CACHE_DIR` inside it is an error; a default one
-    /// inside it (`NOTES_ROOT=$HOME`, say) is not used (`None`).
+    /// The module cache to use, kept out of the notes root (ARCHITECTURE.md,
+    /// "Notes are data, never code") once the root exists: a `MIRAI_CACHE_DIR`
+    /// inside it is an error; a default one inside it (`NOTES_ROOT=$HOME`,
+    /// say) is not used (`None`).
     pub fn usable_cache_dir(&self) -> Result<Option<PathBuf>, ConfigError> {
         let Some(cache) = &self.cache_dir else {
             return Ok(None);

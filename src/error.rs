@@ -153,7 +153,8 @@ impl ErrorCode {
             ErrorCode::LlmUnavailable | ErrorCode::RemoteUnavailable => 503,
             ErrorCode::InsufficientStorage => 507,
             // A program's or a model's failure is reported inside a 200 answer
-            // (DESIGN 7.10, 7.11); these statuses apply only where an adapter must pick one.
+            // (docs/src/sandbox.md, docs/src/agent.md); these statuses apply
+            // only where an adapter must pick one.
             ErrorCode::SandboxTimeout => 408,
             ErrorCode::SandboxOutputLimit => 413,
             ErrorCode::ProtocolError

@@ -654,7 +654,8 @@ fn log_lines(args: LogArgs) -> Result<(), Failure> {
 }
 
 /// `mirai mcp`: one JSON-RPC message per line in, one per line out, with the
-/// operator's permissions (no token, DESIGN 7.4) and the environment's policy.
+/// operator's permissions (no token: ARCHITECTURE.md, "The token guards the
+/// network") and the environment's policy.
 fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
     use std::io::{BufRead, Write};
     let (config, notes) = open_notes(&args)?;

@@ -1,5 +1,5 @@
-//! Browsers are not callers (DESIGN 8.3): the rules that tell a request a web
-//! page made from one mirai should serve.
+//! Browsers are not callers (an invariant of ARCHITECTURE.md): the rules that
+//! tell a request a web page made from one mirai should serve.
 //!
 //! - An `Origin` header must name a loopback origin (`http://localhost:3000`,
 //!   `http://127.0.0.1`, `http://[::1]:8080`) or one listed in

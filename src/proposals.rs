@@ -67,7 +67,7 @@ pub struct Requester {
 pub struct Operation {
     /// The row's name (`notes.write`); `changes.apply` for a run's or eval's several writes.
     pub name: String,
-    /// The commit's subject (DESIGN 7.8).
+    /// The commit's subject (ARCHITECTURE.md, "Commit messages have one form").
     pub subject: String,
     /// The commit's body, without trailers (may be empty).
     pub body: String,

@@ -26,7 +26,7 @@ pub fn answer_cap(max_tokens: u32) -> usize {
     ANSWER_ENVELOPE_BYTES + max_tokens as usize * BYTES_PER_TOKEN
 }
 
-/// One chat message. Contents are plain strings (DESIGN 7.11).
+/// One chat message. Contents are plain strings (docs/src/agent.md).
 #[derive(Debug, Clone, Serialize)]
 pub struct Message {
     pub role: &'static str,

@@ -3,7 +3,8 @@
 //! The model writes JavaScript; the sandbox runs it; the outcome goes back as
 //! the next message, until the model replies or a bound stops the run. The
 //! agent never calls an operation for the model: the model's code, in the
-//! sandbox, is the only actor (DESIGN 2).
+//! sandbox, is the only actor (ARCHITECTURE.md, "The model's code is the only
+//! actor").
 
 pub mod llm;
 pub mod prompt;

@@ -116,8 +116,9 @@ impl<'a> Transcript<'a> {
 }
 
 /// `.mirai/runs/` of a notes root, always reached from the root without
-/// following a symlink (DESIGN 8.1): a `.mirai` or `runs` swapped for a link
-/// to elsewhere makes transcripts fail, never land or be read there.
+/// following a symlink (ARCHITECTURE.md, "The root is a wall, not a check"): a
+/// `.mirai` or `runs` swapped for a link to elsewhere makes transcripts fail,
+/// never land or be read there.
 #[derive(Debug, Clone)]
 pub struct Runs {
     notes_root: PathBuf,

@@ -3,9 +3,10 @@
 //! header naming the model (and how passages were sent to it) and the
 //! dimension. The file's bytes are a function of that map: entries sorted by
 //! key, little-endian numbers, a CRC-32 last. It is read as hostile data
-//! (DESIGN 8.2): every length is checked against the bytes present before
-//! anything is allocated for it, keys must strictly increase, every number
-//! must be finite, and any fault refuses the whole file.
+//! (ARCHITECTURE.md, "mirai's own state is read as hostile"): every length is
+//! checked against the bytes present before anything is allocated for it, keys
+//! must strictly increase, every number must be finite, and any fault refuses
+//! the whole file.
 //!
 //! ```text
 //! "MIRAIVEC" | u32 version (1) | u32 len + model | u32 len + recipe

@@ -1,9 +1,9 @@
 //! `POST /hooks/push`: a forge's push webhook triggers a sync (pull, then
 //! push) by taking a place in the `repo.sync` row's next coalesced sync and
 //! awaiting its answer (no thread is held). Its credential is the body's HMAC in `X-Hub-Signature-256` under
-//! `MIRAI_WEBHOOK_SECRET`, never the bearer token (DESIGN 7.16); without a
-//! secret and a remote it answers 404. The body is trusted for
-//! nothing else: a good signature only says "pull now".
+//! `MIRAI_WEBHOOK_SECRET`, never the bearer token (ARCHITECTURE.md, "The token
+//! guards the network"); without a secret and a remote it answers 404. The body
+//! is trusted for nothing else: a good signature only says "pull now".
 
 use actix_web::{web, HttpRequest, HttpResponse};
 

@@ -57,7 +57,8 @@ impl Browsers {
     }
 
     /// Why a request is refused, if it is: a foreign `Origin`, or a foreign
-    /// `Host` on a server without a token (DESIGN 8.3).
+    /// `Host` on a server without a token (ARCHITECTURE.md, "Browsers are not
+    /// callers").
     fn refusal(&self, req: &ServiceRequest) -> Option<Error> {
         for value in req.headers().get_all(header::ORIGIN) {
             let text = String::from_utf8_lossy(value.as_bytes());
@@ -115,18 +116,20 @@ pub async fn refuse_browsers(
 }
 
 /// Routes whose callers prove themselves otherwise: `/health` needs nothing,
-/// `/hooks/push` its HMAC signature (DESIGN 7.16).
+/// `/hooks/push` its HMAC signature (ARCHITECTURE.md, "The token guards the
+/// network").
 const TOKENLESS: &[&str] = &["/health", "/hooks/push"];
 
 /// Marks a request that carried `MIRAI_REVIEWER_TOKEN`: its rows run as a reviewer's.
 #[derive(Debug, Clone, Copy)]
 pub struct Reviewer;
 
-/// The bearer tokens (DESIGN 7.4, amended by review mode). With
-/// `MIRAI_API_TOKEN` set, every route but [`TOKENLESS`] needs it or the
-/// reviewer token. The routes of the review class's rows (approve, reject)
-/// need `MIRAI_REVIEWER_TOKEN` alone: the API token gets 403 `policy_denied`,
-/// no token or a wrong one 401. A request with the reviewer token is marked [`Reviewer`].
+/// The bearer tokens (ARCHITECTURE.md, "The token guards the network" and "Only
+/// a person decides a proposal"). With `MIRAI_API_TOKEN` set, every route but
+/// [`TOKENLESS`] needs it or the reviewer token. The routes of the review
+/// class's rows (approve, reject) need `MIRAI_REVIEWER_TOKEN` alone: the API
+/// token gets 403 `policy_denied`, no token or a wrong one 401. A request with
+/// the reviewer token is marked [`Reviewer`].
 pub async fn require_token(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,

@@ -2,9 +2,10 @@
 //! through [`crate::ops::dispatch`] and render its answer as JSON.
 //!
 //! Cross-cutting edges live here and nowhere else: the browser check
-//! (`Origin` and `Host`, DESIGN 8.3) and then the bearer token (DESIGN 7.4),
-//! both before routing; one log line per request; body limits and the time a
-//! body may take to arrive; and turning a panic into a plain 500.
+//! (`Origin` and `Host`: ARCHITECTURE.md, "Browsers are not callers") and then
+//! the bearer token (ARCHITECTURE.md, "The token guards the network"), both
+//! before routing; one log line per request; body limits and the time a body
+//! may take to arrive; and turning a panic into a plain 500.
 //!
 //! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp` ->
 //! `respond`; `middleware` -> `respond`; `row`, `hooks` -> `peer`; this file ->

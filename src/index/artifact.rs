@@ -2,7 +2,7 @@
 //! deterministically, reading it back into an [`Index`], and telling whether the
 //! notes changed since it was written.
 //!
-//! Layout (DESIGN.md section 3), compact JSON, keys in this order:
+//! Layout (docs/src/search.md), compact JSON, keys in this order:
 //! `{"version":1,"generated_at","notes_indexed","chunks_indexed","chunks":[{"path",
 //! "chunk_index","content"}],"notes_commit","notes":[{"path","bytes","fnv1a64"}]}`.
 //! Chunks are sorted by path bytes, then chunk index; `notes` lists every indexed
@@ -29,7 +29,8 @@ use crate::error::{Error, ErrorCode, Result};
 pub const VERSION: u64 = 1;
 pub const FILE_NAME: &str = "index.json";
 /// The artifact as messages name it: relative to the notes root, never the
-/// server's absolute path (DESIGN 8.5).
+/// server's absolute path (ARCHITECTURE.md, "Secrets and server paths stay
+/// home").
 pub const SHOWN_PATH: &str = ".mirai/index.json";
 
 /// The artifact's metadata (not following a symlink), `None` when there is none.

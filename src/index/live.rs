@@ -119,8 +119,9 @@ pub struct LiveIndex {
     /// new stamp being recorded, the file is ours, not another process's.
     own_write: AtomicBool,
     /// False when `.mirai/index.json` is tracked in git: a file anyone who can
-    /// push to the notes could have written is never loaded (DESIGN 8.2);
-    /// the index is then built from the notes instead.
+    /// push to the notes could have written is never loaded (ARCHITECTURE.md,
+    /// "Notes are data, never code"); the index is then built from the notes
+    /// instead.
     artifact_trusted: bool,
     /// The same for `.mirai/index.bin`, the artifact's binary form.
     binary_trusted: bool,

@@ -1,5 +1,5 @@
 //! Notes as MCP resources: `mirai://notes/<path>`, each path segment
-//! percent-encoded (DESIGN 7.14); listing is paged with opaque cursors and
+//! percent-encoded (docs/src/mcp.md); listing is paged with opaque cursors and
 //! reading goes through `notes.read`, so it obeys the same path rules.
 
 use serde_json::{json, Value};

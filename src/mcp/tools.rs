@@ -1,6 +1,7 @@
 //! MCP tools: one per row of the operation table (`notes.read` is
 //! `notes_read`), generated from it, plus `agent_eval`, code mode in the
-//! sandbox (DESIGN 7.14: it is not a row, so the sandbox cannot call itself).
+//! sandbox (it is not a row, so the sandbox cannot call itself:
+//! ARCHITECTURE.md, "The sandbox's only way out is the table").
 
 use serde_json::{json, Value};
 

@@ -2,8 +2,8 @@
 //! root, through the path rules in [`path`] and the root handle in [`root`].
 //!
 //! Every file operation goes through [`root::Root`], a handle on the root
-//! folder that cannot reach outside it (DESIGN 8.1); nothing here opens a note
-//! by an absolute path.
+//! folder that cannot reach outside it (ARCHITECTURE.md, "The root is a wall,
+//! not a check"); nothing here opens a note by an absolute path.
 
 pub mod overlay;
 pub mod path;

@@ -1,10 +1,11 @@
 //! Note path rules that need no disk: the untrusted path string becomes a
 //! normalized relative path, or a precise refusal.
 //!
-//! Checks run in a fixed order (DESIGN 7.5): present, not absolute, inside the
-//! root, not hidden, `.md`, exists. This file does the lexical part (and the
-//! name rules listing shares); `notes/mod.rs` follows the path on disk through
-//! the root handle ([`super::root`]) for symlinks and existence.
+//! Checks run in a fixed order (ARCHITECTURE.md, "Paths"): present, not
+//! absolute, inside the root, not hidden, `.md`, exists. This file does the
+//! lexical part (and the name rules listing shares); `notes/mod.rs` follows the
+//! path on disk through the root handle ([`super::root`]) for symlinks and
+//! existence.
 
 use crate::error::{Error, Result};
 

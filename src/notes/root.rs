@@ -1,5 +1,5 @@
 //! The notes root as a directory handle: the wall every file operation on notes
-//! goes through (DESIGN 8.1).
+//! goes through (ARCHITECTURE.md, "The root is a wall, not a check").
 //!
 //! Nothing here opens a note by its absolute path. Each path component is
 //! opened relative to the handle of its parent folder, without following a

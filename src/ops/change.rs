@@ -33,7 +33,7 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    /// A plan for a write whose result equals the note (DESIGN 7.6).
+    /// A plan for a write whose result equals the note (docs/src/patches.md).
     fn unchanged(note: NotePath, text: Option<String>) -> Plan {
         Plan {
             note,

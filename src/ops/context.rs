@@ -211,10 +211,10 @@ impl Context {
         }
     }
 
-    /// A commit message (DESIGN 7.8): `subject`, then `body` after a blank
-    /// line (when not empty), then, in an agent run, the run's
-    /// `Mirai-Run: <run_id>` trailer as a paragraph of its own; it ends with
-    /// a newline.
+    /// A commit message (ARCHITECTURE.md, "Commit messages have one form"):
+    /// `subject`, then `body` after a blank line (when not empty), then, in an
+    /// agent run, the run's `Mirai-Run: <run_id>` trailer as a paragraph of its
+    /// own; it ends with a newline.
     pub fn commit_message(&self, subject: &str, body: &str) -> String {
         let mut message = format!("{subject}\n");
         let body = body.trim_end_matches('\n');

@@ -398,7 +398,8 @@ impl Operation for IndexQuery {
     }
 }
 
-/// A `mode` other than the three (DESIGN 7.16: a new parameter's own code).
+/// A `mode` other than the three (a new parameter's own code: ARCHITECTURE.md,
+/// "Bad bodies keep the endpoint's code").
 fn bad_mode(raw: &str) -> Error {
     Error::new(
         ErrorCode::InvalidRequest,

@@ -218,7 +218,8 @@ fn invalid_request(message: impl Into<String>) -> Error {
     Error::new(ErrorCode::InvalidRequest, message)
 }
 
-/// `section` and `lines`, checked (DESIGN 7.16: malformed is `invalid_request`).
+/// `section` and `lines`, checked (malformed is `invalid_request`:
+/// ARCHITECTURE.md, "Bad bodies keep the endpoint's code").
 fn part(section: Option<&Value>, lines: Option<&Value>) -> Result<Part> {
     let text = |field: &str, value: &Value| match value {
         Value::String(text) => Ok(text.clone()),

@@ -22,7 +22,8 @@ pub enum Class {
     Review,
     /// Brings the notes up to date with the git remote (pulls, and pushes
     /// mirai's own commits): allowed in `read_only` mode, where it only pulls
-    /// (DESIGN 7.16), yet not a read (MCP does not call it read-only).
+    /// (ARCHITECTURE.md, "A read replica keeps itself current"), yet not a read
+    /// (MCP does not call it read-only).
     Sync,
 }
 
@@ -104,7 +105,8 @@ pub trait Operation {
     const SUMMARY: &'static str;
     /// One call from JavaScript, as the sandbox's `mirai.*` takes it.
     const EXAMPLE: &'static str;
-    /// The code a malformed request gets: each endpoint keeps its own (DESIGN 7.2).
+    /// The code a malformed request gets: each endpoint keeps its own
+    /// (ARCHITECTURE.md, "Bad bodies keep the endpoint's code").
     const MALFORMED: ErrorCode;
     /// How HTTP serves it (the adapter has one handler for every row).
     const HTTP: HttpRoute;

@@ -34,7 +34,7 @@ impl Operation for RepoStatus {
 }
 
 /// `repo.sync`: pull from the remote now, then push (only pull in `read_only`
-/// mode, DESIGN 7.16: a read replica keeps itself current).
+/// mode: ARCHITECTURE.md, "A read replica keeps itself current").
 pub struct RepoSync;
 
 impl Operation for RepoSync {

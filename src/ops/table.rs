@@ -119,9 +119,10 @@ pub enum Input<'a> {
     Body(&'a [u8]),
 }
 
-/// Runs operation `name`: policy first, from the operation alone (DESIGN 7.3),
-/// then parsing, then the operation. In review mode a write of notes is run
-/// against a draft and answers the proposal it made (see [`proposing`]).
+/// Runs operation `name`: policy first, from the operation alone
+/// (ARCHITECTURE.md, "Policy before parsing"), then parsing, then the
+/// operation. In review mode a write of notes is run against a draft and
+/// answers the proposal it made (see [`proposing`]).
 pub fn dispatch(ctx: &Context, name: &str, input: Input<'_>) -> Result<Value> {
     let (op, request) = admit(ctx, name, input)?;
     if is_proposed(ctx, op) {

@@ -54,7 +54,8 @@ impl Operation for NotesTags {
 }
 
 /// The `tag` parameter, normalized (`#Proj/A` is `proj/a`); `None` when absent.
-/// Malformed is `invalid_request` (DESIGN 7.16).
+/// Malformed is `invalid_request` (ARCHITECTURE.md, "Bad bodies keep the
+/// endpoint's code").
 pub(super) fn tag_param(raw: Option<&Value>) -> Result<Option<String>> {
     let text = match raw {
         None | Some(Value::Null) => return Ok(None),

@@ -21,7 +21,8 @@ use git2::{Delta, DiffFindOptions, DiffOptions, ErrorCode, ObjectType, Oid, Repo
 use crate::error::{Error, ErrorCode as Code, Result};
 use crate::notes::path::is_hidden;
 
-/// The trailer that marks an agent run's commits (DESIGN 7.8).
+/// The trailer that marks an agent run's commits (ARCHITECTURE.md, "The agent's
+/// commits are marked").
 pub const RUN_TRAILER: &str = "Mirai-Run";
 /// The trailer naming the proposal a commit applied (review mode).
 pub const PROPOSAL_TRAILER: &str = "Mirai-Proposal";
@@ -318,7 +319,7 @@ impl History {
     }
 }
 
-/// A revision as mirai accepts one (DESIGN 7.16): a commit id, full or
+/// A revision as mirai accepts one (docs/src/history.md): a commit id, full or
 /// abbreviated to at least 7 hex digits, or `HEAD~N` (N first parents back from HEAD).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rev {

@@ -16,7 +16,7 @@
 //!
 //! Recovery (recover.rs) reads the others' files: one whose `flock` is free
 //! belongs to a dead mirai ([`open_dead`]). Files tracked by git or malformed
-//! are ignored (DESIGN 8.2).
+//! are ignored (ARCHITECTURE.md, "mirai's own state is read as hostile").
 
 use std::fs;
 use std::io::{self, Read, Write};

@@ -16,10 +16,11 @@
 //! never written or committed ([`write_and_commit`] refuses; [`snapshot`]
 //! commits them first, when the operator opted in).
 //!
-//! libgit2 touches only `.git` (DESIGN 8.7): the note's bytes are written and
-//! read by mirai through the root handle ([`crate::notes::root`]); the blob is
-//! made from those bytes and the index entry from the written file's `fstat`,
-//! so git never reads a working-tree file by name.
+//! libgit2 touches only `.git` (an invariant of ARCHITECTURE.md): the note's
+//! bytes are written and read by mirai through the root handle
+//! ([`crate::notes::root`]); the blob is made from those bytes and the index
+//! entry from the written file's `fstat`, so git never reads a working-tree
+//! file by name.
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
@@ -85,7 +86,8 @@ impl Repo {
     /// through that root's handle; a parent repository is never used
     /// (libgit2's plain open does not search upwards).
     pub fn open(notes: &Notes) -> Result<Repo> {
-        // Messages name NOTES_ROOT, never the server's absolute path (DESIGN 8.5).
+        // Messages name NOTES_ROOT, never the server's absolute path
+        // (ARCHITECTURE.md, "Secrets and server paths stay home").
         let git = Repository::open(notes.root())
             .map_err(|e| git_error("cannot open the notes repository (NOTES_ROOT)", e))?;
         if git.workdir().is_none() {
@@ -273,7 +275,8 @@ impl Repo {
     }
 
     /// libgit2's messages name files by absolute path; callers see them
-    /// relative to the notes root (DESIGN 8.5).
+    /// relative to the notes root (ARCHITECTURE.md, "Secrets and server paths
+    /// stay home").
     fn scrub(&self, e: Error) -> Error {
         scrub(self.notes.root(), e)
     }
@@ -646,7 +649,8 @@ impl Repo {
 }
 
 /// `e` with the notes root's absolute path taken out of its message: libgit2
-/// names files by absolute path, callers see them relative to the root (DESIGN 8.5).
+/// names files by absolute path, callers see them relative to the root
+/// (ARCHITECTURE.md, "Secrets and server paths stay home").
 pub(crate) fn scrub(root: &Path, mut e: Error) -> Error {
     let root = root.display().to_string();
     e.message = e

@@ -1,8 +1,8 @@
 //! A pull's fast-forward, as `impl Repo`: the branch moves to a fetched commit
 //! that descends from it, and the index and the working tree follow, holding
-//! `index.lock` like every write (DESIGN 8.7: mirai writes the working-tree
-//! bytes itself, through the root handle; libgit2 only reads objects and
-//! writes the index and the ref).
+//! `index.lock` like every write (ARCHITECTURE.md, "libgit2 touches only
+//! `.git`": mirai writes the working-tree bytes itself, through the root
+//! handle; libgit2 only reads objects and writes the index and the ref).
 //!
 //! Only the paths that differ between the two commits are touched. One of them
 //! whose file or index entry holds work that is neither side's (a person's
@@ -12,7 +12,8 @@
 //! simply runs again. Hidden paths (`.mirai/`, `.obsidian/`, any component
 //! starting with a dot), symlinks and submodules a remote tracks are never
 //! written: their index entries carry git's skip-worktree bit, so `git status`
-//! stays clean and nothing of the remote's choosing lands there (DESIGN 8.2).
+//! stays clean and nothing of the remote's choosing lands there
+//! (ARCHITECTURE.md, "A remote is as hostile as any caller").
 //! An entry this clone cannot hold at all (a name Linux refuses, a file entry
 //! naming a tree: [`super::unheld`]) is left out, file and index entry, with a
 //! warning, and never stops the pull.

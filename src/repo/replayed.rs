@@ -3,7 +3,8 @@
 //! so a `base_commit`, a `notes.revert` or anything else that names an old id
 //! finds the commit that now holds its change.
 //!
-//! The file is mirai's own state, but it is read as hostile data (DESIGN 8.2):
+//! The file is mirai's own state, but it is read as hostile data
+//! (ARCHITECTURE.md, "mirai's own state is read as hostile"):
 //! through the root handle without following a symlink, at most
 //! [`MAX_BYTES`], parsed strictly, every id exactly 40 lowercase hex digits;
 //! anything else and the whole file is ignored (with a warning), never

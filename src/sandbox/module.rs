@@ -1,6 +1,7 @@
 //! The guest module: the committed, pre-initialized QuickJS build
 //! (`guest/mirai-guest.wasm`), compiled once per process, or loaded from a
-//! cache of mirai's own compiled modules (DESIGN 8.2).
+//! cache of mirai's own compiled modules (ARCHITECTURE.md, "Notes are data,
+//! never code").
 //!
 //! A compiled module is native code, and loading one trusts its bytes, so the
 //! cache is guarded: it lives outside the notes root (configuration refuses a

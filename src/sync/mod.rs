@@ -514,7 +514,8 @@ fn puller(weak: Weak<Syncer>, every: Duration) {
 }
 
 /// The notes repository at exactly `root` (`None`: it is not one yet);
-/// messages name NOTES_ROOT, never the server's path (DESIGN 8.5).
+/// messages name NOTES_ROOT, never the server's path (ARCHITECTURE.md, "Secrets
+/// and server paths stay home").
 pub fn open_repository(root: &std::path::Path) -> Result<Option<Repository>> {
     match Repository::open(root) {
         Ok(git) => Ok(Some(git)),
