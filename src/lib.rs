@@ -9,6 +9,7 @@ pub mod agent;
 pub mod app;
 pub mod bootstrap;
 pub mod config;
+pub mod durable;
 pub mod embed;
 pub mod error;
 pub mod http;

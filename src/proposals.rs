@@ -10,15 +10,15 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::sync::{Arc, Mutex};
 
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
 
+use crate::durable;
 use crate::error::{Error, ErrorCode, Result};
-use crate::index::stored::create_temp;
 use crate::notes::root::{open_folder, open_regular_in};
 use crate::notes::Notes;
 
@@ -207,20 +207,7 @@ impl Proposals {
                 ),
             )
         };
-        let (tmp, mut file) = create_temp(&dir, &name).map_err(failed)?;
-        let written = file
-            .write_all(&bytes)
-            .and_then(|()| file.sync_all())
-            .and_then(|()| dir.rename(&tmp, &dir, &name));
-        if let Err(e) = written {
-            let _ = dir.remove_file(&tmp);
-            return Err(failed(e));
-        }
-        // The rename is durable once the folder is.
-        if let Ok(folder) = dir.open(".") {
-            let _ = folder.into_std().sync_all();
-        }
-        Ok(())
+        durable::replace(&dir, &name, &bytes).map_err(failed)
     }
 
     /// Proposal `id`: 404 when there is none (or `id` is no UUID), 409 when its

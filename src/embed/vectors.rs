@@ -14,14 +14,14 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::sync::Arc;
 
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, OpenOptions};
 use sha2::{Digest, Sha256};
 
-use crate::index::stored::create_temp;
+use crate::durable;
 
 pub const FILE_NAME: &str = "vectors.bin";
 const MAGIC: &[u8; 8] = b"MIRAIVEC";
@@ -154,17 +154,9 @@ impl Vectors {
         Ok(vectors)
     }
 
-    /// Writes the file atomically (temp file, flush, rename).
+    /// Writes the file whole and durably ([`durable::replace`]).
     pub fn write(&self, state: &Dir) -> io::Result<()> {
-        let (tmp, mut file) = create_temp(state, FILE_NAME)?;
-        let written = file
-            .write_all(&self.encode())
-            .and_then(|()| file.sync_all())
-            .and_then(|()| state.rename(&tmp, state, FILE_NAME));
-        if written.is_err() {
-            let _ = state.remove_file(&tmp);
-        }
-        written
+        durable::replace(state, FILE_NAME, &self.encode())
     }
 
     /// Reads the file: `Ok(None)` when there is none, `Err` when it cannot be

@@ -21,9 +21,10 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::binary::{self, HashingWriter};
 use super::build::{parallelism, Source};
+use super::stored::is_safe_path;
 pub use super::stored::ArtifactMeta;
-use super::stored::{create_temp, is_safe_path};
 use super::{Fingerprint, Index, Params};
+use crate::durable::create_temp;
 use crate::error::{Error, ErrorCode, Result};
 
 pub const VERSION: u64 = 1;

@@ -43,9 +43,10 @@ use rustc_hash::FxBuildHasher;
 use sha2::{Digest, Sha256};
 
 use super::postings::{Postings, Terms};
-use super::stored::{create_temp, is_safe_path, ArtifactMeta};
+use super::stored::{is_safe_path, ArtifactMeta};
 use super::update::title_field;
 use super::{fnv1a, Chunk, Index, Note, Params};
+use crate::durable::create_temp;
 
 pub const FILE_NAME: &str = "index.bin";
 const MAGIC: &[u8; 8] = b"MIRAIBIN";

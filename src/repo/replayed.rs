@@ -14,7 +14,7 @@
 //! go past [`MAX_ENTRIES`].
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Read;
 
 use git2::Oid;
 use serde::{Deserialize, Serialize};
@@ -101,17 +101,7 @@ impl Replayed {
         };
         let bytes = serde_json::to_vec(&stored)
             .map_err(|e| Error::internal(format!("cannot encode .mirai/{FILE_NAME}: {e}")))?;
-        let (tmp, mut file) = crate::index::stored::create_temp(&state, FILE_NAME)
-            .map_err(|e| failed("create", e))?;
-        let written = file
-            .write_all(&bytes)
-            .and_then(|()| file.sync_all())
-            .and_then(|()| state.rename(&tmp, &state, FILE_NAME));
-        if let Err(e) = written {
-            let _ = state.remove_file(&tmp);
-            return Err(failed("write", e));
-        }
-        Ok(())
+        crate::durable::replace(&state, FILE_NAME, &bytes).map_err(|e| failed("write", e))
     }
 }
 
