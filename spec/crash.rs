@@ -379,6 +379,12 @@ fn a_live_processs_lock_and_temp_files_are_never_removed() {
     let lock = hold_lock(&root);
     let temp = root.join(".mirai-4242-0.tmp");
     fs::write(&temp, "half a note").unwrap();
+    // A proposal half saved when its process died.
+    let proposals = root.join(".mirai/proposals");
+    fs::create_dir_all(&proposals).unwrap();
+    let half_proposal =
+        proposals.join("0190a6f0-0000-7000-8000-000000000000.json.tmp-4242-7-ThreadId(3)");
+    fs::write(&half_proposal, "{\"id\":").unwrap();
     let path = put_intent(
         &root,
         "4242-live.json",
@@ -391,6 +397,7 @@ fn a_live_processs_lock_and_temp_files_are_never_removed() {
     let mut mirai = Mirai::start(&root, &log_of(dir.path()));
     assert!(lock.exists(), "a live process's lock stays");
     assert!(temp.exists(), "no sweep while another mirai lives");
+    assert!(half_proposal.exists());
     assert!(path.exists());
     let answer = mirai.write("a.md", "alpha 2\n").unwrap();
     answer.assert_error(500, "git_error");
@@ -402,6 +409,7 @@ fn a_live_processs_lock_and_temp_files_are_never_removed() {
     let mirai = Mirai::start(&root, &log_of(dir.path()));
     assert!(!lock.exists());
     assert!(!temp.exists());
+    assert!(!half_proposal.exists(), "a half-saved proposal is swept");
     assert_eq!(mirai.write("a.md", "alpha 2\n").unwrap().status, 200);
     assert_eq!(status(&root), "");
 }

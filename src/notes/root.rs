@@ -366,7 +366,7 @@ impl Root {
     /// Removes mirai's stray temp files (only call this when no other mirai is
     /// alive): `.mirai-<pid>-<n>.tmp` in the root and every real folder under it
     /// (hidden folders are not entered), and the temp files of `.mirai/`'s
-    /// index, vector and replay-map files. Answers how many went.
+    /// index, vector and replay-map files and of its proposals. Answers how many went.
     pub fn remove_temp_files(&self) -> usize {
         let mut folders = vec![String::new()];
         self.walk(WALK_LIMITS, |rel, file_type, _| {
@@ -388,6 +388,10 @@ impl Root {
                     || name.starts_with("vectors.bin.tmp-")
                     || name.starts_with("replayed.json.tmp-")
             });
+            // A proposal being saved: `<id>.json.tmp-*` (crate::durable's names).
+            if let Ok(Some((proposals, _))) = open_folder(&state, "proposals", false) {
+                removed += remove_matching(&proposals, |name| name.contains(".json.tmp-"));
+            }
         }
         removed
     }
