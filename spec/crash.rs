@@ -6,7 +6,9 @@
 //! forward note by note. Last, a harness kills the server with SIGKILL in the
 //! middle of a loop of writes (`MIRAI_CRASH_KILLS`, 10 by default), of one note
 //! each and of three notes in one commit, and checks every invariant after each
-//! restart (a commit of three notes lands whole or not at all). A second
+//! restart (a commit of three notes lands whole or not at all); a third kills
+//! it in the middle of `notes.move`s of a note with 30 linkers (the note is in
+//! one place and every link agrees with it after each restart). A fourth
 //! harness kills it in the middle of pulls (fast-forwards of hundreds of
 //! notes) and replays: after each restart the working tree equals HEAD.
 
@@ -1099,4 +1101,115 @@ fn sigkill_during_pulls_and_replays_leaves_the_working_tree_equal_to_head() {
         "pull crash harness: {kills} kills during pulls ({replays} of them replays; a sync \
          takes {took} ms here); {rolled} restarts rolled a half-done pull back or forward"
     );
+}
+
+/// Where the moving note is in `root`'s working tree, checking that it is in
+/// exactly one place and that every linker links to that place.
+fn moved_note_place(root: &Path, round: usize) -> &'static str {
+    let places = ["ann.md", "team/ann.md"];
+    let here: Vec<&str> = places
+        .iter()
+        .copied()
+        .filter(|p| root.join(p).exists())
+        .collect();
+    let [place] = here.as_slice() else {
+        panic!("round {round}: the note is at {here:?}");
+    };
+    let want = if *place == "ann.md" {
+        "[[ann]]"
+    } else {
+        "[[team/ann]]"
+    };
+    for i in 0..MOVE_LINKERS {
+        let text = fs::read_to_string(root.join(format!("l/{i:02}.md"))).unwrap();
+        assert_eq!(
+            text,
+            format!("# L{i}\n\nSee {want} and `[[ann]]`.\n"),
+            "round {round}: l/{i:02}.md disagrees with where the note is ({place})"
+        );
+    }
+    place
+}
+
+const MOVE_LINKERS: usize = 30;
+
+#[test]
+fn sigkill_during_moves_leaves_each_move_whole() {
+    let kills: usize = std::env::var("MIRAI_CRASH_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let mut notes: Vec<(String, String)> = vec![
+        (
+            "ann.md".into(),
+            "# Ann\n\nAnn runs the reading group.\n".into(),
+        ),
+        // A second "ann" as deep as team/ann.md: a bare [[ann]] to it would be ambiguous.
+        ("b/ann.md".into(), "# Other Ann\n".into()),
+    ];
+    notes.extend((0..MOVE_LINKERS).map(|i| {
+        (
+            format!("l/{i:02}.md"),
+            format!("# L{i}\n\nSee [[ann]] and `[[ann]]`.\n"),
+        )
+    }));
+    let borrowed: Vec<(&str, &str)> = notes
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let (dir, root) = seeded(&borrowed);
+    let mut moves = 0usize;
+    for round in 0..=kills {
+        let log = dir.path().join(format!("move-{round}.log"));
+        let mirai = Mirai::start(&root, &log);
+        // After the restart: the tree is HEAD's, and the note and its links agree.
+        assert_eq!(
+            status(&root),
+            "",
+            "round {round}: {}",
+            fs::read_to_string(&log).unwrap()
+        );
+        assert_fsck_clean(&root);
+        let place = moved_note_place(&root, round);
+        let head_has = git(&root, &["ls-tree", "-r", "--name-only", "HEAD"]);
+        assert!(head_has.lines().any(|l| l == place), "round {round}");
+        if round == kills {
+            break;
+        }
+        let (client, url) = (mirai.client.clone(), mirai.url.clone());
+        let mover = std::thread::spawn(move || {
+            let mut done = 0usize;
+            let mut from = place;
+            loop {
+                let to = if from == "ann.md" {
+                    "team/ann.md"
+                } else {
+                    "ann.md"
+                };
+                let Ok(response) = client
+                    .post(format!("{url}/mcp/notes/move"))
+                    .json(&json!({"from": from, "to": to}))
+                    .send()
+                else {
+                    return done;
+                };
+                let status = response.status().as_u16();
+                let Ok(body) = response.json::<Value>() else {
+                    return done;
+                };
+                assert_eq!(status, 200, "{body}");
+                assert_eq!(body["rewritten"].as_array().unwrap().len(), MOVE_LINKERS);
+                done += 1;
+                from = to;
+            }
+        });
+        std::thread::sleep(Duration::from_millis(fastrand::u64(20..400)));
+        let mut mirai = mirai;
+        mirai.kill();
+        moves += mover
+            .join()
+            .expect("the mover saw only 200s until the kill");
+    }
+    eprintln!("move crash harness: {kills} kills, {moves} moves acknowledged");
+    assert!(moves > 0, "no move was acknowledged between kills");
 }

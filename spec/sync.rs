@@ -1327,3 +1327,64 @@ fn a_local_move_is_run_again_on_the_remote_with_its_new_text_and_new_links() {
     assert_eq!(server.read("team/ann-lee.md").status, 200);
     assert_fsck(&server.root);
 }
+
+/// A local move the remote made impossible (it deleted the note, or created
+/// the move's destination) is not forced: it goes to an unmerged branch, the
+/// branch follows the remote, and nothing of the person's is lost.
+#[test]
+fn a_move_the_remote_made_impossible_goes_to_an_unmerged_branch() {
+    for (case, remote_change) in [
+        ("deleted", vec![("people/ann.md", None)]),
+        (
+            "destination taken",
+            vec![("team/ann-lee.md", Some("# Someone else\n"))],
+        ),
+    ] {
+        let world = World::new();
+        world.person_pushes(
+            &[
+                ("people/ann.md", Some("# Ann\n")),
+                ("l1.md", Some("[[ann]] and [her](people/ann.md)\n")),
+            ],
+            "person: ann",
+        );
+        let server = world.mirai(|_| {});
+        assert_eq!(server.read("l1.md").status, 200);
+        let theirs = world.person_pushes(&remote_change, "person: a change in the way");
+        let moved = server.post_json(
+            "/mcp/notes/move",
+            &json!({"from": "people/ann.md", "to": "team/ann-lee.md"}),
+        );
+        assert_eq!(moved.status, 200, "{case}: {moved:?}");
+        let local = moved.body["commit"].as_str().unwrap().to_string();
+
+        let answer = server.post_json("/mcp/repo/sync", &json!({}));
+        assert_eq!(answer.status, 200, "{case}: {answer:?}");
+        let unmerged = answer.body["unmerged"].as_array().unwrap().clone();
+        assert_eq!(unmerged.len(), 1, "{case}: {answer:?}");
+        let branch = unmerged[0]["branch"].as_str().unwrap().to_string();
+        assert!(reachable(&server.root, &local, &branch), "{case}");
+        assert_eq!(server.head(), theirs, "{case}: the branch is the remote's");
+        wait_until("nothing new to push", || world.remote_head() == theirs);
+        // The person's change stands, and the move is kept whole on the branch.
+        match case {
+            "deleted" => assert!(!server.root.join("people/ann.md").exists()),
+            _ => assert_eq!(
+                std::fs::read_to_string(server.root.join("team/ann-lee.md")).unwrap(),
+                "# Someone else\n"
+            ),
+        }
+        assert_eq!(
+            std::fs::read_to_string(server.root.join("l1.md")).unwrap(),
+            "[[ann]] and [her](people/ann.md)\n",
+            "{case}"
+        );
+        assert_eq!(
+            git(&server.root, &["show", &format!("{branch}:l1.md")]),
+            "[[ann-lee]] and [her](team/ann-lee.md)\n",
+            "{case}"
+        );
+        assert_eq!(git(&server.root, &["status", "--porcelain"]), "", "{case}");
+        assert_fsck(&server.root);
+    }
+}

@@ -930,3 +930,49 @@ fn an_empty_note_moves_and_comes_back() {
     assert_eq!(reverted.status, 200, "{reverted:?}");
     assert_eq!(common::repo_state(&server.root).2, before);
 }
+
+#[test]
+fn a_dry_run_move_shows_the_moved_vault_and_writes_nothing() {
+    let server = seeded(
+        &[
+            ("ann.md", "# Ann\n\nSee [[bob]].\n"),
+            ("b/ann.md", "# Other Ann\n"),
+            ("bob.md", "# Bob\n\nAsk [[ann]] or [her](ann.md).\n"),
+        ],
+        |_| {},
+    );
+    let before = common::repo_state(&server.root);
+    let code = r#"
+        const moved = await mirai.notes.move({from: "ann.md", to: "team/ann.md"});
+        const bob = await mirai.notes.read({path: "bob.md"});
+        const links = await mirai.notes.links({path: "team/ann.md"});
+        let gone = null;
+        try { await mirai.notes.read({path: "ann.md"}); } catch (e) { gone = e.code; }
+        return {moved, bob: bob.content, backlinks: links.backlinks.map(b => b.path), gone};
+    "#;
+    let answer = server.post_json("/agent/eval", &json!({ "code": code, "dry_run": true }));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let result = &answer.body["result"];
+    assert!(answer.body["error"].is_null(), "{answer:?}");
+    assert_eq!(
+        result["moved"]["commit"],
+        Value::Null,
+        "a dry run commits nothing"
+    );
+    assert_eq!(result["moved"]["to"], "team/ann.md");
+    assert_eq!(
+        result["moved"]["rewritten"],
+        json!([{"path": "bob.md", "links": 2}])
+    );
+    assert_eq!(
+        result["bob"], "# Bob\n\nAsk [[team/ann]] or [her](team/ann.md).\n",
+        "later calls of the run see the moved vault"
+    );
+    assert_eq!(result["backlinks"], json!(["bob.md", "bob.md"]));
+    assert_eq!(result["gone"], "not_found");
+    assert_eq!(
+        common::repo_state(&server.root),
+        before,
+        "nothing on disk or in git changed"
+    );
+}
