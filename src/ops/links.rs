@@ -12,6 +12,7 @@ use super::history::page_limit;
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::vault::facts::NoteFacts;
+use crate::vault::graph::Broken;
 
 /// Most links of each list one `notes.links` answer carries.
 pub const MAX_LINKS_LISTED: usize = 1000;
@@ -205,27 +206,36 @@ impl Operation for NotesGraph {
         let limit = page_limit(request.limit.as_ref(), DEFAULT_GRAPH_LIMIT, MAX_GRAPH_LIMIT)?;
         let cursor = request.cursor.as_deref().map(Cursor::parse).transpose()?;
         let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
-        let broken_after = |b: &crate::vault::graph::Broken| match &cursor {
-            None => true,
-            Some(Cursor::Broken { path, seq }) => (b.path.as_str(), b.seq) > (path.as_str(), *seq),
-            Some(Cursor::Orphan { .. }) => false,
+        // Both lists are sorted (broken links by note and place, orphans by
+        // path): a page starts right after its cursor.
+        let broken_start = match &cursor {
+            None => 0,
+            Some(Cursor::Broken { path, seq }) => vault
+                .broken()
+                .partition_point(|b| (b.path.as_str(), b.seq) <= (path.as_str(), *seq)),
+            Some(Cursor::Orphan { .. }) => vault.broken().len(),
         };
-        let mut broken: Vec<_> = vault.broken().into_iter().filter(broken_after).collect();
+        let mut broken: Vec<&Broken> = vault.broken()[broken_start..]
+            .iter()
+            .take(limit + 1)
+            .collect();
         let mut next_cursor = None;
         if broken.len() > limit {
             broken.truncate(limit);
-            let last = &broken[limit - 1];
+            let last = broken[limit - 1];
             next_cursor = Some(format!("b:{}:{}", last.seq, last.path));
         }
         let mut orphans: Vec<String> = Vec::new();
         let room = limit - broken.len();
         if next_cursor.is_none() {
-            let orphan_after = |path: &&str| match &cursor {
-                Some(Cursor::Orphan { path: after }) => *path > after.as_str(),
-                _ => true,
+            let orphans_start = match &cursor {
+                Some(Cursor::Orphan { path: after }) => vault
+                    .orphans()
+                    .partition_point(|path| path.as_str() <= after.as_str()),
+                _ => 0,
             };
-            let mut all = vault.orphans().into_iter().filter(orphan_after);
-            orphans = all.by_ref().take(room).map(str::to_string).collect();
+            let mut all = vault.orphans()[orphans_start..].iter();
+            orphans = all.by_ref().take(room).cloned().collect();
             if all.next().is_some() {
                 next_cursor = match orphans.last() {
                     Some(last) => Some(format!("o:{last}")),
@@ -238,9 +248,9 @@ impl Operation for NotesGraph {
             broken: broken
                 .into_iter()
                 .map(|b| BrokenLink {
-                    path: b.path,
+                    path: b.path.clone(),
                     line: b.line,
-                    target: b.target,
+                    target: b.target.clone(),
                 })
                 .collect(),
             orphans,

@@ -8,7 +8,7 @@
 //! them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::facts::NoteFacts;
 use super::resolve::{self, Files, Key};
@@ -22,6 +22,17 @@ pub struct Vault {
     files: Files,
     /// A lookup key -> the notes holding a link filed under it.
     linking: HashMap<Key, BTreeSet<String>>,
+    /// Broken links and orphans, worked out once per version of the vault
+    /// (every change starts a new one), so paging through them is cheap.
+    summary: OnceLock<Arc<Summary>>,
+}
+
+/// What `notes.graph` pages through: every broken link, by note path and
+/// place, then every orphan note, sorted.
+#[derive(Debug)]
+pub struct Summary {
+    pub broken: Vec<Broken>,
+    pub orphans: Vec<String>,
 }
 
 /// A link into a note, from another (or the same) note.
@@ -57,6 +68,7 @@ impl Vault {
     /// Takes in note `path` with its text `content` (new or changed).
     pub fn upsert(&mut self, path: &str, content: &str) {
         let facts = NoteFacts::of(path, content);
+        self.summary = OnceLock::new();
         self.forget_links(path);
         for link in &facts.links {
             if let Some(key) = resolve::link_key(path, link) {
@@ -77,6 +89,7 @@ impl Vault {
 
     /// Takes note `path` out.
     pub fn remove(&mut self, path: &str) {
+        self.summary = OnceLock::new();
         self.forget_links(path);
         if self.notes.remove(path).is_some() {
             self.files.remove(path);
@@ -119,6 +132,7 @@ impl Vault {
             self.files.insert(added);
         }
         self.attachments = new;
+        self.summary = OnceLock::new();
         true
     }
 
@@ -196,43 +210,48 @@ impl Vault {
         found
     }
 
-    /// Every link that resolves to no file, by note path and line.
-    pub fn broken(&self) -> Vec<Broken> {
-        let mut found = Vec::new();
-        for (path, facts) in &self.notes {
-            for (seq, link) in facts.links.iter().enumerate() {
-                if self.resolve(path, link).is_none() {
-                    found.push(Broken {
-                        path: path.clone(),
-                        seq,
-                        line: link.line,
-                        target: link.target.clone(),
-                    });
-                }
-            }
-        }
-        found
+    /// Every link that resolves to no file, by note path and place.
+    pub fn broken(&self) -> &[Broken] {
+        &self.summary().broken
     }
 
     /// Notes with no resolved link to another file and none from another
     /// note, sorted.
-    pub fn orphans(&self) -> Vec<&str> {
-        let mut linked: HashSet<&str> = HashSet::new();
-        for (path, facts) in &self.notes {
-            for link in &facts.links {
-                if let Some(target) = self.resolve(path, link) {
-                    if target != path {
-                        linked.insert(path);
-                        linked.insert(target);
+    pub fn orphans(&self) -> &[String] {
+        &self.summary().orphans
+    }
+
+    /// Broken links and orphans, from one pass over every link (resolving
+    /// each once), kept until the vault changes.
+    fn summary(&self) -> &Summary {
+        self.summary.get_or_init(|| {
+            let mut broken = Vec::new();
+            let mut linked: HashSet<&str> = HashSet::new();
+            for (path, facts) in &self.notes {
+                for (seq, link) in facts.links.iter().enumerate() {
+                    match self.resolve(path, link) {
+                        None => broken.push(Broken {
+                            path: path.clone(),
+                            seq,
+                            line: link.line,
+                            target: link.target.clone(),
+                        }),
+                        Some(target) if target != path => {
+                            linked.insert(path);
+                            linked.insert(target);
+                        }
+                        Some(_) => {}
                     }
                 }
             }
-        }
-        self.notes
-            .keys()
-            .map(String::as_str)
-            .filter(|path| !linked.contains(path))
-            .collect()
+            let orphans = self
+                .notes
+                .keys()
+                .filter(|path| !linked.contains(path.as_str()))
+                .cloned()
+                .collect();
+            Arc::new(Summary { broken, orphans })
+        })
     }
 
     /// Every tag with the number of notes carrying it (a nested tag `a/b`
