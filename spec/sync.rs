@@ -1388,3 +1388,47 @@ fn a_move_the_remote_made_impossible_goes_to_an_unmerged_branch() {
         assert_fsck(&server.root);
     }
 }
+
+/// A note a pull brings past MIRAI_MAX_NOTE_BYTES is the person's file, on
+/// disk, but never read as text: not indexed, and in the link graph a file
+/// links reach, with no links of its own.
+#[test]
+fn a_pulled_note_past_the_note_limit_is_on_disk_but_never_indexed_or_parsed() {
+    let world = World::new();
+    world.person_pushes(
+        &[("small.md", Some("# Small\n\nSee [[big]].\n"))],
+        "person: small",
+    );
+    let server = world.mirai(|c| {
+        c.max_body_bytes = 2048;
+        c.max_note_bytes = 4096;
+    });
+    // The link graph is built before the pull, so the pull updates it.
+    let graph = server.get("/mcp/notes/graph");
+    assert_eq!(
+        graph.body["broken"].as_array().unwrap().len(),
+        1,
+        "{graph:?}"
+    );
+    let big = format!(
+        "# Big\n\nzanzibar [[nowhere]]\n{}",
+        "filler line\n".repeat(500)
+    );
+    world.person_pushes(&[("big.md", Some(big.as_str()))], "person: big");
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["pulled"], true);
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("big.md")).unwrap(),
+        big
+    );
+    server.read("big.md").assert_error(413, "note_too_large");
+    let hits = server.get("/mcp/index/query?q=zanzibar");
+    assert_eq!(hits.body["chunks"], json!([]), "{hits:?}");
+    // [[big]] now resolves; big.md's own [[nowhere]] is never read.
+    let graph = server.get("/mcp/notes/graph");
+    assert_eq!(graph.body["broken"], json!([]), "{graph:?}");
+    let links = server.get("/mcp/notes/links?path=small.md");
+    assert_eq!(links.body["outgoing"][0]["resolved"], "big.md", "{links:?}");
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+}

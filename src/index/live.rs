@@ -572,7 +572,12 @@ impl LiveIndex {
     /// and its new text; `None`: deleted) and committed `commit`: one update
     /// of the index for all of them. When the index came from the artifact,
     /// the artifact is rewritten in the background.
-    pub fn notes_changed(self: &Arc<Self>, changes: &[(&str, Option<&str>)], commit: &str) {
+    pub fn notes_changed(
+        self: &Arc<Self>,
+        changes: &[(&str, Option<&str>)],
+        too_large: &[String],
+        commit: &str,
+    ) {
         let stamp = self.stamp();
         let mut guard = self.write_lock();
         if stamp.is_some() && self.refresh(&mut guard, stamp).is_err() {
@@ -581,31 +586,42 @@ impl LiveIndex {
             return;
         }
         let Some(loaded) = guard.as_mut() else { return };
-        let index = Arc::make_mut(&mut loaded.index);
+        // Past MIRAI_MAX_NOTE_BYTES: never indexed, and in the link graph a
+        // file links reach, with no links of its own read.
         let limit = self.notes.max_note_bytes();
+        let index = Arc::make_mut(&mut loaded.index);
         for &(path, content) in changes {
             match content {
-                // A pull may bring a note past MIRAI_MAX_NOTE_BYTES: never indexed.
-                Some(text) if text.len() as u64 > limit => index.remove_note(path),
-                Some(text) => index.upsert_note(path, text),
-                None => index.remove_note(path),
+                Some(text) if text.len() as u64 <= limit => index.upsert_note(path, text),
+                _ => index.remove_note(path),
             }
+        }
+        for path in too_large {
+            index.remove_note(path);
         }
         if let Some(vault) = loaded.vault.as_mut() {
             let vault = Arc::make_mut(vault);
             for &(path, content) in changes {
                 match content {
-                    Some(text) => vault.upsert(path, text),
+                    Some(text) if text.len() as u64 <= limit => vault.upsert(path, text),
+                    Some(_) => vault.upsert(path, ""),
                     None => vault.remove(path),
                 }
+            }
+            for path in too_large {
+                vault.upsert(path, "");
             }
         }
         self.changed();
         match &mut loaded.source {
             Source::Artifact { meta, .. } => {
                 meta.notes_commit = Some(commit.to_string());
-                self.unpersisted()
-                    .extend(changes.iter().map(|(path, _)| path.to_string()));
+                self.unpersisted().extend(
+                    changes
+                        .iter()
+                        .map(|(path, _)| path.to_string())
+                        .chain(too_large.iter().cloned()),
+                );
                 drop(guard);
                 self.schedule_persist();
             }

@@ -301,6 +301,7 @@ fn commit(ctx: &Context, repo: &Repo, plans: &[&Plan], message: &str) -> Result<
             if let Some(snapshot) = repo::snapshot(repo, &plan.note.rel, &ctx.author())? {
                 ctx.index.notes_changed(
                     &[(plan.note.rel.as_str(), plan.before.as_deref())],
+                    &[],
                     &snapshot,
                 );
             }
@@ -311,7 +312,7 @@ fn commit(ctx: &Context, repo: &Repo, plans: &[&Plan], message: &str) -> Result<
         .map(|plan| (plan.note.rel.as_str(), plan.content.as_deref()))
         .collect();
     let commit = repo::write_and_commit(repo, &changes, message, &ctx.author())?;
-    ctx.index.notes_changed(&changes, &commit);
+    ctx.index.notes_changed(&changes, &[], &commit);
     if let Some(sync) = &ctx.sync {
         sync.committed();
     }

@@ -37,11 +37,13 @@ pub enum Forward {
     /// A path the pull would change holds someone's uncommitted work: nothing moved.
     Blocked(String),
     /// The branch moved from `from` to `to`; `notes` are the visible notes
-    /// written (`None`: deleted), for the live index.
+    /// written (`None`: deleted), for the live index; `too_large` the notes
+    /// written past `MIRAI_MAX_NOTE_BYTES` (on disk, never read as text).
     Moved {
         from: Option<String>,
         to: String,
         notes: Vec<(String, Option<String>)>,
+        too_large: Vec<String>,
     },
 }
 
@@ -226,6 +228,7 @@ impl Repo {
         })?;
         let mut entries: Vec<(String, Option<IndexEntry>)> = Vec::with_capacity(changes.len());
         let mut notes = Vec::new();
+        let mut too_large = Vec::new();
         for (change, work_id) in changes.iter().zip(work) {
             let Some(work_id) = work_id else {
                 let entry = change.new.map(|(id, mode)| {
@@ -251,8 +254,10 @@ impl Repo {
                         })?
                     };
                     if path::has_note_extension(&change.path) {
-                        let text = String::from_utf8(blob.content().to_vec()).ok();
-                        if let Some(text) = text {
+                        // A note past the limit is the person's file, never read as text.
+                        if blob.size() as u64 > self.notes.max_note_bytes() {
+                            too_large.push(change.path.clone());
+                        } else if let Ok(text) = String::from_utf8(blob.content().to_vec()) {
                             notes.push((change.path.clone(), Some(text)));
                         }
                     }
@@ -292,6 +297,7 @@ impl Repo {
             from: head.map(|id| id.to_string()),
             to: target.to_string(),
             notes,
+            too_large,
         })
     }
 }

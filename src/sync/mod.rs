@@ -254,7 +254,12 @@ impl Syncer {
             outcome.unwrap_or_else(|| Err(Error::internal("the pull did not run")))?;
         match outcome {
             Forward::Nothing => Ok(false),
-            Forward::Moved { notes, to, from } => {
+            Forward::Moved {
+                notes,
+                to,
+                from,
+                too_large,
+            } => {
                 let replayed = match &replay {
                     Some(replay) => format!(
                         ", {} local commit(s) replayed on top",
@@ -263,12 +268,16 @@ impl Syncer {
                     None => String::new(),
                 };
                 log::info!(
-                    "sync: pulled {} ({} note(s) changed{replayed}) from {}",
+                    "sync: pulled {} ({} note(s) changed{}{replayed}) from {}",
                     match &from {
                         Some(from) => format!("{}..{}", short(from), short(&to)),
                         None => short(&to).to_string(),
                     },
-                    notes.len(),
+                    notes.len() + too_large.len(),
+                    match too_large.len() {
+                        0 => String::new(),
+                        n => format!(", {n} past MIRAI_MAX_NOTE_BYTES and not indexed"),
+                    },
                     self.shown_remote()
                 );
                 if let Some(unmerged) = replay.and_then(|r| r.unmerged) {
@@ -313,12 +322,18 @@ impl Syncer {
             forward = replayed.forward.clone();
             replay = Some(replayed);
         }
-        if let Forward::Moved { notes, to, .. } = &forward {
+        if let Forward::Moved {
+            notes,
+            to,
+            too_large,
+            ..
+        } = &forward
+        {
             let changes: Vec<(&str, Option<&str>)> = notes
                 .iter()
                 .map(|(path, content)| (path.as_str(), content.as_deref()))
                 .collect();
-            self.index.notes_changed(&changes, to);
+            self.index.notes_changed(&changes, too_large, to);
         }
         Ok((forward, replay))
     }
