@@ -976,3 +976,87 @@ fn a_dry_run_move_shows_the_moved_vault_and_writes_nothing() {
         "nothing on disk or in git changed"
     );
 }
+
+/// The index's background persist after writes rewrites `.mirai/index.json`
+/// (and `index.bin`);
+/// a read landing between that rename and the new stamp being recorded must
+/// not take the file for another process's and load it back (dropping the
+/// link graph, which the next read then builds again from every note).
+#[test]
+fn the_link_graph_is_built_once_while_writes_persist_the_index() {
+    let notes: Vec<(String, String)> = (0..1500)
+        .map(|i| {
+            (
+                format!("n/{i:04}.md"),
+                format!(
+                    "# Note {i}\n\nSee [[{:04}]] and [[{:04}]].\n{}",
+                    (i + 1) % 1500,
+                    (i + 7) % 1500,
+                    "words here\n".repeat(20)
+                ),
+            )
+        })
+        .collect();
+    let borrowed: Vec<(&str, &str)> = notes
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let (dir, root) = crate::crash::seeded(&borrowed);
+    let log = dir.path().join("mirai.log");
+    let mirai = crate::crash::Mirai::start_env(&root, &log, &[("RUST_LOG", "mirai=debug")]);
+    let get = |path: &str| -> Value {
+        mirai
+            .client
+            .get(format!("{}{path}", mirai.url))
+            .send()
+            .and_then(|r| r.json())
+            .unwrap()
+    };
+    let rebuilt: Value = mirai
+        .client
+        .post(format!("{}/mcp/index/rebuild", mirai.url))
+        .json(&json!({}))
+        .send()
+        .and_then(|r| r.json())
+        .unwrap();
+    assert_eq!(rebuilt["notes_indexed"], 1500, "{rebuilt}");
+    assert_eq!(
+        get("/mcp/notes/links?path=n/0001.md")["backlinks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let links = get("/mcp/notes/links?path=n/0002.md");
+                assert_eq!(links["backlinks"].as_array().unwrap().len(), 2, "{links}");
+            }
+        });
+        for round in 0..6 {
+            for i in 0..5 {
+                let answer: Value = mirai
+                    .client
+                    .post(format!("{}/mcp/notes/append", mirai.url))
+                    .json(&json!({"path": format!("n/{:04}.md", round * 5 + i + 100), "text": "more"}))
+                    .send()
+                    .and_then(|r| r.json())
+                    .unwrap();
+                assert!(answer["commit"].is_string(), "{answer}");
+            }
+            // Quiet for the persist to run while reads go on.
+            std::thread::sleep(Duration::from_millis(700));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let text = std::fs::read_to_string(&log).unwrap();
+    // The rebuild built the graph with the index; no reload dropped it since.
+    let builds = text.matches("link graph of").count();
+    assert_eq!(
+        builds, 0,
+        "the link graph was built again {builds} times: {text}"
+    );
+    assert!(!text.contains("not using .mirai/index.bin"), "{text}");
+}

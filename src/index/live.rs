@@ -14,7 +14,7 @@
 
 use cap_std::fs::MetadataExt;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -115,9 +115,11 @@ pub struct LiveIndex {
     /// When the last apply changed the index: persisting waits for a quiet moment,
     /// because an apply during a persist has to copy the whole index.
     last_change: Mutex<Instant>,
-    /// Set while this process rewrites the artifact: between the rename and the
-    /// new stamp being recorded, the file is ours, not another process's.
-    own_write: AtomicBool,
+    /// How many of this process's writes of the artifact are under way (a
+    /// rebuild, a persist after applies): between the rename and the new stamp
+    /// being recorded, the file is ours, not another process's, and is not
+    /// read back.
+    own_write: AtomicUsize,
     /// False when `.mirai/index.json` is tracked in git: a file anyone who can
     /// push to the notes could have written is never loaded (ARCHITECTURE.md,
     /// "Notes are data, never code"); the index is then built from the notes
@@ -132,19 +134,20 @@ pub struct LiveIndex {
     on_change: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
 }
 
-/// Clears [`LiveIndex::own_write`] however the write ends.
-struct OwnWrite<'a>(&'a AtomicBool);
+/// Counts one write of the artifact in [`LiveIndex::own_write`] until it
+/// ends, however it ends.
+struct OwnWrite<'a>(&'a AtomicUsize);
 
 impl<'a> OwnWrite<'a> {
-    fn begin(flag: &'a AtomicBool) -> OwnWrite<'a> {
-        flag.store(true, Ordering::Release);
-        OwnWrite(flag)
+    fn begin(writes: &'a AtomicUsize) -> OwnWrite<'a> {
+        writes.fetch_add(1, Ordering::AcqRel);
+        OwnWrite(writes)
     }
 }
 
 impl Drop for OwnWrite<'_> {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -163,7 +166,7 @@ impl LiveIndex {
             loaded: RwLock::new(None),
             persist_pending: AtomicBool::new(false),
             persisting: Mutex::new(()),
-            own_write: AtomicBool::new(false),
+            own_write: AtomicUsize::new(0),
             dirty: AtomicBool::new(false),
             unpersisted: Mutex::new(BTreeSet::new()),
             last_change: Mutex::new(Instant::now()),
@@ -351,7 +354,7 @@ impl LiveIndex {
     fn is_current(&self, loaded: &Loaded, stamp: Option<FileStamp>) -> Result<bool> {
         Ok(match (&loaded.source, stamp) {
             (Source::Artifact { stamp: ours, .. }, Some(now)) => {
-                *ours == now || self.own_write.load(Ordering::Acquire)
+                *ours == now || self.own_write.load(Ordering::Acquire) > 0
             }
             (Source::OnDemand { built_at }, None) => {
                 !self.notes_changed_since(&loaded.index, *built_at)?
@@ -848,6 +851,9 @@ impl LiveIndex {
         if self.stamp() != Some(stamp) {
             return Ok(()); // rewritten or removed by someone else meanwhile: theirs wins
         }
+        // Until the new stamp is recorded below, a reader that sees the new
+        // file must not take it for another process's and load it back.
+        let _own_write = OwnWrite::begin(&self.own_write);
         artifact::write(
             &self.state_for_writing()?,
             &index,
