@@ -15,11 +15,10 @@ use super::prompt::{self, system_prompt, PromptFacts};
 use super::protocol::{self, Broken};
 use super::transcript::{Event, Transcript};
 use super::warnings::{self, Outcome};
-use super::{Agent, OBSERVATION_CAP};
-use crate::config::{PolicyMode, MAX_AGENT_STEPS};
+use super::{Agent, MAX_AGENT_STEPS, OBSERVATION_CAP};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::overlay::{NoteChange, Overlay};
-use crate::ops::{begin_draft, file_draft, Class, Context, Proposed};
+use crate::ops::{begin_draft, file_draft, Class, Context, PolicyMode, Proposed};
 use crate::sandbox::{CallRecord, Evaluation};
 
 /// What `POST /agent/run` takes.
