@@ -72,7 +72,7 @@ fn push_and_pull(name: &str, dir: &Path, url: &str, credentials: GitCredentials)
     );
     let mut config = Config::new(&root);
     config.sync = Some(sync_config(url, credentials));
-    let ctx = Context::new(Notes::open(&root).unwrap(), &config);
+    let ctx = Context::new(Notes::open(&root).unwrap(), config.ops_settings());
     let sync = ctx.sync.clone().unwrap();
     let person = dir.join("person");
     let (mut pushes, mut pulls) = (Vec::new(), Vec::new());

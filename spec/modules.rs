@@ -1,5 +1,8 @@
 //! The crate's module graph has no import circles: no two modules under `src/`
-//! depend on each other, directly or around a longer loop.
+//! depend on each other, directly or around a longer loop. And it has walls:
+//! only the entry (`main.rs`, `app`, the HTTP adapter) imports `config`, and
+//! the domain (notes, repo, index, vault, patch, ops, proposals, embed, sync)
+//! imports no adapter (http, mcp, sandbox, agent), nor `app` or `bootstrap`.
 //!
 //! Every file under `src/` is parsed (syn); each path it names that starts at
 //! `crate::`, `super::`, `self::` or one of its own submodules becomes an edge to
@@ -292,6 +295,97 @@ fn no_two_modules_import_each_other() {
         "modules that import each other (each list is one circle): {found:?}; break it by moving \
          what both sides use into a module of its own"
     );
+}
+
+/// Whether `module` is `area` or inside it.
+fn within(module: &Module, area: &str) -> bool {
+    module.first().is_some_and(|top| top == area)
+}
+
+/// The edges that break a wall: from a module of `from` to one of `to`.
+fn crossings(
+    graph: &BTreeMap<Module, BTreeSet<Module>>,
+    from: impl Fn(&Module) -> bool,
+    to: impl Fn(&Module) -> bool,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    for (module, targets) in graph.iter().filter(|(m, _)| from(m)) {
+        for target in targets.iter().filter(|t| to(t)) {
+            found.push(format!("{} -> {}", name(module), name(target)));
+        }
+    }
+    found
+}
+
+/// The entry: `main.rs` (not in the graph: it is the binary), the composition
+/// root, and the HTTP adapter, which reads the served `Config`.
+const ENTRY: [&str; 2] = ["app", "http"];
+
+/// The domain: what the operations are made of. None of it knows an adapter.
+const DOMAIN: [&str; 9] = [
+    "notes",
+    "repo",
+    "index",
+    "vault",
+    "patch",
+    "ops",
+    "proposals",
+    "embed",
+    "sync",
+];
+
+/// The adapters and the start-up above them.
+const ABOVE_DOMAIN: [&str; 6] = ["http", "mcp", "sandbox", "agent", "app", "bootstrap"];
+
+#[test]
+fn only_the_entry_reads_the_configuration() {
+    let graph = graph(&src());
+    let found = crossings(
+        &graph,
+        |m| !within(m, "config") && !ENTRY.iter().any(|area| within(m, area)),
+        |t| within(t, "config"),
+    );
+    assert!(
+        found.is_empty(),
+        "modules below the entry import config: {found:?}; each area's settings type lives \
+         with the area (config re-exports it), and the entry passes the values down"
+    );
+}
+
+#[test]
+fn the_domain_imports_no_adapter_and_no_start_up() {
+    let graph = graph(&src());
+    let found = crossings(
+        &graph,
+        |m| DOMAIN.iter().any(|area| within(m, area)),
+        |t| ABOVE_DOMAIN.iter().any(|area| within(t, area)) || within(t, "config"),
+    );
+    assert!(
+        found.is_empty(),
+        "the domain imports an adapter, start-up or config: {found:?}; move what it needs \
+         down into the domain, or let the adapter pass it in"
+    );
+}
+
+#[test]
+fn a_wall_names_each_edge_that_crosses_it() {
+    let mut graph: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
+    for (from, to) in [
+        ("ops::table", "config"),
+        ("http::routes", "config"),
+        ("ops::context", "notes"),
+        ("notes::view", "sandbox"),
+    ] {
+        graph.entry(module(from)).or_default().insert(module(to));
+    }
+    let entry = |m: &Module| ENTRY.iter().any(|area| within(m, area));
+    assert_eq!(
+        crossings(&graph, |m| !entry(m), |t| within(t, "config")),
+        ["ops::table -> config"]
+    );
+    let domain = |m: &Module| DOMAIN.iter().any(|area| within(m, area));
+    let above = |t: &Module| ABOVE_DOMAIN.iter().any(|area| within(t, area));
+    assert_eq!(crossings(&graph, domain, above), ["notes::view -> sandbox"]);
 }
 
 fn module(name: &str) -> Module {

@@ -12,11 +12,11 @@ use std::sync::Arc;
 
 use crate::agent::Agent;
 use crate::bootstrap::{self, Prepared};
-use crate::config::{Config, PolicyMode};
+use crate::config::Config;
 use crate::index::live::WATCH_EVERY;
 use crate::mcp::Mcp;
 use crate::notes::Notes;
-use crate::ops::Context;
+use crate::ops::{Context, PolicyMode};
 use crate::sandbox::Sandbox;
 
 /// Why the service cannot start: one line for the operator (the CLI exits 2).
@@ -54,7 +54,7 @@ pub fn build(config: Config) -> Result<App, StartError> {
 /// search, commits are pushed, the remote is pulled).
 pub fn build_on(config: Config, notes: Notes) -> Result<App, StartError> {
     let sandbox = Arc::new(sandbox(&config)?);
-    let ctx = Arc::new(Context::new(notes, &config));
+    let ctx = Arc::new(Context::new(notes, config.ops_settings()));
     recover(&ctx);
     ctx.index.warm_up();
     ctx.index.watch(WATCH_EVERY);
@@ -67,7 +67,13 @@ pub fn build_on(config: Config, notes: Notes) -> Result<App, StartError> {
         );
     }
     start_sync(&ctx, &config)?;
-    let agent = Arc::new(Agent::new(&config, sandbox.clone()));
+    let agent = Arc::new(Agent::new(
+        config.llm.clone(),
+        config.agent,
+        config.secrets(),
+        &config.notes_root,
+        sandbox.clone(),
+    ));
     if config.llm.is_configured() {
         log::info!(
             "agent: model {} at {}",
@@ -142,7 +148,7 @@ pub fn prepare_notes(config: &Config) -> Result<Notes, StartError> {
                 root.display()
             );
             let notes = Notes::open(root).map_err(|e| StartError::new(e.message))?;
-            let ctx = Context::new(notes.clone(), config);
+            let ctx = Context::new(notes.clone(), config.ops_settings());
             if let Some(sync) = &ctx.sync {
                 crate::sync::set_transport_timeouts();
                 sync.pull().map_err(|e| {

@@ -9,7 +9,9 @@ use std::path::Path;
 use git2::{Repository, Signature};
 use thiserror::Error;
 
-use crate::config::{GitIdentity, PolicyMode, SyncConfig};
+use crate::ops::PolicyMode;
+use crate::repo::GitIdentity;
+use crate::sync::SyncConfig;
 
 /// The note committed into a freshly initialized notes repository.
 pub const WELCOME_NOTE: &str = "welcome.md";

@@ -9,7 +9,7 @@
 //!   interface addresses, or a name listed in `MIRAI_ALLOWED_HOSTS`. A page
 //!   that rebinds its own name to 127.0.0.1 still sends that name as `Host`.
 //!
-//! Pure rules, no HTTP types: `config.rs` validates the settings with the same
+//! Pure rules, no HTTP types: `config/server.rs` validates the settings with the same
 //! parsers the HTTP adapter checks requests with.
 
 use std::net::IpAddr;

@@ -12,6 +12,11 @@ use std::borrow::Cow;
 /// What stands in for the user information of a URL.
 pub const MASK: &str = "***";
 
+/// What a `Debug` form shows of a secret: whether it is set, never its value.
+pub fn presence(value: &Option<String>) -> Option<&'static str> {
+    value.as_ref().map(|_| "<set>")
+}
+
 /// `text` with the user information (`user:password@`) and the query string
 /// (`?key=...`) of every URL in it replaced by [`MASK`]; the scheme, host,
 /// port, path and fragment stay readable.

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::protocol::STOP_SEQUENCES;
-use crate::config::LlmConfig;
+use super::settings::LlmConfig;
 use crate::outbound::{self, Attempts, CallError};
 use crate::redact::Secrets;
 

@@ -10,14 +10,17 @@ pub mod llm;
 pub mod prompt;
 pub mod protocol;
 mod run;
+mod settings;
 pub mod transcript;
 pub mod warnings;
 
 pub use run::{RunReport, RunRequest, Step, Stopped, Usage};
+pub use settings::{AgentLimits, LlmConfig, DEFAULT_LLM_BASE_URL, MAX_AGENT_STEPS};
 
+use std::path::Path;
 use std::sync::Arc;
 
-use crate::config::{AgentLimits, Config};
+use crate::redact::Secrets;
 use crate::sandbox::Sandbox;
 use llm::Llm;
 
@@ -34,12 +37,20 @@ pub struct Agent {
 }
 
 impl Agent {
-    pub fn new(config: &Config, sandbox: Arc<Sandbox>) -> Agent {
+    /// An agent asking the model `llm` for code that `sandbox` runs, within
+    /// `limits`; its transcripts are kept under `notes_root`.
+    pub fn new(
+        llm: LlmConfig,
+        limits: AgentLimits,
+        secrets: Secrets,
+        notes_root: &Path,
+        sandbox: Arc<Sandbox>,
+    ) -> Agent {
         Agent {
-            llm: Llm::new(config.llm.clone(), config.secrets()),
+            llm: Llm::new(llm, secrets),
             sandbox,
-            limits: config.agent,
-            runs: transcript::Runs::new(&config.notes_root),
+            limits,
+            runs: transcript::Runs::new(notes_root),
         }
     }
 

@@ -7,10 +7,10 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use crate::config::SandboxLimits;
 use crate::error::ErrorCode;
 use crate::ops::guard::ALLOW_LARGE_DELETE;
 use crate::ops::{Class, PromptDetail, TABLE};
+use crate::sandbox::SandboxLimits;
 
 /// When to use which operation, one line each, and a worked example of a
 /// question answered from a search.

@@ -15,11 +15,10 @@ use super::prompt::{self, system_prompt, PromptFacts};
 use super::protocol::{self, Broken};
 use super::transcript::{Event, Transcript};
 use super::warnings::{self, Outcome};
-use super::{Agent, OBSERVATION_CAP};
-use crate::config::{PolicyMode, MAX_AGENT_STEPS};
+use super::{Agent, MAX_AGENT_STEPS, OBSERVATION_CAP};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::overlay::{NoteChange, Overlay};
-use crate::ops::{begin_draft, file_draft, Class, Context, Proposed};
+use crate::ops::{begin_draft, file_draft, Class, Context, Draft, PolicyMode, Proposed};
 use crate::sandbox::{CallRecord, Evaluation};
 
 /// What `POST /agent/run` takes.
@@ -126,21 +125,8 @@ impl Agent {
         let deadline = Instant::now() + Duration::from_millis(self.limits.deadline_ms);
         let run_id = uuid::Uuid::now_v7().to_string();
         let ctx = &ctx.via("agent");
-        // Review mode: every write of the run gathers into one proposal, whose
-        // overlay the run reads through as a dry run reads through its own.
-        let draft = match request.dry_run {
-            false if ctx.policy == PolicyMode::Review => Some(begin_draft(&ctx.for_run(&run_id))?),
-            _ => None,
-        };
-        let overlay = match &draft {
-            Some(draft) => Some(draft.overlay()),
-            None => request.dry_run.then(|| Arc::new(Overlay::new())),
-        };
-        let run_ctx = match (&overlay, &draft) {
-            (_, Some(draft)) => ctx.for_run(&run_id).drafting(draft, "agent.run"),
-            (Some(overlay), None) => ctx.dry_run(Arc::clone(overlay)),
-            (None, None) => ctx.for_run(&run_id),
-        };
+        let writes = Writes::for_run(ctx, &run_id, request.dry_run)?;
+        let (draft, overlay, run_ctx) = (&writes.draft, &writes.overlay, &writes.ctx);
         // A proposed write is an outcome like a dry run's: nothing is committed.
         let writes_stay = request.dry_run || draft.is_some();
         let facts = PromptFacts {
@@ -228,21 +214,7 @@ impl Agent {
             let answer = match protocol::parse(&completion.content) {
                 Ok(answer) => answer,
                 Err(Broken(correction)) => {
-                    run.steps.push(Step {
-                        think: None,
-                        code: None,
-                        result: Value::Null,
-                        error: Some(Error::new(ErrorCode::ProtocolError, correction.clone())),
-                        console: Vec::new(),
-                        calls: Vec::new(),
-                        llm_ms,
-                        held_reply: None,
-                    });
-                    run.broken_in_a_row += 1;
-                    run.repeats = 0;
-                    if run.broken_in_a_row >= 2 {
-                        run.stop_detail =
-                            Some("the model broke the answer protocol twice in a row".to_string());
+                    if run.broke_protocol(&correction, llm_ms) {
                         break Stopped::ProtocolError;
                     }
                     messages.push(Message::user(correction));
@@ -254,17 +226,7 @@ impl Agent {
                 // Small models answer a failed step with an apology or the error
                 // message itself. Once per run, such a reply is held back and the
                 // model asked to try again; a second reply stands.
-                let gave_up = !facts.read_only
-                    && !run.held_a_reply
-                    && run.steps.len() + 1 < max_steps
-                    && run.commits.is_empty()
-                    && overlay
-                        .as_ref()
-                        .is_none_or(|overlay| overlay.changes().is_empty())
-                    && run
-                        .steps
-                        .last()
-                        .is_some_and(|last| last.code.is_some() && last.error.is_some());
+                let gave_up = !facts.read_only && run.may_hold_a_reply(max_steps, overlay);
                 run.steps.push(Step {
                     think: answer.think,
                     code: None,
@@ -285,29 +247,9 @@ impl Agent {
                 run.reply = answer.reply;
                 break Stopped::Reply;
             };
-            transcript.record("code_start", json!({"step": step, "code": code}));
-            let evaluation = self.sandbox.run(&run_ctx, &code);
-            for call in &evaluation.calls {
-                transcript.record(
-                    "host_call",
-                    json!({"step": step, "op": call.op, "ok": call.ok, "ms": call.ms}),
-                );
-            }
-            transcript.record(
-                "code_end",
-                json!({"step": step, "result": evaluation.result, "error": evaluation.error,
-                       "console": evaluation.console, "stats": evaluation.stats}),
-            );
-            run.commits.extend(evaluation.commits.iter().cloned());
+            let (evaluation, mut body) =
+                self.execute(run_ctx, &code, step, &mut run, &mut transcript, writes_stay);
             let failed = evaluation.error.is_some();
-            let same_as_last = run.steps.last().is_some_and(|last| {
-                last.code.as_deref() == Some(code.as_str())
-                    && last.result == evaluation.result
-                    && last.error == evaluation.error
-                    && last.console == evaluation.console
-            });
-            run.repeats = if same_as_last { run.repeats + 1 } else { 0 };
-            let mut body = observe(&evaluation, run.commits.len(), writes_stay, run.repeats);
             run.steps.push(Step {
                 think: answer.think,
                 code: Some(code),
@@ -343,52 +285,7 @@ impl Agent {
             messages.push(Message::user(render(&body)));
         };
 
-        let (changes, filed) = match &draft {
-            Some(draft) => (None, file_draft(draft, ctx)),
-            None => (overlay.map(|overlay| overlay.changes()), Ok(None)),
-        };
-        let (proposal, unfiled) = match filed {
-            Ok(proposal) => (proposal, None),
-            Err(e) => (
-                None,
-                Some(format!("The run's writes were not proposed: {e}")),
-            ),
-        };
-        let warnings = match &run.reply {
-            Some(reply) => warnings::check(
-                reply,
-                &Outcome {
-                    task,
-                    wrote: !run.commits.is_empty()
-                        || changes.as_ref().is_some_and(|c| !c.is_empty())
-                        || proposal.is_some(),
-                    read_only: facts.read_only,
-                    write_calls: run
-                        .steps
-                        .iter()
-                        .flat_map(|step| &step.calls)
-                        .filter(|call| is_write(&call.op))
-                        .map(|call| (call.op.as_str(), call.ok))
-                        .collect(),
-                    notes_before: &notes_before,
-                    notes_after: &run_ctx.view.list().unwrap_or_default(),
-                },
-            ),
-            None => Vec::new(),
-        };
-        let warnings = warnings.into_iter().chain(unfiled).collect();
-        let report = RunReport {
-            run_id,
-            reply: run.reply,
-            stopped,
-            stop_detail: run.stop_detail,
-            steps: run.steps,
-            commits: run.commits,
-            changes,
-            proposal,
-            usage: run.usage,
-            warnings,
-        };
+        let report = finish(ctx, writes, task, &notes_before, run_id, run, stopped);
         transcript.record(
             "run_end",
             json!({"stopped": report.stopped, "reply": report.reply, "stop_detail": report.stop_detail,
@@ -400,6 +297,136 @@ impl Agent {
             log::warn!("run {} has no transcript: {problem}", report.run_id);
         }
         Ok(report)
+    }
+
+    /// Runs one answer's code in the sandbox against `run_ctx`, records it in
+    /// the transcript and the run's progress (its commits, whether it repeats
+    /// the last step), and returns the evaluation with the observation for the model.
+    fn execute(
+        &self,
+        run_ctx: &Context,
+        code: &str,
+        step: usize,
+        run: &mut Progress,
+        transcript: &mut Transcript<'_>,
+        writes_stay: bool,
+    ) -> (Evaluation, Value) {
+        transcript.record("code_start", json!({"step": step, "code": code}));
+        let evaluation = self.sandbox.run(run_ctx, code);
+        for call in &evaluation.calls {
+            transcript.record(
+                "host_call",
+                json!({"step": step, "op": call.op, "ok": call.ok, "ms": call.ms}),
+            );
+        }
+        transcript.record(
+            "code_end",
+            json!({"step": step, "result": evaluation.result, "error": evaluation.error,
+                   "console": evaluation.console, "stats": evaluation.stats}),
+        );
+        run.commits.extend(evaluation.commits.iter().cloned());
+        let same_as_last = run.steps.last().is_some_and(|last| {
+            last.code.as_deref() == Some(code)
+                && last.result == evaluation.result
+                && last.error == evaluation.error
+                && last.console == evaluation.console
+        });
+        run.repeats = if same_as_last { run.repeats + 1 } else { 0 };
+        let body = observe(&evaluation, run.commits.len(), writes_stay, run.repeats);
+        (evaluation, body)
+    }
+}
+
+/// Where a run's writes land, and the context its code runs against.
+struct Writes {
+    /// Review mode: every write of the run gathers into one proposal, whose
+    /// overlay the run reads through as a dry run reads through its own.
+    draft: Option<Arc<Draft>>,
+    /// A dry run's overlay, or the draft's.
+    overlay: Option<Arc<Overlay>>,
+    ctx: Context,
+}
+
+impl Writes {
+    fn for_run(ctx: &Context, run_id: &str, dry_run: bool) -> Result<Writes> {
+        let draft = match dry_run {
+            false if ctx.policy == PolicyMode::Review => Some(begin_draft(&ctx.for_run(run_id))?),
+            _ => None,
+        };
+        let overlay = match &draft {
+            Some(draft) => Some(draft.overlay()),
+            None => dry_run.then(|| Arc::new(Overlay::new())),
+        };
+        let run_ctx = match (&overlay, &draft) {
+            (_, Some(draft)) => ctx.for_run(run_id).drafting(draft, "agent.run"),
+            (Some(overlay), None) => ctx.dry_run(Arc::clone(overlay)),
+            (None, None) => ctx.for_run(run_id),
+        };
+        Ok(Writes {
+            draft,
+            overlay,
+            ctx: run_ctx,
+        })
+    }
+}
+
+/// The report of a stopped run: its draft filed as one proposal (review mode)
+/// or its overlay's changes listed (a dry run), and its reply checked against
+/// what it did.
+fn finish(
+    ctx: &Context,
+    writes: Writes,
+    task: &str,
+    notes_before: &HashSet<String>,
+    run_id: String,
+    run: Progress,
+    stopped: Stopped,
+) -> RunReport {
+    let (changes, filed) = match &writes.draft {
+        Some(draft) => (None, file_draft(draft, ctx)),
+        None => (writes.overlay.map(|overlay| overlay.changes()), Ok(None)),
+    };
+    let (proposal, unfiled) = match filed {
+        Ok(proposal) => (proposal, None),
+        Err(e) => (
+            None,
+            Some(format!("The run's writes were not proposed: {e}")),
+        ),
+    };
+    let warnings = match &run.reply {
+        Some(reply) => warnings::check(
+            reply,
+            &Outcome {
+                task,
+                wrote: !run.commits.is_empty()
+                    || changes.as_ref().is_some_and(|c| !c.is_empty())
+                    || proposal.is_some(),
+                read_only: ctx.policy == PolicyMode::ReadOnly,
+                write_calls: run
+                    .steps
+                    .iter()
+                    .flat_map(|step| &step.calls)
+                    .filter(|call| is_write(&call.op))
+                    .map(|call| (call.op.as_str(), call.ok))
+                    .collect(),
+                notes_before,
+                notes_after: &writes.ctx.view.list().unwrap_or_default(),
+            },
+        ),
+        None => Vec::new(),
+    };
+    let warnings = warnings.into_iter().chain(unfiled).collect();
+    RunReport {
+        run_id,
+        reply: run.reply,
+        stopped,
+        stop_detail: run.stop_detail,
+        steps: run.steps,
+        commits: run.commits,
+        changes,
+        proposal,
+        usage: run.usage,
+        warnings,
     }
 }
 
@@ -416,6 +443,46 @@ struct Progress {
     repeats: usize,
     /// Whether a reply has been held back already (see [`TRY_AGAIN`]).
     held_a_reply: bool,
+}
+
+impl Progress {
+    /// Records an answer that broke the answer protocol; true when it is the
+    /// second in a row, which stops the run.
+    fn broke_protocol(&mut self, correction: &str, llm_ms: f64) -> bool {
+        self.steps.push(Step {
+            think: None,
+            code: None,
+            result: Value::Null,
+            error: Some(Error::new(ErrorCode::ProtocolError, correction.to_string())),
+            console: Vec::new(),
+            calls: Vec::new(),
+            llm_ms,
+            held_reply: None,
+        });
+        self.broken_in_a_row += 1;
+        self.repeats = 0;
+        if self.broken_in_a_row >= 2 {
+            self.stop_detail =
+                Some("the model broke the answer protocol twice in a row".to_string());
+            return true;
+        }
+        false
+    }
+
+    /// Whether a reply that comes right after a failed step may be held back:
+    /// once per run, with a step left, while nothing has been written.
+    fn may_hold_a_reply(&self, max_steps: usize, overlay: &Option<Arc<Overlay>>) -> bool {
+        !self.held_a_reply
+            && self.steps.len() + 1 < max_steps
+            && self.commits.is_empty()
+            && overlay
+                .as_ref()
+                .is_none_or(|overlay| overlay.changes().is_empty())
+            && self
+                .steps
+                .last()
+                .is_some_and(|last| last.code.is_some() && last.error.is_some())
+    }
 }
 
 /// What the model is told when its reply to a failed step is held back.

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::settings::EmbedConfig;
 use super::vectors::MAX_DIMENSION;
-use crate::config::EmbedConfig;
 use crate::outbound::{self, Attempts, CallError};
 use crate::redact::Secrets;
 

@@ -13,7 +13,10 @@
 
 pub mod client;
 pub mod search;
+mod settings;
 pub mod vectors;
+
+pub use settings::EmbedConfig;
 
 use std::collections::{BTreeSet, HashSet};
 use std::num::NonZeroUsize;
@@ -24,7 +27,6 @@ use client::{Client, Kind};
 use search::{fuse, Fused, KeyCache, Matrix, DEFAULT_FUSION};
 use vectors::{Key, Vectors};
 
-use crate::config::EmbedConfig;
 use crate::index::live::LiveIndex;
 use crate::index::{ChunkRef, Hit, Index};
 use crate::notes::Notes;

@@ -143,7 +143,7 @@ async fn config(app: web::Data<App>) -> HttpResponse {
             "remote": sync.shown_remote(),
             "branch": sync.branch,
             "interval_seconds": sync.interval_secs,
-            "pushes": config.policy != crate::config::PolicyMode::ReadOnly,
+            "pushes": config.policy != crate::ops::PolicyMode::ReadOnly,
             "webhook": config.webhook_secret.is_some(),
         })),
         "version": env!("CARGO_PKG_VERSION"),

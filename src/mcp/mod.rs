@@ -203,7 +203,7 @@ impl Mcp {
     }
 
     fn read_only(&self) -> bool {
-        self.ctx.policy == crate::config::PolicyMode::ReadOnly
+        self.ctx.policy == crate::ops::PolicyMode::ReadOnly
     }
 }
 

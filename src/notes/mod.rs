@@ -22,6 +22,10 @@ pub use path::{Existence, NotePath};
 use root::{Kind, Real, Refusal, Root, Slot, WalkEnd, WALK_LIMITS};
 pub use view::{Landing, View};
 
+/// Default cap on a note's size (`MIRAI_MAX_NOTE_BYTES`): larger notes are
+/// never loaded whole, and no write makes a note larger.
+pub const DEFAULT_MAX_NOTE_BYTES: usize = 8 * 1024 * 1024;
+
 /// A notes root, canonicalized and opened once. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Notes {
@@ -42,7 +46,7 @@ impl Notes {
         Ok(Notes {
             root,
             handle: Arc::new(handle),
-            max_note_bytes: crate::config::DEFAULT_MAX_NOTE_BYTES as u64,
+            max_note_bytes: DEFAULT_MAX_NOTE_BYTES as u64,
         })
     }
 

@@ -10,8 +10,8 @@
 //! [`land`] is the case of one note.
 
 use super::guard::{self, GuardPolicy};
+use super::settings::DirtyNotes;
 use super::Context;
-use crate::config::DirtyNotes;
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, Landing, NotePath};
 use crate::patch::{self, Budget, Target};

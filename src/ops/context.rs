@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use super::draft::Draft;
-use crate::config::{Config, DirtyNotes, GitIdentity, Guards, PolicyMode};
+use super::settings::{DirtyNotes, Guards, PolicyMode, Settings};
 use crate::embed::Embeddings;
 use crate::error::{Error, Result};
 use crate::index::live::LiveIndex;
@@ -15,7 +15,7 @@ use crate::notes::overlay::Overlay;
 use crate::notes::{Notes, View};
 use crate::proposals::Proposals;
 use crate::repo::history::History;
-use crate::repo::{Author, Repo};
+use crate::repo::{Author, GitIdentity, Repo};
 use crate::sync::Syncer;
 
 /// What operations run against: the notes as this context sees them, the
@@ -72,19 +72,21 @@ pub struct Context {
 }
 
 impl Context {
-    pub fn new(notes: Notes, config: &Config) -> Context {
-        let notes = notes.with_max_note_bytes(config.max_note_bytes);
+    /// A context over `notes` with `settings`: its live index, and the embeddings
+    /// and sync workers when they are configured.
+    pub fn new(notes: Notes, settings: Settings) -> Context {
+        let notes = notes.with_max_note_bytes(settings.max_note_bytes);
         let index = Arc::new(LiveIndex::new(notes.clone()));
-        let embeddings = config.embed.clone().map(|embed| {
+        let embeddings = settings.embed.clone().map(|embed| {
             Arc::new(Embeddings::new(
                 embed,
-                config.secrets(),
+                settings.secrets.clone(),
                 notes.clone(),
                 index.clone(),
             ))
         });
         let writer: Arc<Mutex<Option<Repo>>> = Arc::new(Mutex::new(None));
-        let sync = config.sync.clone().map(|sync| {
+        let sync = settings.sync.clone().map(|sync| {
             let (writer, for_writer) = (writer.clone(), notes.clone());
             let with_writer: crate::sync::WithWriter = Box::new(move |work| {
                 let guard = lock_writer(&writer, &for_writer)?;
@@ -92,10 +94,10 @@ impl Context {
                 Ok(())
             });
             let author = Author {
-                name: config.git_identity.name.clone(),
-                email: config.git_identity.email.clone(),
+                name: settings.git_identity.name.clone(),
+                email: settings.git_identity.email.clone(),
             };
-            let pushes = config.policy != PolicyMode::ReadOnly;
+            let pushes = settings.policy != PolicyMode::ReadOnly;
             Arc::new(Syncer::new(
                 sync,
                 notes.clone(),
@@ -106,8 +108,8 @@ impl Context {
             ))
         });
         Context {
-            proposals: Arc::new(Proposals::new(notes.clone(), config.max_body_bytes)),
-            max_pending: config.proposals_max_pending,
+            proposals: Arc::new(Proposals::new(notes.clone(), settings.max_body_bytes)),
+            max_pending: settings.proposals_max_pending,
             reviewer: false,
             adapter: "cli",
             draft: None,
@@ -115,14 +117,14 @@ impl Context {
             embeddings,
             history: Arc::new(History::new(notes.root())),
             view: View::disk(notes),
-            policy: config.policy,
-            max_content_bytes: config.max_body_bytes,
-            max_edits: config.max_edits,
-            max_changes: config.max_changes,
-            max_move_notes: config.max_move_notes,
-            dirty_notes: config.dirty_notes,
-            guards: config.guards,
-            identity: config.git_identity.clone(),
+            policy: settings.policy,
+            max_content_bytes: settings.max_body_bytes,
+            max_edits: settings.max_edits,
+            max_changes: settings.max_changes,
+            max_move_notes: settings.max_move_notes,
+            dirty_notes: settings.dirty_notes,
+            guards: settings.guards,
+            identity: settings.git_identity,
             writer,
             run_id: None,
             deadline: None,

@@ -14,8 +14,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use super::settings::GuardMode;
 use super::Context;
-use crate::config::GuardMode;
 use crate::error::{Error, ErrorCode, Result};
 
 /// What one write is checked against.

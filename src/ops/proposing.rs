@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use super::context::Context;
 use super::draft::{Draft, Proposed};
 use super::operation::{Class, OpEntry};
-use crate::config::PolicyMode;
+use super::settings::PolicyMode;
 use crate::error::{Error, ErrorCode, Result};
 use crate::proposals::Requester;
 

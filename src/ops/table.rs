@@ -4,8 +4,8 @@
 use schemars::{schema_for, Schema};
 use serde_json::{json, Value};
 
+use super::settings::PolicyMode;
 use super::*;
-use crate::config::PolicyMode;
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::suggest::{self, MAX_SUGGESTIONS};
 

@@ -63,6 +63,23 @@ pub struct Author {
     pub email: String,
 }
 
+/// Who mirai commits as, when no person is the author:
+/// `MIRAI_GIT_AUTHOR_NAME` / `MIRAI_GIT_AUTHOR_EMAIL`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitIdentity {
+    pub name: String,
+    pub email: String,
+}
+
+impl Default for GitIdentity {
+    fn default() -> Self {
+        GitIdentity {
+            name: "mirai".to_string(),
+            email: "mirai@localhost".to_string(),
+        }
+    }
+}
+
 /// The notes repository, opened at exactly the notes root.
 pub struct Repo {
     git: Repository,

@@ -12,9 +12,11 @@
 mod host;
 mod module;
 mod outline;
+mod settings;
 
 pub use host::CallRecord;
 pub use module::GUEST_WASM;
+pub use settings::SandboxLimits;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -25,11 +27,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use wasmtime::{Engine, InstancePre, Store, Trap};
 
-use crate::config::PolicyMode;
-use crate::config::SandboxLimits;
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::overlay::{NoteChange, Overlay};
-use crate::ops::{begin_draft, file_draft, Context, Proposed, TABLE};
+use crate::ops::{begin_draft, file_draft, Context, PolicyMode, Proposed, TABLE};
 use host::{MemoryLimit, RunState, Stop};
 
 /// How often the wall clock advances the engine's epoch while evals run.

@@ -22,7 +22,12 @@
 pub mod known_hosts;
 pub mod queue;
 pub mod remote;
+mod settings;
 pub mod webhook;
+
+pub use settings::{
+    GitCredentials, SyncConfig, Transport, DEFAULT_GIT_USERNAME, DEFAULT_SYNC_INTERVAL_SECS,
+};
 
 /// A caller's place in the next requested sync ([`queue`]).
 pub type Ticket = queue::Ticket<Synced>;
@@ -34,7 +39,6 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use git2::{Oid, Repository};
 use serde::Serialize;
 
-use crate::config::SyncConfig;
 use crate::error::{Error, ErrorCode, Result};
 use crate::index::live::LiveIndex;
 use crate::notes::Notes;

@@ -9,7 +9,7 @@ use git2::{
     Repository,
 };
 
-use crate::config::{GitCredentials, SyncConfig, Transport};
+use super::settings::{GitCredentials, SyncConfig, Transport};
 use crate::error::{Error, ErrorCode, Result};
 
 /// Where the remote's branch is kept locally (not `origin`: a person's own
