@@ -13,7 +13,8 @@ use std::sync::Arc;
 use crate::agent::Agent;
 use crate::bootstrap::{self, Prepared};
 use crate::config::{Config, PolicyMode};
-use crate::index::live::WATCH_EVERY;
+use crate::events::Events;
+use crate::index::live::{AlsoWatched, WATCH_EVERY};
 use crate::mcp::Mcp;
 use crate::notes::Notes;
 use crate::ops::Context;
@@ -54,10 +55,21 @@ pub fn build(config: Config) -> Result<App, StartError> {
 /// search, commits are pushed, the remote is pulled).
 pub fn build_on(config: Config, notes: Notes) -> Result<App, StartError> {
     let sandbox = Arc::new(sandbox(&config)?);
-    let ctx = Arc::new(Context::new(notes, &config));
+    let events = Arc::new(Events::new(
+        config.events.backlog,
+        config.events.max_clients,
+    ));
+    let ctx = Arc::new(Context::with_events(notes, &config, events));
     recover(&ctx);
     ctx.index.warm_up();
-    ctx.index.watch(WATCH_EVERY);
+    let (announcer, proposals) = (ctx.announcer.clone(), ctx.proposals.clone());
+    ctx.index.watch(
+        WATCH_EVERY,
+        AlsoWatched {
+            refs: Box::new(move || announcer.look()),
+            proposals: Box::new(move || proposals.look()),
+        },
+    );
     if let (Some(embeddings), Some(embed)) = (&ctx.embeddings, &config.embed) {
         embeddings.start();
         log::info!(

@@ -29,6 +29,31 @@ pub const DEFAULT_MAX_MOVE_NOTES: usize = 1000;
 /// The highest `MIRAI_CHANGES_MAX_PATCHES` (and `MIRAI_MOVE_MAX_NOTES`) accepted: one commit's crash record
 /// names every note, and stays well within what recovery reads.
 pub const MAX_CHANGES_LIMIT: u64 = 10_000;
+/// The change stream's limits (`MIRAI_EVENTS_BACKLOG`, `MIRAI_EVENTS_MAX_CLIENTS`,
+/// `MIRAI_MCP_MAX_SUBSCRIPTIONS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventLimits {
+    /// Events kept for `Last-Event-ID` resumes (default 1,000).
+    pub backlog: usize,
+    /// Most `GET /events` streams at once (default 64).
+    pub max_clients: usize,
+    /// Most MCP resource subscriptions across all sessions (default 20,000).
+    pub mcp_max_subscriptions: usize,
+}
+
+/// The most events `MIRAI_EVENTS_BACKLOG` may keep.
+pub const MAX_EVENTS_BACKLOG: u64 = 100_000;
+
+impl Default for EventLimits {
+    fn default() -> EventLimits {
+        EventLimits {
+            backlog: 1000,
+            max_clients: 64,
+            mcp_max_subscriptions: 20_000,
+        }
+    }
+}
+
 /// Pending proposals allowed at once by default (`MIRAI_PROPOSALS_MAX_PENDING`).
 pub const DEFAULT_PROPOSALS_MAX_PENDING: usize = 1000;
 
@@ -459,6 +484,8 @@ pub struct Config {
     pub reviewer_token: Option<String>,
     /// Most pending proposals at once (`MIRAI_PROPOSALS_MAX_PENDING`, default 1000).
     pub proposals_max_pending: usize,
+    /// The change stream's limits (`GET /events`, MCP subscriptions).
+    pub events: EventLimits,
     pub max_body_bytes: usize,
     /// The largest note mirai reads, indexes or writes (`MIRAI_MAX_NOTE_BYTES`);
     /// never below `max_body_bytes`.
@@ -514,6 +541,7 @@ impl std::fmt::Debug for Config {
             api_token,
             reviewer_token,
             proposals_max_pending,
+            events,
             max_body_bytes,
             max_note_bytes,
             body_timeout_ms,
@@ -543,6 +571,7 @@ impl std::fmt::Debug for Config {
             .field("api_token", &secret(api_token))
             .field("reviewer_token", &secret(reviewer_token))
             .field("proposals_max_pending", proposals_max_pending)
+            .field("events", events)
             .field("max_body_bytes", max_body_bytes)
             .field("max_note_bytes", max_note_bytes)
             .field("body_timeout_ms", body_timeout_ms)
@@ -635,6 +664,7 @@ impl Config {
             api_token: None,
             reviewer_token: None,
             proposals_max_pending: DEFAULT_PROPOSALS_MAX_PENDING,
+            events: EventLimits::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_note_bytes: DEFAULT_MAX_NOTE_BYTES,
             body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
@@ -746,6 +776,26 @@ impl Config {
             "a positive number of proposals",
         )? {
             self.proposals_max_pending = as_usize(n);
+        }
+        const BACKLOG: &str = "a number of events from 1 to 100000";
+        if let Some(n) = positive("MIRAI_EVENTS_BACKLOG", BACKLOG)? {
+            if n > MAX_EVENTS_BACKLOG {
+                return Err(ConfigError::Value {
+                    name: "MIRAI_EVENTS_BACKLOG",
+                    value: n.to_string(),
+                    expected: BACKLOG,
+                });
+            }
+            self.events.backlog = as_usize(n);
+        }
+        if let Some(n) = positive("MIRAI_EVENTS_MAX_CLIENTS", "a positive number of streams")? {
+            self.events.max_clients = as_usize(n);
+        }
+        if let Some(n) = positive(
+            "MIRAI_MCP_MAX_SUBSCRIPTIONS",
+            "a positive number of subscriptions",
+        )? {
+            self.events.mcp_max_subscriptions = as_usize(n);
         }
         if self.reviewer_token.is_some() && self.reviewer_token == self.api_token {
             return Err(ConfigError::Value {

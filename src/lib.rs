@@ -11,6 +11,7 @@ pub mod bootstrap;
 pub mod config;
 pub mod embed;
 pub mod error;
+pub mod events;
 pub mod http;
 pub mod index;
 pub mod json;

@@ -50,11 +50,13 @@ use serde_json::{json, Value};
 use crate::config::{Config, DirtyNotes, GitIdentity, Guards, PolicyMode};
 use crate::embed::Embeddings;
 use crate::error::{Error, ErrorCode, Result};
+use crate::events::Events;
 use crate::index::live::LiveIndex;
 use crate::notes::overlay::Overlay;
 use crate::notes::suggest::{self, MAX_SUGGESTIONS, NOTHING_CLOSE};
 use crate::notes::{Notes, View};
 use crate::proposals::Proposals;
+use crate::repo::announce::Announcer;
 use crate::repo::history::History;
 use crate::repo::{Author, Repo};
 use crate::sync::Syncer;
@@ -116,6 +118,11 @@ pub struct Context {
     pub sync: Option<Arc<Syncer>>,
     /// Review mode's proposals (`.mirai/proposals/`).
     pub proposals: Arc<Proposals>,
+    /// The change stream every source of change publishes to.
+    pub events: Arc<Events>,
+    /// Tells the change stream of every move of the branch (the writer's
+    /// repository holds it; the watcher asks it to look).
+    pub announcer: Arc<Announcer>,
     /// Most pending proposals at once (`MIRAI_PROPOSALS_MAX_PENDING`).
     pub max_pending: usize,
     /// Set where a reviewer acts (the reviewer token over HTTP, the CLI): rows
@@ -130,9 +137,20 @@ pub struct Context {
 }
 
 impl Context {
+    /// A context with a change stream of its own (the one-shot commands: nobody listens).
     pub fn new(notes: Notes, config: &Config) -> Context {
+        let events = Arc::new(Events::new(
+            config.events.backlog,
+            config.events.max_clients,
+        ));
+        Context::with_events(notes, config, events)
+    }
+
+    /// A context whose every source of change publishes to `events` (the
+    /// composition root builds the one hub a server has).
+    pub fn with_events(notes: Notes, config: &Config, events: Arc<Events>) -> Context {
         let notes = notes.with_max_note_bytes(config.max_note_bytes);
-        let index = Arc::new(LiveIndex::new(notes.clone()));
+        let index = Arc::new(LiveIndex::new(notes.clone(), events.clone()));
         let embeddings = config.embed.clone().map(|embed| {
             Arc::new(Embeddings::new(
                 embed,
@@ -142,10 +160,12 @@ impl Context {
             ))
         });
         let writer: Arc<Mutex<Option<Repo>>> = Arc::new(Mutex::new(None));
+        let announcer = Arc::new(Announcer::new(events.clone(), notes.root().to_path_buf()));
         let sync = config.sync.clone().map(|sync| {
             let (writer, for_writer) = (writer.clone(), notes.clone());
+            let announcing = announcer.clone();
             let with_writer: crate::sync::WithWriter = Box::new(move |work| {
-                let guard = lock_writer(&writer, &for_writer)?;
+                let guard = lock_writer(&writer, &for_writer, &announcing)?;
                 work(guard.as_ref().expect("lock_writer opens the repository"));
                 Ok(())
             });
@@ -161,10 +181,17 @@ impl Context {
                 with_writer,
                 author,
                 pushes,
+                events.clone(),
             ))
         });
         Context {
-            proposals: Arc::new(Proposals::new(notes.clone(), config.max_body_bytes)),
+            events: events.clone(),
+            announcer,
+            proposals: Arc::new(Proposals::new(
+                notes.clone(),
+                config.max_body_bytes,
+                events.clone(),
+            )),
             max_pending: config.proposals_max_pending,
             reviewer: false,
             adapter: "cli",
@@ -298,7 +325,10 @@ impl Context {
     /// Takes the repository for one write. Writes are serialized; reads never wait for this.
     pub fn writer(&self) -> Result<Writer<'_>> {
         let mut guard = match self.deadline {
-            None => return lock_writer(&self.writer, self.view.disk_notes()).map(Writer),
+            None => {
+                return lock_writer(&self.writer, self.view.disk_notes(), &self.announcer)
+                    .map(Writer)
+            }
             Some(deadline) => loop {
                 match self.writer.try_lock() {
                     Ok(guard) => break guard,
@@ -314,7 +344,7 @@ impl Context {
             },
         };
         if guard.is_none() {
-            *guard = Some(Repo::open(self.view.disk_notes())?);
+            *guard = Some(Repo::open(self.view.disk_notes())?.announcing(self.announcer.clone()));
         }
         Ok(Writer(guard))
     }
@@ -333,12 +363,13 @@ impl Context {
 fn lock_writer<'a>(
     writer: &'a Mutex<Option<Repo>>,
     notes: &Notes,
+    announcer: &Arc<Announcer>,
 ) -> Result<MutexGuard<'a, Option<Repo>>> {
     let mut guard = writer
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     if guard.is_none() {
-        *guard = Some(Repo::open(notes)?);
+        *guard = Some(Repo::open(notes)?.announcing(announcer.clone()));
     }
     Ok(guard)
 }

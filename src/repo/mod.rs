@@ -21,10 +21,10 @@
 //! made from those bytes and the index entry from the written file's `fstat`,
 //! so git never reads a working-tree file by name.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use git2::build::TreeUpdateBuilder;
@@ -33,12 +33,14 @@ use git2::{FileMode, IndexEntry, IndexTime, Oid, Repository, Signature};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::root::{Prepared, Slot};
 use crate::notes::{refused, Notes};
+use announce::{Announcer, Source};
 pub use commits::{CommitChanges, FileBound, FileChange, MOVE_SUBJECT};
 use index_file::{Entries, Kept};
 use index_lock::{held_error, IndexLock, LOCK_WAIT};
 use intent::{Journal, NoteIntent, Recovery, Stage};
 use release::{Held, Releaser};
 
+pub mod announce;
 mod commits;
 pub mod history;
 mod index_file;
@@ -74,6 +76,8 @@ pub struct Repo {
     kept_index: Mutex<Kept>,
     /// Replaced files are freed after the answer, not inside the rename.
     releaser: Releaser,
+    /// Told of every move of the branch (the change stream), when serving.
+    announcer: Option<Arc<Announcer>>,
 }
 
 fn git_error(context: &str, e: git2::Error) -> Error {
@@ -107,6 +111,7 @@ impl Repo {
             journal: Mutex::new(journal),
             kept_index: Mutex::new(Kept::default()),
             releaser,
+            announcer: None,
         };
         match repo.recover(true) {
             Ok(done) if done != Recovery::default() => log::info!(
@@ -442,11 +447,10 @@ impl Repo {
         };
         self.move_reference(
             journal,
-            &built.reference,
-            built.parent,
-            commit_id,
+            (&built.reference, built.parent, commit_id),
             author,
             &log,
+            (Source::Mirai, &HashMap::new()),
         )?;
         self.releaser.keep_git_file(&lock.index_path());
         match lock.commit() {
@@ -463,14 +467,17 @@ impl Repo {
     /// Moves `reference` from `parent` to `commit` by compare-and-swap under
     /// its own lock (a libgit2 transaction, so the lock file's identity can be
     /// recorded while it is held); the reflog is written as git writes it.
+    ///
+    /// The one place the branch moves: the change stream is told here of
+    /// what landed (`source`, and a replay's new id -> old id), after the
+    /// move, with the announcer held across it (see [`announce`]).
     fn move_reference(
         &self,
         journal: &mut Journal,
-        reference: &str,
-        parent: Option<Oid>,
-        commit: Oid,
+        (reference, parent, commit): (&str, Option<Oid>, Oid),
         author: &Author,
         log: &str,
+        (source, replaces): (Source, &HashMap<Oid, Oid>),
     ) -> Result<()> {
         let git = &self.git;
         let cannot = |e: git2::Error| {
@@ -499,10 +506,21 @@ impl Repo {
         let sig = Signature::now(&author.name, &author.email)
             .map_err(|e| git_error("cannot sign the reflog entry", e))?;
         self.releaser.keep_git_file(&git.path().join(reference));
+        let holding = self.announcer.as_ref().map(|a| a.hold());
         transaction
             .set_target(reference, commit, Some(&sig), log)
             .and_then(|()| transaction.commit())
-            .map_err(cannot)
+            .map_err(cannot)?;
+        if let Some(holding) = holding {
+            holding.landed(parent, commit, source, replaces);
+        }
+        Ok(())
+    }
+
+    /// This repository, telling `announcer` of every move of the branch.
+    pub fn announcing(mut self, announcer: Arc<Announcer>) -> Repo {
+        self.announcer = Some(announcer);
+        self
     }
 
     /// HEAD's tree, or `None` on an unborn branch.
