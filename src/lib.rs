@@ -27,3 +27,4 @@ pub mod repo;
 pub mod sandbox;
 pub mod sync;
 pub mod vault;
+pub mod watch;

@@ -20,6 +20,7 @@ use git2::Oid;
 use serde_json::{json, Value};
 
 use super::history::{History, Reader, Summary};
+use super::{Announce, Landing, Source};
 use crate::events::Events;
 
 /// Most paths one `commit` event lists (`paths_omitted` counts the rest).
@@ -27,27 +28,6 @@ pub const MAX_EVENT_PATHS: usize = 1000;
 /// Most commits told for one move of the branch (the newest are told; a
 /// larger jump is logged, and clients resuming past it get a `reset` anyway).
 const MAX_COMMITS_TOLD: usize = 10_000;
-
-/// Where a move of the branch came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    /// mirai's own write.
-    Mirai,
-    /// Not mirai in this process: a person's git, another process.
-    Outside,
-    /// A pull or replay from the git remote.
-    Sync,
-}
-
-impl Source {
-    fn as_str(self) -> &'static str {
-        match self {
-            Source::Mirai => "mirai",
-            Source::Outside => "outside",
-            Source::Sync => "sync",
-        }
-    }
-}
 
 /// Tells the change stream how the branch moved.
 pub struct Announcer {
@@ -76,8 +56,7 @@ impl Announcer {
         }
     }
 
-    /// Held across a move of the branch by mirai; then [`Holding::landed`].
-    pub fn hold(&self) -> Holding<'_> {
+    fn hold_state(&self) -> Holding<'_> {
         Holding {
             announcer: self,
             state: self.state.lock().unwrap_or_else(|p| p.into_inner()),
@@ -86,7 +65,7 @@ impl Announcer {
 
     /// Tells what moved HEAD since the last look or move, as `outside`.
     pub fn look(&self) {
-        let mut held = self.hold();
+        let mut held = self.hold_state();
         let Some(now) = held.reader().and_then(|r| r.head_id().ok()) else {
             return;
         };
@@ -169,6 +148,32 @@ impl Holding<'_> {
                 Err(e) => log::warn!("change stream: cannot read commit {id}: {e}"),
             }
         }
+    }
+}
+
+impl Announce for Announcer {
+    fn hold(&self) -> Box<dyn Landing + '_> {
+        Box::new(self.hold_state())
+    }
+}
+
+impl Landing for Holding<'_> {
+    /// A move nobody told before `from` (a person's commit under mirai's) is
+    /// told first, as `outside`.
+    fn landed(
+        mut self: Box<Self>,
+        from: Option<Oid>,
+        to: Oid,
+        source: Source,
+        replaces: &HashMap<Oid, Oid>,
+    ) {
+        if self.state.tip != from {
+            if let Some(from) = from {
+                let told = self.state.tip;
+                self.tell(told, from, Source::Outside, &HashMap::new());
+            }
+        }
+        self.tell(from, to, source, replaces);
     }
 }
 

@@ -33,7 +33,6 @@ use git2::{FileMode, IndexEntry, IndexTime, Oid, Repository, Signature};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::root::{Prepared, Slot};
 use crate::notes::{refused, Notes};
-use announce::{Announcer, Source};
 pub use commits::{CommitChanges, FileBound, FileChange, MOVE_SUBJECT};
 use index_file::{Entries, Kept};
 use index_lock::{held_error, IndexLock, LOCK_WAIT};
@@ -57,6 +56,45 @@ pub mod unheld;
 /// The skip-worktree bit of an index entry's extended flags.
 const SKIP_WORKTREE: u16 = 0x4000;
 
+/// Where a move of the branch came from, for the change stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// mirai's own write.
+    Mirai,
+    /// Not mirai in this process: a person's git, another process.
+    Outside,
+    /// A pull or replay from the git remote.
+    Sync,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Mirai => "mirai",
+            Source::Outside => "outside",
+            Source::Sync => "sync",
+        }
+    }
+}
+
+/// Told of every move of the branch ([`announce::Announcer`]): held across
+/// the reference update, so nothing else tells the same move.
+pub trait Announce: Send + Sync {
+    fn hold(&self) -> Box<dyn Landing + '_>;
+}
+
+/// An [`Announce`] held while the branch moves.
+pub trait Landing {
+    /// The branch moved from `from` to `to`; `replaces`: a replayed commit's new id -> old id.
+    fn landed(
+        self: Box<Self>,
+        from: Option<Oid>,
+        to: Oid,
+        source: Source,
+        replaces: &HashMap<Oid, Oid>,
+    );
+}
+
 /// Who a commit is by (author and committer alike).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Author {
@@ -77,7 +115,7 @@ pub struct Repo {
     /// Replaced files are freed after the answer, not inside the rename.
     releaser: Releaser,
     /// Told of every move of the branch (the change stream), when serving.
-    announcer: Option<Arc<Announcer>>,
+    announcer: Option<Arc<dyn Announce>>,
 }
 
 fn git_error(context: &str, e: git2::Error) -> Error {
@@ -518,7 +556,7 @@ impl Repo {
     }
 
     /// This repository, telling `announcer` of every move of the branch.
-    pub fn announcing(mut self, announcer: Arc<Announcer>) -> Repo {
+    pub fn announcing(mut self, announcer: Arc<dyn Announce>) -> Repo {
         self.announcer = Some(announcer);
         self
     }

@@ -21,10 +21,9 @@ use std::collections::HashMap;
 
 use git2::{Delta, DiffOptions, IndexEntry, Oid};
 
-use super::announce::Source;
 use super::intent::{NoteIntent, Stage};
 use super::{
-    blob_id, git_error, index_entry, unheld, unstatted_entry, Author, Repo, SKIP_WORKTREE,
+    blob_id, git_error, index_entry, unheld, unstatted_entry, Author, Repo, Source, SKIP_WORKTREE,
 };
 use crate::error::{Error, Result};
 use crate::notes::{path, refused};
