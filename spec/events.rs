@@ -559,3 +559,307 @@ fn mirai_watch_prints_one_json_line_per_event() {
     assert_eq!(printed["data"]["source"], "mirai");
     assert_eq!(printed["data"]["paths"][0]["path"], "a.md");
 }
+
+/// One raw POST to /mcp within `session` (none: `initialize`).
+fn mcp_post(
+    server: &TestServer,
+    session: Option<&str>,
+    body: Value,
+) -> reqwest::blocking::Response {
+    let mut request = server
+        .raw()
+        .post(format!("{}/mcp", server.url))
+        .header("accept", "application/json, text/event-stream")
+        .json(&body);
+    if let Some(id) = session {
+        request = request.header("mcp-session-id", id);
+    }
+    request.send().unwrap()
+}
+
+fn mcp_session(server: &TestServer) -> String {
+    let response = mcp_post(
+        server,
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
+    );
+    assert_eq!(response.status().as_u16(), 200);
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let body: Value = response.json().unwrap();
+    assert_eq!(
+        body["result"]["capabilities"]["resources"],
+        json!({"subscribe": true, "listChanged": true})
+    );
+    session
+}
+
+fn rpc(server: &TestServer, session: &str, method: &str, uri: &str) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": {"uri": uri}});
+    mcp_post(server, Some(session), body).json().unwrap()
+}
+
+/// The session's GET /mcp stream, its messages read on a thread of its own.
+fn session_stream(server: &TestServer, session: &str) -> mpsc::Receiver<Ev> {
+    let client = reqwest::blocking::Client::builder()
+        .timeout(None::<Duration>)
+        .build()
+        .unwrap();
+    let response = client
+        .get(format!("{}/mcp", server.url))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || read_frames(response, tx));
+    rx
+}
+
+/// Notifications until one with `method` (and `uri`, when given) comes.
+fn notified(rx: &mpsc::Receiver<Ev>, method: &str, uri: Option<&str>) -> Vec<Value> {
+    let deadline = Instant::now() + WITHIN;
+    let mut seen = Vec::new();
+    while let Ok(ev) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        let hit = ev.data["method"] == method && uri.is_none_or(|u| ev.data["params"]["uri"] == u);
+        seen.push(ev.data);
+        if hit {
+            return seen;
+        }
+    }
+    panic!("no {method} {uri:?} came; saw {seen:#?}");
+}
+
+#[test]
+fn mcp_over_http_subscribes_is_notified_from_any_source_and_unsubscribes() {
+    let server = TestServer::with_note("a.md", "one\n");
+    index_loaded(&server);
+    let session = mcp_session(&server);
+    assert_eq!(
+        rpc(
+            &server,
+            &session,
+            "resources/subscribe",
+            "mirai://notes/a.md"
+        )["result"],
+        json!({})
+    );
+    let rx = session_stream(&server, &session);
+    // A second stream for the same session is refused.
+    let again = server
+        .raw()
+        .get(format!("{}/mcp", server.url))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 409);
+
+    write(&server, "a.md", "two\n");
+    notified(
+        &rx,
+        "notifications/resources/updated",
+        Some("mirai://notes/a.md"),
+    );
+    // An editor's save is a change too.
+    server.write("a.md", "three\n");
+    notified(
+        &rx,
+        "notifications/resources/updated",
+        Some("mirai://notes/a.md"),
+    );
+    // And a person's commit of it.
+    person(&server.root, &["commit", "-qam", "saved"]);
+    notified(
+        &rx,
+        "notifications/resources/updated",
+        Some("mirai://notes/a.md"),
+    );
+    // A new note changes the list.
+    write(&server, "b.md", "bee\n");
+    let seen = notified(&rx, "notifications/resources/list_changed", None);
+    assert!(
+        seen.iter()
+            .all(|n| n["params"]["uri"] != "mirai://notes/b.md"),
+        "b.md is not subscribed: {seen:?}"
+    );
+
+    assert_eq!(
+        rpc(
+            &server,
+            &session,
+            "resources/unsubscribe",
+            "mirai://notes/a.md"
+        )["result"],
+        json!({})
+    );
+    write(&server, "a.md", "four\n");
+    write(&server, "c.md", "sea\n");
+    let seen = notified(&rx, "notifications/resources/list_changed", None);
+    assert!(
+        seen.iter()
+            .all(|n| n["method"] != "notifications/resources/updated"),
+        "no update after unsubscribing: {seen:?}"
+    );
+    let bad = rpc(
+        &server,
+        &session,
+        "resources/subscribe",
+        "mirai://notes/../x.md",
+    );
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+}
+
+#[test]
+fn mcp_subscriptions_are_bounded_per_session_and_in_all() {
+    let server = TestServer::start_with(|c| c.events.mcp_max_subscriptions = 1003);
+    let first = mcp_session(&server);
+    for i in 0..mirai::mcp::PER_SESSION {
+        let answer = rpc(
+            &server,
+            &first,
+            "resources/subscribe",
+            &format!("mirai://notes/n{i}.md"),
+        );
+        assert_eq!(answer["result"], json!({}), "{answer}");
+    }
+    let refused = rpc(
+        &server,
+        &first,
+        "resources/subscribe",
+        "mirai://notes/more.md",
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("1000"),
+        "{refused}"
+    );
+    // Subscribing again to one it holds is no new subscription.
+    assert_eq!(
+        rpc(
+            &server,
+            &first,
+            "resources/subscribe",
+            "mirai://notes/n0.md"
+        )["result"],
+        json!({})
+    );
+    let second = mcp_session(&server);
+    for i in 0..3 {
+        let answer = rpc(
+            &server,
+            &second,
+            "resources/subscribe",
+            &format!("mirai://notes/m{i}.md"),
+        );
+        assert_eq!(answer["result"], json!({}), "{answer}");
+    }
+    let refused = rpc(
+        &server,
+        &second,
+        "resources/subscribe",
+        "mirai://notes/m3.md",
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("MIRAI_MCP_MAX_SUBSCRIPTIONS"),
+        "{refused}"
+    );
+    // The first session's end gives its subscriptions back.
+    let ended = server
+        .raw()
+        .delete(format!("{}/mcp", server.url))
+        .header("mcp-session-id", &first)
+        .send()
+        .unwrap();
+    assert_eq!(ended.status().as_u16(), 204);
+    assert_eq!(
+        rpc(
+            &server,
+            &second,
+            "resources/subscribe",
+            "mirai://notes/m3.md"
+        )["result"],
+        json!({})
+    );
+}
+
+#[test]
+fn mcp_over_stdio_notifies_between_responses() {
+    let server = TestServer::with_note("a.md", "one\n");
+    let mut child = mirai_cli()
+        .arg("mcp")
+        .arg("--notes-root")
+        .arg(&server.root)
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            let Ok(message) = serde_json::from_str(&line) else {
+                return;
+            };
+            if tx.send(message).is_err() {
+                return;
+            }
+        }
+    });
+    let mut send_line = |message: Value| writeln!(stdin, "{message}").unwrap();
+    let answer_to = |id: u64| loop {
+        let message = rx.recv_timeout(WITHIN).expect("an answer");
+        if message["id"] == id {
+            return message;
+        }
+    };
+    send_line(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
+    );
+    answer_to(1);
+    send_line(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": "mirai://notes/a.md"}}),
+    );
+    assert_eq!(answer_to(2)["result"], json!({}));
+    send_line(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "notes_write", "arguments": {"path": "a.md", "content": "two\n"}}}),
+    );
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + WITHIN;
+    while !seen
+        .iter()
+        .any(|m: &Value| m["method"] == "notifications/resources/updated")
+    {
+        let message = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .unwrap_or_else(|_| panic!("no notification; saw {seen:#?}"));
+        seen.push(message);
+    }
+    let note = seen
+        .iter()
+        .find(|m| m["method"] == "notifications/resources/updated")
+        .unwrap();
+    assert_eq!(note["params"]["uri"], "mirai://notes/a.md");
+    send_line(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "resources/unsubscribe", "params": {"uri": "mirai://notes/a.md"}}),
+    );
+    assert_eq!(answer_to(4)["result"], json!({}));
+    drop(send_line);
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -93,6 +93,7 @@ pub fn build_on(config: Config, notes: Notes) -> Result<App, StartError> {
         ctx.clone(),
         sandbox.clone(),
         config.mcp_max_result_bytes,
+        config.events.mcp_max_subscriptions,
     ));
     Ok(App {
         config,

@@ -318,6 +318,27 @@ impl Subscription {
         }
     }
 
+    /// [`Subscription::next`], waiting on this thread (never inside an async runtime).
+    pub fn next_blocking(&mut self) -> Option<Item> {
+        if let Some(item) = self.pending.pop_front() {
+            return Some(item);
+        }
+        if let Some(reset) = self.overflow() {
+            return Some(reset);
+        }
+        if self.ended {
+            return None;
+        }
+        match self.rx.blocking_recv() {
+            Some(event) if self.overflowed.load(Ordering::Acquire) == 0 => Some(Item::Event(event)),
+            Some(_) => self.overflow(),
+            None => self.overflow().or_else(|| {
+                self.ended = true;
+                None
+            }),
+        }
+    }
+
     /// The next item if one is there now, without waiting.
     pub fn try_next(&mut self) -> Option<Item> {
         if let Some(item) = self.pending.pop_front() {

@@ -719,20 +719,33 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
     // Wired as `serve` is: index warm-up and watcher, sync, the sandbox.
     let app = app::build_on(config, notes).map_err(Failure::config)?;
     let (ctx, mcp) = (app.ctx.clone(), app.mcp.clone());
+    // Responses and the subscriptions' notifications share stdout, one whole line at a time.
+    let stdout = std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    let session = mcp.session();
+    let mut notifier = mcp.notifier(session.clone());
+    let notes_out = stdout.clone();
+    std::thread::spawn(move || {
+        while let Some(note) = notifier.next_blocking() {
+            let mut out = notes_out.lock().unwrap_or_else(|p| p.into_inner());
+            if writeln!(out, "{note}").and_then(|()| out.flush()).is_err() {
+                return; // the client went away
+            }
+        }
+    });
     let stdin = std::io::stdin();
-    let mut stdout = std::io::stdout().lock();
     for line in stdin.lock().lines() {
         let line = line.map_err(|e| Failure::config(format!("cannot read stdin: {e}")))?;
         if line.trim().is_empty() {
             continue;
         }
         let response = match mirai::json::from_str(&line) {
-            Ok(message) => mcp.handle(&message),
+            Ok(message) => mcp.handle(&message, Some(&session)),
             Err(e) => Some(serde_json::json!({"jsonrpc": "2.0", "id": null,
                 "error": {"code": mirai::mcp::code::PARSE_ERROR, "message": format!("not JSON: {e}")}})),
         };
         if let Some(response) = response {
-            let written = writeln!(stdout, "{response}").and_then(|()| stdout.flush());
+            let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
+            let written = writeln!(out, "{response}").and_then(|()| out.flush());
             if written.is_err() {
                 break; // the client went away
             }
