@@ -13,7 +13,7 @@
 //! dropped with it. It is never a second source of truth.
 
 use cap_std::fs::MetadataExt;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -133,6 +133,30 @@ pub struct LiveIndex {
     /// The change stream: outside changes taken in (`notes_changed`) and the
     /// index rebuilt or invalidated (`index`).
     events: Arc<Events>,
+    /// Notes mirai is writing now (from before their files change until the
+    /// index has them): the watcher may see them first, and must not tell
+    /// them as outside edits.
+    writing: Mutex<HashMap<String, usize>>,
+}
+
+/// Holds notes in [`LiveIndex::writing`] for one write.
+pub struct Writing<'a> {
+    live: &'a LiveIndex,
+    paths: Vec<String>,
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        let mut writing = self.live.writing_now();
+        for path in &self.paths {
+            if let Some(n) = writing.get_mut(path) {
+                *n -= 1;
+                if *n == 0 {
+                    writing.remove(path);
+                }
+            }
+        }
+    }
 }
 
 /// What the watcher also looks at besides the notes, each called on its own
@@ -209,7 +233,23 @@ impl LiveIndex {
             generation: AtomicU64::new(0),
             on_change: Mutex::new(Vec::new()),
             events,
+            writing: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn writing_now(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.writing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks `changes`' notes as being written by mirai until the guard drops
+    /// (after [`LiveIndex::notes_changed`]), so the watcher does not tell them.
+    pub fn writing(&self, changes: &[(&str, Option<&str>)]) -> Writing<'_> {
+        let paths: Vec<String> = changes.iter().map(|(p, _)| p.to_string()).collect();
+        let mut writing = self.writing_now();
+        for path in &paths {
+            *writing.entry(path.clone()).or_default() += 1;
+        }
+        Writing { live: self, paths }
     }
 
     /// How many times the index in memory has changed: equal numbers, the
@@ -761,7 +801,14 @@ impl LiveIndex {
         let Some(loaded) = guard.as_mut() else {
             return Ok(false);
         };
-        let changed = self.apply_drift(loaded, &stats, started);
+        let changed = self
+            .apply_drift(loaded, &stats, started)
+            .and_then(|mut paths| {
+                // Still under the index's lock: a note mirai is writing is mirai's change.
+                let writing = self.writing_now();
+                paths.retain(|p| !writing.contains_key(p));
+                (!paths.is_empty()).then_some(paths)
+            });
         if let (Some(vault), Some(attachments)) = (loaded.vault.as_mut(), attachments) {
             if vault.attachments_differ(&attachments) {
                 Arc::make_mut(vault).set_attachments(attachments);
