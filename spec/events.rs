@@ -863,3 +863,75 @@ fn mcp_over_stdio_notifies_between_responses() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn mcp_2026_subscriptions_listen_acknowledges_then_notifies_with_its_id() {
+    let server = TestServer::with_note("a.md", "one\n");
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen", "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+        "notifications": {
+            "resourcesListChanged": true,
+            "toolsListChanged": true,
+            "resourceSubscriptions": ["mirai://notes/a.md"],
+        },
+    }});
+    let client = reqwest::blocking::Client::builder()
+        .timeout(None::<Duration>)
+        .build()
+        .unwrap();
+    let response = client
+        .post(format!("{}/mcp", server.url))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .json(&body)
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || read_frames(response, tx));
+    let ack = rx.recv_timeout(WITHIN).expect("the acknowledgement").data;
+    assert_eq!(
+        ack,
+        json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged", "params": {
+            "_meta": {"io.modelcontextprotocol/subscriptionId": 9},
+            "notifications": {"resourcesListChanged": true, "resourceSubscriptions": ["mirai://notes/a.md"]},
+        }}),
+        "tools never change, so their notifications are not offered"
+    );
+    write(&server, "a.md", "two\n");
+    let seen = notified(
+        &rx,
+        "notifications/resources/updated",
+        Some("mirai://notes/a.md"),
+    );
+    let updated = seen.last().unwrap();
+    assert_eq!(
+        updated["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        9
+    );
+    write(&server, "b.md", "bee\n");
+    let seen = notified(&rx, "notifications/resources/list_changed", None);
+    assert_eq!(
+        seen.last().unwrap()["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        9
+    );
+
+    // A URI that is no note is the request's error, not a stream.
+    let mut bad = body.clone();
+    bad["params"]["notifications"]["resourceSubscriptions"] = json!(["mirai://notes/../x.md"]);
+    let answer: Value = client
+        .post(format!("{}/mcp", server.url))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .json(&bad)
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+}

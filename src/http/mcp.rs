@@ -150,6 +150,9 @@ pub async fn post(
             }
         }
     }
+    if stateless && method == "subscriptions/listen" {
+        return listen(&app, &message);
+    }
     let mcp = app.mcp.clone();
     // A repo_sync call waits for its sync holding no thread, as the HTTP row does;
     // a caller that goes away gives up its place.
@@ -234,6 +237,47 @@ fn decode_header(value: &str) -> Option<String> {
             .and_then(|bytes| String::from_utf8(bytes).ok()),
         None => Some(value.to_string()),
     }
+}
+
+/// 2026-07-28's `subscriptions/listen`: the answer is a stream of
+/// server-sent events, the acknowledgement first, then the notifications of
+/// the listen's subscriptions; closing it ends them.
+fn listen(app: &App, message: &Value) -> HttpResponse {
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let (ack, listen) = match app.mcp.listen(id, &message["params"]) {
+        Ok(opened) => opened,
+        Err(error) => {
+            let status = match error["error"]["code"].as_i64() {
+                Some(code::UNSUPPORTED_VERSION) => StatusCode::BAD_REQUEST,
+                _ => StatusCode::OK,
+            };
+            return HttpResponse::build(status).json(error);
+        }
+    };
+    let opening = futures_util::stream::once(async move {
+        Ok::<_, actix_web::Error>(web::Bytes::from(format!("event: message\ndata: {ack}\n\n")))
+    });
+    let stream = futures_util::stream::unfold(listen, |mut listen| async move {
+        use futures_util::future::{select, Either};
+        let chunk = {
+            let next = listen.next();
+            let idle = actix_web::rt::time::sleep(KEEP_ALIVE);
+            futures_util::pin_mut!(next, idle);
+            match select(next, idle).await {
+                Either::Left((Some(note), _)) => {
+                    web::Bytes::from(format!("event: message\ndata: {note}\n\n"))
+                }
+                Either::Left((None, _)) => return None,
+                Either::Right(_) => web::Bytes::from_static(b": keep-alive\n\n"),
+            }
+        };
+        Some((Ok::<_, actix_web::Error>(chunk), listen))
+    });
+    use futures_util::StreamExt;
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .streaming(opening.chain(stream))
 }
 
 /// How long the session stream stays silent before a comment line.

@@ -24,7 +24,7 @@ use crate::ops::Context;
 use crate::sandbox::Sandbox;
 use crate::sync::{Synced, Ticket};
 pub use rpc::{code, Era, RpcError};
-pub use subscriptions::{Notifier, Subscribed, Subscriptions, PER_SESSION};
+pub use subscriptions::{Listen, Notifier, Subscribed, Subscriptions, PER_SESSION};
 
 /// Revisions negotiated in `initialize`, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
@@ -65,6 +65,21 @@ impl Mcp {
     /// A new session's subscriptions (an HTTP session, the stdio connection).
     pub fn session(&self) -> Arc<Subscribed> {
         self.subscriptions.session()
+    }
+
+    /// A 2026-07-28 `subscriptions/listen` (request `id`): its acknowledgement
+    /// and its stream of notifications, or the request's JSON-RPC error.
+    pub fn listen(&self, id: Value, params: &Value) -> Result<(Value, Listen), Value> {
+        let requested = requested_version(params).unwrap_or_default();
+        if !STATELESS_VERSIONS.contains(&requested) {
+            let error = RpcError {
+                code: code::UNSUPPORTED_VERSION,
+                message: format!("unsupported protocol version {requested}"),
+                data: Some(json!({"supported": supported_versions(), "requested": requested})),
+            };
+            return Err(error_response(id, &error));
+        }
+        Listen::open(&self.subscriptions, id.clone(), params).map_err(|e| error_response(id, &e))
     }
 
     /// The notifications of `session`'s subscriptions, from now on.

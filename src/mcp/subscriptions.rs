@@ -247,3 +247,93 @@ impl Notifier {
         }
     }
 }
+
+/// Where 2026-07-28 notifications name the `subscriptions/listen` request they belong to.
+pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// One 2026-07-28 `subscriptions/listen` stream: its own subscriptions (the
+/// request's `resourceSubscriptions`), ending with the stream.
+pub struct Listen {
+    id: Value,
+    list_changed: bool,
+    notifier: Notifier,
+}
+
+impl Listen {
+    /// Opens a listen for request `id` with `params`: the URIs subscribed (or
+    /// the request's JSON-RPC error), and the acknowledgement to send first,
+    /// naming what was accepted (tools and prompts never change here, so their
+    /// list notifications are not offered).
+    pub fn open(
+        subscriptions: &Subscriptions,
+        id: Value,
+        params: &Value,
+    ) -> Result<(Value, Listen), RpcError> {
+        let asked = params.get("notifications").cloned().unwrap_or(json!({}));
+        if !asked.is_object() {
+            return Err(RpcError::new(
+                code::INVALID_PARAMS,
+                "params.notifications must be an object: {\"resourcesListChanged\"?: bool, \"resourceSubscriptions\"?: [uri]}",
+            ));
+        }
+        let uris = match asked.get("resourceSubscriptions") {
+            None => Vec::new(),
+            Some(Value::Array(uris)) => uris
+                .iter()
+                .map(|u| {
+                    u.as_str().map(str::to_string).ok_or_else(|| {
+                        RpcError::new(
+                            code::INVALID_PARAMS,
+                            "resourceSubscriptions holds URIs (strings)",
+                        )
+                    })
+                })
+                .collect::<Result<Vec<String>, RpcError>>()?,
+            Some(_) => {
+                return Err(RpcError::new(
+                    code::INVALID_PARAMS,
+                    "resourceSubscriptions must be an array of mirai://notes/<path> URIs",
+                ))
+            }
+        };
+        let session = subscriptions.session();
+        for uri in &uris {
+            session.subscribe(uri)?;
+        }
+        let list_changed = asked.get("resourcesListChanged") == Some(&json!(true));
+        let mut accepted = json!({});
+        if list_changed {
+            accepted["resourcesListChanged"] = json!(true);
+        }
+        if !uris.is_empty() {
+            accepted["resourceSubscriptions"] = json!(uris);
+        }
+        let ack = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {"_meta": {META_SUBSCRIPTION_ID: id}, "notifications": accepted},
+        });
+        let notifier = subscriptions.notifier(session);
+        Ok((
+            ack,
+            Listen {
+                id,
+                list_changed,
+                notifier,
+            },
+        ))
+    }
+
+    /// The next notification of this listen, tagged with its subscription id.
+    pub async fn next(&mut self) -> Option<Value> {
+        loop {
+            let mut note = self.notifier.next().await?;
+            if note["method"] == "notifications/resources/list_changed" && !self.list_changed {
+                continue;
+            }
+            let params = note.as_object_mut()?.entry("params").or_insert(json!({}));
+            params["_meta"] = json!({ META_SUBSCRIPTION_ID: self.id });
+            return Some(note);
+        }
+    }
+}
