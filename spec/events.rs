@@ -859,7 +859,6 @@ fn mcp_over_stdio_notifies_between_responses() {
         json!({"jsonrpc": "2.0", "id": 4, "method": "resources/unsubscribe", "params": {"uri": "mirai://notes/a.md"}}),
     );
     assert_eq!(answer_to(4)["result"], json!({}));
-    drop(send_line);
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -722,16 +722,9 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
     // Responses and the subscriptions' notifications share stdout, one whole line at a time.
     let stdout = std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
     let session = mcp.session();
-    let mut notifier = mcp.notifier(session.clone());
-    let notes_out = stdout.clone();
-    std::thread::spawn(move || {
-        while let Some(note) = notifier.next_blocking() {
-            let mut out = notes_out.lock().unwrap_or_else(|p| p.into_inner());
-            if writeln!(out, "{note}").and_then(|()| out.flush()).is_err() {
-                return; // the client went away
-            }
-        }
-    });
+    // Notifications start with the first subscription: a client that never
+    // subscribes reads responses only.
+    let mut notifying = false;
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let line = line.map_err(|e| Failure::config(format!("cannot read stdin: {e}")))?;
@@ -743,6 +736,19 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
             Err(e) => Some(serde_json::json!({"jsonrpc": "2.0", "id": null,
                 "error": {"code": mirai::mcp::code::PARSE_ERROR, "message": format!("not JSON: {e}")}})),
         };
+        if !notifying && session.count() > 0 {
+            notifying = true;
+            let mut notifier = mcp.notifier(session.clone());
+            let notes_out = stdout.clone();
+            std::thread::spawn(move || {
+                while let Some(note) = notifier.next_blocking() {
+                    let mut out = notes_out.lock().unwrap_or_else(|p| p.into_inner());
+                    if writeln!(out, "{note}").and_then(|()| out.flush()).is_err() {
+                        return; // the client went away
+                    }
+                }
+            });
+        }
         if let Some(response) = response {
             let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
             let written = writeln!(out, "{response}").and_then(|()| out.flush());

@@ -105,6 +105,8 @@ pub async fn stream(app: web::Data<App>, req: HttpRequest) -> HttpResponse {
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
         .filter(|v| !v.is_empty());
+    // Someone listens: outside edits are compared with the index from now on.
+    app.ctx.index.follow();
     let sub = match app.ctx.events.stream(filter, last_id) {
         Ok(sub) => sub,
         Err(TooManyClients(max)) => {

@@ -137,6 +137,8 @@ pub struct LiveIndex {
     /// index has them): the watcher may see them first, and must not tell
     /// them as outside edits.
     writing: Mutex<HashMap<String, usize>>,
+    /// Set while [`LiveIndex::follow`] loads the index.
+    following: AtomicBool,
 }
 
 /// Holds notes in [`LiveIndex::writing`] for one write.
@@ -234,6 +236,7 @@ impl LiveIndex {
             on_change: Mutex::new(Vec::new()),
             events,
             writing: Mutex::new(HashMap::new()),
+            following: AtomicBool::new(false),
         }
     }
 
@@ -749,13 +752,6 @@ impl LiveIndex {
         };
         std::thread::spawn(move || {
             let _watcher = watcher; // lives as long as this thread
-                                    // Outside changes are told from the first moment: the index is
-                                    // loaded (or built) now rather than at the first query.
-            if let Some(live) = weak.upgrade() {
-                if let Err(e) = live.with_index(|_| ()) {
-                    log::warn!("could not load the index to follow the notes: {e}");
-                }
-            }
             loop {
                 let parts = match rx.recv_timeout(every) {
                     // Let a burst of events (a checkout, a pull) settle, then look once.
@@ -783,6 +779,22 @@ impl LiveIndex {
                     (also.proposals)();
                 }
             }
+        });
+    }
+
+    /// Loads (or builds) the index in the background when none is loaded, so
+    /// that outside edits are compared, taken in and told from now on (a
+    /// change stream or an MCP subscription opened: someone listens).
+    pub fn follow(self: &Arc<Self>) {
+        if self.read_lock().is_some() || self.following.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let live = Arc::clone(self);
+        std::thread::spawn(move || {
+            if let Err(e) = live.with_index(|_| ()) {
+                log::warn!("could not load the index to follow the notes: {e}");
+            }
+            live.following.store(false, Ordering::Release);
         });
     }
 

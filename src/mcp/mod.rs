@@ -79,11 +79,13 @@ impl Mcp {
             };
             return Err(error_response(id, &error));
         }
+        self.ctx.index.follow();
         Listen::open(&self.subscriptions, id.clone(), params).map_err(|e| error_response(id, &e))
     }
 
     /// The notifications of `session`'s subscriptions, from now on.
     pub fn notifier(&self, session: Arc<Subscribed>) -> Notifier {
+        self.ctx.index.follow();
         self.subscriptions.notifier(session)
     }
 
