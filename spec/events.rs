@@ -387,7 +387,7 @@ impl<R: BufRead> SkipHead for R {
 }
 
 #[test]
-fn a_pull_from_a_bare_remote_is_told_as_sync_with_the_round() {
+fn a_pull_and_a_replay_from_a_bare_remote_are_told_as_sync_with_the_round() {
     let dir = tempfile::tempdir().unwrap();
     let remote = dir.path().join("remote.git");
     let person_root = dir.path().join("person");
@@ -433,14 +433,26 @@ fn a_pull_from_a_bare_remote_is_told_as_sync_with_the_round() {
     person(&person_root, &["commit", "-qm", "from afar"]);
     person(&person_root, &["push", "-q", "origin", "main"]);
     let pushed = git(&person_root, &["rev-parse", "HEAD"]).trim().to_string();
+    // mirai's own commit meanwhile: its push is refused (never forced), so the pull replays it.
+    let local = write(&server, "c.md", "sea\n");
+    let (ev, _) = stream.until("commit", |d| d["source"] == "mirai");
+    assert_eq!(ev.data["commit"], local["commit"]);
     let answer = server.post_json("/mcp/repo/sync", &json!({}));
     assert_eq!(answer.status, 200, "{answer:?}");
 
+    let (moved, _) = stream.until("head_moved", |_| true);
+    assert_eq!(moved.data["from"], local["commit"]);
+    assert_eq!(moved.data["source"], "sync");
     let (ev, seen) = stream.until("commit", |d| d["subject"] == "from afar");
     assert!(seen.iter().all(|e| e.kind != "commit"), "{seen:?}");
     assert_eq!(ev.data["source"], "sync");
     assert_eq!(ev.data["commit"], pushed.as_str());
     assert_eq!(ev.data["paths"], json!([{"path": "b.md", "status": "A"}]));
+    assert!(ev.data.get("replaces").is_none());
+    let (replayed, _) = stream.until("commit", |d| d["replaces"] == local["commit"]);
+    assert_eq!(replayed.data["source"], "sync");
+    assert_eq!(replayed.data["commit"], server.head().as_str());
+    assert_eq!(moved.data["to"], server.head().as_str());
     assert_eq!(server.read("b.md").body["content"], "beta\n");
     let (round, _) = stream.until("sync", |d| d["pulled"] == true);
     assert_eq!(round.data["last_error"], Value::Null);
