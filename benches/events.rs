@@ -1,6 +1,7 @@
 //! The change stream's cost and speed, against the real server on loopback:
 //! `patch.apply`'s median over HTTP with no stream client and with 64
-//! connected (same run, same notes); the time from a write's answer to its
+//! connected (same run: two servers over copies of the same notes, their
+//! applies alternating); the time from a write's answer to its
 //! `commit` event on a stream; the time from an outside save (a file written
 //! beside mirai) to its `notes_changed` event.
 //!
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use support::{git, report, Server};
 
-const SAMPLES: usize = 100;
+const SAMPLES: usize = 200;
 const CLIENTS: usize = 64;
 const SAVES: usize = 20;
 
@@ -95,27 +96,21 @@ fn seed(root: &Path, notes: usize) {
     );
 }
 
-/// `patch.apply` creating a new note, `SAMPLES` times; the answers' commits and times.
-fn applies(server: &Server, tag: &str) -> (Vec<f64>, Vec<(String, Instant)>) {
-    let mut samples = Vec::with_capacity(SAMPLES);
-    let mut answered = Vec::with_capacity(SAMPLES);
-    for i in 0..SAMPLES {
-        let patch = format!("--- /dev/null\n+++ b/bench/{tag}{i}.md\n@@ -0,0 +1 @@\n+line {i}\n");
-        let started = Instant::now();
-        let answer: Value = server
-            .client
-            .post(format!("{}/mcp/patch/apply", server.url))
-            .json(&json!({"patch": patch}))
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
-        let done = Instant::now();
-        samples.push((done - started).as_secs_f64() * 1000.0);
-        let commit = answer["commit"].as_str().expect("a commit").to_string();
-        answered.push((commit, done));
-    }
-    (samples, answered)
+/// One `patch.apply` creating note `bench/{tag}{i}.md`: its time and its answer's commit.
+fn apply(server: &Server, tag: &str, i: usize) -> (f64, String, Instant) {
+    let patch = format!("--- /dev/null\n+++ b/bench/{tag}{i}.md\n@@ -0,0 +1 @@\n+line {i}\n");
+    let started = Instant::now();
+    let answer: Value = server
+        .client
+        .post(format!("{}/mcp/patch/apply", server.url))
+        .json(&json!({"patch": patch}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let done = Instant::now();
+    let commit = answer["commit"].as_str().expect("a commit").to_string();
+    ((done - started).as_secs_f64() * 1000.0, commit, done)
 }
 
 fn main() {
@@ -125,9 +120,15 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(500);
     let work = tempfile::tempdir().unwrap();
+    // Two servers over two copies of the same notes: one with no stream
+    // client, one with 64; their applies alternate, so the machine's other
+    // load falls on both alike.
     let root = work.path().join("notes");
+    let quiet_root = work.path().join("quiet");
     seed(&root, notes);
+    support::copy_tree(&root, &quiet_root);
     let server = Server::start(&root);
+    let quiet = Server::start(&quiet_root);
     // The index loaded, so outside saves are compared from now on.
     server
         .client
@@ -135,28 +136,26 @@ fn main() {
         .send()
         .unwrap();
     println!("events bench: {notes} notes, {SAMPLES} applies per case, {CLIENTS} stream clients");
-
-    // Warm-up, then no stream client.
     for i in 0..5 {
-        let patch = format!("--- /dev/null\n+++ b/warm/{i}.md\n@@ -0,0 +1 @@\n+w\n");
-        server
-            .client
-            .post(format!("{}/mcp/patch/apply", server.url))
-            .json(&json!({"patch": patch}))
-            .send()
-            .unwrap();
+        apply(&server, "warm", i);
+        apply(&quiet, "warm", i);
     }
-    let (mut none, _) = applies(&server, "a");
-    let none_median = report("patch.apply, no stream client", &mut none);
-
-    // 64 clients: one timed, 63 counting.
+    // 64 clients on one server: one timed, 63 counting.
     let received = Arc::new(AtomicUsize::new(0));
     let (tx, rx) = mpsc::channel();
     stream(&server.url, "", Some(tx), received.clone());
     for _ in 1..CLIENTS {
         stream(&server.url, "", None, received.clone());
     }
-    let (mut with, answered) = applies(&server, "b");
+    let (mut none, mut with) = (Vec::new(), Vec::new());
+    let mut answered = Vec::with_capacity(SAMPLES);
+    for i in 0..SAMPLES {
+        none.push(apply(&quiet, "a", i).0);
+        let (ms, commit, done) = apply(&server, "b", i);
+        with.push(ms);
+        answered.push((commit, done));
+    }
+    let none_median = report("patch.apply, no stream client", &mut none);
     let with_median = report("patch.apply, 64 stream clients", &mut with);
     println!(
         "{:<44} {:+.1} %",

@@ -29,6 +29,8 @@ pub struct Event {
     /// The SSE event name: `commit`, `head_moved`, `notes_changed`, ...
     pub kind: &'static str,
     pub data: Value,
+    /// `data` as one JSON line, written once for every subscriber.
+    pub data_line: String,
     /// The note paths it touches, for `path_prefix` (`None`: it carries none).
     paths: Option<Vec<String>>,
 }
@@ -59,11 +61,13 @@ pub enum Item {
 }
 
 impl Item {
-    /// The SSE `id:`, `event:` and `data:` of this item.
-    pub fn parts(&self) -> (&str, &str, Value) {
+    /// The SSE `id:`, `event:` and `data:` (one JSON line) of this item.
+    pub fn parts(&self) -> (&str, &str, std::borrow::Cow<'_, str>) {
         match self {
-            Item::Event(event) => (&event.id, event.kind, event.data.clone()),
-            Item::Reset { id, reason } => (id, "reset", json!({ "reason": reason })),
+            Item::Event(event) => (&event.id, event.kind, event.data_line.as_str().into()),
+            Item::Reset { id, reason } => {
+                (id, "reset", json!({ "reason": reason }).to_string().into())
+            }
         }
     }
 }
@@ -157,6 +161,7 @@ impl Events {
             id: format!("{}-{seq}", self.prefix),
             seq,
             kind,
+            data_line: data.to_string(),
             data,
             paths,
         });
@@ -457,7 +462,7 @@ mod tests {
         hub.publish("index", json!(4), None);
         let data: Vec<Value> = drain(&mut sub)
             .into_iter()
-            .map(|item| item.parts().2)
+            .map(|item| serde_json::from_str(&item.parts().2).unwrap())
             .collect();
         assert_eq!(data, vec![json!(2), json!(4)]);
     }

@@ -474,11 +474,14 @@ pub fn drift(
             }
         }
     }
-    drift.removed.extend(
-        idx.paths()
-            .filter(|path| !on_disk.contains(path))
-            .map(str::to_string),
-    );
+    // A note missing from `current` may have been written after the walk
+    // that made it (by mirai, whose index already has it): gone only when
+    // it cannot be read now.
+    for path in idx.paths() {
+        if !on_disk.contains(path) && read(path).is_none() {
+            drift.removed.push(path.to_string());
+        }
+    }
     drift
 }
 
