@@ -10,7 +10,7 @@
 mod support;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
@@ -41,6 +41,13 @@ fn stream(url: &str, query: &str, tx: Option<mpsc::Sender<Arrived>>, count: Arc<
         .send()
         .expect("the stream opens");
     assert_eq!(response.status(), 200, "stream refused");
+    let Some(tx) = tx else {
+        // A counting client reads bytes and counts frames, nothing more (the
+        // bench's own readers share the machine with the server).
+        std::thread::spawn(move || count_frames(response, &count));
+        return;
+    };
+    let tx = Some(tx);
     std::thread::spawn(move || {
         let (mut kind, mut data) = (String::new(), String::new());
         for line in BufReader::new(response).lines() {
@@ -66,6 +73,29 @@ fn stream(url: &str, query: &str, tx: Option<mpsc::Sender<Arrived>>, count: Arc<
             }
         }
     });
+}
+
+/// Counts the `data:` lines of a stream as they arrive.
+fn count_frames(mut response: impl Read, count: &AtomicUsize) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut tail = 0u8;
+    loop {
+        let n = match response.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        // A frame's data line starts right after a newline: "\ndata: ".
+        let mut frames = 0;
+        let mut previous = tail;
+        for &b in &buf[..n] {
+            if previous == b'\n' && b == b'd' {
+                frames += 1;
+            }
+            previous = b;
+        }
+        tail = previous;
+        count.fetch_add(frames, Ordering::Relaxed);
+    }
 }
 
 /// Seeds `root` with `notes` notes in one commit.
