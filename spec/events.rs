@@ -805,7 +805,7 @@ fn mcp_subscriptions_are_bounded_per_session_and_in_all() {
 }
 
 #[test]
-fn mcp_over_stdio_notifies_between_responses() {
+fn mcp_over_stdio_notifies_between_responses_for_both_revisions() {
     let server = TestServer::with_note("a.md", "one\n");
     let mut child = mirai_cli()
         .arg("mcp")
@@ -871,6 +871,39 @@ fn mcp_over_stdio_notifies_between_responses() {
         json!({"jsonrpc": "2.0", "id": 4, "method": "resources/unsubscribe", "params": {"uri": "mirai://notes/a.md"}}),
     );
     assert_eq!(answer_to(4)["result"], json!({}));
+    // 2026-07-28's listen on the same connection: acknowledged, then tagged notifications.
+    send_line(
+        json!({"jsonrpc": "2.0", "id": 5, "method": "subscriptions/listen", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"},
+        "notifications": {"resourceSubscriptions": ["mirai://notes/a.md"]}}}),
+    );
+    let ack = rx.recv_timeout(WITHIN).expect("the acknowledgement");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        5
+    );
+    send_line(
+        json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {
+        "name": "notes_write", "arguments": {"path": "a.md", "content": "three\n"}}}),
+    );
+    let deadline = Instant::now() + WITHIN;
+    let tagged = loop {
+        let message = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("a notification of the listen");
+        if message["method"] == "notifications/resources/updated" {
+            break message;
+        }
+    };
+    assert_eq!(tagged["params"]["uri"], "mirai://notes/a.md");
+    assert_eq!(
+        tagged["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        5
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

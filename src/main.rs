@@ -732,6 +732,28 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
             continue;
         }
         let response = match mirai::json::from_str(&line) {
+            // 2026-07-28's listen: its acknowledgement now, its notifications between responses.
+            Ok(message) if is_listen(&message) => {
+                match mcp.listen(message["id"].clone(), &message["params"]) {
+                    Ok((ack, mut listen)) => {
+                        let notes_out = stdout.clone();
+                        let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
+                        if writeln!(out, "{ack}").and_then(|()| out.flush()).is_err() {
+                            break;
+                        }
+                        std::thread::spawn(move || {
+                            while let Some(note) = listen.next_blocking() {
+                                let mut out = notes_out.lock().unwrap_or_else(|p| p.into_inner());
+                                if writeln!(out, "{note}").and_then(|()| out.flush()).is_err() {
+                                    return; // the client went away
+                                }
+                            }
+                        });
+                        None
+                    }
+                    Err(error) => Some(error),
+                }
+            }
             Ok(message) => mcp.handle(&message, Some(&session)),
             Err(e) => Some(serde_json::json!({"jsonrpc": "2.0", "id": null,
                 "error": {"code": mirai::mcp::code::PARSE_ERROR, "message": format!("not JSON: {e}")}})),
@@ -760,6 +782,13 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
     app::persist_index(&ctx, "before exit");
     app::push_before_exit(&ctx);
     Ok(())
+}
+
+/// Whether `message` is a 2026-07-28 `subscriptions/listen` request.
+fn is_listen(message: &serde_json::Value) -> bool {
+    message["method"] == "subscriptions/listen"
+        && message.get("id").is_some()
+        && mirai::mcp::requested_version(&message["params"]).is_some()
 }
 
 fn serve(args: ServeArgs) -> Result<(), Failure> {

@@ -327,13 +327,30 @@ impl Listen {
     /// The next notification of this listen, tagged with its subscription id.
     pub async fn next(&mut self) -> Option<Value> {
         loop {
-            let mut note = self.notifier.next().await?;
-            if note["method"] == "notifications/resources/list_changed" && !self.list_changed {
-                continue;
+            let note = self.notifier.next().await?;
+            if let Some(note) = self.tagged(note) {
+                return Some(note);
             }
-            let params = note.as_object_mut()?.entry("params").or_insert(json!({}));
-            params["_meta"] = json!({ META_SUBSCRIPTION_ID: self.id });
-            return Some(note);
         }
+    }
+
+    /// [`Listen::next`], waiting on this thread (stdio).
+    pub fn next_blocking(&mut self) -> Option<Value> {
+        loop {
+            let note = self.notifier.next_blocking()?;
+            if let Some(note) = self.tagged(note) {
+                return Some(note);
+            }
+        }
+    }
+
+    /// `note` with this listen's id, unless it is a kind the listen did not ask for.
+    fn tagged(&self, mut note: Value) -> Option<Value> {
+        if note["method"] == "notifications/resources/list_changed" && !self.list_changed {
+            return None;
+        }
+        let params = note.as_object_mut()?.entry("params").or_insert(json!({}));
+        params["_meta"] = json!({ META_SUBSCRIPTION_ID: self.id });
+        Some(note)
     }
 }
