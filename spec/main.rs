@@ -17,6 +17,7 @@ mod cowriters;
 mod crash;
 mod docs;
 mod edges;
+mod events;
 mod foundation;
 mod history;
 mod index;

@@ -67,7 +67,9 @@ fn every_served_route_is_documented_and_every_documented_route_is_served() {
 fn every_documented_route_is_answered_by_the_live_server() {
     let server = TestServer::start();
     for (method, path) in documented_routes() {
-        let url = format!("{}{}", server.url, path);
+        // The change stream never ends; a filter it refuses shows it is routed.
+        let query = if path == "/events" { "?types=none" } else { "" };
+        let url = format!("{}{}{query}", server.url, path);
         let request = match method.as_str() {
             "GET" => server.raw().get(url),
             "POST" => server.raw().post(url).body("{}"),

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use crate::agent::Agent;
 use crate::bootstrap::{self, Prepared};
 use crate::config::Config;
-use crate::index::live::WATCH_EVERY;
+use crate::events::Events;
+use crate::index::live::{AlsoWatched, WATCH_EVERY};
 use crate::mcp::Mcp;
 use crate::notes::Notes;
 use crate::ops::{Context, PolicyMode};
@@ -54,10 +55,25 @@ pub fn build(config: Config) -> Result<App, StartError> {
 /// search, commits are pushed, the remote is pulled).
 pub fn build_on(config: Config, notes: Notes) -> Result<App, StartError> {
     let sandbox = Arc::new(sandbox(&config)?);
-    let ctx = Arc::new(Context::new(notes, config.ops_settings()));
+    let events = Arc::new(Events::new(
+        config.events.backlog,
+        config.events.max_clients,
+    ));
+    let ctx = Arc::new(Context::with_events(
+        notes,
+        config.ops_settings(),
+        events,
+    ));
     recover(&ctx);
     ctx.index.warm_up();
-    ctx.index.watch(WATCH_EVERY);
+    let (announcer, proposals) = (ctx.announcer.clone(), ctx.proposals.clone());
+    ctx.index.watch(
+        WATCH_EVERY,
+        AlsoWatched {
+            refs: Box::new(move || announcer.look()),
+            proposals: Box::new(move || proposals.look()),
+        },
+    );
     if let (Some(embeddings), Some(embed)) = (&ctx.embeddings, &config.embed) {
         embeddings.start();
         log::info!(
@@ -87,6 +103,7 @@ pub fn build_on(config: Config, notes: Notes) -> Result<App, StartError> {
         ctx.clone(),
         sandbox.clone(),
         config.mcp_max_result_bytes,
+        config.events.mcp_max_subscriptions,
     ));
     Ok(App {
         config,

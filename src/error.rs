@@ -31,6 +31,8 @@ pub enum ErrorCode {
     GuardRefused,
     /// Review mode: as many proposals are pending as `MIRAI_PROPOSALS_MAX_PENDING` allows.
     TooManyProposals,
+    /// As many change streams are open as `MIRAI_EVENTS_MAX_CLIENTS` allows.
+    TooManyStreams,
     /// The request body did not arrive in time (`MIRAI_BODY_TIMEOUT_MS`).
     RequestTimeout,
     GitError,
@@ -75,6 +77,7 @@ impl ErrorCode {
             ErrorCode::NoteTooLarge => "note_too_large",
             ErrorCode::GuardRefused => "guard_refused",
             ErrorCode::TooManyProposals => "too_many_proposals",
+            ErrorCode::TooManyStreams => "too_many_streams",
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::GitError => "git_error",
             ErrorCode::InvalidIndexArtifact => "invalid_index_artifact",
@@ -92,7 +95,7 @@ impl ErrorCode {
     }
 
     /// Every code, for lookups by wire name.
-    pub const ALL: [ErrorCode; 29] = [
+    pub const ALL: [ErrorCode; 30] = [
         ErrorCode::InvalidPath,
         ErrorCode::InvalidExtension,
         ErrorCode::InvalidPatch,
@@ -109,6 +112,7 @@ impl ErrorCode {
         ErrorCode::NoteTooLarge,
         ErrorCode::GuardRefused,
         ErrorCode::TooManyProposals,
+        ErrorCode::TooManyStreams,
         ErrorCode::RequestTimeout,
         ErrorCode::GitError,
         ErrorCode::InvalidIndexArtifact,
@@ -150,7 +154,9 @@ impl ErrorCode {
             ErrorCode::GuardRefused => 422,
             ErrorCode::TooManyProposals => 429,
             ErrorCode::GitError | ErrorCode::InvalidIndexArtifact | ErrorCode::Internal => 500,
-            ErrorCode::LlmUnavailable | ErrorCode::RemoteUnavailable => 503,
+            ErrorCode::LlmUnavailable
+            | ErrorCode::RemoteUnavailable
+            | ErrorCode::TooManyStreams => 503,
             ErrorCode::InsufficientStorage => 507,
             // A program's or a model's failure is reported inside a 200 answer
             // (docs/src/sandbox.md, docs/src/agent.md); these statuses apply

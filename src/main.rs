@@ -62,6 +62,9 @@ enum Command {
     /// Print the HTTP API's OpenAPI 3.1 document (YAML), generated from the
     /// operation table; spec/openapi.yaml is this output.
     Openapi,
+    /// Print a running server's change stream (GET /events), one JSON line per
+    /// event ({"id","type","data"}); reconnects with Last-Event-ID when dropped.
+    Watch(WatchArgs),
     /// Review mode's proposals, with the operator's permissions (a reviewer's):
     /// list, show, approve or reject them.
     Proposals {
@@ -119,6 +122,26 @@ struct RejectArgs {
     reason: Option<String>,
     #[command(flatten)]
     notes: NotesArgs,
+}
+
+#[derive(Debug, Args)]
+struct WatchArgs {
+    /// The server's base URL; without it, http://HOST:PORT as `serve` reads them.
+    #[arg(long)]
+    url: Option<String>,
+    /// Only these event types, comma-separated (commit, head_moved, notes_changed,
+    /// proposal, run, index, sync).
+    #[arg(long)]
+    types: Option<String>,
+    /// Only events touching notes under this path (and those carrying no paths).
+    #[arg(long)]
+    path_prefix: Option<String>,
+    /// Address the server listens on (for the default URL).
+    #[arg(long, env = "HOST", default_value = "127.0.0.1")]
+    host: String,
+    /// Port the server listens on (for the default URL).
+    #[arg(long, env = "PORT", default_value_t = 4567)]
+    port: u16,
 }
 
 #[derive(Debug, Args)]
@@ -212,7 +235,10 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
     // Listing the table or printing the API's document touches no notes.
-    let touches_notes = !matches!(cli.command, Some(Command::Ops | Command::Openapi));
+    let touches_notes = !matches!(
+        cli.command,
+        Some(Command::Ops | Command::Openapi | Command::Watch(_))
+    );
     let allowed = if touches_notes { refuse_root() } else { Ok(()) };
     let result = allowed.and_then(|()| match cli.command {
         Some(Command::Serve(args)) => serve(args),
@@ -232,6 +258,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Some(Command::Proposals { action }) => proposals(action),
+        Some(Command::Watch(args)) => watch(args),
         None => serve(cli.serve),
     });
     match result {
@@ -241,6 +268,37 @@ fn main() -> ExitCode {
             ExitCode::from(failure.code)
         }
     }
+}
+
+/// `mirai watch`: one JSON line per event of a running server's change
+/// stream, until the server refuses it (exit 1 with its answer).
+fn watch(args: WatchArgs) -> Result<(), Failure> {
+    use std::io::Write;
+    let host = match args.host.as_str() {
+        "0.0.0.0" | "" => "127.0.0.1".to_string(),
+        "::" => "[::1]".to_string(),
+        host if host.contains(':') && !host.starts_with('[') => format!("[{host}]"),
+        host => host.to_string(),
+    };
+    let watch = mirai::watch::Watch {
+        url: args
+            .url
+            .unwrap_or_else(|| format!("http://{host}:{}", args.port)),
+        token: std::env::var("MIRAI_API_TOKEN")
+            .ok()
+            .filter(|t| !t.trim().is_empty()),
+        types: args.types,
+        path_prefix: args.path_prefix,
+    };
+    let stdout = std::io::stdout();
+    let mut print = |event: &serde_json::Value| {
+        let mut out = stdout.lock();
+        let _ = writeln!(out, "{event}");
+        let _ = out.flush();
+    };
+    watch
+        .run(&mut print)
+        .map_err(|message| Failure { code: 1, message })
 }
 
 /// A reason to stop, with the exit code it deserves.
@@ -662,20 +720,61 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
     // Wired as `serve` is: index warm-up and watcher, sync, the sandbox.
     let app = app::build_on(config, notes).map_err(Failure::config)?;
     let (ctx, mcp) = (app.ctx.clone(), app.mcp.clone());
+    // Responses and the subscriptions' notifications share stdout, one whole line at a time.
+    let stdout = std::sync::Arc::new(std::sync::Mutex::new(std::io::stdout()));
+    let session = mcp.session();
+    // Notifications start with the first subscription: a client that never
+    // subscribes reads responses only.
+    let mut notifying = false;
     let stdin = std::io::stdin();
-    let mut stdout = std::io::stdout().lock();
     for line in stdin.lock().lines() {
         let line = line.map_err(|e| Failure::config(format!("cannot read stdin: {e}")))?;
         if line.trim().is_empty() {
             continue;
         }
         let response = match mirai::json::from_str(&line) {
-            Ok(message) => mcp.handle(&message),
+            // 2026-07-28's listen: its acknowledgement now, its notifications between responses.
+            Ok(message) if is_listen(&message) => {
+                match mcp.listen(message["id"].clone(), &message["params"]) {
+                    Ok((ack, mut listen)) => {
+                        let notes_out = stdout.clone();
+                        let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
+                        if writeln!(out, "{ack}").and_then(|()| out.flush()).is_err() {
+                            break;
+                        }
+                        std::thread::spawn(move || {
+                            while let Some(note) = listen.next_blocking() {
+                                let mut out = notes_out.lock().unwrap_or_else(|p| p.into_inner());
+                                if writeln!(out, "{note}").and_then(|()| out.flush()).is_err() {
+                                    return; // the client went away
+                                }
+                            }
+                        });
+                        None
+                    }
+                    Err(error) => Some(error),
+                }
+            }
+            Ok(message) => mcp.handle(&message, Some(&session)),
             Err(e) => Some(serde_json::json!({"jsonrpc": "2.0", "id": null,
                 "error": {"code": mirai::mcp::code::PARSE_ERROR, "message": format!("not JSON: {e}")}})),
         };
+        if !notifying && session.count() > 0 {
+            notifying = true;
+            let mut notifier = mcp.notifier(session.clone());
+            let notes_out = stdout.clone();
+            std::thread::spawn(move || {
+                while let Some(note) = notifier.next_blocking() {
+                    let mut out = notes_out.lock().unwrap_or_else(|p| p.into_inner());
+                    if writeln!(out, "{note}").and_then(|()| out.flush()).is_err() {
+                        return; // the client went away
+                    }
+                }
+            });
+        }
         if let Some(response) = response {
-            let written = writeln!(stdout, "{response}").and_then(|()| stdout.flush());
+            let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
+            let written = writeln!(out, "{response}").and_then(|()| out.flush());
             if written.is_err() {
                 break; // the client went away
             }
@@ -684,6 +783,13 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
     app::persist_index(&ctx, "before exit");
     app::push_before_exit(&ctx);
     Ok(())
+}
+
+/// Whether `message` is a 2026-07-28 `subscriptions/listen` request.
+fn is_listen(message: &serde_json::Value) -> bool {
+    message["method"] == "subscriptions/listen"
+        && message.get("id").is_some()
+        && mirai::mcp::requested_version(&message["params"]).is_some()
 }
 
 fn serve(args: ServeArgs) -> Result<(), Failure> {

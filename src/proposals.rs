@@ -7,6 +7,11 @@
 //! every path a plain note path, its status consistent. What a file says is
 //! cached by its identity (inode, size, mtime), so listing a thousand pending
 //! proposals reads only the files that changed. Knows nothing of operations.
+//!
+//! The change stream hears of each proposal filed, applied or rejected from
+//! here: in this process when a file is saved, from another process (the CLI
+//! deciding) when the watcher sees the folder change ([`Proposals::look`]);
+//! the status last told per proposal keeps each change told once.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -19,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::durable;
 use crate::error::{Error, ErrorCode, Result};
+use crate::events::Events;
 use crate::notes::root::{open_folder, open_regular_in};
 use crate::notes::Notes;
 
@@ -117,6 +123,10 @@ pub struct Proposals {
     read_cap: u64,
     /// What each file said, by name, while its identity stays the same.
     cache: Mutex<HashMap<String, (Stamp, Arc<Proposal>)>>,
+    /// The change stream, and the status last told of each proposal (`None`:
+    /// not read yet; filled from the files before the first change is told).
+    events: Arc<Events>,
+    told: Mutex<Option<HashMap<String, Status>>>,
 }
 
 /// A file's identity: a rewrite (temp + rename) changes it.
@@ -164,11 +174,54 @@ pub struct Decision {
 impl Proposals {
     /// The store of `notes`; a file larger than `max_body_bytes` (twice: diffs
     /// and message) plus some room is refused unread.
-    pub fn new(notes: Notes, max_body_bytes: usize) -> Proposals {
+    pub fn new(notes: Notes, max_body_bytes: usize, events: Arc<Events>) -> Proposals {
         Proposals {
             notes,
             read_cap: (max_body_bytes as u64).saturating_mul(2) + FILE_SLACK,
             cache: Mutex::new(HashMap::new()),
+            events,
+            told: Mutex::new(None),
+        }
+    }
+
+    /// The statuses told so far, read from the files the first time.
+    fn told(&self) -> std::sync::MutexGuard<'_, Option<HashMap<String, Status>>> {
+        let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+        if told.is_none() {
+            let known = self.list().map(|listing| {
+                listing
+                    .proposals
+                    .iter()
+                    .map(|p| (p.id.clone(), p.status))
+                    .collect()
+            });
+            *told = Some(known.unwrap_or_default());
+        }
+        told
+    }
+
+    /// Tells the change stream of `proposal` when its status is news.
+    fn tell(&self, told: &mut HashMap<String, Status>, proposal: &Proposal) {
+        if told.get(&proposal.id) == Some(&proposal.status) {
+            return;
+        }
+        told.insert(proposal.id.clone(), proposal.status);
+        let paths: Vec<String> = proposal.changes.iter().map(|c| c.path.clone()).collect();
+        self.events.publish(
+            "proposal",
+            serde_json::json!({"id": proposal.id, "status": proposal.status.as_str(), "paths": paths}),
+            Some(paths),
+        );
+    }
+
+    /// Tells the change stream of proposals another process filed or decided.
+    pub fn look(&self) {
+        let mut told = self.told();
+        let Ok(listing) = self.list() else { return };
+        let known = told.get_or_insert_with(HashMap::new);
+        // Oldest first, as they were filed.
+        for proposal in listing.proposals.iter().rev() {
+            self.tell(known, proposal);
         }
     }
 
@@ -189,6 +242,7 @@ impl Proposals {
     /// Writes `proposal` whole: a temp file beside it, synced, renamed into place.
     pub fn save(&self, proposal: &Proposal) -> Result<()> {
         let name = file_name(&proposal.id)?;
+        let mut told = self.told();
         let dir = self
             .folder(true)?
             .ok_or_else(|| Error::internal(format!("cannot create .mirai/{FOLDER}/")))?;
@@ -207,7 +261,9 @@ impl Proposals {
                 ),
             )
         };
-        durable::replace(&dir, &name, &bytes).map_err(failed)
+        durable::replace(&dir, &name, &bytes).map_err(failed)?;
+        self.tell(told.get_or_insert_with(HashMap::new), proposal);
+        Ok(())
     }
 
     /// Proposal `id`: 404 when there is none (or `id` is no UUID), 409 when its
@@ -420,7 +476,8 @@ mod tests {
     fn store() -> (tempfile::TempDir, Proposals) {
         let dir = tempfile::tempdir().unwrap();
         let notes = Notes::open(dir.path()).unwrap();
-        (dir, Proposals::new(notes, 1024))
+        let events = Arc::new(crate::events::Events::new(10, 1));
+        (dir, Proposals::new(notes, 1024, events))
     }
 
     fn proposal(id: &str) -> Proposal {

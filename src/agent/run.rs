@@ -146,7 +146,29 @@ impl Agent {
             .list()
             .map(|notes| notes.into_iter().collect())
             .unwrap_or_default();
-        let mut transcript = Transcript::create(&self.runs, &run_id, listener);
+        // The change stream hears the run start, each step end and the run end.
+        let (events, id) = (ctx.events.clone(), run_id.clone());
+        let mut steps_done = 0;
+        let mut telling = |event: &Event| {
+            let status = match event.kind {
+                "run_start" => Some("started"),
+                "code_end" | "reply_held" => {
+                    steps_done += 1;
+                    Some("step")
+                }
+                "run_end" => Some("ended"),
+                _ => None,
+            };
+            if let Some(status) = status {
+                let mut data = json!({"run_id": id, "status": status, "step": steps_done});
+                if let Some(stopped) = event.data.get("stopped") {
+                    data["stopped"] = stopped.clone();
+                }
+                events.publish("run", data, None);
+            }
+            listener(event);
+        };
+        let mut transcript = Transcript::create(&self.runs, &run_id, &mut telling);
         transcript.record(
             "run_start",
             json!({"run_id": run_id, "task": task, "max_steps": max_steps,

@@ -24,6 +24,7 @@ mod sync;
 
 pub use crate::agent::{AgentLimits, LlmConfig, DEFAULT_LLM_BASE_URL, MAX_AGENT_STEPS};
 pub use crate::embed::EmbedConfig;
+pub use crate::events::EventLimits;
 pub use crate::ops::{DirtyNotes, GuardMode, Guards, PolicyMode};
 pub use crate::repo::GitIdentity;
 pub use crate::sandbox::SandboxLimits;

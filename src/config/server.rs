@@ -1,11 +1,29 @@
 //! What the HTTP and MCP adapters serve with besides the policy: the browser
-//! origins and `Host` names they accept, and the size of an MCP tool result.
+//! origins and `Host` names they accept, the size of an MCP tool result, and
+//! the change stream's limits.
 
 use super::error::ConfigError;
 use super::read::{as_usize, invalid, Env};
 use super::settings::Config;
+use crate::events::MAX_EVENTS_BACKLOG;
 
 pub(super) fn read(env: Env, config: &mut Config) -> Result<(), ConfigError> {
+    const BACKLOG: &str = "a number of events from 1 to 100000";
+    if let Some(n) = env.positive("MIRAI_EVENTS_BACKLOG", BACKLOG)? {
+        if n > MAX_EVENTS_BACKLOG {
+            return Err(invalid("MIRAI_EVENTS_BACKLOG", n.to_string(), BACKLOG));
+        }
+        config.events.backlog = as_usize(n);
+    }
+    if let Some(n) = env.positive("MIRAI_EVENTS_MAX_CLIENTS", "a positive number of streams")? {
+        config.events.max_clients = as_usize(n);
+    }
+    if let Some(n) = env.positive(
+        "MIRAI_MCP_MAX_SUBSCRIPTIONS",
+        "a positive number of subscriptions",
+    )? {
+        config.events.mcp_max_subscriptions = as_usize(n);
+    }
     if let Some(n) = env.positive("MIRAI_MCP_MAX_RESULT_BYTES", "a positive number of bytes")? {
         config.mcp_max_result_bytes = as_usize(n);
     }

@@ -47,6 +47,8 @@ pub struct Config {
     pub reviewer_token: Option<String>,
     /// Most pending proposals at once (`MIRAI_PROPOSALS_MAX_PENDING`, default 1000).
     pub proposals_max_pending: usize,
+    /// The change stream's limits (`GET /events`, MCP subscriptions).
+    pub events: crate::events::EventLimits,
     pub max_body_bytes: usize,
     /// The largest note mirai reads, indexes or writes (`MIRAI_MAX_NOTE_BYTES`);
     /// never below `max_body_bytes`.
@@ -102,6 +104,7 @@ impl std::fmt::Debug for Config {
             api_token,
             reviewer_token,
             proposals_max_pending,
+            events,
             max_body_bytes,
             max_note_bytes,
             body_timeout_ms,
@@ -131,6 +134,7 @@ impl std::fmt::Debug for Config {
             .field("api_token", &presence(api_token))
             .field("reviewer_token", &presence(reviewer_token))
             .field("proposals_max_pending", proposals_max_pending)
+            .field("events", events)
             .field("max_body_bytes", max_body_bytes)
             .field("max_note_bytes", max_note_bytes)
             .field("body_timeout_ms", body_timeout_ms)
@@ -213,6 +217,7 @@ impl Config {
             api_token: None,
             reviewer_token: None,
             proposals_max_pending: DEFAULT_PROPOSALS_MAX_PENDING,
+            events: crate::events::EventLimits::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_note_bytes: DEFAULT_MAX_NOTE_BYTES,
             body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
@@ -233,6 +238,7 @@ impl Config {
             max_changes: self.max_changes,
             max_move_notes: self.max_move_notes,
             proposals_max_pending: self.proposals_max_pending,
+            events: self.events,
             dirty_notes: self.dirty_notes,
             guards: self.guards,
             git_identity: self.git_identity.clone(),

@@ -3,12 +3,15 @@
 //! 2025-11-25 and before, a session id issued by `initialize` and
 //! required afterwards with the negotiated `MCP-Protocol-Version`; for
 //! 2026-07-28, no session and routing headers that must match the body; 202
-//! for notifications, 405 for `GET` (mirai offers no server-to-client stream).
+//! for notifications. `GET` with a session id opens the session's stream of
+//! server-to-client messages: the notifications of its resource
+//! subscriptions, as server-sent events (one stream per session).
 //! `Origin` (403 to a foreign one, as the transport requires) and the bearer
 //! token are checked before routing, as for every route.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -17,24 +20,38 @@ use serde_json::{json, Value};
 use super::peer::unless_gone;
 use super::respond::{error_response, gone, read_body};
 use crate::app::App;
-use crate::mcp::{code, requested_version, Mcp, PROTOCOL_VERSIONS};
+use crate::mcp::{code, requested_version, Mcp, Subscribed, PROTOCOL_VERSIONS};
 
 const SESSION_HEADER: &str = "Mcp-Session-Id";
 const VERSION_HEADER: &str = "MCP-Protocol-Version";
 /// Sessions kept at once; the oldest is forgotten first (its client re-initializes on 404).
 const MAX_SESSIONS: usize = 10_000;
 
-/// Live sessions: id -> the protocol revision negotiated for it, in creation order.
+/// One session: its revision, its subscriptions, whether its stream is open.
+#[derive(Clone)]
+struct Session {
+    version: &'static str,
+    subscribed: Arc<Subscribed>,
+    streaming: Arc<AtomicBool>,
+}
+
+/// Live sessions: id -> the session, in creation order.
 #[derive(Default)]
 pub struct Sessions {
-    live: Mutex<(
-        HashMap<String, &'static str>,
-        std::collections::VecDeque<String>,
-    )>,
+    live: Mutex<(HashMap<String, Session>, std::collections::VecDeque<String>)>,
+}
+
+/// Marks a session's stream open while it lives.
+struct Streaming(Arc<AtomicBool>);
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl Sessions {
-    fn open(&self, version: &'static str) -> String {
+    fn open(&self, version: &'static str, subscribed: Arc<Subscribed>) -> String {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         let (by_id, order) = &mut *live;
@@ -43,14 +60,19 @@ impl Sessions {
                 by_id.remove(&oldest);
             }
         }
-        by_id.insert(id.clone(), version);
+        let session = Session {
+            version,
+            subscribed,
+            streaming: Arc::new(AtomicBool::new(false)),
+        };
+        by_id.insert(id.clone(), session);
         order.push_back(id.clone());
         id
     }
 
-    fn version(&self, id: &str) -> Option<&'static str> {
+    fn get(&self, id: &str) -> Option<Session> {
         let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
-        live.0.get(id).copied()
+        live.0.get(id).cloned()
     }
 
     fn close(&self, id: &str) -> bool {
@@ -99,7 +121,9 @@ pub async fn post(
         if let Err(mismatch) = check_routing_headers(&req, &method, &message) {
             return rpc_error(StatusCode::BAD_REQUEST, code::HEADER_MISMATCH, &mismatch);
         }
-    } else if !initializing {
+    }
+    let mut session = None;
+    if !stateless && !initializing {
         let Some(id) = header_value(&req, SESSION_HEADER) else {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
@@ -107,13 +131,15 @@ pub async fn post(
                 "missing Mcp-Session-Id: send initialize first and then the session id it answered",
             );
         };
-        let Some(negotiated) = sessions.version(&id) else {
+        let Some(found) = sessions.get(&id) else {
             return rpc_error(
                 StatusCode::NOT_FOUND,
                 code::INVALID_REQUEST,
                 "unknown or ended session: initialize again",
             );
         };
+        let negotiated = found.version;
+        session = Some(found.subscribed);
         if let Some(sent) = header_value(&req, VERSION_HEADER) {
             if !PROTOCOL_VERSIONS.contains(&sent.as_str()) || sent != negotiated {
                 return rpc_error(
@@ -123,6 +149,9 @@ pub async fn post(
                 );
             }
         }
+    }
+    if stateless && method == "subscriptions/listen" {
+        return listen(&app, &message);
     }
     let mcp = app.mcp.clone();
     // A repo_sync call waits for its sync holding no thread, as the HTTP row does;
@@ -136,7 +165,7 @@ pub async fn post(
         None => None,
     };
     let answered = web::block(move || {
-        let response = mcp.handle_synced(&message, synced);
+        let response = mcp.handle_synced(&message, synced, session.as_deref());
         (message, response)
     })
     .await;
@@ -157,7 +186,7 @@ pub async fn post(
     let mut answer = HttpResponse::build(status);
     if initializing && response.get("result").is_some() {
         let version = Mcp::negotiate(message["params"]["protocolVersion"].as_str());
-        answer.insert_header((SESSION_HEADER, sessions.open(version)));
+        answer.insert_header((SESSION_HEADER, sessions.open(version, app.mcp.session())));
     }
     answer.json(response)
 }
@@ -210,11 +239,116 @@ fn decode_header(value: &str) -> Option<String> {
     }
 }
 
-/// `GET /mcp`: mirai sends nothing unasked, so there is no stream to open.
-pub async fn get() -> HttpResponse {
-    HttpResponse::MethodNotAllowed()
-        .insert_header((header::ALLOW, "POST, DELETE"))
-        .json(json!({"jsonrpc": "2.0", "id": null, "error": {"code": code::INVALID_REQUEST, "message": "mirai offers no server-to-client stream; POST messages to /mcp"}}))
+/// 2026-07-28's `subscriptions/listen`: the answer is a stream of
+/// server-sent events, the acknowledgement first, then the notifications of
+/// the listen's subscriptions; closing it ends them.
+fn listen(app: &App, message: &Value) -> HttpResponse {
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let (ack, listen) = match app.mcp.listen(id, &message["params"]) {
+        Ok(opened) => opened,
+        Err(error) => {
+            let status = match error["error"]["code"].as_i64() {
+                Some(code::UNSUPPORTED_VERSION) => StatusCode::BAD_REQUEST,
+                _ => StatusCode::OK,
+            };
+            return HttpResponse::build(status).json(error);
+        }
+    };
+    let opening = futures_util::stream::once(async move {
+        Ok::<_, actix_web::Error>(web::Bytes::from(format!("event: message\ndata: {ack}\n\n")))
+    });
+    let stream = futures_util::stream::unfold(listen, |mut listen| async move {
+        use futures_util::future::{select, Either};
+        let chunk = {
+            let next = listen.next();
+            let idle = actix_web::rt::time::sleep(KEEP_ALIVE);
+            futures_util::pin_mut!(next, idle);
+            match select(next, idle).await {
+                Either::Left((Some(note), _)) => {
+                    web::Bytes::from(format!("event: message\ndata: {note}\n\n"))
+                }
+                Either::Left((None, _)) => return None,
+                Either::Right(_) => web::Bytes::from_static(b": keep-alive\n\n"),
+            }
+        };
+        Some((Ok::<_, actix_web::Error>(chunk), listen))
+    });
+    use futures_util::StreamExt;
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .streaming(opening.chain(stream))
+}
+
+/// How long the session stream stays silent before a comment line.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The next chunk of a session's stream: a notification, or a keep-alive comment.
+async fn next_note(notifier: &mut crate::mcp::Notifier) -> Option<web::Bytes> {
+    use futures_util::future::{select, Either};
+    let next = notifier.next();
+    let idle = actix_web::rt::time::sleep(KEEP_ALIVE);
+    futures_util::pin_mut!(next, idle);
+    match select(next, idle).await {
+        Either::Left((Some(note), _)) => Some(web::Bytes::from(format!(
+            "event: message\ndata: {note}\n\n"
+        ))),
+        Either::Left((None, _)) => None,
+        Either::Right(_) => Some(web::Bytes::from_static(b": keep-alive\n\n")),
+    }
+}
+
+/// `GET /mcp`: the session's stream (2025 revisions): the notifications of
+/// its resource subscriptions as server-sent events, until the session ends.
+pub async fn get(
+    app: web::Data<App>,
+    sessions: web::Data<Sessions>,
+    req: HttpRequest,
+) -> HttpResponse {
+    let accepts = header_value(&req, "Accept").is_some_and(|a| a.contains("text/event-stream"));
+    if !accepts {
+        return HttpResponse::MethodNotAllowed()
+            .insert_header((header::ALLOW, "POST, DELETE"))
+            .json(json!({"jsonrpc": "2.0", "id": null, "error": {"code": code::INVALID_REQUEST, "message": "GET /mcp opens a session's stream: send Accept: text/event-stream and the Mcp-Session-Id from initialize"}}));
+    }
+    let Some(id) = header_value(&req, SESSION_HEADER) else {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            code::INVALID_REQUEST,
+            "missing Mcp-Session-Id: the stream is a session's (initialize first)",
+        );
+    };
+    let Some(session) = sessions.get(&id) else {
+        return rpc_error(
+            StatusCode::NOT_FOUND,
+            code::INVALID_REQUEST,
+            "unknown or ended session: initialize again",
+        );
+    };
+    if session.streaming.swap(true, Ordering::AcqRel) {
+        return rpc_error(
+            StatusCode::CONFLICT,
+            code::INVALID_REQUEST,
+            "this session's stream is already open; one stream per session",
+        );
+    }
+    let streaming = Streaming(session.streaming.clone());
+    let notifier = app.mcp.notifier(session.subscribed.clone());
+    let state = (notifier, streaming, sessions.clone(), id);
+    let stream = futures_util::stream::unfold(state, |mut state| async move {
+        // A session ended (DELETE, or forgotten as the oldest) ends its stream.
+        state.2.get(&state.3)?;
+        let chunk = next_note(&mut state.0).await?;
+        Some((Ok::<_, actix_web::Error>(chunk), state))
+    });
+    let opening = futures_util::stream::once(async {
+        Ok::<_, actix_web::Error>(web::Bytes::from_static(b": mirai session stream\n\n"))
+    });
+    use futures_util::StreamExt;
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .streaming(opening.chain(stream))
 }
 
 /// `DELETE /mcp`: the client ends its session.

@@ -7,12 +7,13 @@
 //! before routing; one log line per request; body limits and the time a body
 //! may take to arrive; and turning a panic into a plain 500.
 //!
-//! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp` ->
+//! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp`, `events` ->
 //! `respond`; `middleware` -> `respond`; `row`, `hooks` -> `peer`; this file ->
 //! `routes`, `middleware`, `mcp`, `peer`. `openapi` (the generated document)
 //! stands apart: it reads the operation table and its own base file.
 
 mod agent;
+mod events;
 mod hooks;
 mod mcp;
 mod middleware;

@@ -1,6 +1,6 @@
 //! The route table: every row of the operation table at the route it declares
 //! (served by the one handler in `row.rs`), and the routes of mirai's own
-//! (`/health`, `/config`, `/agent/*`, `/mcp`). The server is built from
+//! (`/health`, `/config`, `/agent/*`, `/mcp`, `/events`). The server is built from
 //! [`endpoints`], and the OpenAPI spec is checked against it. Paths no route
 //! matches, and methods a path does not serve, are answered here too.
 
@@ -9,7 +9,7 @@ use actix_web::{web, HttpRequest, HttpResponse, Route};
 use serde_json::json;
 
 use super::respond::error_response;
-use super::{agent, hooks, mcp, row};
+use super::{agent, events, hooks, mcp, row};
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
 use crate::ops::{OpEntry, Verb, TABLE};
@@ -81,6 +81,7 @@ static OWN: &[Endpoint] = &[
     own(Verb::Get, "/mcp", || web::route().to(mcp::get)),
     own(Verb::Delete, "/mcp", || web::route().to(mcp::delete)),
     own(Verb::Post, "/hooks/push", || web::route().to(hooks::push)),
+    own(Verb::Get, "/events", || web::route().to(events::stream)),
 ];
 
 /// Every route the server answers: each row at its declared route, then mirai's own.

@@ -13,7 +13,7 @@
 //! dropped with it. It is never a second source of truth.
 
 use cap_std::fs::MetadataExt;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -23,6 +23,7 @@ use chrono::{DateTime, SubsecRound, Utc};
 use super::artifact::{self, ArtifactMeta, NoteStat};
 use super::Index;
 use crate::error::Result;
+use crate::events::Events;
 use crate::notes::Notes;
 use crate::vault::Vault;
 
@@ -132,6 +133,71 @@ pub struct LiveIndex {
     generation: AtomicU64,
     /// Called after each such change (the embedding worker's wake-up).
     on_change: Mutex<Vec<Box<dyn Fn() + Send + Sync>>>,
+    /// The change stream: outside changes taken in (`notes_changed`) and the
+    /// index rebuilt or invalidated (`index`).
+    events: Arc<Events>,
+    /// Notes mirai is writing now (from before their files change until the
+    /// index has them): the watcher may see them first, and must not tell
+    /// them as outside edits.
+    writing: Mutex<HashMap<String, usize>>,
+    /// Set while [`LiveIndex::follow`] loads the index.
+    following: AtomicBool,
+}
+
+/// Holds notes in [`LiveIndex::writing`] for one write.
+pub struct Writing<'a> {
+    live: &'a LiveIndex,
+    paths: Vec<String>,
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        let mut writing = self.live.writing_now();
+        for path in &self.paths {
+            if let Some(n) = writing.get_mut(path) {
+                *n -= 1;
+                if *n == 0 {
+                    writing.remove(path);
+                }
+            }
+        }
+    }
+}
+
+/// What the watcher also looks at besides the notes, each called on its own
+/// thread after a burst of file events there settles, and on every fallback walk.
+pub struct AlsoWatched {
+    /// HEAD, the branch refs or packed-refs changed (`.git/`).
+    pub refs: Box<dyn Fn() + Send>,
+    /// A proposal file changed (`.mirai/proposals/`).
+    pub proposals: Box<dyn Fn() + Send>,
+}
+
+/// What a burst of file events touched.
+const NOTES: u8 = 1;
+const REFS: u8 = 2;
+const PROPOSALS: u8 = 4;
+
+/// Which of the watched things a path under the notes root is part of (0: none).
+fn watched_part(rel: &std::path::Path) -> u8 {
+    let Some(rel) = rel.to_str() else { return 0 };
+    if let Some(git) = rel.strip_prefix(".git/") {
+        let git = git.strip_suffix(".lock").unwrap_or(git);
+        return if git == "HEAD" || git == "packed-refs" || git.starts_with("refs/heads/") {
+            REFS
+        } else {
+            0
+        };
+    }
+    if rel.starts_with(".mirai/proposals/") {
+        return PROPOSALS;
+    }
+    // mirai's own state, git's internals and hidden files are not notes.
+    if rel.split('/').any(|c| c.starts_with('.')) {
+        0
+    } else {
+        NOTES
+    }
 }
 
 /// Counts one write of the artifact in [`LiveIndex::own_write`] until it
@@ -152,7 +218,7 @@ impl Drop for OwnWrite<'_> {
 }
 
 impl LiveIndex {
-    pub fn new(notes: Notes) -> LiveIndex {
+    pub fn new(notes: Notes, events: Arc<Events>) -> LiveIndex {
         let tracked = crate::repo::tracked_under(notes.root(), ".mirai/");
         for path in &tracked {
             log::warn!("{path} is tracked in git; mirai ignores it (files under .mirai/ are mirai's own state and are never committed: git rm --cached it)");
@@ -172,7 +238,25 @@ impl LiveIndex {
             last_change: Mutex::new(Instant::now()),
             generation: AtomicU64::new(0),
             on_change: Mutex::new(Vec::new()),
+            events,
+            writing: Mutex::new(HashMap::new()),
+            following: AtomicBool::new(false),
         }
+    }
+
+    fn writing_now(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.writing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks `changes`' notes as being written by mirai until the guard drops
+    /// (after [`LiveIndex::notes_changed`]), so the watcher does not tell them.
+    pub fn writing(&self, changes: &[(&str, Option<&str>)]) -> Writing<'_> {
+        let paths: Vec<String> = changes.iter().map(|(p, _)| p.to_string()).collect();
+        let mut writing = self.writing_now();
+        for path in &paths {
+            *writing.entry(path.clone()).or_default() += 1;
+        }
+        Writing { live: self, paths }
     }
 
     /// How many times the index in memory has changed: equal numbers, the
@@ -389,7 +473,8 @@ impl LiveIndex {
                     // running) are taken in before the index answers anything.
                     let stats = self.note_stats()?;
                     self.unpersisted().clear();
-                    self.apply_drift(&mut fresh, &stats, SystemTime::now());
+                    // Changes made while no index looked are not news: not told.
+                    let _ = self.apply_drift(&mut fresh, &stats, SystemTime::now());
                     *slot = Some(fresh);
                     self.changed();
                     return Ok(());
@@ -481,6 +566,11 @@ impl LiveIndex {
         );
         drop(guard);
         self.changed();
+        self.events.publish(
+            "index",
+            serde_json::json!({"stale": false, "notes_indexed": rebuilt.notes_indexed}),
+            None,
+        );
         drop(own_write);
         drop(replaced);
         release_freed_memory();
@@ -506,10 +596,16 @@ impl LiveIndex {
         self.changed();
         drop(dropped);
         release_freed_memory();
-        match self.state() {
+        let removed = match self.state() {
             Some(state) => artifact::remove(&state),
             None => Ok(false),
-        }
+        };
+        self.events.publish(
+            "index",
+            serde_json::json!({"stale": true, "notes_indexed": 0}),
+            None,
+        );
+        removed
     }
 
     /// The `.mirai` folder, made when missing.
@@ -639,10 +735,10 @@ impl LiveIndex {
     /// network shares) a metadata walk every `every` finds the same changes.
     /// Either way only the notes that differ are read. The thread ends when the
     /// index is dropped.
-    pub fn watch(self: &Arc<Self>, every: Duration) {
+    pub fn watch(self: &Arc<Self>, every: Duration, also: AlsoWatched) {
         use notify::Watcher;
         let weak = Arc::downgrade(self);
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (tx, rx) = std::sync::mpsc::channel::<u8>();
         let root = self.notes.root().to_path_buf();
         let watched = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             let Ok(event) = event else { return };
@@ -651,15 +747,13 @@ impl LiveIndex {
             if event.kind.is_access() {
                 return;
             }
-            // mirai's own state, git's internals and hidden files are not notes.
-            let about_notes = event.paths.iter().any(|path| {
-                path.strip_prefix(&root).is_ok_and(|rel| {
-                    !rel.components()
-                        .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
-                })
-            });
-            if about_notes {
-                let _ = tx.send(());
+            let parts = event
+                .paths
+                .iter()
+                .filter_map(|path| path.strip_prefix(&root).ok())
+                .fold(0, |parts, rel| parts | watched_part(rel));
+            if parts != 0 {
+                let _ = tx.send(parts);
             }
         })
         .and_then(|mut watcher| {
@@ -679,22 +773,48 @@ impl LiveIndex {
         std::thread::spawn(move || {
             let _watcher = watcher; // lives as long as this thread
             loop {
-                match rx.recv_timeout(every) {
+                let parts = match rx.recv_timeout(every) {
                     // Let a burst of events (a checkout, a pull) settle, then look once.
-                    Ok(()) => {
+                    Ok(parts) => {
                         std::thread::sleep(WATCH_SETTLE);
-                        while rx.try_recv().is_ok() {}
+                        std::iter::from_fn(|| rx.try_recv().ok()).fold(parts, |a, b| a | b)
                     }
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => NOTES | REFS | PROPOSALS,
                     Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                        std::thread::sleep(every)
+                        std::thread::sleep(every);
+                        NOTES | REFS | PROPOSALS
+                    }
+                };
+                let Some(live) = weak.upgrade() else { return };
+                if parts & NOTES != 0 {
+                    if let Err(e) = live.sync_with_disk() {
+                        log::warn!("could not compare the index with the notes: {e}");
                     }
                 }
-                let Some(live) = weak.upgrade() else { return };
-                if let Err(e) = live.sync_with_disk() {
-                    log::warn!("could not compare the index with the notes: {e}");
+                drop(live);
+                if parts & REFS != 0 {
+                    (also.refs)();
+                }
+                if parts & PROPOSALS != 0 {
+                    (also.proposals)();
                 }
             }
+        });
+    }
+
+    /// Loads (or builds) the index in the background when none is loaded, so
+    /// that outside edits are compared, taken in and told from now on (a
+    /// change stream or an MCP subscription opened: someone listens).
+    pub fn follow(self: &Arc<Self>) {
+        if self.read_lock().is_some() || self.following.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let live = Arc::clone(self);
+        std::thread::spawn(move || {
+            if let Err(e) = live.with_index(|_| ()) {
+                log::warn!("could not load the index to follow the notes: {e}");
+            }
+            live.following.store(false, Ordering::Release);
         });
     }
 
@@ -713,18 +833,40 @@ impl LiveIndex {
         let Some(loaded) = guard.as_mut() else {
             return Ok(false);
         };
-        let changed = self.apply_drift(loaded, &stats, started);
+        let changed = self
+            .apply_drift(loaded, &stats, started)
+            .and_then(|mut paths| {
+                // Still under the index's lock: a note mirai is writing is mirai's change.
+                let writing = self.writing_now();
+                paths.retain(|p| !writing.contains_key(p));
+                (!paths.is_empty()).then_some(paths)
+            });
         if let (Some(vault), Some(attachments)) = (loaded.vault.as_mut(), attachments) {
             if vault.attachments_differ(&attachments) {
                 Arc::make_mut(vault).set_attachments(attachments);
             }
         }
         let from_artifact = matches!(loaded.source, Source::Artifact { .. });
+        let notes_indexed = loaded.index.notes_indexed();
         drop(guard);
-        if changed && from_artifact {
+        let Some(paths) = changed else {
+            return Ok(false);
+        };
+        // Told after the index holds them: a client that searches on the event finds them.
+        self.events.publish(
+            "notes_changed",
+            serde_json::json!({"paths": paths, "source": "outside"}),
+            Some(paths.clone()),
+        );
+        if from_artifact {
+            self.events.publish(
+                "index",
+                serde_json::json!({"stale": true, "notes_indexed": notes_indexed}),
+                None,
+            );
             self.schedule_persist();
         }
-        Ok(changed)
+        Ok(true)
     }
 
     /// What differs between `index`, last compared with the disk at `checked`,
@@ -740,12 +882,25 @@ impl LiveIndex {
     /// Applies to `loaded` what differs between it and `stats` (taken at
     /// `started`); notes are read here, under the caller's write lock, so a
     /// write by mirai that lands meanwhile is never overtaken by older text.
-    fn apply_drift(&self, loaded: &mut Loaded, stats: &[NoteStat], started: SystemTime) -> bool {
+    /// Answers the paths that changed, sorted (`None`: none).
+    fn apply_drift(
+        &self,
+        loaded: &mut Loaded,
+        stats: &[NoteStat],
+        started: SystemTime,
+    ) -> Option<Vec<String>> {
         let drift = self.drift(&loaded.index, loaded.checked, stats);
         loaded.checked = started;
         if drift.is_empty() {
-            return false;
+            return None;
         }
+        let mut paths: Vec<String> = drift
+            .changed
+            .iter()
+            .map(|(path, _)| path.clone())
+            .chain(drift.removed.iter().cloned())
+            .collect();
+        paths.sort();
         log::info!(
             "the index took in {} changed and {} removed notes from outside mirai",
             drift.changed.len(),
@@ -773,7 +928,7 @@ impl LiveIndex {
             unpersisted.extend(drift.changed.into_iter().map(|(path, _)| path));
             unpersisted.extend(drift.removed);
         }
-        true
+        Some(paths)
     }
 
     fn unpersisted(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {

@@ -13,6 +13,7 @@
 
 mod resources;
 mod rpc;
+mod subscriptions;
 mod tools;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::ops::Context;
 use crate::sandbox::Sandbox;
 use crate::sync::{Synced, Ticket};
 pub use rpc::{code, Era, RpcError};
+pub use subscriptions::{Listen, Notifier, Subscribed, Subscriptions, PER_SESSION};
 
 /// Revisions negotiated in `initialize`, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
@@ -39,23 +41,59 @@ pub struct Mcp {
     sandbox: Arc<Sandbox>,
     /// Largest tool result text, in bytes (`MIRAI_MCP_MAX_RESULT_BYTES`).
     max_result_bytes: usize,
+    /// Every session's resource subscriptions.
+    subscriptions: Subscriptions,
 }
 
 impl Mcp {
     /// MCP's calls come from a model's client: the guards apply to them (`MIRAI_GUARDS`).
-    pub fn new(ctx: Arc<Context>, sandbox: Arc<Sandbox>, max_result_bytes: usize) -> Mcp {
+    /// `max_subscriptions`: `MIRAI_MCP_MAX_SUBSCRIPTIONS`, across all sessions.
+    pub fn new(
+        ctx: Arc<Context>,
+        sandbox: Arc<Sandbox>,
+        max_result_bytes: usize,
+        max_subscriptions: usize,
+    ) -> Mcp {
         Mcp {
+            subscriptions: Subscriptions::new(ctx.events.clone(), max_subscriptions),
             ctx: Arc::new(ctx.by_model().via("mcp")),
             sandbox,
             max_result_bytes,
         }
     }
 
-    /// Answers one JSON-RPC message: a response for a request, `None` for a
-    /// notification or a client's response. A `repo_sync` call waits for its
-    /// sync on this thread (stdio); see [`Mcp::sync_ticket`] for HTTP.
-    pub fn handle(&self, message: &Value) -> Option<Value> {
-        self.handle_synced(message, None)
+    /// A new session's subscriptions (an HTTP session, the stdio connection).
+    pub fn session(&self) -> Arc<Subscribed> {
+        self.subscriptions.session()
+    }
+
+    /// A 2026-07-28 `subscriptions/listen` (request `id`): its acknowledgement
+    /// and its stream of notifications, or the request's JSON-RPC error.
+    pub fn listen(&self, id: Value, params: &Value) -> Result<(Value, Listen), Value> {
+        let requested = requested_version(params).unwrap_or_default();
+        if !STATELESS_VERSIONS.contains(&requested) {
+            let error = RpcError {
+                code: code::UNSUPPORTED_VERSION,
+                message: format!("unsupported protocol version {requested}"),
+                data: Some(json!({"supported": supported_versions(), "requested": requested})),
+            };
+            return Err(error_response(id, &error));
+        }
+        self.ctx.index.follow();
+        Listen::open(&self.subscriptions, id.clone(), params).map_err(|e| error_response(id, &e))
+    }
+
+    /// The notifications of `session`'s subscriptions, from now on.
+    pub fn notifier(&self, session: Arc<Subscribed>) -> Notifier {
+        self.ctx.index.follow();
+        self.subscriptions.notifier(session)
+    }
+
+    /// Answers one JSON-RPC message of `session`: a response for a request,
+    /// `None` for a notification or a client's response. A `repo_sync` call
+    /// waits for its sync on this thread (stdio); see [`Mcp::sync_ticket`] for HTTP.
+    pub fn handle(&self, message: &Value, session: Option<&Subscribed>) -> Option<Value> {
+        self.handle_synced(message, None, session)
     }
 
     /// The place in the next sync of a message that is a `tools/call` of
@@ -76,6 +114,7 @@ impl Mcp {
         &self,
         message: &Value,
         synced: Option<crate::error::Result<Synced>>,
+        session: Option<&Subscribed>,
     ) -> Option<Value> {
         let Some(object) = message.as_object() else {
             return Some(error_response(
@@ -110,7 +149,12 @@ impl Mcp {
         let outcome = if stateless {
             self.stateless(method, &params, synced)
         } else {
-            self.answer(method, &params, Era::Handshake, synced)
+            match method {
+                "resources/subscribe" | "resources/unsubscribe" => {
+                    subscription(method, &params, session)
+                }
+                _ => self.answer(method, &params, Era::Handshake, synced),
+            }
         };
         Some(match outcome {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
@@ -215,8 +259,32 @@ const INSTRUCTIONS: &str =
 fn capabilities() -> Value {
     json!({
         "tools": {"listChanged": false},
-        "resources": {"listChanged": false, "subscribe": false},
+        "resources": {"listChanged": true, "subscribe": true},
     })
+}
+
+/// `resources/subscribe` and `resources/unsubscribe`, for a session's URIs.
+fn subscription(
+    method: &str,
+    params: &Value,
+    session: Option<&Subscribed>,
+) -> Result<Value, RpcError> {
+    let Some(session) = session else {
+        return Err(RpcError::new(
+            code::INVALID_REQUEST,
+            "subscriptions need a session: initialize over HTTP (then GET /mcp for the notifications) or use stdio",
+        ));
+    };
+    let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+        return Err(RpcError::new(
+            code::INVALID_PARAMS,
+            "params.uri is required: mirai://notes/<path>",
+        ));
+    };
+    match method {
+        "resources/subscribe" => session.subscribe(uri),
+        _ => session.unsubscribe(uri),
+    }
 }
 
 fn server_info() -> Value {

@@ -124,7 +124,7 @@ fn encode(segment: &str) -> String {
 
 /// The note path a URI names, or `None` when it is not a note URI or not
 /// valid percent-encoded UTF-8.
-fn path_of(uri: &str) -> Option<String> {
+pub(super) fn path_of(uri: &str) -> Option<String> {
     let encoded = uri.strip_prefix(SCHEME)?;
     let mut bytes = Vec::with_capacity(encoded.len());
     let mut rest = encoded.as_bytes();

@@ -311,6 +311,8 @@ fn commit(ctx: &Context, repo: &Repo, plans: &[&Plan], message: &str) -> Result<
         .iter()
         .map(|plan| (plan.note.rel.as_str(), plan.content.as_deref()))
         .collect();
+    // Until the index has them, the watcher must not tell these files as outside edits.
+    let _writing = ctx.index.writing(&changes);
     let commit = repo::write_and_commit(repo, &changes, message, &ctx.author())?;
     ctx.index.notes_changed(&changes, &[], &commit);
     if let Some(sync) = &ctx.sync {

@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 use super::draft::Draft;
 use super::settings::{DirtyNotes, Guards, PolicyMode, Settings};
 use crate::embed::Embeddings;
+use crate::events::Events;
 use crate::error::{Error, Result};
 use crate::index::live::LiveIndex;
 use crate::notes::overlay::Overlay;
 use crate::notes::{Notes, View};
 use crate::proposals::Proposals;
+use crate::repo::announce::Announcer;
 use crate::repo::history::History;
 use crate::repo::{Author, GitIdentity, Repo};
 use crate::sync::Syncer;
@@ -58,6 +60,11 @@ pub struct Context {
     pub sync: Option<Arc<Syncer>>,
     /// Review mode's proposals (`.mirai/proposals/`).
     pub proposals: Arc<Proposals>,
+    /// The change stream every source of change publishes to.
+    pub events: Arc<Events>,
+    /// Tells the change stream of every move of the branch (the writer's
+    /// repository holds it; the watcher asks it to look).
+    pub announcer: Arc<Announcer>,
     /// Most pending proposals at once (`MIRAI_PROPOSALS_MAX_PENDING`).
     pub max_pending: usize,
     /// Set where a reviewer acts (the reviewer token over HTTP, the CLI): rows
@@ -74,9 +81,20 @@ pub struct Context {
 impl Context {
     /// A context over `notes` with `settings`: its live index, and the embeddings
     /// and sync workers when they are configured.
+    /// A context with a change stream of its own (the one-shot commands: nobody listens).
     pub fn new(notes: Notes, settings: Settings) -> Context {
+        let events = Arc::new(Events::new(
+            settings.events.backlog,
+            settings.events.max_clients,
+        ));
+        Context::with_events(notes, settings, events)
+    }
+
+    /// A context whose every source of change publishes to `events` (the
+    /// composition root builds the one hub a server has).
+    pub fn with_events(notes: Notes, settings: Settings, events: Arc<Events>) -> Context {
         let notes = notes.with_max_note_bytes(settings.max_note_bytes);
-        let index = Arc::new(LiveIndex::new(notes.clone()));
+        let index = Arc::new(LiveIndex::new(notes.clone(), events.clone()));
         let embeddings = settings.embed.clone().map(|embed| {
             Arc::new(Embeddings::new(
                 embed,
@@ -86,10 +104,12 @@ impl Context {
             ))
         });
         let writer: Arc<Mutex<Option<Repo>>> = Arc::new(Mutex::new(None));
+        let announcer = Arc::new(Announcer::new(events.clone(), notes.root().to_path_buf()));
         let sync = settings.sync.clone().map(|sync| {
             let (writer, for_writer) = (writer.clone(), notes.clone());
+            let announcing = announcer.clone();
             let with_writer: crate::sync::WithWriter = Box::new(move |work| {
-                let guard = lock_writer(&writer, &for_writer)?;
+                let guard = lock_writer(&writer, &for_writer, &announcing)?;
                 work(guard.as_ref().expect("lock_writer opens the repository"));
                 Ok(())
             });
@@ -105,10 +125,17 @@ impl Context {
                 with_writer,
                 author,
                 pushes,
+                events.clone(),
             ))
         });
         Context {
-            proposals: Arc::new(Proposals::new(notes.clone(), settings.max_body_bytes)),
+            events: events.clone(),
+            announcer,
+            proposals: Arc::new(Proposals::new(
+                notes.clone(),
+                settings.max_body_bytes,
+                events.clone(),
+            )),
             max_pending: settings.proposals_max_pending,
             reviewer: false,
             adapter: "cli",
@@ -242,7 +269,10 @@ impl Context {
     /// Takes the repository for one write. Writes are serialized; reads never wait for this.
     pub fn writer(&self) -> Result<Writer<'_>> {
         let mut guard = match self.deadline {
-            None => return lock_writer(&self.writer, self.view.disk_notes()).map(Writer),
+            None => {
+                return lock_writer(&self.writer, self.view.disk_notes(), &self.announcer)
+                    .map(Writer)
+            }
             Some(deadline) => loop {
                 match self.writer.try_lock() {
                     Ok(guard) => break guard,
@@ -258,7 +288,7 @@ impl Context {
             },
         };
         if guard.is_none() {
-            *guard = Some(Repo::open(self.view.disk_notes())?);
+            *guard = Some(Repo::open(self.view.disk_notes())?.announcing(self.announcer.clone()));
         }
         Ok(Writer(guard))
     }
@@ -277,12 +307,13 @@ impl Context {
 fn lock_writer<'a>(
     writer: &'a Mutex<Option<Repo>>,
     notes: &Notes,
+    announcer: &Arc<Announcer>,
 ) -> Result<MutexGuard<'a, Option<Repo>>> {
     let mut guard = writer
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     if guard.is_none() {
-        *guard = Some(Repo::open(notes)?);
+        *guard = Some(Repo::open(notes)?.announcing(announcer.clone()));
     }
     Ok(guard)
 }

@@ -89,6 +89,8 @@ pub struct Settings {
     pub max_changes: usize,
     pub max_move_notes: usize,
     pub proposals_max_pending: usize,
+    /// The change stream's limits (a one-shot command's own stream).
+    pub events: crate::events::EventLimits,
     pub dirty_notes: DirtyNotes,
     pub guards: Guards,
     pub git_identity: GitIdentity,

@@ -413,6 +413,54 @@ impl Reader {
         }
     }
 
+    /// The commit HEAD points at now (`None`: no commits yet), for the change stream.
+    pub fn head_id(&self) -> Result<Option<Oid>> {
+        self.head()
+    }
+
+    /// One commit's summary, as history lists it.
+    pub fn summary(&self, id: Oid) -> Result<Summary> {
+        let commit = self.commit(id)?;
+        self.summarize(&commit)
+    }
+
+    /// Whether `to` descends from `from` (or is it).
+    pub fn descends(&self, from: Oid, to: Oid) -> bool {
+        from == to || self.git.graph_descendant_of(to, from).unwrap_or(false)
+    }
+
+    /// The commits `to` holds that `from` does not, oldest first (parents
+    /// before children), at most `cap` of them (the newest are kept); with
+    /// how many more there were.
+    pub fn commits_between(
+        &self,
+        from: Option<Oid>,
+        to: Oid,
+        cap: usize,
+    ) -> Result<(Vec<Oid>, usize)> {
+        let walk_error = |e: git2::Error| git_error("cannot walk the new commits", e);
+        let mut walk = self.git.revwalk().map_err(walk_error)?;
+        walk.set_sorting(git2::Sort::TOPOLOGICAL)
+            .map_err(walk_error)?;
+        walk.push(to).map_err(walk_error)?;
+        if let Some(from) = from {
+            // A from that is gone (a shallow clone's edge) hides nothing.
+            let _ = walk.hide(from);
+        }
+        let mut newest_first = Vec::new();
+        let mut more = 0;
+        for id in walk {
+            let id = id.map_err(walk_error)?;
+            if newest_first.len() < cap {
+                newest_first.push(id);
+            } else {
+                more += 1;
+            }
+        }
+        newest_first.reverse();
+        Ok((newest_first, more))
+    }
+
     fn commit(&self, id: Oid) -> Result<git2::Commit<'_>> {
         self.git.find_commit(id).map_err(|e| match e.code() {
             ErrorCode::NotFound => {

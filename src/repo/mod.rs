@@ -22,10 +22,10 @@
 //! entry from the written file's `fstat`, so git never reads a working-tree
 //! file by name.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use git2::build::TreeUpdateBuilder;
@@ -40,6 +40,7 @@ use index_lock::{held_error, IndexLock, LOCK_WAIT};
 use intent::{Journal, NoteIntent, Recovery, Stage};
 use release::{Held, Releaser};
 
+pub mod announce;
 mod commits;
 pub mod history;
 mod index_file;
@@ -55,6 +56,45 @@ pub mod unheld;
 
 /// The skip-worktree bit of an index entry's extended flags.
 const SKIP_WORKTREE: u16 = 0x4000;
+
+/// Where a move of the branch came from, for the change stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// mirai's own write.
+    Mirai,
+    /// Not mirai in this process: a person's git, another process.
+    Outside,
+    /// A pull or replay from the git remote.
+    Sync,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Mirai => "mirai",
+            Source::Outside => "outside",
+            Source::Sync => "sync",
+        }
+    }
+}
+
+/// Told of every move of the branch ([`announce::Announcer`]): held across
+/// the reference update, so nothing else tells the same move.
+pub trait Announce: Send + Sync {
+    fn hold(&self) -> Box<dyn Landing + '_>;
+}
+
+/// An [`Announce`] held while the branch moves.
+pub trait Landing {
+    /// The branch moved from `from` to `to`; `replaces`: a replayed commit's new id -> old id.
+    fn landed(
+        self: Box<Self>,
+        from: Option<Oid>,
+        to: Oid,
+        source: Source,
+        replaces: &HashMap<Oid, Oid>,
+    );
+}
 
 /// Who a commit is by (author and committer alike).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +132,8 @@ pub struct Repo {
     kept_index: Mutex<Kept>,
     /// Replaced files are freed after the answer, not inside the rename.
     releaser: Releaser,
+    /// Told of every move of the branch (the change stream), when serving.
+    announcer: Option<Arc<dyn Announce>>,
 }
 
 fn git_error(context: &str, e: git2::Error) -> Error {
@@ -126,6 +168,7 @@ impl Repo {
             journal: Mutex::new(journal),
             kept_index: Mutex::new(Kept::default()),
             releaser,
+            announcer: None,
         };
         match repo.recover(true) {
             Ok(done) if done != Recovery::default() => log::info!(
@@ -462,11 +505,10 @@ impl Repo {
         };
         self.move_reference(
             journal,
-            &built.reference,
-            built.parent,
-            commit_id,
+            (&built.reference, built.parent, commit_id),
             author,
             &log,
+            (Source::Mirai, &HashMap::new()),
         )?;
         self.releaser.keep_git_file(&lock.index_path());
         match lock.commit() {
@@ -483,14 +525,17 @@ impl Repo {
     /// Moves `reference` from `parent` to `commit` by compare-and-swap under
     /// its own lock (a libgit2 transaction, so the lock file's identity can be
     /// recorded while it is held); the reflog is written as git writes it.
+    ///
+    /// The one place the branch moves: the change stream is told here of
+    /// what landed (`source`, and a replay's new id -> old id), after the
+    /// move, with the announcer held across it (see [`announce`]).
     fn move_reference(
         &self,
         journal: &mut Journal,
-        reference: &str,
-        parent: Option<Oid>,
-        commit: Oid,
+        (reference, parent, commit): (&str, Option<Oid>, Oid),
         author: &Author,
         log: &str,
+        (source, replaces): (Source, &HashMap<Oid, Oid>),
     ) -> Result<()> {
         let git = &self.git;
         let cannot = |e: git2::Error| {
@@ -519,10 +564,21 @@ impl Repo {
         let sig = Signature::now(&author.name, &author.email)
             .map_err(|e| git_error("cannot sign the reflog entry", e))?;
         self.releaser.keep_git_file(&git.path().join(reference));
+        let holding = self.announcer.as_ref().map(|a| a.hold());
         transaction
             .set_target(reference, commit, Some(&sig), log)
             .and_then(|()| transaction.commit())
-            .map_err(cannot)
+            .map_err(cannot)?;
+        if let Some(holding) = holding {
+            holding.landed(parent, commit, source, replaces);
+        }
+        Ok(())
+    }
+
+    /// This repository, telling `announcer` of every move of the branch.
+    pub fn announcing(mut self, announcer: Arc<dyn Announce>) -> Repo {
+        self.announcer = Some(announcer);
+        self
     }
 
     /// HEAD's tree, or `None` on an unborn branch.

@@ -18,11 +18,13 @@
 //! naming a tree: [`super::unheld`]) is left out, file and index entry, with a
 //! warning, and never stops the pull.
 
+use std::collections::HashMap;
+
 use git2::{Delta, DiffOptions, IndexEntry, Oid};
 
 use super::intent::{NoteIntent, Stage};
 use super::{
-    blob_id, git_error, index_entry, unheld, unstatted_entry, Author, Repo, SKIP_WORKTREE,
+    blob_id, git_error, index_entry, unheld, unstatted_entry, Author, Repo, Source, SKIP_WORKTREE,
 };
 use crate::error::{Error, Result};
 use crate::notes::{path, refused};
@@ -95,6 +97,7 @@ impl Repo {
             (&reference, head),
             target,
             (author, &log),
+            &HashMap::new(),
             &mut || Ok(()),
         )
     }
@@ -105,13 +108,16 @@ impl Repo {
     /// first (someone's work in the way answers [`Forward::Blocked`] with
     /// nothing changed), then `prepare` runs (its failure also changes
     /// nothing here), then the files are written, the index staged and the
-    /// reference moved by compare-and-swap.
+    /// reference moved by compare-and-swap. The change stream is told of the
+    /// new commits as `sync`, each replayed one with the id it `replaces`
+    /// (new id -> old id).
     pub(super) fn advance_locked(
         &self,
         journal: &mut super::intent::Journal,
         (reference, head): (&str, Option<Oid>),
         target: Oid,
         (author, log): (&Author, &str),
+        replaces: &HashMap<Oid, Oid>,
         prepare: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Forward> {
         let git = &self.git;
@@ -287,7 +293,13 @@ impl Repo {
         lock.stage(&bytes, |id| {
             journal.record(|intent| intent.index_lock.push(id))
         })?;
-        self.move_reference(journal, reference, head, target, author, log)?;
+        self.move_reference(
+            journal,
+            (reference, head, target),
+            author,
+            log,
+            (Source::Sync, replaces),
+        )?;
         self.releaser.keep_git_file(&lock.index_path());
         match lock.commit() {
             Ok(()) => self.kept_index().keep(stamp, index),

@@ -43,7 +43,7 @@
 //!   branch naming commits that never landed misleads nobody (a lookup
 //!   believes a new id only when it is on the branch).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use chrono::Utc;
@@ -177,11 +177,13 @@ impl Repo {
             "pull: replayed {} local commit(s) onto {target}",
             replayed.len()
         );
+        let replaces: HashMap<Oid, Oid> = replayed.iter().map(|&(old, new)| (new, old)).collect();
         let moved = self.advance_locked(
             journal,
             (&reference, Some(head)),
             tip.id(),
             (committer, &log),
+            &replaces,
             &mut || {
                 if let Some(unmerged) = &unmerged {
                     git.reference(

@@ -40,6 +40,7 @@ use git2::{Oid, Repository};
 use serde::Serialize;
 
 use crate::error::{Error, ErrorCode, Result};
+use crate::events::Events;
 use crate::index::live::LiveIndex;
 use crate::notes::Notes;
 use crate::repo::pull::Forward;
@@ -135,6 +136,9 @@ pub struct Syncer {
     network: Mutex<()>,
     /// Requested syncs: one running, one waiting.
     queue: Arc<queue::Queue<Synced>>,
+    /// The change stream: told after each round (the commits a pull brings
+    /// are told where the branch moves, in `repo`).
+    events: Arc<Events>,
 }
 
 fn rfc3339(time: Option<DateTime<Utc>>) -> Option<String> {
@@ -149,8 +153,10 @@ impl Syncer {
         with_writer: WithWriter,
         author: Author,
         pushes: bool,
+        events: Arc<Events>,
     ) -> Syncer {
         Syncer {
+            events,
             config,
             notes,
             index,
@@ -422,8 +428,13 @@ impl Syncer {
 
     /// `repo.sync`: a pull, then (unless `read_only`) a push.
     pub fn sync_now(&self) -> Result<Synced> {
-        let pulled = self.pull()?;
-        let pushed = self.push()?;
+        let pulled = self.pull();
+        let pushed = match pulled {
+            Ok(_) => self.push(),
+            Err(_) => Ok(false),
+        };
+        self.round_done(matches!(pulled, Ok(true)), matches!(pushed, Ok(true)));
+        let (pulled, pushed) = (pulled?, pushed?);
         let status = self.status()?;
         Ok(Synced {
             pulled,
@@ -431,6 +442,28 @@ impl Syncer {
             head: status.head,
             unmerged: status.unmerged,
         })
+    }
+
+    /// Tells the change stream a round ended: what it did, the unmerged
+    /// branches and the last error.
+    fn round_done(&self, pulled: bool, pushed: bool) {
+        let unmerged: Vec<Unmerged> = self
+            .git()
+            .ok()
+            .and_then(|git| local_status(Some(&git)).ok())
+            .map(|status| status.unmerged)
+            .unwrap_or_default();
+        let last_error = self.state().last_error.clone();
+        self.events.publish(
+            "sync",
+            serde_json::json!({
+                "pushed": pushed,
+                "pulled": pulled,
+                "unmerged": unmerged,
+                "last_error": last_error,
+            }),
+            None,
+        );
     }
 
     /// `repo.status`, from what is on disk and what sync remembers (no network).
@@ -502,7 +535,11 @@ fn pusher(weak: Weak<Syncer>) {
         drop(sync);
         std::thread::sleep(GATHER);
         let Some(sync) = weak.upgrade() else { return };
-        match sync.push() {
+        let pushed = sync.push();
+        if !matches!(pushed, Ok(false)) {
+            sync.round_done(false, pushed.is_ok());
+        }
+        match pushed {
             Ok(_) => backoff = FIRST_BACKOFF,
             Err(e) if e.code == ErrorCode::Conflict => {
                 // Retrying cannot help until a pull joins the two sides.
@@ -524,6 +561,7 @@ fn puller(weak: Weak<Syncer>, every: Duration) {
     loop {
         let Some(sync) = weak.upgrade() else { return };
         let pulled = sync.pull();
+        sync.round_done(matches!(pulled, Ok(true)), false);
         if matches!(pulled, Ok(true)) {
             sync.committed(); // nothing to push after a fast-forward, but a person's commits may wait
         }

@@ -1,0 +1,256 @@
+//! The change stream's cost and speed, against the real server on loopback:
+//! `patch.apply`'s median over HTTP with no stream client and with 64
+//! connected (same run: two servers over copies of the same notes, their
+//! applies alternating); the time from a write's answer to its
+//! `commit` event on a stream; the time from an outside save (a file written
+//! beside mirai) to its `notes_changed` event.
+//!
+//! cargo bench --bench events [-- NOTES]   (NOTES: how many notes to seed, default 500)
+
+mod support;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::{git, report, Server};
+
+const SAMPLES: usize = 200;
+const CLIENTS: usize = 64;
+const SAVES: usize = 20;
+
+/// One event off the wire, with when it arrived.
+struct Arrived {
+    kind: String,
+    data: Value,
+    at: Instant,
+}
+
+/// Opens `/events?query` and reads it on a thread of its own until `tx` is gone.
+fn stream(url: &str, query: &str, tx: Option<mpsc::Sender<Arrived>>, count: Arc<AtomicUsize>) {
+    let client = reqwest::blocking::Client::builder()
+        .timeout(None::<Duration>)
+        .build()
+        .unwrap();
+    let response = client
+        .get(format!("{url}/events{query}"))
+        .send()
+        .expect("the stream opens");
+    assert_eq!(response.status(), 200, "stream refused");
+    let Some(tx) = tx else {
+        // A counting client reads bytes and counts frames, nothing more (the
+        // bench's own readers share the machine with the server).
+        std::thread::spawn(move || count_frames(response, &count));
+        return;
+    };
+    let tx = Some(tx);
+    std::thread::spawn(move || {
+        let (mut kind, mut data) = (String::new(), String::new());
+        for line in BufReader::new(response).lines() {
+            let Ok(line) = line else { return };
+            if line.is_empty() && !data.is_empty() {
+                let at = Instant::now();
+                count.fetch_add(1, Ordering::Relaxed);
+                if let Some(tx) = &tx {
+                    let arrived = Arrived {
+                        kind: std::mem::take(&mut kind),
+                        data: serde_json::from_str(&std::mem::take(&mut data)).unwrap(),
+                        at,
+                    };
+                    if tx.send(arrived).is_err() {
+                        return;
+                    }
+                }
+                data.clear();
+            } else if let Some(v) = line.strip_prefix("event: ") {
+                kind = v.to_string();
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data = v.to_string();
+            }
+        }
+    });
+}
+
+/// Counts the `data:` lines of a stream as they arrive.
+fn count_frames(mut response: impl Read, count: &AtomicUsize) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut tail = 0u8;
+    loop {
+        let n = match response.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        // A frame's data line starts right after a newline: "\ndata: ".
+        let mut frames = 0;
+        let mut previous = tail;
+        for &b in &buf[..n] {
+            if previous == b'\n' && b == b'd' {
+                frames += 1;
+            }
+            previous = b;
+        }
+        tail = previous;
+        count.fetch_add(frames, Ordering::Relaxed);
+    }
+}
+
+/// Seeds `root` with `notes` notes in one commit.
+fn seed(root: &Path, notes: usize) {
+    std::fs::create_dir_all(root).unwrap();
+    git(root, &["init", "-q", "-b", "main"]);
+    for i in 0..notes {
+        let folder = root.join(format!("f{}", i % 20));
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(
+            folder.join(format!("note{i}.md")),
+            format!("# Note {i}\n\nsome text\nmore text\nend\n"),
+        )
+        .unwrap();
+    }
+    git(root, &["add", "-A"]);
+    git(
+        root,
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@b",
+            "commit",
+            "-qm",
+            "seed",
+        ],
+    );
+}
+
+/// One `patch.apply` creating note `bench/{tag}{i}.md`: its time and its answer's commit.
+fn apply(server: &Server, tag: &str, i: usize) -> (f64, String, Instant) {
+    let patch = format!("--- /dev/null\n+++ b/bench/{tag}{i}.md\n@@ -0,0 +1 @@\n+line {i}\n");
+    let started = Instant::now();
+    let answer: Value = server
+        .client
+        .post(format!("{}/mcp/patch/apply", server.url))
+        .json(&json!({"patch": patch}))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let done = Instant::now();
+    let commit = answer["commit"].as_str().expect("a commit").to_string();
+    ((done - started).as_secs_f64() * 1000.0, commit, done)
+}
+
+fn main() {
+    let notes: usize = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(500);
+    let work = tempfile::tempdir().unwrap();
+    // Two servers over two copies of the same notes: one with no stream
+    // client, one with 64; their applies alternate, so the machine's other
+    // load falls on both alike.
+    let root = work.path().join("notes");
+    let quiet_root = work.path().join("quiet");
+    seed(&root, notes);
+    support::copy_tree(&root, &quiet_root);
+    let server = Server::start(&root);
+    let quiet = Server::start(&quiet_root);
+    // The index loaded, so outside saves are compared from now on.
+    server
+        .client
+        .get(format!("{}/mcp/index/query?q=note", server.url))
+        .send()
+        .unwrap();
+    println!("events bench: {notes} notes, {SAMPLES} applies per case, {CLIENTS} stream clients");
+    for i in 0..5 {
+        apply(&server, "warm", i);
+        apply(&quiet, "warm", i);
+    }
+    // 64 clients on one server: one timed, 63 counting.
+    let received = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel();
+    stream(&server.url, "", Some(tx), received.clone());
+    for _ in 1..CLIENTS {
+        stream(&server.url, "", None, received.clone());
+    }
+    let (mut none, mut with) = (Vec::new(), Vec::new());
+    let mut answered = Vec::with_capacity(SAMPLES);
+    for i in 0..SAMPLES {
+        none.push(apply(&quiet, "a", i).0);
+        let (ms, commit, done) = apply(&server, "b", i);
+        with.push(ms);
+        answered.push((commit, done));
+    }
+    let none_median = report("patch.apply, no stream client", &mut none);
+    let with_median = report("patch.apply, 64 stream clients", &mut with);
+    println!(
+        "{:<44} {:+.1} %",
+        "median change with 64 clients",
+        (with_median / none_median - 1.0) * 100.0
+    );
+
+    // Answer -> event, from the timed client's arrivals.
+    let mut arrivals: HashMap<String, Instant> = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while arrivals.len() < SAMPLES && Instant::now() < deadline {
+        if let Ok(event) = rx.recv_timeout(Duration::from_millis(100)) {
+            if event.kind == "commit" {
+                arrivals.insert(event.data["commit"].as_str().unwrap().to_string(), event.at);
+            }
+        }
+    }
+    let mut lags: Vec<f64> = answered
+        .iter()
+        .map(|(commit, answered)| {
+            let at = arrivals.get(commit).expect("every commit told");
+            // An event that came before the answer was read counts as 0.
+            at.saturating_duration_since(*answered).as_secs_f64() * 1000.0
+        })
+        .collect();
+    report("write answered -> its commit event", &mut lags);
+    let expected = SAMPLES * CLIENTS;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while received.load(Ordering::Relaxed) < expected && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!(
+        "{:<44} {} of {expected}",
+        "commit events received by the 64 clients",
+        received.load(Ordering::Relaxed)
+    );
+
+    // An outside save -> its notes_changed event.
+    let mut saves = Vec::with_capacity(SAVES);
+    for i in 0..SAVES {
+        let rel = format!("f{}/note{i}.md", i % 20);
+        std::thread::sleep(Duration::from_millis(700));
+        while rx.try_recv().is_ok() {}
+        let saved = Instant::now();
+        std::fs::write(
+            root.join(&rel),
+            format!("# Note {i}\n\nsaved outside {i}\n"),
+        )
+        .unwrap();
+        let deadline = saved + Duration::from_secs(10);
+        let at = loop {
+            let event = rx
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("the save is told");
+            if event.kind == "notes_changed"
+                && event.data["paths"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p == &json!(rel))
+            {
+                break event.at;
+            }
+        };
+        saves.push((at - saved).as_secs_f64() * 1000.0);
+    }
+    report("outside save -> notes_changed (inotify)", &mut saves);
+}

@@ -1,0 +1,151 @@
+//! `GET /events`: the change stream as server-sent events. Each event is
+//! `id:` (resume with `Last-Event-ID`), `event:` (its type) and `data:` (one
+//! JSON line); `?types=` and `?path_prefix=` filter; a comment line after
+//! [`KEEP_ALIVE`] without an event keeps proxies from closing the stream.
+//! The stream reads a subscription of the hub ([`crate::events`]): it never
+//! slows a writer, and ends after a `reset` when it fell too far behind.
+//! Past `MIRAI_EVENTS_MAX_CLIENTS` streams, 503 `too_many_streams`.
+
+use std::time::Duration;
+
+use actix_web::http::header;
+use actix_web::web::Bytes;
+use actix_web::{web, HttpRequest, HttpResponse};
+use futures_util::future::{select, Either};
+
+use super::respond::error_response;
+use crate::app::App;
+use crate::error::{Error, ErrorCode};
+use crate::events::{Filter, Item, Subscription, TooManyClients};
+
+/// How long a stream stays silent before a comment line.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Every event type a client may ask for.
+pub const TYPES: &[&str] = &[
+    "commit",
+    "head_moved",
+    "notes_changed",
+    "proposal",
+    "run",
+    "index",
+    "sync",
+];
+
+/// The longest `path_prefix` taken.
+const MAX_PREFIX: usize = 4096;
+
+fn invalid(message: String) -> Error {
+    Error::new(ErrorCode::InvalidRequest, message)
+}
+
+/// The filter a query string asks for.
+fn filter(query: &str) -> Result<Filter, Error> {
+    let mut filter = Filter::default();
+    for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
+        match key.as_ref() {
+            "types" => {
+                let mut types = Vec::new();
+                for t in value.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+                    if !TYPES.contains(&t) {
+                        return Err(invalid(format!(
+                            "unknown event type {t:?} in types; use a comma-separated list of: {}",
+                            TYPES.join(", ")
+                        )));
+                    }
+                    types.push(t.to_string());
+                }
+                filter.types = Some(types);
+            }
+            "path_prefix" => {
+                if value.len() > MAX_PREFIX || value.chars().any(char::is_control) {
+                    return Err(invalid(format!(
+                        "path_prefix must be a note path prefix of at most {MAX_PREFIX} bytes without control characters"
+                    )));
+                }
+                filter.path_prefix = Some(value.trim_start_matches('/').to_string());
+            }
+            other => {
+                return Err(invalid(format!(
+                    "unknown query parameter {other:?}; GET /events takes types and path_prefix"
+                )))
+            }
+        }
+    }
+    Ok(filter)
+}
+
+/// One SSE frame.
+fn frame(item: &Item) -> Bytes {
+    let (id, kind, data) = item.parts();
+    Bytes::from(format!("id: {id}\nevent: {kind}\ndata: {data}\n\n"))
+}
+
+/// The next chunk of a stream: an item's frame, a keep-alive comment, or the end.
+async fn next_chunk(sub: &mut Subscription) -> Option<Bytes> {
+    let next = sub.next();
+    let idle = actix_web::rt::time::sleep(KEEP_ALIVE);
+    futures_util::pin_mut!(next, idle);
+    match select(next, idle).await {
+        Either::Left((Some(item), _)) => Some(frame(&item)),
+        Either::Left((None, _)) => None,
+        Either::Right(_) => Some(Bytes::from_static(b": keep-alive\n\n")),
+    }
+}
+
+/// `GET /events`.
+pub async fn stream(app: web::Data<App>, req: HttpRequest) -> HttpResponse {
+    let filter = match filter(req.query_string()) {
+        Ok(filter) => filter,
+        Err(e) => return error_response(&e),
+    };
+    let last_id = req
+        .headers()
+        .get("Last-Event-ID")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty());
+    // Someone listens: outside edits are compared with the index from now on.
+    app.ctx.index.follow();
+    let sub = match app.ctx.events.stream(filter, last_id) {
+        Ok(sub) => sub,
+        Err(TooManyClients(max)) => {
+            return error_response(&Error::new(
+                ErrorCode::TooManyStreams,
+                format!(
+                    "{max} change streams are open, as many as MIRAI_EVENTS_MAX_CLIENTS allows; \
+                     close one (or raise MIRAI_EVENTS_MAX_CLIENTS) and connect again"
+                ),
+            ))
+        }
+    };
+    let opening = futures_util::stream::once(async {
+        Ok::<_, actix_web::Error>(Bytes::from_static(b": mirai change stream\n\n"))
+    });
+    let events = futures_util::stream::unfold(sub, |mut sub| async move {
+        let chunk = next_chunk(&mut sub).await?;
+        Some((Ok::<_, actix_web::Error>(chunk), sub))
+    });
+    use futures_util::StreamExt;
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .insert_header(("X-Accel-Buffering", "no"))
+        .streaming(opening.chain(events))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_query_names_known_types_and_a_prefix() {
+        let f = filter("types=commit,%20notes_changed&path_prefix=/work/").unwrap();
+        assert_eq!(f.types, Some(vec!["commit".into(), "notes_changed".into()]));
+        assert_eq!(f.path_prefix.as_deref(), Some("work/"));
+        let e = filter("types=commits").unwrap_err();
+        assert!(e.message.contains("head_moved"), "{}", e.message);
+        assert!(filter("since=3").is_err());
+        assert!(filter("path_prefix=a%0Ab").is_err());
+    }
+}
