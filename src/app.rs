@@ -59,11 +59,7 @@ pub fn build_on(config: Config, notes: Notes) -> Result<App, StartError> {
         config.events.backlog,
         config.events.max_clients,
     ));
-    let ctx = Arc::new(Context::with_events(
-        notes,
-        config.ops_settings(),
-        events,
-    ));
+    let ctx = Arc::new(Context::with_events(notes, config.ops_settings(), events));
     recover(&ctx);
     ctx.index.warm_up();
     let (announcer, proposals) = (ctx.announcer.clone(), ctx.proposals.clone());
