@@ -6,8 +6,8 @@
 //! both before routing; one log line per request; body limits and the time a
 //! body may take to arrive; and turning a panic into a plain 500.
 //!
-//! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp` ->
-//! `respond`; `middleware` -> `respond`; `row`, `hooks` -> `peer`; this file ->
+//! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp`, `ui` ->
+//! `respond`; `middleware` -> `respond`, `ui`; `row`, `hooks` -> `peer`; this file ->
 //! `routes`, `middleware`, `mcp`, `peer`. `openapi` (the generated document)
 //! stands apart: it reads the operation table and its own base file.
 
@@ -20,6 +20,7 @@ mod peer;
 mod respond;
 mod routes;
 mod row;
+mod ui;
 
 pub use crate::ops::Verb;
 pub use routes::{endpoints, Endpoint};

@@ -16,6 +16,7 @@ mod outline;
 mod patch;
 mod proposals;
 mod proposing;
+mod render;
 mod repo;
 mod revert;
 mod shortcuts;
@@ -32,6 +33,7 @@ pub use outline::*;
 pub use patch::*;
 pub use proposals::*;
 pub use proposing::*;
+pub use render::*;
 pub use repo::*;
 pub use revert::*;
 pub use shortcuts::*;
@@ -539,6 +541,7 @@ pub static TABLE: &[OpEntry] = &[
     entry::<NotesRead>(),
     entry::<NotesReadBatch>(),
     entry::<NotesOutline>(),
+    entry::<NotesRender>(),
     entry::<NotesHistory>(),
     entry::<NotesDiff>(),
     entry::<NotesLinks>(),
