@@ -85,7 +85,13 @@ fn main() {
         };
         let bytes = fetch();
         wire += bytes;
-        let mut samples: Vec<f64> = (0..SAMPLES).map(|_| time_ms(|| drop(fetch()))).collect();
+        let mut samples: Vec<f64> = (0..SAMPLES)
+            .map(|_| {
+                time_ms(|| {
+                    fetch();
+                })
+            })
+            .collect();
         total_median += report(
             &format!("  GET {path} ({bytes} bytes with headers)"),
             &mut samples,
@@ -109,7 +115,13 @@ fn main() {
         response.bytes().unwrap().len()
     };
     let html_bytes = render();
-    let mut samples: Vec<f64> = (0..SAMPLES).map(|_| time_ms(|| drop(render()))).collect();
+    let mut samples: Vec<f64> = (0..SAMPLES)
+        .map(|_| {
+            time_ms(|| {
+                render();
+            })
+        })
+        .collect();
     let over_http = report("  GET /mcp/notes/render (round trip)", &mut samples);
     let front = mirai::vault::front_matter::parse(&note);
     let links: HashMap<usize, Option<String>> = HashMap::new();

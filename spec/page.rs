@@ -231,7 +231,7 @@ fn index_query_pages_with_offset() {
     for i in 0..12 {
         server.write(
             &format!("n{i:02}.md"),
-            &format!("# Note {i}\n\nbasil {}\n", "basil ".repeat(i)),
+            format!("# Note {i}\n\nbasil {}\n", "basil ".repeat(i)),
         );
     }
     server.commit_all();
@@ -697,7 +697,17 @@ fn the_page_in_a_real_browser() {
     );
     browser.click(".call > summary");
     browser.wait_text(".call", "todo.md");
-    assert!(browser.text(".run").contains("Stopped"));
+    let run = browser.text(".run");
+    for shown in [
+        "Stopped",
+        "reply",
+        "Add a line to the todo list.",
+        "await mirai.notes.append({path: \"todo.md\"",
+        "I proposed adding",
+    ] {
+        assert!(run.contains(shown), "the run view lacks {shown:?}: {run}");
+    }
+    assert!(!run.contains("[object"), "{run}");
     browser.shot(&shots, "run-desktop", 1280, 900);
     browser.shot(&shots, "run-360", 360, 780);
 

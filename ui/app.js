@@ -24,7 +24,7 @@ function h(tag, attrs, ...children) {
     else if (key === "class") el.className = value;
     else el.setAttribute(key, value === true ? "" : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -162,8 +162,8 @@ function diffView(text, sideBySide) {
     const n = Math.max(dels.length, adds.length);
     for (let i = 0; i < n; i++) {
       rows.push(h("tr", {},
-        h("td", { class: dels[i] !== undefined ? "del" : "" }, dels[i] !== undefined ? dels[i] : ""),
-        h("td", { class: adds[i] !== undefined ? "add" : "" }, adds[i] !== undefined ? adds[i] : "")));
+        h("td", { class: dels[i] !== undefined ? "del" : "" }, cell(dels[i])),
+        h("td", { class: adds[i] !== undefined ? "add" : "" }, cell(adds[i]))));
     }
     dels = []; adds = [];
   };
@@ -173,11 +173,19 @@ function diffView(text, sideBySide) {
     if (kind === "hunk") { flush(); rows.push(h("tr", { class: "hunk" }, h("td", { colspan: 2 }, line))); }
     else if (kind === "del") dels.push(line.slice(1));
     else if (kind === "add") adds.push(line.slice(1));
-    else { flush(); const t = line.slice(1); rows.push(h("tr", {}, h("td", {}, t), h("td", {}, t))); }
+    else { flush(); const t = cell(line.slice(1)); rows.push(h("tr", {}, h("td", {}, t), h("td", {}, t))); }
   }
   flush();
   return h("div", {}, unified,
     h("div", { class: "diff" }, h("table", { class: "split", "aria-label": "Side-by-side diff" }, h("tbody", {}, rows))));
+}
+
+/** A side-by-side cell's text: a blank line keeps its height. */
+function cell(text) { return text ? text : "\u00a0"; }
+
+/** A call's request or answer: indented when it is whole JSON, else as kept (cut). */
+function pretty(text) {
+  try { return JSON.stringify(JSON.parse(text), null, 2); } catch (_) { return text || ""; }
 }
 
 // ---------- routing ----------
@@ -250,6 +258,7 @@ async function show(refresh) {
   markNav(route.name);
   if (route.name === "search") document.getElementById("search-input").value = route.q;
   if (!refresh) {
+    say("");
     current = { key, route, data: null };
     document.title = view.title(route) + " · mirai";
   } else if (!current || current.key !== key) return;
@@ -369,7 +378,7 @@ const VIEWS = {
       if (!showSource) body.innerHTML = n.html; // sanitized by the server (notes.render)
       return h("div", { class: "notes" }, side, h("section", {},
         h("div", { class: "note-head" }, h("div", {}, h("h1", {}, n.title), h("div", { class: "path" }, n.path)),
-          h("div", { class: "actions" }, toggle, h("a", { href: "/ui/history/" + enc(n.path) }, "History"))),
+          h("div", { class: "actions" }, toggle, h("a", { class: "button", href: "/ui/history/" + enc(n.path) }, "History"))),
         n.front_matter_error ? h("p", { class: "error" }, "Front matter: " + n.front_matter_error) : null,
         frontMatter(n.front_matter),
         body,
@@ -616,8 +625,8 @@ function stepEvent(e) {
     case "host_call":
       return h("details", { class: "call" },
         h("summary", {}, h("span", { class: e.ok ? "ok" : "bad" }, e.ok ? "✓ " : "✗ "), "mirai." + e.op + " (" + e.ms + " ms)"),
-        h("div", {}, h("div", { class: "meta" }, "Request"), h("pre", {}, e.request || ""),
-          h("div", { class: "meta" }, "Answer"), h("pre", {}, e.answer || "")));
+        h("div", {}, h("div", { class: "meta" }, "Request"), h("pre", {}, pretty(e.request)),
+          h("div", { class: "meta" }, "Answer"), h("pre", {}, pretty(e.answer))));
     case "code_end":
       return [h("h4", {}, e.error ? "Result: failed" : "Result"),
         h("pre", { class: e.error ? "bad" : "" }, e.error ? (typeof e.error === "string" ? e.error : JSON.stringify(e.error, null, 1)) : JSON.stringify(e.result, null, 1)),
