@@ -695,8 +695,12 @@ fn the_page_in_a_real_browser() {
         "{}",
         browser.url()
     );
-    browser.click(".call > summary");
-    browser.wait_text(".call", "todo.md");
+    browser.click(".host-call > summary");
+    browser.wait_text(".host-call", "\"path\": \"todo.md\"");
+    assert!(
+        browser.text(".host-call").contains("\"proposal\""),
+        "the answer is shown"
+    );
     let run = browser.text(".run");
     for shown in [
         "Stopped",

@@ -618,12 +618,17 @@ function runView(d) {
 
 function stepEvent(e) {
   switch (e.type) {
-    case "llm_response":
-      return [h("h4", {}, "The model (" + (e.ms || 0) + " ms)"), h("pre", { class: "model" }, e.content)];
+    case "llm_response": {
+      // Its thinking here; its code and reply are shown where they ran and at the end.
+      const thought = /<think>([\s\S]*?)<\/think>/.exec(e.content || "");
+      return [h("h4", {}, "The model's thinking (" + (e.ms || 0) + " ms)"),
+        h("pre", { class: "model" }, thought ? thought[1].trim() : e.content),
+        h("details", { class: "call whole" }, h("summary", {}, "Its whole answer"), h("div", {}, h("pre", {}, e.content)))];
+    }
     case "code_start":
       return [h("h4", {}, "Its code"), h("pre", { class: "code" }, e.code)];
     case "host_call":
-      return h("details", { class: "call" },
+      return h("details", { class: "call host-call" },
         h("summary", {}, h("span", { class: e.ok ? "ok" : "bad" }, e.ok ? "✓ " : "✗ "), "mirai." + e.op + " (" + e.ms + " ms)"),
         h("div", {}, h("div", { class: "meta" }, "Request"), h("pre", {}, pretty(e.request)),
           h("div", { class: "meta" }, "Answer"), h("pre", {}, pretty(e.answer))));
@@ -642,7 +647,7 @@ function stepEvent(e) {
 
 function who(p) {
   const r = p.requested_by || {};
-  return [r.adapter || "?", r.run_id ? h("a", { href: "/ui/runs/" + encodeURIComponent(r.run_id) }, " run " + r.run_id.slice(0, 8)) : null,
+  return [r.adapter || "?", r.run_id ? [" ", h("a", { href: "/ui/runs/" + encodeURIComponent(r.run_id) }, "run " + r.run_id.slice(0, 8))] : null,
     r.message ? " — " + r.message : null];
 }
 
