@@ -2,7 +2,8 @@
 //! HTML and the three files it asks for, gzipped as a browser accepts them):
 //! bytes over the wire and each answer's time; and `notes.render` of a
 //! 5,000-line note (headings, lists, links, code, tables) over HTTP beside
-//! `/health`, and the same rendering in this process (the server's own work).
+//! `/health`, and the same rendering in this process (the server's own work);
+//! then the same note with one raw HTML tag in it, which ammonia sanitizes whole.
 //!
 //! cargo bench --bench page
 
@@ -60,6 +61,8 @@ fn main() {
     vault::generate(&root, &vault::Options::new(50, 1)).unwrap();
     let note = long_note();
     std::fs::write(root.join("long.md"), &note).unwrap();
+    let raw = format!("{note}\n<b>raw HTML</b>\n");
+    std::fs::write(root.join("long-html.md"), &raw).unwrap();
     vault::commit(&root, 1).unwrap();
     let server = Server::start(&root);
 
@@ -104,11 +107,23 @@ fn main() {
         wire as f64 / 1024.0
     );
 
+    for (name, text) in [("long.md", &note), ("long-html.md", &raw)] {
+        render_bench(&server, name, text, health);
+    }
+}
+
+/// `notes.render` of note `name` over HTTP, and `vault::render` of its text here.
+fn render_bench(server: &Server, name: &str, text: &str, health: f64) {
     println!(
-        "notes.render of a {LINES}-line note ({} KB):",
-        note.len() / 1024
+        "notes.render of {name}, {LINES} lines ({} KB){}:",
+        text.len() / 1024,
+        if text.contains("<b>") {
+            ", with raw HTML (ammonia)"
+        } else {
+            ""
+        }
     );
-    let url = format!("{}/mcp/notes/render?path=long.md", server.url);
+    let url = format!("{}/mcp/notes/render?path={name}", server.url);
     let render = || {
         let response = server.client.get(&url).send().unwrap();
         assert_eq!(response.status().as_u16(), 200);
@@ -123,13 +138,13 @@ fn main() {
         })
         .collect();
     let over_http = report("  GET /mcp/notes/render (round trip)", &mut samples);
-    let front = mirai::vault::front_matter::parse(&note);
+    let front = mirai::vault::front_matter::parse(text);
     let links: HashMap<usize, Option<String>> = HashMap::new();
     let mut samples: Vec<f64> = (0..SAMPLES)
         .map(|_| {
             time_ms(|| {
                 drop(mirai::vault::render::render(
-                    &note,
+                    text,
                     front.body_start(),
                     &links,
                 ))

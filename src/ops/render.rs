@@ -2,6 +2,7 @@
 //! HTML ([`crate::vault::render`]), its links resolved against the vault as
 //! `notes.links` resolves them, and its front matter as data, never rendered.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use schemars::JsonSchema;
@@ -10,6 +11,7 @@ use serde_json::{Map, Value};
 
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{ErrorCode, Result};
+use crate::index::Fingerprint;
 use crate::vault::facts::NoteFacts;
 use crate::vault::sections::line_count;
 use crate::vault::{front_matter, render};
@@ -60,7 +62,12 @@ impl Operation for NotesRender {
         // The note size limit bounds the text, and so the work and the HTML.
         let (note, content) = ctx.view.read(&request.path)?;
         let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
-        let facts = NoteFacts::of(&note.rel, &content);
+        // The vault's facts of this very version when it holds them (no second scan).
+        let print = Fingerprint::of(&content);
+        let facts = match vault.note(&note.rel).filter(|facts| facts.print == print) {
+            Some(kept) => Cow::Borrowed(kept),
+            None => Cow::Owned(NoteFacts::of(&note.rel, &content)),
+        };
         let links: HashMap<usize, Option<String>> = facts
             .links
             .iter()
@@ -72,7 +79,7 @@ impl Operation for NotesRender {
         let front = front_matter::parse(&content);
         Ok(RenderResponse {
             html: render::render(&content, front.body_start(), &links),
-            title: facts.title,
+            title: facts.title.clone(),
             front_matter: front.fields().cloned(),
             front_matter_error: front.error().map(str::to_string),
             line_count: line_count(&content),

@@ -9,8 +9,15 @@
 //! attachment (which the page cannot fetch with its token), is plain text in a
 //! `<span class="unresolved">`. Images are never loaded: each is its alt text
 //! in a `<span class="embed">` (a page that loads no image leaks no visit).
-//! External links keep their address (ammonia allows only safe schemes) and
-//! get `rel="noopener noreferrer"`.
+//! External links keep their address when it is `http:`, `https:`, `mailto:`
+//! or relative (any other scheme, `javascript:` first, makes the link text).
+//!
+//! Each top-level block (a paragraph, a list, an HTML block...) where the
+//! note wrote raw HTML is rendered alone and sanitized by ammonia
+//! (`rel="noopener noreferrer"` on links); the pieces ammonia gives back are
+//! whole, balanced HTML. The other blocks skip it: their HTML is only what
+//! pulldown-cmark writes (text and attributes escaped), with every link's
+//! address checked here, which is as safe and many times cheaper for a long note.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -56,65 +63,120 @@ pub fn render(content: &str, body_start: usize, links: &HashMap<usize, Option<St
         | Options::ENABLE_FOOTNOTES;
     // What each open link or image closes with, innermost last.
     let mut closing: Vec<Event<'static>> = Vec::new();
-    let events =
-        Parser::new_ext(body, options)
-            .into_offset_iter()
-            .map(|(event, range)| match event {
+    // The events of the top-level block being read, and whether it holds raw HTML.
+    let mut block: Vec<Event> = Vec::new();
+    let mut raw = false;
+    let mut depth = 0usize;
+    let mut shown_events: Vec<Event> = Vec::new();
+    for (event, range) in Parser::new_ext(body, options).into_offset_iter() {
+        match event {
+            Event::Start(_) => depth += 1,
+            Event::End(_) => depth = depth.saturating_sub(1),
+            Event::Html(_) | Event::InlineHtml(_) => raw = true,
+            _ => {}
+        }
+        let found = links.get(&(range.start + body_start));
+        block.push(shown(event, found, &mut closing));
+        if depth == 0 {
+            settle(&mut block, raw, &mut shown_events);
+            raw = false;
+        }
+    }
+    settle(&mut block, raw, &mut shown_events);
+    let mut html = String::with_capacity(body.len() * 3 / 2);
+    pulldown_cmark::html::push_html(&mut html, shown_events.into_iter());
+    html
+}
+
+/// Moves a finished top-level block's events to `out`: as they are, or,
+/// when the note wrote raw HTML in it, as that block rendered alone and
+/// sanitized by ammonia (one piece of finished HTML), so ammonia's work
+/// follows the raw HTML a note holds, not its length.
+fn settle<'a>(block: &mut Vec<Event<'a>>, raw: bool, out: &mut Vec<Event<'a>>) {
+    if !raw {
+        out.append(block);
+        return;
+    }
+    let mut piece = String::new();
+    pulldown_cmark::html::push_html(&mut piece, block.drain(..));
+    out.push(Event::Html(CowStr::from(
+        sanitizer().clean(&piece).to_string(),
+    )));
+}
+
+/// One event as the page shows it. `found`: the file the link starting
+/// there resolves to (`Some(None)`: none), if the vault's scan found one.
+fn shown<'a>(
+    event: Event<'a>,
+    found: Option<&Option<String>>,
+    closing: &mut Vec<Event<'static>>,
+) -> Event<'a> {
+    let to_note = |note: &str, link_type, title, id, closing: &mut Vec<Event<'static>>| {
+        closing.push(Event::End(TagEnd::Link));
+        Event::Start(Tag::Link {
+            link_type,
+            dest_url: CowStr::from(note_address(note)),
+            title,
+            id,
+        })
+    };
+    match event {
+        Event::Start(Tag::Link {
+            link_type,
+            dest_url,
+            title,
+            id,
+        }) => match found {
+            Some(Some(note)) if note.ends_with(".md") => {
+                to_note(note, link_type, title, id, closing)
+            }
+            Some(_) => unresolved(closing),
+            None if matches!(link_type, LinkType::WikiLink { .. }) || !safe_href(&dest_url) => {
+                unresolved(closing)
+            }
+            None => {
+                closing.push(Event::End(TagEnd::Link));
                 Event::Start(Tag::Link {
                     link_type,
                     dest_url,
                     title,
                     id,
-                }) => {
-                    let found = links.get(&(range.start + body_start));
-                    let wiki = matches!(link_type, LinkType::WikiLink { .. });
-                    match (found, wiki) {
-                        (Some(Some(note)), _) if note.ends_with(".md") => {
-                            closing.push(Event::End(TagEnd::Link));
-                            Event::Start(Tag::Link {
-                                link_type,
-                                dest_url: CowStr::from(note_address(note)),
-                                title,
-                                id,
-                            })
-                        }
-                        (Some(_), _) | (None, true) => unresolved(&mut closing),
-                        (None, false) => {
-                            closing.push(Event::End(TagEnd::Link));
-                            Event::Start(Tag::Link {
-                                link_type,
-                                dest_url,
-                                title,
-                                id,
-                            })
-                        }
-                    }
-                }
-                Event::Start(Tag::Image { link_type, .. }) => {
-                    match links.get(&(range.start + body_start)) {
-                        Some(Some(note)) if note.ends_with(".md") => {
-                            closing.push(Event::End(TagEnd::Link));
-                            Event::Start(Tag::Link {
-                                link_type,
-                                dest_url: CowStr::from(note_address(note)),
-                                title: CowStr::from(""),
-                                id: CowStr::from(""),
-                            })
-                        }
-                        _ => {
-                            closing.push(Event::InlineHtml(CowStr::from("</span>")));
-                            Event::InlineHtml(CowStr::from("<span class=\"embed\">"))
-                        }
-                    }
-                }
-                Event::End(TagEnd::Link | TagEnd::Image) => {
-                    closing.pop().unwrap_or(Event::InlineHtml(CowStr::from("")))
-                }
-                other => other,
-            });
-    let mut html = String::with_capacity(body.len() * 3 / 2);
-    pulldown_cmark::html::push_html(&mut html, events);
-    sanitizer().clean(&html).to_string()
+                })
+            }
+        },
+        Event::Start(Tag::Image { link_type, .. }) => match found {
+            Some(Some(note)) if note.ends_with(".md") => {
+                to_note(note, link_type, CowStr::from(""), CowStr::from(""), closing)
+            }
+            _ => {
+                closing.push(Event::InlineHtml(CowStr::from("</span>")));
+                Event::InlineHtml(CowStr::from("<span class=\"embed\">"))
+            }
+        },
+        Event::End(TagEnd::Link | TagEnd::Image) => {
+            closing.pop().unwrap_or(Event::InlineHtml(CowStr::from("")))
+        }
+        other => other,
+    }
+}
+
+/// Whether a link's address may stand in the page: `http:`, `https:`,
+/// `mailto:`, or one with no scheme (relative, `#anchor`, `//host`). Read as
+/// a browser reads it: tabs and newlines dropped, leading spaces and
+/// control characters trimmed, the scheme in any case.
+fn safe_href(dest: &str) -> bool {
+    let cleaned: String = dest
+        .trim_start_matches(|c: char| c <= ' ')
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    let before_path = cleaned.split(['/', '?', '#']).next().unwrap_or_default();
+    match before_path.split_once(':') {
+        None => true,
+        Some((scheme, _)) => ["http", "https", "mailto"]
+            .iter()
+            .any(|safe| scheme.eq_ignore_ascii_case(safe)),
+    }
 }
 
 /// A link that reaches no note: its text in a span.
@@ -203,6 +265,54 @@ mod tests {
         );
         assert!(html.contains("href=\"/ui/notes/sub/a%20b.md\""), "{html}");
         assert!(!html.contains("title: x"), "{html}");
+    }
+
+    #[test]
+    fn only_safe_schemes_stay_links_with_or_without_raw_html() {
+        for extra in ["", "\n\n<b>raw</b>\n"] {
+            let html = plain(&format!(
+                "[a](javascript:alert(1)) [b](JavaScript&colon;x) [c](<java\tscript:x>) \
+                 <vbscript:x> [d](data:text/html,x) [e](https://ok.example/) [f](#here) \
+                 [g](sub/page.md) <mailto:me@example.com>{extra}"
+            ));
+            let hrefs: Vec<&str> = html
+                .split("href=\"")
+                .skip(1)
+                .filter_map(|rest| rest.split('"').next())
+                .collect();
+            assert_eq!(
+                hrefs,
+                [
+                    "https://ok.example/",
+                    "#here",
+                    "sub/page.md",
+                    "mailto:me@example.com"
+                ],
+                "{html}"
+            );
+            for good in [
+                "https://ok.example/",
+                "href=\"#here\"",
+                "href=\"sub/page.md\"",
+                "mailto:me@example.com",
+            ] {
+                assert!(html.contains(good), "{good} missing from {html}");
+            }
+        }
+    }
+
+    #[test]
+    fn raw_html_is_sanitized_block_by_block_and_stays_inert_across_blocks() {
+        let html = plain(
+            "<div onclick=\"x()\">\n\nopen *md* [a](javascript:x)\n\n</div>\n\n\
+             Some <b>bold</b> and <i onmouseover=\"y()\">it</i>.\n\n<scr\n\nipt>z()</script>\n\n\
+             [^1]: note\n\nRef[^1] and [[Other]].\n",
+        );
+        for bad in ["onclick", "onmouseover", "javascript", "<script", "ipt>"] {
+            assert!(!html.contains(bad), "{bad} in {html}");
+        }
+        assert!(html.contains("<b>bold</b>"), "{html}");
+        assert!(html.contains("<em>md</em>"), "{html}");
     }
 
     #[test]
