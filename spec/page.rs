@@ -761,6 +761,8 @@ fn the_page_in_a_real_browser() {
     // Live: a person's commit beside mirai reaches the open note within two seconds or so.
     browser.goto(&format!("{}/ui/notes/todo.md", server.url));
     browser.wait_text("article.note", "buy milk");
+    // Past the first look live updates take, so what follows is a change they notice.
+    std::thread::sleep(Duration::from_millis(2000));
     server.write("todo.md", "# Todo\n\n- buy bread\n");
     git(
         &server.root,
