@@ -33,6 +33,8 @@ RUN set -eu; \
 COPY src ./src
 COPY spec ./spec
 COPY benches ./benches
+# The web page's static files, embedded by src/http/ui.rs.
+COPY ui ./ui
 # The sandbox's JavaScript engine, prebuilt and committed (guest/build.sh):
 # the image needs no WebAssembly toolchain.
 COPY guest ./guest

@@ -24,6 +24,7 @@ mod index;
 mod mcp;
 mod modules;
 mod openapi;
+mod page;
 mod patch;
 mod revert;
 mod review;

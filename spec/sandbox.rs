@@ -138,6 +138,11 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
         server.get("/mcp/notes/outline?path=a.md"),
     );
     same(
+        "notes.render",
+        "return await mirai.notes.render({path: 'a.md'})",
+        server.get("/mcp/notes/render?path=a.md"),
+    );
+    same(
         "notes.read",
         "return await mirai.notes.read({path: 'a.md', section: 'Alpha', lines: '1-2'})",
         server.get("/mcp/notes/read?path=a.md&section=Alpha&lines=1-2"),

@@ -3,7 +3,9 @@
 //!
 //! - An `Origin` header must name a loopback origin (`http://localhost:3000`,
 //!   `http://127.0.0.1`, `http://[::1]:8080`) or one listed in
-//!   `MIRAI_ALLOWED_ORIGINS`; `Origin: null` is foreign.
+//!   `MIRAI_ALLOWED_ORIGINS`, or be exactly the `scheme://host:port` the
+//!   request was sent to (mirai's own page) while its `Host` passes the rule
+//!   below or a token is set; `Origin: null` is foreign.
 //! - While no token is set, the `Host` header must name this machine: a
 //!   loopback name, its host name, the address it listens on, one of its
 //!   interface addresses, or a name listed in `MIRAI_ALLOWED_HOSTS`. A page
@@ -40,6 +42,14 @@ pub fn is_loopback_origin(raw: &str) -> bool {
         .filter(|url| matches!(url.scheme(), "http" | "https"))
         .and_then(|url| url.host().map(|h| h.to_owned()))
         .is_some_and(|host| is_loopback(&host))
+}
+
+/// Whether origin `key` (as [`origin_key`] gives it) is exactly the
+/// `scheme://host:port` a request was sent to: `scheme` the request's, `host`
+/// its `Host` header. A page mirai served, opened by any name, sends this.
+pub fn is_own_origin(key: &str, scheme: &str, host: &str) -> bool {
+    host_of(host).is_some()
+        && origin_key(&format!("{scheme}://{}", host.trim())).as_deref() == Some(key)
 }
 
 /// The host a `Host` header (or a configured name) names, port dropped:
@@ -207,6 +217,38 @@ mod tests {
             "http://10.0.0.1",
         ] {
             assert!(!is_loopback_origin(foreign), "{foreign}");
+        }
+    }
+
+    #[test]
+    fn an_own_origin_is_the_scheme_and_host_the_request_was_sent_to() {
+        let key = |raw: &str| origin_key(raw).unwrap();
+        assert!(is_own_origin(
+            &key("http://notes.lan:4567"),
+            "http",
+            "notes.lan:4567"
+        ));
+        assert!(is_own_origin(
+            &key("http://Notes.LAN:4567"),
+            "http",
+            "notes.lan:4567"
+        ));
+        assert!(is_own_origin(
+            &key("https://notes.lan"),
+            "https",
+            "notes.lan:443"
+        ));
+        for (origin, scheme, host) in [
+            ("http://notes.lan:4567", "http", "notes.lan:4568"),
+            ("http://notes.lan:4567", "https", "notes.lan:4567"),
+            ("http://evil.example:4567", "http", "notes.lan:4567"),
+            ("http://notes.lan", "http", "notes.lan/x"),
+            ("http://notes.lan", "http", ""),
+        ] {
+            assert!(
+                !is_own_origin(&key(origin), scheme, host),
+                "{origin} {host}"
+            );
         }
     }
 

@@ -338,7 +338,8 @@ impl Agent {
         for call in &evaluation.calls {
             transcript.record(
                 "host_call",
-                json!({"step": step, "op": call.op, "ok": call.ok, "ms": call.ms}),
+                json!({"step": step, "op": call.op, "ok": call.ok, "ms": call.ms,
+                       "request": call.request, "answer": call.answer}),
             );
         }
         transcript.record(

@@ -1,6 +1,11 @@
 //! Edges every request passes: a log line, the browser check (`Origin`, and
 //! `Host` while no token is set), the bearer token, and a net that turns a
 //! panic into a plain 500 instead of a dropped connection.
+//!
+//! The `Origin` rule, as the web page amends it (issue 31): a loopback origin,
+//! one listed in `MIRAI_ALLOWED_ORIGINS`, or exactly the `scheme://host:port`
+//! the request was sent to (mirai's own page, opened by any name) when its
+//! `Host` passes the Host rule or a token is set; every other origin is refused.
 
 use std::panic::AssertUnwindSafe;
 use std::time::Instant;
@@ -15,6 +20,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::respond::{error_response, internal_error};
+use super::ui;
 use crate::app::App;
 use crate::config::Config;
 use crate::error::{Error, ErrorCode};
@@ -60,28 +66,35 @@ impl Browsers {
     /// `Host` on a server without a token (ARCHITECTURE.md, "Browsers are not
     /// callers").
     fn refusal(&self, req: &ServiceRequest) -> Option<Error> {
+        let host = match req.headers().get(header::HOST) {
+            Some(value) => Some(String::from_utf8_lossy(value.as_bytes()).into_owned()),
+            None => req.uri().authority().map(|a| a.to_string()),
+        };
+        // The Host rule (a token set, a name of this machine's, or no host named), asked once.
+        let host_passes = match (&self.own_names, &host) {
+            (Some(own), Some(host)) => own.allows(host),
+            _ => true,
+        };
         for value in req.headers().get_all(header::ORIGIN) {
             let text = String::from_utf8_lossy(value.as_bytes());
+            let key = origin::origin_key(&text);
             let allowed = origin::is_loopback_origin(&text)
-                || origin::origin_key(&text).is_some_and(|key| self.origins.contains(&key));
+                || key.as_ref().is_some_and(|key| self.origins.contains(key))
+                || (host_passes
+                    && key.zip(host.as_deref()).is_some_and(|(key, host)| {
+                        origin::is_own_origin(&key, req.connection_info().scheme(), host)
+                    }));
             if !allowed {
                 return Some(Error::new(
                     ErrorCode::OriginRefused,
                     format!(
-                        "origin {:?} may not call mirai: web pages may use it only from a loopback origin or one listed in MIRAI_ALLOWED_ORIGINS",
+                        "origin {:?} may not call mirai: web pages may use it only from mirai's own page, a loopback origin or one listed in MIRAI_ALLOWED_ORIGINS",
                         shorten(&text)
                     ),
                 ));
             }
         }
-        let own_names = self.own_names.as_ref()?;
-        let host = match req.headers().get(header::HOST) {
-            Some(value) => String::from_utf8_lossy(value.as_bytes()).into_owned(),
-            None => req.uri().authority()?.to_string(),
-        };
-        if own_names.allows(&host) {
-            return None;
-        }
+        let host = host.filter(|_| !host_passes)?;
         Some(Error::new(
             ErrorCode::OriginRefused,
             format!(
@@ -126,10 +139,11 @@ pub struct Reviewer;
 
 /// The bearer tokens (ARCHITECTURE.md, "The token guards the network" and "Only
 /// a person decides a proposal"). With `MIRAI_API_TOKEN` set, every route but
-/// [`TOKENLESS`] needs it or the reviewer token. The routes of the review
-/// class's rows (approve, reject) need `MIRAI_REVIEWER_TOKEN` alone: the API
-/// token gets 403 `policy_denied`, no token or a wrong one 401. A request with
-/// the reviewer token is marked [`Reviewer`].
+/// [`TOKENLESS`] and the page's own files (`/`, `/ui/...`: they hold no notes)
+/// needs it or the reviewer token. The routes of the review class's rows
+/// (approve, reject) need `MIRAI_REVIEWER_TOKEN` alone: the API token gets 403
+/// `policy_denied`, no token or a wrong one 401. A request with the reviewer
+/// token is marked [`Reviewer`].
 pub async fn require_token(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -165,7 +179,11 @@ pub async fn require_token(
                  header Authorization: Bearer <MIRAI_REVIEWER_TOKEN>",
             )
         })
-    } else if api.is_some() && !is_api && !TOKENLESS.contains(&req.path()) {
+    } else if api.is_some()
+        && !is_api
+        && !TOKENLESS.contains(&req.path())
+        && !ui::is_page_path(req.path())
+    {
         Some(Error::new(
             ErrorCode::Unauthorized,
             "missing or wrong bearer token: send the header Authorization: Bearer <MIRAI_API_TOKEN>",

@@ -7,8 +7,8 @@
 //! before routing; one log line per request; body limits and the time a body
 //! may take to arrive; and turning a panic into a plain 500.
 //!
-//! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp`, `events` ->
-//! `respond`; `middleware` -> `respond`; `row`, `hooks` -> `peer`; this file ->
+//! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp`, `events`, `ui` ->
+//! `respond`; `middleware` -> `respond`, `ui`; `row`, `hooks` -> `peer`; this file ->
 //! `routes`, `middleware`, `mcp`, `peer`. `openapi` (the generated document)
 //! stands apart: it reads the operation table and its own base file.
 
@@ -22,6 +22,7 @@ mod peer;
 mod respond;
 mod routes;
 mod row;
+mod ui;
 
 pub use crate::ops::Verb;
 pub use routes::{endpoints, Endpoint};

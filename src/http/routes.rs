@@ -2,14 +2,15 @@
 //! (served by the one handler in `row.rs`), and the routes of mirai's own
 //! (`/health`, `/config`, `/agent/*`, `/mcp`, `/events`). The server is built from
 //! [`endpoints`], and the OpenAPI spec is checked against it. Paths no route
-//! matches, and methods a path does not serve, are answered here too.
+//! matches, and methods a path does not serve, are answered here too. The web
+//! page (`/`, `/ui/...`, served by `ui.rs`) is routed here beside the API.
 
 use actix_web::http::Method;
 use actix_web::{web, HttpRequest, HttpResponse, Route};
 use serde_json::json;
 
 use super::respond::error_response;
-use super::{agent, events, hooks, mcp, row};
+use super::{agent, events, hooks, mcp, row, ui};
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
 use crate::ops::{OpEntry, Verb, TABLE};
@@ -110,6 +111,27 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         }
         cfg.service(resource);
     }
+    // The web page: not rows and not part of the API (no token, no OpenAPI entry).
+    for path in ["/", "/ui", "/ui/{view:.*}"] {
+        cfg.service(
+            web::resource(path)
+                .route(web::get().to(ui::serve))
+                .default_service(web::to(method_not_allowed_page)),
+        );
+    }
+}
+
+/// The page's paths serve GET only.
+async fn method_not_allowed_page(req: HttpRequest) -> HttpResponse {
+    let mut response = error_response(&Error::new(
+        ErrorCode::MethodNotAllowed,
+        format!("{} is not allowed on {}; use GET", req.method(), req.path()),
+    ));
+    response.headers_mut().insert(
+        actix_web::http::header::ALLOW,
+        actix_web::http::header::HeaderValue::from_static("GET"),
+    );
+    response
 }
 
 async fn health() -> HttpResponse {

@@ -193,7 +193,15 @@ pub struct QueryRequest {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub tag: Option<Value>,
+    /// Skip this many of the best chunks first, for the next page: 0 to
+    /// [`MAX_OFFSET`] (default 0). A number, or a decimal string.
+    #[serde(default)]
+    #[schemars(with = "Option<u32>", extend("default" = 0))]
+    pub offset: Option<Value>,
 }
+
+/// The most chunks `offset` may skip: paging stops 1,000 chunks down.
+pub const MAX_OFFSET: usize = 1000;
 
 /// `index.query`'s ranking modes.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -218,6 +226,9 @@ fn limit_description() -> String {
 pub struct QueryResponse {
     pub query: String,
     pub limit: usize,
+    /// How many of the best chunks were skipped (absent when none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub offset: usize,
     /// The mode that ranked the answer: lexical when semantic ranking was asked
     /// for but could not be had (then `degraded` says why).
     pub mode: QueryMode,
@@ -276,7 +287,7 @@ impl Operation for IndexQuery {
     const MALFORMED: ErrorCode = ErrorCode::InvalidQuery;
     const HTTP: HttpRoute = HttpRoute::get(
         "/mcp/index/query",
-        HttpInput::Query(&["q", "limit", "path_prefix", "mode", "tag"]),
+        HttpInput::Query(&["q", "limit", "path_prefix", "mode", "tag", "offset"]),
     );
     type Request = QueryRequest;
     type Response = QueryResponse;
@@ -298,6 +309,9 @@ impl Operation for IndexQuery {
             }
         };
         let prefix = index::validate_path_prefix(request.path_prefix.as_deref())?;
+        let offset = parse_offset(request.offset.as_ref())?;
+        // The page asked for is the tail of the best `offset + limit`.
+        let (page, limit) = (limit, limit + offset);
         let mode = match &request.mode {
             None | Some(Value::Null) => None,
             Some(Value::String(raw)) => Some(embed::Mode::parse(raw).ok_or_else(|| bad_mode(raw))?),
@@ -320,7 +334,7 @@ impl Operation for IndexQuery {
         } else {
             limit
         };
-        let answer = loop {
+        let mut answer = loop {
             let mut answer = ctx.index.as_if(&unsaved, |idx| match (&ctx.embeddings, mode) {
                 (_, embed::Mode::Lexical) => embed::lexical(idx, &query, fetch, prefix.as_deref(), None),
                 (Some(embeddings), _) => embeddings.search(idx, &query, fetch, prefix.as_deref(), mode),
@@ -346,6 +360,7 @@ impl Operation for IndexQuery {
             }
             fetch = fetch.saturating_mul(4).min(MAX_TAGGED_CHUNKS);
         };
+        answer.hits.drain(..offset.min(answer.hits.len()));
         let title = |path: &str| {
             vault.note(path).map_or_else(
                 || {
@@ -386,7 +401,8 @@ impl Operation for IndexQuery {
             .collect();
         Ok(QueryResponse {
             query,
-            limit,
+            limit: page,
+            offset,
             mode: match answer.mode {
                 embed::Mode::Lexical => QueryMode::Lexical,
                 embed::Mode::Semantic => QueryMode::Semantic,
@@ -396,6 +412,37 @@ impl Operation for IndexQuery {
             chunks,
         })
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The `offset` parameter: absent is 0; else a whole number up to [`MAX_OFFSET`].
+fn parse_offset(raw: Option<&Value>) -> Result<usize> {
+    let bad = |shown: String| {
+        Error::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "offset must be a whole number from 0 to {MAX_OFFSET} (chunks to skip), not {shown}"
+            ),
+        )
+    };
+    let n = match raw {
+        None | Some(Value::Null) => return Ok(0),
+        Some(Value::Number(n)) => n.as_u64().ok_or_else(|| bad(n.to_string()))?,
+        Some(Value::String(text))
+            if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            text.parse::<u64>().map_err(|_| bad(format!("{text:?}")))?
+        }
+        Some(Value::String(text)) => return Err(bad(format!("{text:?}"))),
+        Some(other) => return Err(bad(other.to_string())),
+    };
+    usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= MAX_OFFSET)
+        .ok_or_else(|| bad(n.to_string()))
 }
 
 /// A `mode` other than the three (a new parameter's own code: ARCHITECTURE.md,

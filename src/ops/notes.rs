@@ -32,6 +32,15 @@ pub struct NotesListRequest {
     #[serde(default)]
     #[schemars(with = "bool")]
     pub stats: Option<Value>,
+    /// Only notes under this folder, e.g. "projects/" (by whole folder names).
+    #[serde(default)]
+    #[schemars(with = "String")]
+    pub prefix: Option<Value>,
+    /// One folder's level only: `notes` holds the notes directly in `prefix`
+    /// (or the root), and `folders` its direct subfolders with their note counts.
+    #[serde(default)]
+    #[schemars(with = "bool")]
+    pub folders: Option<Value>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -42,6 +51,18 @@ pub struct NotesListResponse {
     /// MIRAI_MAX_NOTE_BYTES, has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<Vec<NoteStats>>,
+    /// With `folders=true`: the direct subfolders of `prefix` (or the root),
+    /// sorted, each with how many notes it holds at any depth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folders: Option<Vec<FolderCount>>,
+}
+
+/// A folder and how many notes lie under it, at any depth.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct FolderCount {
+    /// The folder's path from the notes root, ending in `/`: "projects/2024/".
+    pub path: String,
+    pub notes: usize,
 }
 
 /// One note's size and counts, kept with the index per note version.
@@ -59,24 +80,72 @@ impl Operation for NotesList {
     const EXAMPLE: &'static str = r##"await mirai.notes.list()"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
-        "List every markdown note (or those with a tag), as paths relative to the notes root, sorted.";
+        "List every markdown note (or those with a tag, or under a folder), as paths relative to the notes root, sorted; folders=true lists one folder's level with note counts.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
-    const HTTP: HttpRoute = HttpRoute::get("/mcp/notes", HttpInput::Query(&["tag", "stats"]));
+    const HTTP: HttpRoute = HttpRoute::get(
+        "/mcp/notes",
+        HttpInput::Query(&["tag", "stats", "prefix", "folders"]),
+    );
     type Request = NotesListRequest;
     type Response = NotesListResponse;
 
     fn run(ctx: &Context, request: NotesListRequest) -> Result<NotesListResponse> {
         let tag = tag_param(request.tag.as_ref())?;
         let with_stats = flag("stats", request.stats.as_ref())?;
+        let by_folder = flag("folders", request.folders.as_ref())?;
+        let prefix = folder_prefix(request.prefix.as_ref())?;
         let mut notes = ctx.view.list()?;
+        if let Some(prefix) = &prefix {
+            notes.retain(|path| path.starts_with(prefix.as_str()));
+        }
         if let Some(tag) = tag {
             let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
             let tagged = tagged(&vault, &tag);
             notes.retain(|path| tagged.contains(path));
         }
+        let folders = by_folder.then(|| one_level(&mut notes, prefix.as_deref().unwrap_or("")));
         let stats = with_stats.then(|| stats_of(ctx, &notes)).transpose()?;
-        Ok(NotesListResponse { notes, stats })
+        Ok(NotesListResponse {
+            notes,
+            stats,
+            folders,
+        })
     }
+}
+
+/// `prefix` as a folder path ending in `/` (`None`: the whole root), checked
+/// as `index.query`'s `path_prefix` is (relative, inside the root).
+fn folder_prefix(raw: Option<&Value>) -> Result<Option<String>> {
+    let raw = match raw {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::String(raw)) => raw,
+        Some(other) => {
+            return Err(invalid_request(format!(
+                "prefix must be a folder path such as \"projects/\", not {other}"
+            )))
+        }
+    };
+    let folder = crate::index::validate_path_prefix(Some(raw))
+        .map_err(|e| invalid_request(e.message.replace("path_prefix", "prefix")))?;
+    Ok(folder.map(|folder| format!("{folder}/")))
+}
+
+/// Keeps in `notes` (all under `prefix`, sorted) those directly in `prefix`,
+/// and answers the folders one level down with how many notes each holds.
+fn one_level(notes: &mut Vec<String>, prefix: &str) -> Vec<FolderCount> {
+    let mut folders: std::collections::BTreeMap<String, usize> = Default::default();
+    notes.retain(|path| {
+        let rest = &path[prefix.len()..];
+        let Some((folder, _)) = rest.split_once('/') else {
+            return true;
+        };
+        *folders.entry(format!("{prefix}{folder}/")).or_default() += 1;
+        false
+    });
+    folders
+        .into_iter()
+        .map(|(path, notes)| FolderCount { path, notes })
+        .collect()
 }
 
 /// A yes-or-no parameter: a boolean, or `true`/`false` in a query string.

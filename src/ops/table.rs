@@ -78,6 +78,7 @@ pub static TABLE: &[OpEntry] = &[
     entry::<NotesRead>(),
     entry::<NotesReadBatch>(),
     entry::<NotesOutline>(),
+    entry::<NotesRender>(),
     entry::<NotesHistory>(),
     entry::<NotesDiff>(),
     entry::<NotesLinks>(),

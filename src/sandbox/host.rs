@@ -56,6 +56,33 @@ pub struct CallRecord {
     /// succeeded: for the agent's observations, not the response.
     #[serde(skip)]
     pub answered: Option<String>,
+    /// The request as the program sent it (JSON), cut at [`CALL_TEXT_CAP`]
+    /// bytes: for the agent's transcript, not the response.
+    #[serde(skip)]
+    pub request: String,
+    /// The answer as the program got it (`{"ok":...}` or `{"error":...}`),
+    /// cut at [`CALL_TEXT_CAP`] bytes: for the agent's transcript.
+    #[serde(skip)]
+    pub answer: String,
+}
+
+/// The most bytes of a call's request and of its answer a [`CallRecord`]
+/// keeps: the agent's observation cap (`agent::OBSERVATION_CAP`), so a run's
+/// transcript holds each call as the model could have seen it at most.
+pub const CALL_TEXT_CAP: usize = 4096;
+
+/// `bytes` as text, cut at a character boundary at [`CALL_TEXT_CAP`] bytes,
+/// saying how much was left out.
+fn cut(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    if text.len() <= CALL_TEXT_CAP {
+        return text.into_owned();
+    }
+    let mut end = CALL_TEXT_CAP;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} more bytes]", &text[..end], text.len() - end)
 }
 
 /// A Store's data: the run's context, its bounds and what it has used.
@@ -233,14 +260,16 @@ fn host_call(
     {
         state.commits.push(commit.to_string());
     }
+    let bytes = serde_json::to_vec(&answer)?;
     state.calls.push(CallRecord {
         op: name,
         ok: outcome.is_ok(),
         ms: (ms * 1000.0).round() / 1000.0,
         answered: outcome.as_ref().ok().map(super::outline::outline),
+        request: cut(&request),
+        answer: cut(&bytes),
     });
 
-    let bytes = serde_json::to_vec(&answer)?;
     let len = u32::try_from(bytes.len()).map_err(|_| wasmtime::Error::new(Stop::BadMemory))?;
     let alloc = caller
         .get_export("mirai_alloc")

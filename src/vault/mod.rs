@@ -11,12 +11,14 @@
 //! - [`graph`]: the [`Vault`]: every note's facts, the files links can reach,
 //!   backlinks, broken links, orphans and tag counts.
 //! - [`rewrite`]: a move's link rewrite, each link kept in its form.
+//! - [`render`]: a note's body as sanitized HTML (pulldown-cmark, ammonia) for the page.
 //! - [`sections`]: headings and their sections, named as `A > B`.
 //! - [`tokens`]: o200k_base token counts (tiktoken-rs).
 
 pub mod facts;
 pub mod front_matter;
 pub mod graph;
+pub mod render;
 pub mod resolve;
 pub mod rewrite;
 pub mod scan;

@@ -1,0 +1,797 @@
+//! The web page (issue 31): its files served without a token under a strict
+//! Content-Security-Policy, the Origin rule's amendment for mirai's own page,
+//! the rows the page reads (`notes.list` by folder, `index.query` paged,
+//! `notes.render`, a run's calls in its transcript), and the page itself
+//! driven in a real browser (Debian's chromium and chromedriver, through
+//! fantoccini): search, a note and its history, a run, approving and
+//! rejecting proposals, a revert, and notes whose HTML is hostile.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::fake_llm::{FakeLlm, Script};
+use crate::common::{encode, git, TestServer};
+use fantoccini::{elements::Element, Client, ClientBuilder, Locator};
+use mirai::config::{Config, PolicyMode};
+use serde_json::{json, Value};
+
+const TOKEN: &str = "api-s3cret";
+const REVIEWER: &str = "reviewer-s3cret";
+
+const HOSTILE: &str = "# Hostile\n\n<script>window.pwned = 'script'</script>\n\n\
+<img src=x onerror=\"window.pwned = 'img'\">\n\n\
+[click me](javascript:window.pwned='link')\n\n\
+<a href=\"javascript:window.pwned='a'\" id=\"js-link\">raw link</a>\n\n\
+<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"window.pwned='svg'\"><script>window.pwned='svg-script'</script><a href=\"javascript:window.pwned='svg-a'\"><text>svg text</text></a></svg>\n\n\
+<iframe src=\"data:text/html,<script>parent.pwned='iframe'</script>\"></iframe>\n\n\
+<div style=\"background:url(javascript:window.pwned='css')\" onmouseover=\"window.pwned='hover'\">hover me</div>\n\n\
+Plain words stay.\n";
+
+const WELCOME: &str = "---\ntitle: Welcome home\ntags: [start, garden]\n---\n# Welcome\n\n\
+Read [[plans]] and [[Missing note]] before planting.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n";
+const PLANS: &str = "# Plans\n\nPlant tomatoes by the south wall.\n\n## Later\n\nBeans.\n";
+const PLANS_EDITED: &str =
+    "# Plans\n\nPlant tomatoes and basil by the south wall.\n\n## Later\n\nBeans.\n";
+const TODO: &str = "# Todo\n\n- buy milk\n";
+
+fn review(config: &mut Config) {
+    config.policy = PolicyMode::Review;
+    config.reviewer_token = Some(REVIEWER.into());
+    config.api_token = Some(TOKEN.into());
+}
+
+fn get_raw(
+    server: &TestServer,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::blocking::Response {
+    let mut request = server.raw().get(format!("{}{path}", server.url));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().expect("the server answers")
+}
+
+#[test]
+fn the_page_is_served_without_a_token_under_a_strict_policy() {
+    let server = TestServer::start_with(|c| c.api_token = Some(TOKEN.into()));
+    for path in ["/", "/ui/notes/a%20b/c.md", "/ui/runs/x", "/ui/status"] {
+        let page = get_raw(&server, path, &[]);
+        assert_eq!(page.status(), 200, "{path}");
+        let csp = page.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        for part in [
+            "script-src 'self'",
+            "style-src 'self'",
+            "connect-src 'self'",
+            "frame-ancestors 'none'",
+            "default-src 'none'",
+        ] {
+            assert!(csp.contains(part), "{csp}");
+        }
+        assert!(!csp.contains("unsafe"), "{csp}");
+        assert_eq!(page.headers()["x-content-type-options"], "nosniff");
+        assert!(page.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html"));
+        let body = page.text().unwrap();
+        assert!(body.contains("/ui/assets/app.js"), "{body}");
+        assert!(!body.contains("<script>"), "no inline script: {body}");
+    }
+    let js = get_raw(&server, "/ui/assets/app.js", &[("accept-encoding", "gzip")]);
+    assert_eq!(js.status(), 200);
+    assert_eq!(js.headers()["content-encoding"], "gzip");
+    assert!(js.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/javascript"));
+    let missing = get_raw(&server, "/ui/assets/nope.js", &[]);
+    assert_eq!(missing.status(), 404);
+    assert!(missing.headers().contains_key("content-security-policy"));
+    // The API behind it still needs the token.
+    let notes = get_raw(&server, "/mcp/notes", &[]);
+    assert_eq!(notes.status(), 401);
+    let post = server
+        .raw()
+        .post(format!("{}/ui/notes/", server.url))
+        .send()
+        .unwrap();
+    assert_eq!(post.status(), 405);
+}
+
+#[test]
+fn the_page_is_a_few_small_files_and_compressed() {
+    let server = TestServer::start();
+    let mut total = 0;
+    for path in [
+        "/",
+        "/ui/assets/app.js",
+        "/ui/assets/style.css",
+        "/ui/assets/icon.svg",
+    ] {
+        // reqwest here does not decompress: the bytes are what went over the wire.
+        let mut answer = get_raw(&server, path, &[("accept-encoding", "gzip")]);
+        assert_eq!(answer.status(), 200, "{path}");
+        assert_eq!(answer.headers()["content-encoding"], "gzip", "{path}");
+        let mut bytes = Vec::new();
+        answer.read_to_end(&mut bytes).unwrap();
+        total += bytes.len();
+        let plain = get_raw(&server, path, &[]);
+        assert!(!plain.headers().contains_key("content-encoding"), "{path}");
+        assert!(plain.bytes().unwrap().len() > bytes.len(), "{path}");
+    }
+    assert!(total < 150 * 1024, "first load is {total} bytes");
+}
+
+#[test]
+fn its_own_origin_is_allowed_when_the_host_rule_passes() {
+    let server = TestServer::start_with(|c| c.allowed_hosts = vec!["notes.lan".into()]);
+    let port = server.url.rsplit(':').next().unwrap().to_string();
+    let host = format!("notes.lan:{port}");
+    let own = format!("http://notes.lan:{port}");
+    let ok = get_raw(&server, "/mcp/notes", &[("host", &host), ("origin", &own)]);
+    assert_eq!(ok.status(), 200);
+    for (origin, host) in [
+        (format!("http://evil.example:{port}"), host.clone()),
+        (
+            format!("http://notes.lan:{}", port.parse::<u16>().unwrap() + 1),
+            host.clone(),
+        ),
+        (format!("https://notes.lan:{port}"), host.clone()),
+        ("null".to_string(), host.clone()),
+        // A name the Host rule refuses (DNS rebinding) is refused even as its own origin.
+        (
+            format!("http://rebind.evil.example:{port}"),
+            format!("rebind.evil.example:{port}"),
+        ),
+    ] {
+        let refused = get_raw(
+            &server,
+            "/mcp/notes",
+            &[("host", &host), ("origin", &origin)],
+        );
+        assert_eq!(refused.status(), 403, "{origin} {host}");
+        let body: Value = refused.json().unwrap();
+        assert_eq!(body["error"]["code"], "origin_refused", "{origin}");
+    }
+    // With a token set, the Host rule is off: the page opened by any name may call, with the token.
+    let guarded = TestServer::start_with(|c| c.api_token = Some(TOKEN.into()));
+    let port = guarded.url.rsplit(':').next().unwrap().to_string();
+    let host = format!("box.example:{port}");
+    let own = format!("http://box.example:{port}");
+    let auth = format!("Bearer {TOKEN}");
+    let ok = get_raw(
+        &guarded,
+        "/mcp/notes",
+        &[("host", &host), ("origin", &own), ("authorization", &auth)],
+    );
+    assert_eq!(ok.status(), 200);
+    let foreign = get_raw(
+        &guarded,
+        "/mcp/notes",
+        &[
+            ("host", &host),
+            ("origin", "http://evil.example"),
+            ("authorization", &auth),
+        ],
+    );
+    assert_eq!(foreign.status(), 403);
+}
+
+#[test]
+fn notes_list_answers_one_folder_level_with_counts() {
+    let server = TestServer::start();
+    for path in [
+        "top.md",
+        "a/one.md",
+        "a/two.md",
+        "a/b/three.md",
+        "a/b/c/four.md",
+        "z/five.md",
+        "ab.md",
+    ] {
+        server.write(path, "# x\n");
+    }
+    server.commit_all();
+    let root = server.get("/mcp/notes?folders=true");
+    assert_eq!(root.status, 200, "{root:?}");
+    // welcome.md is the note a new notes root starts with.
+    assert_eq!(root.body["notes"], json!(["ab.md", "top.md", "welcome.md"]));
+    assert_eq!(
+        root.body["folders"],
+        json!([{"path": "a/", "notes": 4}, {"path": "z/", "notes": 1}])
+    );
+    let a = server.get("/mcp/notes?folders=true&prefix=a");
+    assert_eq!(a.body["notes"], json!(["a/one.md", "a/two.md"]));
+    assert_eq!(a.body["folders"], json!([{"path": "a/b/", "notes": 2}]));
+    let under = server.get("/mcp/notes?prefix=a/b/");
+    assert_eq!(
+        under.body["notes"],
+        json!(["a/b/c/four.md", "a/b/three.md"])
+    );
+    assert!(under.body.get("folders").is_none());
+    for bad in [
+        "/mcp/notes?prefix=../x",
+        "/mcp/notes?prefix=/etc",
+        "/mcp/notes?folders=maybe",
+    ] {
+        server.get(bad).assert_error(400, "invalid_request");
+    }
+}
+
+#[test]
+fn index_query_pages_with_offset() {
+    let server = TestServer::start();
+    for i in 0..12 {
+        server.write(
+            &format!("n{i:02}.md"),
+            format!("# Note {i}\n\nbasil {}\n", "basil ".repeat(i)),
+        );
+    }
+    server.commit_all();
+    let all = server.get("/mcp/index/query?q=basil&limit=12");
+    assert_eq!(all.status, 200, "{all:?}");
+    let paths = |answer: &Value| -> Vec<String> {
+        answer["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["metadata"]["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let every = paths(&all.body);
+    assert_eq!(every.len(), 12);
+    let second = server.get("/mcp/index/query?q=basil&limit=5&offset=5");
+    assert_eq!(second.body["offset"], 5);
+    assert_eq!(paths(&second.body), every[5..10].to_vec());
+    let last = server.get("/mcp/index/query?q=basil&limit=5&offset=10");
+    assert_eq!(paths(&last.body), every[10..].to_vec());
+    let past = server.get("/mcp/index/query?q=basil&limit=5&offset=40");
+    assert_eq!(past.body["chunks"], json!([]));
+    for bad in ["-1", "1001", "x", "1.5"] {
+        server
+            .get(&format!("/mcp/index/query?q=basil&offset={bad}"))
+            .assert_error(400, "invalid_request");
+    }
+}
+
+#[test]
+fn notes_render_resolves_links_keeps_front_matter_as_data_and_runs_nothing() {
+    let server = TestServer::start();
+    server.write("welcome.md", WELCOME);
+    server.write("garden/plans.md", PLANS);
+    server.write("hostile.md", HOSTILE);
+    server.commit_all();
+    let note = server.get("/mcp/notes/render?path=welcome.md");
+    assert_eq!(note.status, 200, "{note:?}");
+    let html = note.body["html"].as_str().unwrap();
+    assert!(
+        html.contains("<a href=\"/ui/notes/garden/plans.md\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("<span class=\"unresolved\">Missing note</span>"),
+        "{html}"
+    );
+    assert!(html.contains("<table>"), "{html}");
+    assert!(
+        !html.contains("title: Welcome home"),
+        "front matter is data: {html}"
+    );
+    assert_eq!(note.body["front_matter"]["title"], "Welcome home");
+    assert_eq!(note.body["title"], "Welcome home");
+    let hostile = server.get("/mcp/notes/render?path=hostile.md");
+    let html = hostile.body["html"].as_str().unwrap().to_lowercase();
+    for bad in [
+        "<script",
+        "onerror",
+        "javascript:",
+        "<svg",
+        "onload",
+        "<iframe",
+        "style=",
+        "onmouseover",
+        "<img",
+    ] {
+        assert!(!html.contains(bad), "{bad} survived: {html}");
+    }
+    assert!(html.contains("plain words stay."), "{html}");
+    server
+        .get("/mcp/notes/render?path=../etc/passwd.md")
+        .assert_error(400, "invalid_path");
+    server
+        .get("/mcp/notes/render?path=nope.md")
+        .assert_error(404, "not_found");
+}
+
+#[test]
+fn a_note_past_the_size_limit_is_not_rendered() {
+    let server = TestServer::start_with(|c| c.max_note_bytes = 1000);
+    server.write("big.md", "word ".repeat(400));
+    server
+        .get("/mcp/notes/render?path=big.md")
+        .assert_error(413, "note_too_large");
+}
+
+/// An agent run whose one step appends to todo.md (a proposal in review mode), then replies.
+fn agent_script() -> Script {
+    Script::answering(&[
+        "<think>Add a line to the todo list.</think>\n<code>\nconst r = await mirai.notes.append({path: \"todo.md\", text: \"- call mum\\n\"});\nreturn r.proposal;\n</code>".to_string(),
+        "<think>Done.</think>\n<reply>I proposed adding \"call mum\" to todo.md.</reply>".to_string(),
+    ])
+}
+
+#[test]
+fn a_runs_transcript_keeps_each_calls_request_and_answer() {
+    let llm = FakeLlm::start(agent_script());
+    let base_url = llm.base_url.clone();
+    let server = TestServer::start_with(|c| {
+        c.llm.base_url = base_url;
+        c.llm.model = "fake-model".into();
+    });
+    server.write("todo.md", TODO);
+    server.commit_all();
+    let report = server.post_json("/agent/run", &json!({"task": "Add call mum."}));
+    assert_eq!(report.status, 200, "{report:?}");
+    let run_id = report.body["run_id"].as_str().unwrap();
+    let run = server.get(&format!("/agent/runs/{run_id}"));
+    let call = run.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "host_call")
+        .unwrap()
+        .clone();
+    assert_eq!(call["op"], "notes.append");
+    let request: Value = serde_json::from_str(call["request"].as_str().unwrap()).unwrap();
+    assert_eq!(request, json!({"path": "todo.md", "text": "- call mum\n"}));
+    let answer: Value = serde_json::from_str(call["answer"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        answer["ok"]["commit"].as_str().unwrap().len(),
+        40,
+        "{answer}"
+    );
+}
+
+// ---------- the browser ----------
+
+/// chromedriver on a loopback port and one headless chromium session.
+struct Browser {
+    runtime: tokio::runtime::Runtime,
+    client: Option<Client>,
+    driver: Child,
+}
+
+impl Browser {
+    /// The browser, or why there is none here.
+    fn start() -> Result<Browser, String> {
+        let chromium = ["chromium", "chromium-browser", "google-chrome"]
+            .iter()
+            .find_map(|name| which(name))
+            .ok_or("no chromium on PATH (apt-get install chromium chromium-driver)")?;
+        let driver_bin = which("chromedriver")
+            .ok_or("no chromedriver on PATH (apt-get install chromium-driver)")?;
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = Command::new(driver_bin)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("chromedriver did not start: {e}"))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut browser = Browser {
+            runtime,
+            client: None,
+            driver,
+        };
+        let caps = json!({"goog:chromeOptions": {
+            "binary": chromium.display().to_string(),
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,900", "--no-first-run", "--disable-extensions"]}});
+        let Value::Object(caps) = caps else {
+            unreachable!()
+        };
+        let url = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        let client = browser.runtime.block_on(async {
+            loop {
+                let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+                match ClientBuilder::new(connector)
+                    .capabilities(caps.clone())
+                    .connect(&url)
+                    .await
+                {
+                    Ok(client) => return Ok(client),
+                    Err(e) if started.elapsed() > Duration::from_secs(30) => {
+                        return Err(format!("chromium did not start: {e}"))
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+        })?;
+        browser.client = Some(client);
+        Ok(browser)
+    }
+
+    fn c(&self) -> &Client {
+        self.client.as_ref().unwrap()
+    }
+
+    fn goto(&self, url: &str) {
+        self.runtime.block_on(self.c().goto(url)).unwrap();
+    }
+
+    /// The first element `css` finds, waiting up to 10 s for it.
+    fn wait(&self, css: &str) -> Element {
+        self.runtime
+            .block_on(
+                self.c()
+                    .wait()
+                    .at_most(Duration::from_secs(10))
+                    .for_element(Locator::Css(css)),
+            )
+            .unwrap_or_else(|e| panic!("no {css} within 10 s: {e}; page: {}", self.text("body")))
+    }
+
+    /// Waits until the text of `css` contains `wanted`; answers that text.
+    fn wait_text(&self, css: &str, wanted: &str) -> String {
+        let started = Instant::now();
+        loop {
+            let text = self.text(css);
+            if text.contains(wanted) {
+                return text;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{css} never held {wanted:?}: {text:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The text of the first element `css` finds ("" when none).
+    fn text(&self, css: &str) -> String {
+        self.js(&format!(
+            "const e = document.querySelector({}); return e ? e.innerText : ''",
+            json!(css)
+        ))
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+    }
+
+    fn click(&self, css: &str) {
+        // A live update may redraw the view between finding and clicking: find again then.
+        for _ in 0..20 {
+            let element = self.wait(css);
+            if self.runtime.block_on(element.click()).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("could not click {css}");
+    }
+
+    fn type_into(&self, css: &str, text: &str) {
+        let element = self.wait(css);
+        self.runtime.block_on(element.send_keys(text)).unwrap();
+    }
+
+    fn js(&self, script: &str) -> Value {
+        self.runtime
+            .block_on(self.c().execute(script, vec![]))
+            .unwrap()
+    }
+
+    fn url(&self) -> String {
+        self.runtime
+            .block_on(self.c().current_url())
+            .unwrap()
+            .to_string()
+    }
+
+    fn title(&self) -> String {
+        self.runtime.block_on(self.c().title()).unwrap()
+    }
+
+    fn accept_alert(&self) {
+        let started = Instant::now();
+        while self.runtime.block_on(self.c().accept_alert()).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "no confirmation was asked"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Saves a screenshot at `width` x `height` into `dir` (MIRAI_PAGE_SHOTS), when set.
+    fn shot(&self, dir: &Option<PathBuf>, name: &str, width: u32, height: u32) {
+        let Some(dir) = dir else { return };
+        self.runtime
+            .block_on(self.c().set_window_size(width, height))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let png = self.runtime.block_on(self.c().screenshot()).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+        self.runtime
+            .block_on(self.c().set_window_size(1280, 900))
+            .unwrap();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            let _ = self.runtime.block_on(client.close());
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| Path::new(dir).join(name))
+        .find(|path| path.is_file())
+}
+
+fn proposal_status(server: &TestServer, id: &str) -> String {
+    let answer = server.get(&format!("/mcp/proposals/get?id={}", encode(id)));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.body["status"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn the_page_in_a_real_browser() {
+    let browser = match Browser::start() {
+        Ok(browser) => browser,
+        Err(why) => {
+            println!("SKIPPED: the browser test needs chromium and chromedriver: {why}");
+            return;
+        }
+    };
+    let shots = std::env::var_os("MIRAI_PAGE_SHOTS").map(PathBuf::from);
+    let llm = FakeLlm::start(agent_script());
+    let base_url = llm.base_url.clone();
+    let server = TestServer::start_with(|c| {
+        review(c);
+        c.llm.base_url = base_url;
+        c.llm.model = "fake-model".into();
+    });
+    server.write("welcome.md", WELCOME);
+    server.write("garden/plans.md", PLANS);
+    server.write("todo.md", TODO);
+    server.write("hostile.md", HOSTILE);
+    server.write("garden/beds/north.md", "# North bed\n\nShade plants.\n");
+    server.commit_all();
+    server.write("garden/plans.md", PLANS_EDITED);
+    git(
+        &server.root,
+        &[
+            "-c",
+            "user.name=Ann",
+            "-c",
+            "user.email=ann@example.com",
+            "commit",
+            "-qam",
+            "Add basil to the plans",
+        ],
+    );
+    // The agent's run files a proposal; so does a plain HTTP write.
+    let report = server.post_json(
+        "/agent/run",
+        &json!({"task": "Add call mum to my todo list."}),
+    );
+    assert_eq!(report.status, 200, "{report:?}");
+    let run_id = report.body["run_id"].as_str().unwrap().to_string();
+    let agents = report.body["proposal"]["proposal"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let http = server.post_json(
+        "/mcp/notes/append",
+        &json!({"path": "welcome.md", "text": "A line from HTTP.\n"}),
+    );
+    assert_eq!(http.status, 202, "{http:?}");
+
+    // The page asks for the token once, then shows the notes.
+    browser.goto(&format!("{}/", server.url));
+    browser.wait("#token-dialog[open]");
+    browser.type_into("#token-input", TOKEN);
+    browser.click("#token-form button[type=submit]");
+    browser.wait_text(".tree", "garden/");
+    assert!(browser.url().ends_with("/ui/notes/"), "{}", browser.url());
+    assert_eq!(browser.title(), "Notes · mirai");
+    let token_kept = browser.js("return [sessionStorage.getItem('mirai.token'), document.cookie]");
+    assert_eq!(token_kept, json!([TOKEN, ""]));
+    // Folders load lazily: garden/beds/ appears once garden/ is opened.
+    assert!(!browser.text(".tree").contains("beds/"));
+    browser.click(".tree details[data-prefix='garden/'] > summary");
+    browser.wait_text(".tree", "beds/");
+    browser.shot(&shots, "notes-tree-desktop", 1280, 900);
+
+    // Search, and open a hit at its chunk.
+    browser.type_into("#search-input", "basil");
+    browser.click("#search-form button");
+    browser.wait(".hit-card mark");
+    assert!(
+        browser.url().contains("/ui/search?q=basil"),
+        "{}",
+        browser.url()
+    );
+    assert_eq!(browser.title(), "Search: basil · mirai");
+    assert!(browser.text("main").contains("Mode: lexical"));
+    browser.click(".hit-card h3 a");
+    browser.wait_text("article.note", "basil by the south wall");
+    assert!(
+        browser.url().contains("/ui/notes/garden/plans.md"),
+        "{}",
+        browser.url()
+    );
+    browser.wait("article.note .hit");
+
+    // A note: rendered, its front matter as a table, a resolved link, the source.
+    browser.goto(&format!("{}/ui/notes/welcome.md", server.url));
+    browser.wait_text("table.fm", "Welcome home");
+    assert_eq!(browser.title(), "Note: Welcome home · mirai");
+    let link = browser.js("return document.querySelector('article.note a').getAttribute('href')");
+    assert_eq!(link, "/ui/notes/garden/plans.md");
+    assert!(browser
+        .text("article.note .unresolved")
+        .contains("Missing note"));
+    browser.shot(&shots, "note-desktop", 1280, 900);
+    browser.shot(&shots, "note-360", 360, 780);
+    browser.click(".note-head button[aria-pressed]");
+    browser.wait_text("pre.source", "[[Missing note]]");
+    browser.click(".note-head button[aria-pressed]");
+    browser.wait("article.note");
+    browser.click("article.note a");
+    browser.wait_text("main h1", "Plans");
+
+    // Its history, a diff, and a revert (review mode: a proposal, approved below).
+    browser.click(".note-head a[href^='/ui/history/']");
+    browser.wait_text("main", "Add basil to the plans");
+    assert_eq!(browser.title(), "History: garden/plans.md · mirai");
+    browser.click(".commit button[aria-expanded]");
+    browser.wait_text(".diff .add", "basil");
+    browser.shot(&shots, "history-desktop", 1280, 900);
+    browser.click(".commit button.danger");
+    browser.accept_alert();
+    browser.wait_text(".commit .notice", "Filed as a proposal");
+    let href =
+        browser.js("return document.querySelector('.commit .notice a').getAttribute('href')");
+    let revert = href
+        .as_str()
+        .unwrap()
+        .trim_start_matches("/ui/proposals/")
+        .to_string();
+    assert_eq!(proposal_status(&server, &revert), "pending");
+
+    // The agent's run, step by step, with each mirai.* call's request and answer.
+    browser.click(".top nav a[data-view=runs]");
+    browser.wait_text("main", "Add call mum");
+    browser.click("main .card h3 a");
+    browser.wait_text(".step", "mirai.notes.append");
+    assert!(browser.title().starts_with("Run "), "{}", browser.title());
+    assert!(
+        browser.url().ends_with(&format!("/ui/runs/{run_id}")),
+        "{}",
+        browser.url()
+    );
+    browser.click(".host-call > summary");
+    browser.wait_text(".host-call", "\"path\": \"todo.md\"");
+    assert!(
+        browser.text(".host-call").contains("\"proposal\""),
+        "the answer is shown"
+    );
+    let run = browser.text(".run");
+    for shown in [
+        "Stopped",
+        "reply",
+        "Add a line to the todo list.",
+        "await mirai.notes.append({path: \"todo.md\"",
+        "I proposed adding",
+    ] {
+        assert!(run.contains(shown), "the run view lacks {shown:?}: {run}");
+    }
+    assert!(!run.contains("[object"), "{run}");
+    browser.shot(&shots, "run-desktop", 1280, 900);
+    browser.shot(&shots, "run-360", 360, 780);
+
+    // Proposals: pending first; approve the revert (the reviewer token asked then).
+    browser.click(".top nav a[data-view=proposals]");
+    browser.wait_text("main", "Waiting for you (3)");
+    browser.shot(&shots, "proposals-desktop", 1280, 900);
+    browser.shot(&shots, "proposals-360", 360, 780);
+    browser.goto(&format!("{}/ui/proposals/{revert}", server.url));
+    browser.wait_text("main", "Applies now");
+    browser.shot(&shots, "proposal-desktop", 1400, 900);
+    browser.shot(&shots, "proposal-360", 360, 780);
+    let head = server.head();
+    browser.click("#approve");
+    browser.wait("#token-dialog[open]");
+    browser.type_into("#token-input", REVIEWER);
+    browser.click("#token-form button[type=submit]");
+    browser.wait_text("main", "Approved: committed as");
+    assert_ne!(server.head(), head);
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("garden/plans.md")).unwrap(),
+        PLANS
+    );
+    assert!(git(&server.root, &["log", "-1", "--format=%B"])
+        .contains(&format!("Mirai-Proposal: {revert}")));
+    assert_eq!(proposal_status(&server, &revert), "applied");
+
+    // Reject the agent's proposal: the reviewer token is kept for the tab.
+    browser.goto(&format!("{}/ui/proposals/{agents}", server.url));
+    browser.wait("#reject");
+    let head = server.head();
+    browser.type_into("#reject-reason", "not now");
+    browser.click("#reject");
+    browser.wait_text("main", "Rejected.");
+    assert_eq!(server.head(), head);
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("todo.md")).unwrap(),
+        TODO
+    );
+    assert_eq!(proposal_status(&server, &agents), "rejected");
+
+    // Status.
+    browser.click(".top nav a[data-view=status]");
+    browser.wait_text("main", "review");
+    assert_eq!(browser.title(), "Status · mirai");
+
+    // Live: a person's commit beside mirai reaches the open note within two seconds or so.
+    browser.goto(&format!("{}/ui/notes/todo.md", server.url));
+    browser.wait_text("article.note", "buy milk");
+    // Past the first look live updates take, so what follows is a change they notice.
+    std::thread::sleep(Duration::from_millis(2000));
+    server.write("todo.md", "# Todo\n\n- buy bread\n");
+    git(
+        &server.root,
+        &[
+            "-c",
+            "user.name=Ann",
+            "-c",
+            "user.email=ann@example.com",
+            "commit",
+            "-qam",
+            "Bread",
+        ],
+    );
+    browser.wait_text("article.note", "buy bread");
+
+    // A hostile note runs nothing.
+    browser.goto(&format!("{}/ui/notes/hostile.md", server.url));
+    browser.wait_text("article.note", "Plain words stay.");
+    for css in ["article.note a", "article.note div"] {
+        browser.js(&format!(
+            "document.querySelectorAll({}).forEach(e => {{ e.click(); e.dispatchEvent(new MouseEvent('mouseover', {{bubbles: true}})); }}); return true",
+            json!(css)
+        ));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let ran = browser.js(
+        "return [typeof window.pwned, location.pathname, \
+         document.querySelectorAll('article.note :is(script, svg, img, iframe, [onerror], [onload], [style])').length]",
+    );
+    assert_eq!(ran, json!(["undefined", "/ui/notes/hostile.md", 0]));
+    drop(llm);
+}
