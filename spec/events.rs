@@ -979,3 +979,45 @@ fn mcp_2026_subscriptions_listen_acknowledges_then_notifies_with_its_id() {
         .unwrap();
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
 }
+
+#[test]
+fn a_quiet_stream_gets_a_keep_alive_comment_after_fifteen_seconds() {
+    let server = TestServer::start();
+    let client = reqwest::blocking::Client::builder()
+        .timeout(None::<Duration>)
+        .build()
+        .unwrap();
+    // Only sync rounds, which never come without a remote: the stream stays quiet.
+    let opened = Instant::now();
+    let response = client
+        .get(format!("{}/events?types=sync", server.url))
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(response).lines() {
+            let Ok(line) = line else { return };
+            if tx.send((line, Instant::now())).is_err() {
+                return;
+            }
+        }
+    });
+    // The opening comment, its blank line, then nothing until the keep-alive.
+    let mut lines = Vec::new();
+    let at = loop {
+        let (line, at) = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a line comes within 30 s");
+        if line == ": keep-alive" {
+            break at;
+        }
+        lines.push(line);
+    };
+    assert_eq!(lines, [": mirai change stream", ""], "no event came first");
+    let quiet = at.duration_since(opened);
+    assert!(
+        quiet >= Duration::from_secs(14) && quiet < Duration::from_secs(25),
+        "the comment came after {quiet:?}"
+    );
+}
