@@ -326,19 +326,21 @@ impl Subscription {
         })
     }
 
-    /// The next item, waiting for one; `None` once the subscription ended
-    /// (after an overflow's reset, or when the hub is gone).
-    pub async fn next(&mut self) -> Option<Item> {
+    /// What comes before the queue: a backlog item, the overflow's reset, or
+    /// the end (`Some(None)`). `None`: the answer is in the queue.
+    fn before_queue(&mut self) -> Option<Option<Item>> {
         if let Some(item) = self.pending.pop_front() {
-            return Some(item);
+            return Some(Some(item));
         }
         if let Some(reset) = self.overflow() {
-            return Some(reset);
+            return Some(Some(reset));
         }
-        if self.ended {
-            return None;
-        }
-        match self.rx.recv().await {
+        self.ended.then_some(None)
+    }
+
+    /// The item for what the queue gave (`None`: the hub is gone).
+    fn received(&mut self, event: Option<Arc<Event>>) -> Option<Item> {
+        match event {
             Some(event) if self.overflowed.load(Ordering::Acquire) == 0 => Some(Item::Event(event)),
             Some(_) => self.overflow(),
             None => self.overflow().or_else(|| {
@@ -346,43 +348,34 @@ impl Subscription {
                 None
             }),
         }
+    }
+
+    /// The next item, waiting for one; `None` once the subscription ended
+    /// (after an overflow's reset, or when the hub is gone).
+    pub async fn next(&mut self) -> Option<Item> {
+        if let Some(answer) = self.before_queue() {
+            return answer;
+        }
+        let event = self.rx.recv().await;
+        self.received(event)
     }
 
     /// [`Subscription::next`], waiting on this thread (never inside an async runtime).
     pub fn next_blocking(&mut self) -> Option<Item> {
-        if let Some(item) = self.pending.pop_front() {
-            return Some(item);
+        if let Some(answer) = self.before_queue() {
+            return answer;
         }
-        if let Some(reset) = self.overflow() {
-            return Some(reset);
-        }
-        if self.ended {
-            return None;
-        }
-        match self.rx.blocking_recv() {
-            Some(event) if self.overflowed.load(Ordering::Acquire) == 0 => Some(Item::Event(event)),
-            Some(_) => self.overflow(),
-            None => self.overflow().or_else(|| {
-                self.ended = true;
-                None
-            }),
-        }
+        let event = self.rx.blocking_recv();
+        self.received(event)
     }
 
     /// The next item if one is there now, without waiting.
     pub fn try_next(&mut self) -> Option<Item> {
-        if let Some(item) = self.pending.pop_front() {
-            return Some(item);
-        }
-        if let Some(reset) = self.overflow() {
-            return Some(reset);
-        }
-        if self.ended {
-            return None;
+        if let Some(answer) = self.before_queue() {
+            return answer;
         }
         match self.rx.try_recv() {
-            Ok(event) if self.overflowed.load(Ordering::Acquire) == 0 => Some(Item::Event(event)),
-            Ok(_) => self.overflow(),
+            Ok(event) => self.received(Some(event)),
             Err(_) => self.overflow(),
         }
     }
