@@ -83,6 +83,19 @@ fn status(server: &TestServer) -> Value {
     answer.body
 }
 
+/// Waits until the embedding server has been sent `n` inputs in all.
+fn inputs_reach(fake: &FakeEmbed, n: usize) {
+    let started = Instant::now();
+    while fake.inputs().len() < n {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "only {} inputs were sent, not {n}",
+            fake.inputs().len()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Waits until every chunk has a vector; the status then.
 fn embedded(server: &TestServer) -> Value {
     let started = Instant::now();
@@ -271,6 +284,9 @@ fn after_an_apply_only_the_changed_chunk_is_embedded() {
         &json!({"path": "garden.md", "content": garden(tools)}),
     );
     assert_eq!(answer.status, 200, "{answer:?}");
+    // The worker's status is a snapshot of its last pass: wait for the
+    // embedding server to have been asked, then for the worker to finish.
+    inputs_reach(&fake, initial.len() + 1);
     embedded(&server);
     let after: Vec<String> = fake.inputs().into_iter().skip(initial.len()).collect();
     assert_eq!(after, [format!("# Tools\n{}\n", tools.repeat(25))]);
@@ -281,8 +297,15 @@ fn after_an_apply_only_the_changed_chunk_is_embedded() {
         &json!({"path": "bikes.md", "content": "# Bikes\nA bicycle with a bell.\n"}),
     );
     assert_eq!(answer.status, 200, "{answer:?}");
-    let s = embedded(&server);
-    assert_eq!(s["embeddings"]["chunks_embedded"], 6);
+    inputs_reach(&fake, initial.len() + 2);
+    let started = Instant::now();
+    while embedded(&server)["embeddings"]["chunks_embedded"] != 6 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the new note's chunk never counted as embedded"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let after: Vec<String> = fake.inputs().into_iter().skip(initial.len() + 1).collect();
     assert_eq!(after, ["# Bikes\nA bicycle with a bell.\n"]);
     // The semantic side finds the new text.
