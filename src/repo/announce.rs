@@ -161,19 +161,13 @@ impl Landing for Holding<'_> {
     /// A move nobody told before `from` (a person's commit under mirai's) is
     /// told first, as `outside`.
     fn landed(
-        mut self: Box<Self>,
+        self: Box<Self>,
         from: Option<Oid>,
         to: Oid,
         source: Source,
         replaces: &HashMap<Oid, Oid>,
     ) {
-        if self.state.tip != from {
-            if let Some(from) = from {
-                let told = self.state.tip;
-                self.tell(told, from, Source::Outside, &HashMap::new());
-            }
-        }
-        self.tell(from, to, source, replaces);
+        Holding::landed(*self, from, to, source, replaces);
     }
 }
 
