@@ -122,6 +122,21 @@ impl World {
     }
 
     /// mirai serving a root cloned at start-up from the remote on disk.
+    /// mirai following the remote served over smart HTTP by `http`, as user `ada` with token `tok`.
+    fn mirai_over_http(&self, http: &GitHttp, adjust: impl FnOnce(&mut Config)) -> TestServer {
+        let mut sync = self.sync_config(&format!("{}/remote.git", http.base));
+        sync.credentials = GitCredentials::Token {
+            username: "ada".into(),
+            token: "tok".into(),
+        };
+        let root = tempfile::tempdir().unwrap();
+        let notes = root.path().join("notes");
+        TestServer::start_in(root, notes, |config| {
+            config.sync = Some(sync);
+            adjust(config);
+        })
+    }
+
     fn mirai(&self, adjust: impl FnOnce(&mut Config)) -> TestServer {
         let sync = self.sync_config(self.remote.to_str().unwrap());
         let root = tempfile::tempdir().unwrap();
@@ -1392,6 +1407,172 @@ fn a_move_the_remote_made_impossible_goes_to_an_unmerged_branch() {
 /// A note a pull brings past MIRAI_MAX_NOTE_BYTES is the person's file, on
 /// disk, but never read as text: not indexed, and in the link graph a file
 /// links reach, with no links of its own.
+/// The paths `repo.status` lists as skipped, with their reasons.
+fn skipped_paths(server: &TestServer) -> Vec<(String, String)> {
+    let status = server.get("/mcp/repo/status");
+    status.body["skipped_paths"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{status:?}"))
+        .iter()
+        .map(|s| {
+            let field = |name: &str| s[name].as_str().unwrap().to_string();
+            (field("path"), field("reason"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_pulled_file_past_the_file_limit_stays_in_git_and_out_of_the_working_tree() {
+    let world = World::new();
+    world.person_pushes(
+        &[
+            ("small.md", Some("# Small\n")),
+            ("grows.md", Some("# Grows\n")),
+        ],
+        "person: start",
+    );
+    // Over a network transport (a remote on this machine refuses such files: the next spec).
+    let http = GitHttp::start(world.dir.path(), "ada", "tok", Duration::ZERO);
+    let server = world.mirai_over_http(&http, |c| {
+        c.max_body_bytes = 2048;
+        c.max_note_bytes = 4096;
+        c.max_file_bytes = 8192;
+    });
+    assert_eq!(server.read("grows.md").body["content"], "# Grows\n");
+    let huge = "huge line\n".repeat(2_000);
+    world.person_pushes(
+        &[
+            ("huge.md", Some(huge.as_str())),
+            ("grows.md", Some(huge.as_str())),
+        ],
+        "person: two files past the limit",
+    );
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(server.head(), world.remote_head());
+    // Neither is written (grows.md's old file is gone); git status stays clean.
+    assert!(!server.root.join("huge.md").exists());
+    assert!(!server.root.join("grows.md").exists());
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    let skipped = skipped_paths(&server);
+    let paths: Vec<&str> = skipped.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(paths, ["grows.md", "huge.md"], "{skipped:?}");
+    assert!(
+        skipped[0].1.contains("MIRAI_MAX_FILE_BYTES") && skipped[0].1.contains("20000 bytes"),
+        "{skipped:?}"
+    );
+    server.read("huge.md").assert_error(404, "not_found");
+
+    // mirai's own commit on top keeps both as the remote has them, and pushes.
+    let written = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "small.md", "content": "# Small\nmore\n"}),
+    );
+    assert_eq!(written.status, 200, "{written:?}");
+    assert_eq!(git(&server.root, &["show", "HEAD:huge.md"]), huge);
+    assert_eq!(server.post_json("/mcp/repo/sync", &json!({})).status, 200);
+    assert_eq!(world.remote_head(), server.head());
+
+    // The remote shrinks one and deletes the other: the file comes back, the entry goes.
+    world.person_pushes(
+        &[
+            ("grows.md", Some("# Grows\nsmall again\n")),
+            ("huge.md", None),
+        ],
+        "person: back within the limit",
+    );
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("grows.md")).unwrap(),
+        "# Grows\nsmall again\n"
+    );
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    assert_eq!(skipped_paths(&server), []);
+    assert_eq!(git(&server.root, &["ls-files", "huge.md"]), "");
+}
+
+#[test]
+fn a_remote_on_this_machine_with_a_file_past_the_limit_is_refused_before_the_fetch() {
+    let world = World::new();
+    let server = world.mirai(|c| {
+        c.max_body_bytes = 2048;
+        c.max_note_bytes = 4096;
+        c.max_file_bytes = 8192;
+    });
+    let before = server.head();
+    let huge = world.person_pushes(
+        &[("huge.md", Some("huge line\n".repeat(2_000).as_str()))],
+        "person: huge",
+    );
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    answer.assert_error(409, "conflict");
+    let text = answer.body["error"]["message"].as_str().unwrap();
+    assert!(
+        text.contains("MIRAI_MAX_FILE_BYTES") && text.contains("https or ssh"),
+        "{text}"
+    );
+    // Not fetched at all: the commit is not in mirai's repository.
+    assert_eq!(server.head(), before);
+    let found = std::process::Command::new("git")
+        .args(["-C", server.root.to_str().unwrap(), "cat-file", "-e", &huge])
+        .status()
+        .unwrap();
+    assert!(!found.success(), "the refused commit was fetched");
+    assert!(!server.root.join("huge.md").exists());
+}
+
+#[test]
+fn a_fetched_commit_past_one_mib_is_refused_before_anything_reads_it() {
+    let world = World::new();
+    world.person_pushes(&[("first.md", Some("first\n"))], "person: first");
+    let server = world.mirai(|_| {});
+    let before = server.head();
+    // A commit whose message alone is 2 MiB (too long for an argument: from a file).
+    person_git(
+        &world.person,
+        &["pull", "-q", "--ff-only", "origin", "main"],
+    );
+    std::fs::write(world.person.join("late.md"), "late\n").unwrap();
+    let message = world.dir.path().join("message.txt");
+    std::fs::write(&message, "m".repeat(2 * 1024 * 1024)).unwrap();
+    person_git(&world.person, &["add", "late.md"]);
+    person_git(
+        &world.person,
+        &["commit", "-q", "-F", message.to_str().unwrap()],
+    );
+    person_git(&world.person, &["push", "-q", "origin", "main"]);
+    let huge = world.remote_head();
+
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    answer.assert_error(409, "conflict");
+    let text = answer.body["error"]["message"].as_str().unwrap();
+    assert!(text.contains(&huge) && text.contains("1 MiB"), "{text}");
+    // Nothing moved: not the branch, not the tracking ref, no file.
+    assert_eq!(server.head(), before);
+    assert!(!server.root.join("late.md").exists());
+    assert_eq!(
+        git(&server.root, &["rev-parse", "refs/remotes/mirai/main"]).trim(),
+        before
+    );
+    let status = server.get("/mcp/repo/status");
+    assert!(
+        status.body["last_error"].as_str().unwrap().contains(&huge),
+        "{status:?}"
+    );
+
+    // The person rewrites the commit: the next sync takes it in.
+    person_git(
+        &world.person,
+        &["commit", "-q", "--amend", "-m", "person: b"],
+    );
+    person_git(&world.person, &["push", "-q", "-f", "origin", "main"]);
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(server.head(), world.remote_head());
+    assert_eq!(server.read("late.md").body["content"], "late\n");
+}
+
 #[test]
 fn a_pulled_note_past_the_note_limit_is_on_disk_but_never_indexed_or_parsed() {
     let world = World::new();

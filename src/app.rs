@@ -120,7 +120,7 @@ fn start_sync(ctx: &Context, config: &Config) -> Result<(), StartError> {
     if let Some(branch) = &settings.branch {
         let git = crate::sync::open_repository(&config.notes_root)
             .map_err(|e| StartError::new(e.message))?;
-        let current = crate::sync::local_status(git.as_ref())
+        let current = crate::sync::local_status(git.as_ref(), config.max_file_bytes as u64)
             .map_err(|e| StartError::new(e.message))?
             .branch;
         if current.as_deref() != Some(branch.as_str()) {

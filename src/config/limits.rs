@@ -1,4 +1,5 @@
-//! The bounds on requests and writes: body size and time, note size, and how
+//! The bounds on requests and writes: body size and time, note and pulled
+//! file size, and how
 //! much one edit, multi-note commit or move may change.
 
 use super::error::ConfigError;
@@ -24,6 +25,22 @@ pub(super) fn read(env: Env, config: &mut Config) -> Result<(), ConfigError> {
                 config.max_note_bytes, config.max_body_bytes
             ),
             expected: "at least MIRAI_MAX_BODY_BYTES: a note must hold what one request may write",
+        });
+    }
+    match env.positive("MIRAI_MAX_FILE_BYTES", "a positive number of bytes")? {
+        Some(n) => config.max_file_bytes = as_usize(n),
+        // Unset, it follows a note limit raised past its default.
+        None => config.max_file_bytes = config.max_file_bytes.max(config.max_note_bytes),
+    }
+    if config.max_file_bytes < config.max_note_bytes {
+        return Err(ConfigError::Value {
+            name: "MIRAI_MAX_FILE_BYTES",
+            value: format!(
+                "{} (below MIRAI_MAX_NOTE_BYTES, {})",
+                config.max_file_bytes, config.max_note_bytes
+            ),
+            expected:
+                "at least MIRAI_MAX_NOTE_BYTES: a pull must bring back every note mirai may write",
         });
     }
     if let Some(n) = env.positive("MIRAI_BODY_TIMEOUT_MS", "a positive number of milliseconds")? {
@@ -62,6 +79,26 @@ mod tests {
             .with_environment(&env_of(&[("MIRAI_MAX_BODY_BYTES", "2048")]))
             .unwrap();
         assert_eq!(c.max_body_bytes, 2048);
+    }
+
+    #[test]
+    fn the_file_limit_is_64_mib_never_below_the_note_limit_and_follows_it_when_unset() {
+        assert_eq!(Config::new("n").max_file_bytes, 64 * 1024 * 1024);
+        let c = Config::new("n")
+            .with_environment(&env_of(&[("MIRAI_MAX_NOTE_BYTES", "100000000")]))
+            .unwrap();
+        assert_eq!(c.max_file_bytes, 100_000_000);
+        let err = Config::new("n")
+            .with_environment(&env_of(&[
+                ("MIRAI_MAX_NOTE_BYTES", "20000000"),
+                ("MIRAI_MAX_FILE_BYTES", "10000000"),
+            ]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("MIRAI_MAX_FILE_BYTES") && err.contains("MIRAI_MAX_NOTE_BYTES"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use crate::agent::{AgentLimits, LlmConfig};
 use crate::embed::EmbedConfig;
-use crate::notes::DEFAULT_MAX_NOTE_BYTES;
+use crate::notes::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_NOTE_BYTES};
 use crate::ops::{DirtyNotes, Guards, PolicyMode};
 use crate::redact::presence;
 use crate::repo::GitIdentity;
@@ -53,6 +53,9 @@ pub struct Config {
     /// The largest note mirai reads, indexes or writes (`MIRAI_MAX_NOTE_BYTES`);
     /// never below `max_body_bytes`.
     pub max_note_bytes: usize,
+    /// The largest file a pull writes into the working tree
+    /// (`MIRAI_MAX_FILE_BYTES`); never below `max_note_bytes`.
+    pub max_file_bytes: usize,
     /// How long a request body may take to arrive, in milliseconds (`MIRAI_BODY_TIMEOUT_MS`).
     pub body_timeout_ms: u64,
     pub max_edits: usize,
@@ -107,6 +110,7 @@ impl std::fmt::Debug for Config {
             events,
             max_body_bytes,
             max_note_bytes,
+            max_file_bytes,
             body_timeout_ms,
             max_edits,
             max_changes,
@@ -137,6 +141,7 @@ impl std::fmt::Debug for Config {
             .field("events", events)
             .field("max_body_bytes", max_body_bytes)
             .field("max_note_bytes", max_note_bytes)
+            .field("max_file_bytes", max_file_bytes)
             .field("body_timeout_ms", body_timeout_ms)
             .field("max_edits", max_edits)
             .field("max_changes", max_changes)
@@ -220,6 +225,7 @@ impl Config {
             events: crate::events::EventLimits::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_note_bytes: DEFAULT_MAX_NOTE_BYTES,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
             max_edits: DEFAULT_MAX_EDITS,
             max_changes: DEFAULT_MAX_CHANGES,
@@ -234,6 +240,7 @@ impl Config {
             policy: self.policy,
             max_body_bytes: self.max_body_bytes,
             max_note_bytes: self.max_note_bytes,
+            max_file_bytes: self.max_file_bytes,
             max_edits: self.max_edits,
             max_changes: self.max_changes,
             max_move_notes: self.max_move_notes,

@@ -26,6 +26,10 @@ pub use view::{Landing, View};
 /// never loaded whole, and no write makes a note larger.
 pub const DEFAULT_MAX_NOTE_BYTES: usize = 8 * 1024 * 1024;
 
+/// Default cap on a file a pull writes into the working tree
+/// (`MIRAI_MAX_FILE_BYTES`): a larger one stays in git and out of the tree.
+pub const DEFAULT_MAX_FILE_BYTES: usize = 64 * 1024 * 1024;
+
 /// A notes root, canonicalized and opened once. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Notes {
@@ -33,6 +37,8 @@ pub struct Notes {
     handle: Arc<Root>,
     /// Notes larger than this are never read (`MIRAI_MAX_NOTE_BYTES`).
     max_note_bytes: u64,
+    /// Files larger than this are never written from git (`MIRAI_MAX_FILE_BYTES`).
+    max_file_bytes: u64,
 }
 
 impl Notes {
@@ -47,6 +53,7 @@ impl Notes {
             root,
             handle: Arc::new(handle),
             max_note_bytes: DEFAULT_MAX_NOTE_BYTES as u64,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES as u64,
         })
     }
 
@@ -59,6 +66,19 @@ impl Notes {
     /// The largest note that is read.
     pub fn max_note_bytes(&self) -> u64 {
         self.max_note_bytes
+    }
+
+    /// The same notes, taking files from git (a pull) only up to `bytes`
+    /// (`MIRAI_MAX_FILE_BYTES`).
+    pub fn with_max_file_bytes(mut self, bytes: usize) -> Notes {
+        self.max_file_bytes = bytes as u64;
+        self
+    }
+
+    /// The largest file a pull writes into the working tree: git's object is
+    /// read whole to write it, so this bounds what a remote can make mirai hold.
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
     }
 
     /// The canonical root folder (for git and the operator's log lines; never

@@ -93,7 +93,9 @@ impl Context {
     /// A context whose every source of change publishes to `events` (the
     /// composition root builds the one hub a server has).
     pub fn with_events(notes: Notes, settings: Settings, events: Arc<Events>) -> Context {
-        let notes = notes.with_max_note_bytes(settings.max_note_bytes);
+        let notes = notes
+            .with_max_note_bytes(settings.max_note_bytes)
+            .with_max_file_bytes(settings.max_file_bytes);
         let index = Arc::new(LiveIndex::new(notes.clone(), events.clone()));
         let embeddings = settings.embed.clone().map(|embed| {
             Arc::new(Embeddings::new(

@@ -27,7 +27,7 @@ impl Operation for RepoStatus {
             Some(sync) => sync.status(),
             None => {
                 let git = sync::open_repository(ctx.view.disk_notes().root())?;
-                sync::local_status(git.as_ref())
+                sync::local_status(git.as_ref(), ctx.view.disk_notes().max_file_bytes())
             }
         }
     }

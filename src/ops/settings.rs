@@ -85,6 +85,8 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// The largest note read, indexed or written (`MIRAI_MAX_NOTE_BYTES`).
     pub max_note_bytes: usize,
+    /// The largest file a pull writes into the working tree (`MIRAI_MAX_FILE_BYTES`).
+    pub max_file_bytes: usize,
     pub max_edits: usize,
     pub max_changes: usize,
     pub max_move_notes: usize,

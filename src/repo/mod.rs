@@ -911,6 +911,20 @@ fn write_and_commit_inner(
 }
 
 /// The blob id git gives `bytes`.
+/// Blob `id` when it holds at most `limit` bytes (`None`: larger; its size
+/// is read from the object's header, so a larger one is never loaded).
+fn blob_within(git: &Repository, id: Oid, limit: u64) -> Result<Option<git2::Blob<'_>>> {
+    let cannot = |e| git_error(&format!("cannot read object {id}"), e);
+    let (size, _) = git
+        .odb()
+        .and_then(|odb| odb.read_header(id))
+        .map_err(cannot)?;
+    if size as u64 > limit {
+        return Ok(None);
+    }
+    git.find_blob(id).map(Some).map_err(cannot)
+}
+
 pub(super) fn blob_id(bytes: &[u8]) -> Result<Oid> {
     Oid::hash_object(git2::ObjectType::Blob, bytes).map_err(|e| git_error("cannot hash a note", e))
 }

@@ -14,13 +14,16 @@
 //! written: their index entries carry git's skip-worktree bit, so `git status`
 //! stays clean and nothing of the remote's choosing lands there
 //! (ARCHITECTURE.md, "A remote is as hostile as any caller").
+//! A file past `MIRAI_MAX_FILE_BYTES` is kept out the same way (libgit2 reads
+//! an object whole, so writing it would hold all of it; its size comes from
+//! the object's header).
 //! An entry this clone cannot hold at all (a name Linux refuses, a file entry
 //! naming a tree: [`super::unheld`]) is left out, file and index entry, with a
 //! warning, and never stops the pull.
 
 use std::collections::HashMap;
 
-use git2::{Delta, DiffOptions, IndexEntry, Oid};
+use git2::{Delta, DiffDelta, DiffOptions, IndexEntry, Oid, Repository};
 
 use super::intent::{NoteIntent, Stage};
 use super::{
@@ -56,6 +59,86 @@ struct Change {
     new: Option<(Oid, i32)>,
     /// Written to the working tree (else only its index entry changes, skip-worktree).
     visible: bool,
+    /// What the index may hold for the old side: `old`, or the old file kept
+    /// out of the working tree for its size (then `old` is `None`: no file).
+    staged_old: Option<Oid>,
+    /// The new file, kept out of the working tree for its size where the old
+    /// one was a file: the file goes, the index holds this as skip-worktree.
+    kept: Option<(Oid, i32)>,
+}
+
+/// The index entry of a file kept out of the working tree (skip-worktree).
+fn kept_out(rel: &str, id: Oid, mode: i32) -> IndexEntry {
+    let mut entry = unstatted_entry(rel, id);
+    entry.mode = mode as u32;
+    entry.flags_extended = SKIP_WORKTREE;
+    entry
+}
+
+/// What the pull does at the path where `delta` has the two trees differ
+/// (`None`: nothing, as neither side can be held). A side this clone cannot
+/// hold counts as absent: never written, never staged. A file past
+/// `max_file_bytes` is held in the index only (skip-worktree), never written.
+fn change_of(git: &Repository, delta: &DiffDelta, max_file_bytes: u64) -> Option<Change> {
+    let (old, new) = (delta.old_file(), delta.new_file());
+    let Some(rel) = new.path().or(old.path()).and_then(|p| p.to_str()) else {
+        log::warn!("pull: skipped a path that is not UTF-8");
+        return None;
+    };
+    let mut skipped = None;
+    let mut side = |there: bool, file: &git2::DiffFile| {
+        if !there {
+            return None;
+        }
+        match unheld::unholdable(git, rel, file.mode(), file.id()) {
+            Some(reason) => {
+                skipped = Some(reason);
+                None
+            }
+            None => Some(file.id()),
+        }
+    };
+    let old_id = side(delta.status() != Delta::Added, &old);
+    let new_entry =
+        side(delta.status() != Delta::Deleted, &new).map(|id| (id, i32::from(new.mode())));
+    if let Some(reason) = skipped {
+        log::warn!("pull: skipped {rel:?}, which this clone cannot hold: {reason}");
+    }
+    if old_id.is_none() && new_entry.is_none() {
+        return None;
+    }
+    let blob = |mode: git2::FileMode| {
+        matches!(mode, git2::FileMode::Blob | git2::FileMode::BlobExecutable)
+    };
+    let plain = |mode: git2::FileMode, there: bool| !there || blob(mode);
+    let visible = !path::is_hidden(rel)
+        && plain(old.mode(), old_id.is_some())
+        && plain(new.mode(), new_entry.is_some());
+    let large = |file: &git2::DiffFile, id: Option<Oid>| {
+        id.and_then(|id| unheld::past_file_limit(git, rel, (file.mode(), id), max_file_bytes))
+    };
+    let old_large = large(&old, old_id).is_some();
+    let new_large = large(&new, new_entry.map(|(id, _)| id));
+    if let Some(reason) = &new_large {
+        log::warn!("pull: kept {rel:?} out of the working tree: {reason}");
+    }
+    let change = |old: Option<Oid>, new, visible, kept| Change {
+        path: rel.to_string(),
+        old,
+        new,
+        visible,
+        staged_old: old_id,
+        kept,
+    };
+    Some(match (visible, old_large, new_large.is_some()) {
+        // The old file goes; the new one is held in the index only.
+        (true, false, true) if old_id.is_some() => change(old_id, None, true, new_entry),
+        // Nothing on disk before or after: the index entry alone changes.
+        (true, _, true) => change(old_id, new_entry, false, None),
+        // No file before (kept out for its size): the new file is written, or nothing is.
+        (true, true, false) => change(None, new_entry, new_entry.is_some(), None),
+        (visible, _, _) => change(old_id, new_entry, visible, None),
+    })
 }
 
 impl Repo {
@@ -127,55 +210,16 @@ impl Repo {
                 .map_err(|e| git_error("cannot read a commit's tree", e))
         };
         let (old_tree, new_tree) = (tree_of(head)?, tree_of(Some(target))?);
+        let max_file_bytes = self.notes.max_file_bytes();
         let mut options = DiffOptions::new();
         options.include_typechange(false);
         let diff = git
             .diff_tree_to_tree(old_tree.as_ref(), new_tree.as_ref(), Some(&mut options))
             .map_err(|e| git_error("cannot compare the two commits", e))?;
-        let mut changes = Vec::new();
-        for delta in diff.deltas() {
-            let (old, new) = (delta.old_file(), delta.new_file());
-            let Some(rel) = new.path().or(old.path()).and_then(|p| p.to_str()) else {
-                log::warn!("pull: skipped a path that is not UTF-8");
-                continue;
-            };
-            let blob = |mode: git2::FileMode| {
-                matches!(mode, git2::FileMode::Blob | git2::FileMode::BlobExecutable)
-            };
-            // A side this clone cannot hold counts as absent: never written, never staged.
-            let mut skipped = None;
-            let mut side = |there: bool, file: &git2::DiffFile| {
-                if !there {
-                    return None;
-                }
-                match unheld::unholdable(git, rel, file.mode(), file.id()) {
-                    Some(reason) => {
-                        skipped = Some(reason);
-                        None
-                    }
-                    None => Some(file.id()),
-                }
-            };
-            let old_id = side(delta.status() != Delta::Added, &old);
-            let new_entry =
-                side(delta.status() != Delta::Deleted, &new).map(|id| (id, i32::from(new.mode())));
-            if let Some(reason) = skipped {
-                log::warn!("pull: skipped {rel:?}, which this clone cannot hold: {reason}");
-            }
-            if old_id.is_none() && new_entry.is_none() {
-                continue;
-            }
-            let plain = |mode: git2::FileMode, there: bool| !there || blob(mode);
-            let visible = !path::is_hidden(rel)
-                && plain(old.mode(), old_id.is_some())
-                && plain(new.mode(), new_entry.is_some());
-            changes.push(Change {
-                path: rel.to_string(),
-                old: old_id,
-                new: new_entry,
-                visible,
-            });
-        }
+        let changes: Vec<Change> = diff
+            .deltas()
+            .filter_map(|delta| change_of(git, &delta, max_file_bytes))
+            .collect();
 
         let lock = self.lock_index(journal)?;
         let index = self.read_index(&lock)?;
@@ -197,7 +241,7 @@ impl Repo {
             let staged = index.get(&change.path, 0).map(|entry| entry.id);
             let conflicted = (1..=3).any(|stage| index.get(&change.path, stage).is_some());
             let clean = !conflicted
-                && (staged == change.old || staged == new_id)
+                && (staged == change.staged_old || staged == new_id)
                 && (work_id == change.old || work_id == new_id);
             if !clean {
                 return Ok(Forward::Blocked(format!(
@@ -237,12 +281,9 @@ impl Repo {
         let mut too_large = Vec::new();
         for (change, work_id) in changes.iter().zip(work) {
             let Some(work_id) = work_id else {
-                let entry = change.new.map(|(id, mode)| {
-                    let mut entry = unstatted_entry(&change.path, id);
-                    entry.mode = mode as u32;
-                    entry.flags_extended = SKIP_WORKTREE;
-                    entry
-                });
+                let entry = change
+                    .new
+                    .map(|(id, mode)| kept_out(&change.path, id, mode));
                 entries.push((change.path.clone(), entry));
                 continue;
             };
@@ -278,7 +319,9 @@ impl Repo {
                     if path::has_note_extension(&change.path) {
                         notes.push((change.path.clone(), None));
                     }
-                    None
+                    change
+                        .kept
+                        .map(|(id, mode)| kept_out(&change.path, id, mode))
                 }
             };
             entries.push((change.path.clone(), entry));

@@ -416,10 +416,12 @@ impl Repo {
             let Some((id, _)) = entry else {
                 return Ok(None);
             };
-            let blob = self
-                .git
-                .find_blob(id)
-                .map_err(|e| git_error(&format!("cannot read {rel}"), e))?;
+            let limit = self.notes.max_note_bytes();
+            let blob = super::blob_within(&self.git, id, limit)?.ok_or_else(|| {
+                refuse(&format!(
+                    "a side of it is past MIRAI_MAX_NOTE_BYTES ({limit} bytes), never merged"
+                ))
+            })?;
             String::from_utf8(blob.content().to_vec())
                 .map(Some)
                 .map_err(|_| refuse("it is not UTF-8 text"))

@@ -87,7 +87,15 @@ impl Repo {
         let mut update = TreeUpdateBuilder::new();
         let mut moved = None;
         for (rel, id) in notes {
-            let blob = git.find_blob(id).map_err(cannot)?;
+            // A note past MIRAI_MAX_NOTE_BYTES is never parsed for links.
+            let Some(blob) = super::blob_within(git, id, self.notes.max_note_bytes())? else {
+                if rel == from {
+                    return Err(Error::conflict(format!(
+                        "{from} is past MIRAI_MAX_NOTE_BYTES on the remote"
+                    )));
+                }
+                continue;
+            };
             let Ok(text) = std::str::from_utf8(blob.content()) else {
                 if rel == from {
                     return Err(Error::conflict(format!(

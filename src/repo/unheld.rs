@@ -7,7 +7,10 @@
 //! takes in the notes around it; `repo.status` lists them as `skipped_paths`:
 //! the entries HEAD holds that the index does not, each with its reason.
 //! Hidden paths are not this module's: a pull keeps them out of the working
-//! tree as git's skip-worktree entries.
+//! tree as git's skip-worktree entries. A file past `MIRAI_MAX_FILE_BYTES` is
+//! kept out the same way ([`past_file_limit`]: libgit2 reads an object whole to
+//! write it), so `git status` stays clean and a person's commit keeps it;
+//! `skipped_paths` lists it too.
 
 use git2::{Delta, DiffOptions, FileMode, ObjectType, Oid, Repository};
 use schemars::JsonSchema;
@@ -60,9 +63,32 @@ pub fn unholdable(git: &Repository, rel: &str, mode: FileMode, id: Oid) -> Optio
     }
 }
 
+/// Why the file at `rel` with `mode` and object `id` is kept out of the
+/// working tree for its size (`None`: it is not a visible file, or not past
+/// `max_file_bytes`). The size comes from the object's header; nothing is read.
+pub fn past_file_limit(
+    git: &Repository,
+    rel: &str,
+    (mode, id): (FileMode, Oid),
+    max_file_bytes: u64,
+) -> Option<String> {
+    if !matches!(mode, FileMode::Blob | FileMode::BlobExecutable) || path::is_hidden(rel) {
+        return None;
+    }
+    match git.odb().and_then(|odb| odb.read_header(id)) {
+        Ok((size, ObjectType::Blob)) if size as u64 > max_file_bytes => Some(format!(
+            "a file of {size} bytes, past MIRAI_MAX_FILE_BYTES ({max_file_bytes}): it stays in \
+             git (skip-worktree) and out of the working tree; to have it, raise the limit or run \
+             `git update-index --no-skip-worktree {rel} && git checkout -- {rel}`"
+        )),
+        _ => None,
+    }
+}
+
 /// The entries HEAD holds that the index leaves out and that cannot be held,
-/// each with its reason: at most [`MAX_LISTED`].
-pub fn skipped_paths(git: &Repository) -> Result<Vec<Skipped>> {
+/// then the files kept out for their size (skip-worktree entries past
+/// `max_file_bytes`), each with its reason: at most [`MAX_LISTED`].
+pub fn skipped_paths(git: &Repository, max_file_bytes: u64) -> Result<Vec<Skipped>> {
     let Ok(head) = git.head().and_then(|h| h.peel_to_tree()) else {
         return Ok(Vec::new()); // unborn
     };
@@ -90,6 +116,28 @@ pub fn skipped_paths(git: &Repository) -> Result<Vec<Skipped>> {
             if skipped.len() == MAX_LISTED {
                 break;
             }
+        }
+    }
+    for entry in index.iter() {
+        if skipped.len() >= MAX_LISTED {
+            break;
+        }
+        if entry.flags_extended & super::SKIP_WORKTREE == 0 {
+            continue;
+        }
+        let Ok(rel) = std::str::from_utf8(&entry.path) else {
+            continue;
+        };
+        let mode = match entry.mode {
+            0o100644 => FileMode::Blob,
+            0o100755 => FileMode::BlobExecutable,
+            _ => continue,
+        };
+        if let Some(reason) = past_file_limit(git, rel, (mode, entry.id), max_file_bytes) {
+            skipped.push(Skipped {
+                path: rel.to_string(),
+                reason,
+            });
         }
     }
     Ok(skipped)

@@ -23,6 +23,7 @@ pub mod known_hosts;
 pub mod queue;
 pub mod remote;
 mod settings;
+mod vet;
 pub mod webhook;
 
 pub use settings::{
@@ -251,7 +252,7 @@ impl Syncer {
         let branch = self.branch(&git)?;
         let fetched = {
             let _network = self.network.lock().unwrap_or_else(|p| p.into_inner());
-            remote::fetch(&git, &self.config, &branch)?
+            remote::fetch(&git, &self.config, &branch, self.notes.max_file_bytes())?
         };
         let Some(target) = fetched else {
             return Ok(false); // an empty remote: the first push creates the branch
@@ -450,7 +451,7 @@ impl Syncer {
         let unmerged: Vec<Unmerged> = self
             .git()
             .ok()
-            .and_then(|git| local_status(Some(&git)).ok())
+            .and_then(|git| local_status(Some(&git), self.notes.max_file_bytes()).ok())
             .map(|status| status.unmerged)
             .unwrap_or_default();
         let last_error = self.state().last_error.clone();
@@ -469,7 +470,7 @@ impl Syncer {
     /// `repo.status`, from what is on disk and what sync remembers (no network).
     pub fn status(&self) -> Result<Status> {
         let git = self.git()?;
-        let mut status = local_status(Some(&git))?;
+        let mut status = local_status(Some(&git), self.notes.max_file_bytes())?;
         status.remote = Some(self.shown_remote());
         if let Ok(branch) = self.branch(&git) {
             let local = git.refname_to_id(&format!("refs/heads/{branch}")).ok();
@@ -589,7 +590,8 @@ pub fn open_repository(root: &std::path::Path) -> Result<Option<Repository>> {
 
 /// Branch, head and unmerged branches: what status shows with or without a
 /// remote (all null and empty when `git` is `None`: no repository yet).
-pub fn local_status(git: Option<&Repository>) -> Result<Status> {
+/// `max_file_bytes` is the pull's file limit, the reason some paths were skipped.
+pub fn local_status(git: Option<&Repository>, max_file_bytes: u64) -> Result<Status> {
     let empty = Status {
         branch: None,
         head: None,
@@ -632,7 +634,7 @@ pub fn local_status(git: Option<&Repository>) -> Result<Status> {
         branch,
         head,
         unmerged,
-        skipped_paths: unheld::skipped_paths(git)?,
+        skipped_paths: unheld::skipped_paths(git, max_file_bytes)?,
         ..empty
     })
 }

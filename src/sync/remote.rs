@@ -176,8 +176,16 @@ fn clear_stale_tracking_lock(git: &Repository, tracking: &str) {
 /// Fetches `branch` into its tracking ref and answers the commit the remote
 /// has there (`None`: the remote has no such branch yet). FETCH_HEAD is not
 /// written (a kill there would leave a lock that fails a person's `git fetch`
-/// too); the answer is what the remote advertised.
-pub fn fetch(git: &Repository, config: &SyncConfig, branch: &str) -> Result<Option<git2::Oid>> {
+/// too); the answer is what the remote advertised. The objects are fetched
+/// first, without moving any ref, and the tracking ref moves only once every
+/// new object passed [`super::vet`] (a tree, and over a path a file, up to
+/// `max_file_bytes`).
+pub fn fetch(
+    git: &Repository,
+    config: &SyncConfig,
+    branch: &str,
+    max_file_bytes: u64,
+) -> Result<Option<git2::Oid>> {
     let tracking = tracking_ref(branch);
     clear_stale_tracking_lock(git, &tracking);
     let mut remote = git
@@ -187,7 +195,12 @@ pub fn fetch(git: &Repository, config: &SyncConfig, branch: &str) -> Result<Opti
     options.remote_callbacks(callbacks(config));
     options.download_tags(git2::AutotagOption::None);
     options.update_fetchhead(false);
-    let refspec = format!("+refs/heads/{branch}:{tracking}");
+    // No destination: the objects come in, no ref moves until they are checked.
+    let refspec = format!("refs/heads/{branch}");
+    if config.transport == Transport::Local {
+        check_local(git, config, branch, max_file_bytes)?;
+    }
+    let before = super::vet::packs(git);
     remote
         .fetch(
             &[refspec.as_str()],
@@ -204,6 +217,7 @@ pub fn fetch(git: &Repository, config: &SyncConfig, branch: &str) -> Result<Opti
         .map(|head| head.oid());
     match fetched {
         Some(oid) => {
+            super::vet::check_new_packs(git, &before, max_file_bytes)?;
             git.reference(&tracking, oid, true, "mirai: fetch")
                 .map_err(|e| {
                     Error::git(format!("cannot record the fetched commit: {}", e.message()))
@@ -211,6 +225,22 @@ pub fn fetch(git: &Repository, config: &SyncConfig, branch: &str) -> Result<Opti
             Ok(Some(oid))
         }
         None => Ok(None),
+    }
+}
+
+/// A remote on this machine: its branch's new objects are checked before
+/// libgit2's local transport packs them in this process ([`super::vet`]).
+fn check_local(
+    git: &Repository,
+    config: &SyncConfig,
+    branch: &str,
+    max_file_bytes: u64,
+) -> Result<()> {
+    let remote = Repository::open(local_path(&config.remote))
+        .map_err(|e| unavailable(config, "open", &e))?;
+    match remote.refname_to_id(&format!("refs/heads/{branch}")) {
+        Ok(tip) => super::vet::check_local_remote(git, &remote, tip, max_file_bytes),
+        Err(_) => Ok(()), // no such branch: the fetch brings nothing
     }
 }
 
