@@ -904,6 +904,29 @@ fn mcp_over_stdio_notifies_between_responses_for_both_revisions() {
         tagged["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
         5
     );
+    // On stdio the client ends a listen by cancelling its request: no more of its notifications.
+    send_line(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}),
+    );
+    send_line(
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "notes_write", "arguments": {"path": "a.md", "content": "four\n"}}}),
+    );
+    let mut answered = None;
+    let quiet_until = Instant::now() + Duration::from_secs(3);
+    while let Ok(message) = rx.recv_timeout(quiet_until.saturating_duration_since(Instant::now())) {
+        assert_ne!(
+            message["method"], "notifications/resources/updated",
+            "a cancelled listen still notified: {message}"
+        );
+        if message["id"] == 7 {
+            answered = Some(message);
+        }
+    }
+    assert_eq!(
+        answered.expect("the write's answer")["result"]["isError"],
+        false
+    );
     let _ = child.kill();
     let _ = child.wait();
 }

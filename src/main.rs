@@ -726,6 +726,8 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
     // Notifications start with the first subscription: a client that never
     // subscribes reads responses only.
     let mut notifying = false;
+    // The open listens, by their request id (JSON text), each with its cancel.
+    let mut listens = std::collections::HashMap::new();
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let line = line.map_err(|e| Failure::config(format!("cannot read stdin: {e}")))?;
@@ -736,24 +738,29 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
             // 2026-07-28's listen: its acknowledgement now, its notifications between responses.
             Ok(message) if is_listen(&message) => {
                 match mcp.listen(message["id"].clone(), &message["params"]) {
-                    Ok((ack, mut listen)) => {
-                        let notes_out = stdout.clone();
+                    Ok((ack, listen)) => {
                         let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
                         if writeln!(out, "{ack}").and_then(|()| out.flush()).is_err() {
                             break;
                         }
-                        std::thread::spawn(move || {
-                            while let Some(note) = listen.next_blocking() {
-                                let mut out = notes_out.lock().unwrap_or_else(|p| p.into_inner());
-                                if writeln!(out, "{note}").and_then(|()| out.flush()).is_err() {
-                                    return; // the client went away
-                                }
-                            }
+                        let (cancel, cancelled) = tokio::sync::oneshot::channel();
+                        listens.retain(|_, cancel: &mut tokio::sync::oneshot::Sender<()>| {
+                            !cancel.is_closed()
                         });
+                        listens.insert(message["id"].to_string(), cancel);
+                        spawn_listen(message["id"].clone(), listen, cancelled, stdout.clone());
                         None
                     }
                     Err(error) => Some(error),
                 }
+            }
+            // On stdio a listen ends when the client cancels its request.
+            Ok(message) if message["method"] == "notifications/cancelled" => {
+                let named = message["params"]["requestId"].to_string();
+                if let Some(cancel) = listens.remove(&named) {
+                    let _ = cancel.send(());
+                }
+                None
             }
             Ok(message) => mcp.handle(&message, Some(&session)),
             Err(e) => Some(serde_json::json!({"jsonrpc": "2.0", "id": null,
@@ -783,6 +790,49 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
     app::persist_index(&ctx, "before exit");
     app::push_before_exit(&ctx);
     Ok(())
+}
+
+/// Writes a stdio listen's notifications, one line each, on a thread of its
+/// own, until the client cancels it (`notifications/cancelled` naming its
+/// request), goes away, or the listen ends on the server's side (a client
+/// that fell too far behind), which the server tells with its own
+/// `notifications/cancelled` naming the request, as 2026-07-28 asks.
+fn spawn_listen(
+    id: serde_json::Value,
+    mut listen: mirai::mcp::Listen,
+    mut cancelled: tokio::sync::oneshot::Receiver<()>,
+    stdout: std::sync::Arc<std::sync::Mutex<std::io::Stdout>>,
+) {
+    use futures_util::future::{select, Either};
+    use std::io::Write;
+    let write = move |line: &serde_json::Value| {
+        let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
+        writeln!(out, "{line}").and_then(|()| out.flush()).is_ok()
+    };
+    std::thread::spawn(move || {
+        actix_web::rt::System::new().block_on(async move {
+            loop {
+                let next = std::pin::pin!(listen.next());
+                // The cancel is looked at first: nothing is written after it.
+                match select(&mut cancelled, next).await {
+                    // Cancelled by the client (or the connection's end): its subscriptions go.
+                    Either::Left(_) => return,
+                    Either::Right((Some(note), _)) => {
+                        if !write(&note) {
+                            return; // the client went away
+                        }
+                    }
+                    Either::Right((None, _)) => {
+                        write(&serde_json::json!({"jsonrpc": "2.0",
+                            "method": "notifications/cancelled",
+                            "params": {"requestId": id, "reason": "the server ended this listen: \
+                                it fell too far behind; re-read the notes and listen again"}}));
+                        return;
+                    }
+                }
+            }
+        });
+    });
 }
 
 /// Whether `message` is a 2026-07-28 `subscriptions/listen` request.
