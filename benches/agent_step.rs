@@ -7,6 +7,8 @@
 //!
 //! cargo bench --bench agent_step
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 #[path = "../spec/common/fake_llm.rs"]
 #[allow(dead_code)]
 mod fake_llm;

@@ -9,6 +9,8 @@
 //!
 //! cargo bench --bench changes_apply -- VAULT   (a git vault from the gen-notes example, e.g. 10,000 notes)
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 mod support;
 
 use serde_json::json;

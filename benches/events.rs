@@ -7,6 +7,8 @@
 //!
 //! cargo bench --bench events [-- NOTES]   (NOTES: how many notes to seed, default 500)
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 mod support;
 
 use std::collections::HashMap;

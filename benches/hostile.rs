@@ -33,6 +33,8 @@
 //! runs, and prints its RSS every 10 s and at the end its peak over the RSS
 //! it had once its index was built.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};

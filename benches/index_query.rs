@@ -10,6 +10,8 @@
 //!
 //! cargo bench --bench index_query -- VAULT   (a vault from `cargo run --release --example gen-notes`)
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 mod support;
 
 use mirai::index::{artifact, Index};

@@ -7,6 +7,8 @@
 //!
 //! cargo bench --bench page
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 #[path = "support/vault.rs"]
 mod vault;
 

@@ -6,6 +6,8 @@
 //!
 //! cargo bench --bench patch_apply -- VAULT [VAULT...]   (git vaults from the gen-notes example, e.g. 1,000 and 10,000 notes)
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 mod support;
 
 use std::path::{Path, PathBuf};

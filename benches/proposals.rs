@@ -6,6 +6,8 @@
 //!
 //! cargo bench --bench proposals
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 mod support;
 
 use serde_json::{json, Value};

@@ -5,6 +5,8 @@
 //!
 //! cargo bench --bench sandbox_eval
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 mod support;
 
 use std::time::{Duration, Instant};

@@ -10,6 +10,8 @@
 //!
 //! cargo bench --bench search -- VAULT   (a vault from `cargo run --release --example gen-notes -- --git`)
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 mod support;
 
 #[path = "../spec/common/fake_embed.rs"]

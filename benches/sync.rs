@@ -14,6 +14,8 @@
 //! the remote's branch that were not fast-forwards (must be 0), and the share of
 //! writes that stayed on the branch.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 #[path = "../spec/common/git_http.rs"]
 mod git_http;
 mod support;

@@ -9,6 +9,8 @@
 //!
 //! cargo bench --bench vault
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 #[path = "support/vault.rs"]
 mod vault;
 

@@ -11,6 +11,8 @@
 //!
 //! cargo bench --bench watch [-- NOTES]   (NOTES: how many notes, default 10,000)
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 #[path = "support/vault.rs"]
 mod vault;
 
@@ -38,7 +40,10 @@ fn main() {
         summary.bytes as f64 / 1e6,
         mirai::index::live::WATCH_EVERY.as_millis()
     );
-    let ctx = Context::new(Notes::open(&root).unwrap(), Config::new(&root).ops_settings());
+    let ctx = Context::new(
+        Notes::open(&root).unwrap(),
+        Config::new(&root).ops_settings(),
+    );
     ctx.index.rebuild(None).unwrap();
     ctx.index.vault().unwrap();
 
@@ -57,7 +62,10 @@ fn main() {
     for i in 0..SAMPLES {
         std::fs::write(
             root.join(format!("outside-{i}.md")),
-            format!("# Outside {i}\n\nsaved beside mirai, see [[outside-{}]]\n", i + 1),
+            format!(
+                "# Outside {i}\n\nsaved beside mirai, see [[outside-{}]]\n",
+                i + 1
+            ),
         )
         .unwrap();
         saved.push(time_ms(|| assert!(ctx.index.sync_with_disk().unwrap())));

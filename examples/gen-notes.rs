@@ -2,6 +2,8 @@
 //! writes a synthetic notes vault, the same bytes for the same seed and options
 //! (see benches/support/vault.rs for what a vault holds), and prints a summary.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 #[path = "../benches/support/vault.rs"]
 mod vault;
 

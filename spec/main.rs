@@ -5,6 +5,8 @@
 //! the real wasm sandbox and real transports. Run one area with
 //! `cargo test --test spec <module>::`, e.g. `cargo test --test spec crash::`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 mod common;
 
 mod agent;

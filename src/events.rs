@@ -216,31 +216,34 @@ impl Events {
         filter: Filter,
         last_id: Option<&str>,
     ) -> Result<Subscription, TooManyClients> {
-        self.subscribe_inner(filter, last_id, true)
+        let mut inner = self.inner();
+        inner.subscribers.retain(|sub| !sub.tx.is_closed());
+        if inner.subscribers.iter().filter(|s| s.counted).count() >= self.max_clients {
+            return Err(TooManyClients(self.max_clients));
+        }
+        Ok(self.subscriber(&mut inner, filter, last_id, true))
     }
 
     /// A subscription not counted against the client limit (an MCP session,
     /// whose subscriptions have limits of their own), from now on.
     pub fn subscribe(&self, filter: Filter) -> Subscription {
-        self.subscribe_inner(filter, None, false)
-            .expect("uncounted subscriptions are never refused")
+        let mut inner = self.inner();
+        inner.subscribers.retain(|sub| !sub.tx.is_closed());
+        self.subscriber(&mut inner, filter, None, false)
     }
 
-    fn subscribe_inner(
+    /// A new subscriber, with the backlog after `last_id` (or a reset) first.
+    fn subscriber(
         &self,
+        inner: &mut Inner,
         filter: Filter,
         last_id: Option<&str>,
         counted: bool,
-    ) -> Result<Subscription, TooManyClients> {
-        let mut inner = self.inner();
-        inner.subscribers.retain(|sub| !sub.tx.is_closed());
-        if counted && inner.subscribers.iter().filter(|s| s.counted).count() >= self.max_clients {
-            return Err(TooManyClients(self.max_clients));
-        }
+    ) -> Subscription {
         let newest = format!("{}-{}", self.prefix, inner.next - 1);
         let mut pending = VecDeque::new();
         if let Some(last) = last_id {
-            match self.resume_point(&inner, last) {
+            match self.resume_point(inner, last) {
                 Ok(after) => pending.extend(
                     inner
                         .backlog
@@ -259,13 +262,13 @@ impl Events {
             overflowed: overflowed.clone(),
             counted,
         });
-        Ok(Subscription {
+        Subscription {
             pending,
             rx,
             overflowed,
             ended: false,
             prefix: self.prefix.clone(),
-        })
+        }
     }
 
     /// The counter after which a resume from `last` starts, or why it cannot.

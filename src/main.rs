@@ -391,7 +391,7 @@ fn embed_all(embeddings: &mirai::embed::Embeddings) -> Result<(), Failure> {
         indicatif::ProgressStyle::with_template(
             "embedding chunks {bar:40} {pos}/{len} ({eta} left)",
         )
-        .expect("a valid template"),
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut first = None;
     let done = embeddings.embed_all(&mut |status| {

@@ -54,6 +54,10 @@ pub enum CallError {
 }
 
 /// An HTTP client for provider calls (its own timeouts come per request).
+#[expect(
+    clippy::expect_used,
+    reason = "a client with no TLS settings of its own always builds"
+)]
 pub fn client() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
         .connect_timeout(Duration::from_secs(10))

@@ -8,6 +8,8 @@
 //!     [--key-env OPENAI_API_KEY] [--only fix-typo,delete-note] [--max-steps 8]
 //!     [--transcripts DIR]   # keep each run's transcript as DIR/<task>.jsonl
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
+
 #[path = "../../spec/common/fake_llm.rs"]
 #[allow(dead_code)]
 mod fake_llm;

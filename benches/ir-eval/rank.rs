@@ -16,6 +16,8 @@
 //! `MIRAI_EMBED_*` settings say, keeping chunk vectors in the file `RANK_VECTORS` names.
 //! Prints `variant<TAB>qid<TAB>rank<TAB>path<TAB>chunk_index<TAB>score` lines.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failed step fails the run
+
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;

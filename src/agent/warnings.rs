@@ -32,6 +32,10 @@ pub struct Outcome<'a> {
 }
 
 /// A past-tense verb that says something was changed.
+#[expect(
+    clippy::expect_used,
+    reason = "a constant pattern; the unit tests compile it"
+)]
 static CLAIM: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?i)\b(added|appended|inserted|changed|created|deleted|removed|renamed|fixed|moved|updated|edited|replaced|rewrote|rewritten|saved)\b",
@@ -40,6 +44,10 @@ static CLAIM: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// A word that turns a clause's claim around ("nothing was changed").
+#[expect(
+    clippy::expect_used,
+    reason = "a constant pattern; the unit tests compile it"
+)]
 static NEGATION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b(not|no|nothing|never|cannot|unable|without)\b|n['’]t\b")
         .expect("the negation pattern is valid")
@@ -47,11 +55,19 @@ static NEGATION: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Where a clause ends: a sentence's punctuation before a space or the end
 /// (so `todo.md` stays whole), or a line break.
+#[expect(
+    clippy::expect_used,
+    reason = "a constant pattern; the unit tests compile it"
+)]
 static CLAUSE_END: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[.!?;:]+(?:\s+|$)|\n").expect("the clause pattern is valid"));
 
 /// A note path: folders and a file name ending in `.md`, not part of a URL or
 /// of a longer path.
+#[expect(
+    clippy::expect_used,
+    reason = "a constant pattern; the unit tests compile it"
+)]
 static NOTE_PATH: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)(?:^|[^\w./:\\-])((?:[\w.-]+/)*[\w.-]*\w\.md)\b")
         .expect("the note path pattern is valid")

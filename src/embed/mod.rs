@@ -35,6 +35,10 @@ use crate::notes::Notes;
 pub const FUSION_DEPTH: usize = 100;
 /// Query vectors kept (by query text).
 const CACHE_ENTRIES: usize = 1024;
+const CACHE_SIZE: NonZeroUsize = match NonZeroUsize::new(CACHE_ENTRIES) {
+    Some(size) => size,
+    None => panic!("CACHE_ENTRIES is positive"),
+};
 /// Consecutive failed query embeddings that open the circuit breaker.
 const BREAKER_FAILURES: u32 = 3;
 /// How long an open breaker answers without calling the server.
@@ -221,9 +225,7 @@ impl Embeddings {
             }),
             matrix: RwLock::new(Arc::new(Matrix::default())),
             wake: Arc::new(Wake::default()),
-            cache: Mutex::new(lru::LruCache::new(
-                NonZeroUsize::new(CACHE_ENTRIES).expect("a positive size"),
-            )),
+            cache: Mutex::new(lru::LruCache::new(CACHE_SIZE)),
             breaker: Mutex::new(Breaker::default()),
         }
     }
@@ -299,7 +301,9 @@ impl Embeddings {
             return Ok(());
         };
         let keyed = work.keys.keyed(&index);
-        let vectors = work.vectors.as_mut().expect("loaded above");
+        let Some(vectors) = work.vectors.as_mut() else {
+            return Ok(()); // loaded above: never here
+        };
         let mut missing: Vec<(Key, &str)> = Vec::new();
         let mut wanted: HashSet<Key> = HashSet::new();
         for k in &keyed {

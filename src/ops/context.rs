@@ -112,7 +112,9 @@ impl Context {
             let announcing = announcer.clone();
             let with_writer: crate::sync::WithWriter = Box::new(move |work| {
                 let guard = lock_writer(&writer, &for_writer, &announcing)?;
-                work(guard.as_ref().expect("lock_writer opens the repository"));
+                if let Some(repo) = guard.as_ref() {
+                    work(repo); // lock_writer opened it
+                }
                 Ok(())
             });
             let author = Author {
@@ -326,6 +328,10 @@ pub struct Writer<'a>(MutexGuard<'a, Option<Repo>>);
 impl Deref for Writer<'_> {
     type Target = Repo;
 
+    #[expect(
+        clippy::expect_used,
+        reason = "a Writer is made only by Context::writer, after lock_writer opened the repository"
+    )]
     fn deref(&self) -> &Repo {
         self.0
             .as_ref()

@@ -194,6 +194,10 @@ const PLACEHOLDERS: &[(&str, bool)] = &[
     (r"^$", true),
 ];
 
+#[expect(
+    clippy::expect_used,
+    reason = "a constant pattern; the unit tests compile it"
+)]
 static COMPILED: LazyLock<Vec<(Regex, bool)>> = LazyLock::new(|| {
     PLACEHOLDERS
         .iter()

@@ -83,13 +83,11 @@ impl<'a> Image<'a> {
 
     /// Replaces the `remove` lines at `at` with `with`.
     fn replace(&mut self, at: usize, remove: usize, with: impl IntoIterator<Item = ImgLine<'a>>) {
-        while self.left.len() > at {
-            let line = self.left.pop().expect("left holds `at` lines or more");
-            self.right.push(line);
-        }
-        while self.left.len() < at {
-            let line = self.right.pop().expect("the image holds `at` lines");
-            self.left.push(line);
+        if self.left.len() > at {
+            self.right.extend(self.left.drain(at..).rev());
+        } else if self.left.len() < at {
+            let from = self.right.len().saturating_sub(at - self.left.len());
+            self.left.extend(self.right.drain(from..).rev());
         }
         self.right.truncate(self.right.len() - remove);
         self.left.extend(with);

@@ -869,7 +869,7 @@ fn trailer(message: &str, key: &str) -> Option<String> {
 /// A git time in RFC 3339, in its own offset (`Z` for UTC).
 fn rfc3339(time: git2::Time) -> String {
     let offset = FixedOffset::east_opt(time.offset_minutes() * 60)
-        .unwrap_or_else(|| FixedOffset::east_opt(0).expect("zero is a valid offset"));
+        .unwrap_or_else(|| chrono::Offset::fix(&chrono::Utc));
     DateTime::from_timestamp(time.seconds(), 0)
         .unwrap_or_default()
         .with_timezone(&offset)

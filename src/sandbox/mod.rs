@@ -415,6 +415,10 @@ struct Ticker {
 struct Ticking<'a>(&'a Ticker);
 
 impl Ticker {
+    #[expect(
+        clippy::expect_used,
+        reason = "as std::thread::spawn: no thread at start-up is not a state to serve in"
+    )]
     fn start(engine: Engine) -> Arc<Ticker> {
         let ticker = Arc::new(Ticker {
             running: AtomicUsize::new(0),

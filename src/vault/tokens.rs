@@ -24,12 +24,13 @@ pub const MAX_RUN_BYTES: usize = 128;
 const PIECE_BYTES: usize = 4096;
 /// Whole-note counts kept.
 const CACHED_COUNTS: usize = 4096;
+const CACHE_SIZE: NonZeroUsize = match NonZeroUsize::new(CACHED_COUNTS) {
+    Some(size) => size,
+    None => panic!("CACHED_COUNTS is positive"),
+};
 
-static COUNTS: LazyLock<Mutex<LruCache<(u64, u64), usize>>> = LazyLock::new(|| {
-    Mutex::new(LruCache::new(
-        NonZeroUsize::new(CACHED_COUNTS).expect("not zero"),
-    ))
-});
+static COUNTS: LazyLock<Mutex<LruCache<(u64, u64), usize>>> =
+    LazyLock::new(|| Mutex::new(LruCache::new(CACHE_SIZE)));
 
 /// The name of the encoding, for the README and answers that say it.
 pub const ENCODING: &str = "o200k_base";
