@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use mirai::config::{Config, GitCredentials, SyncConfig, Transport};
 use mirai::notes::Notes;
-use mirai::ops::{self, Context, Input};
+use mirai::ops::{self, Input};
 use serde_json::json;
 use support::{git, report, time_ms, Server};
 
@@ -74,7 +74,7 @@ fn push_and_pull(name: &str, dir: &Path, url: &str, credentials: GitCredentials)
     );
     let mut config = Config::new(&root);
     config.sync = Some(sync_config(url, credentials));
-    let ctx = Context::new(Notes::open(&root).unwrap(), config.ops_settings());
+    let ctx = mirai::app::context(Notes::open(&root).unwrap(), &config);
     let sync = ctx.sync.clone().unwrap();
     let person = dir.join("person");
     let (mut pushes, mut pulls) = (Vec::new(), Vec::new());

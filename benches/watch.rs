@@ -20,7 +20,6 @@ mod support;
 
 use mirai::config::Config;
 use mirai::notes::Notes;
-use mirai::ops::Context;
 use support::{report, time_ms};
 
 const SAMPLES: usize = 30;
@@ -40,10 +39,7 @@ fn main() {
         summary.bytes as f64 / 1e6,
         mirai::index::live::WATCH_EVERY.as_millis()
     );
-    let ctx = Context::new(
-        Notes::open(&root).unwrap(),
-        Config::new(&root).ops_settings(),
-    );
+    let ctx = mirai::app::context(Notes::open(&root).unwrap(), &Config::new(&root));
     ctx.index.rebuild(None).unwrap();
     ctx.index.vault().unwrap();
 

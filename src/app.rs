@@ -13,12 +13,19 @@ use std::sync::Arc;
 use crate::agent::Agent;
 use crate::bootstrap::{self, Prepared};
 use crate::config::Config;
+use crate::embed::Embeddings;
 use crate::events::Events;
+use crate::index::live::LiveIndex;
 use crate::index::live::{AlsoWatched, WATCH_EVERY};
 use crate::mcp::Mcp;
 use crate::notes::Notes;
-use crate::ops::{Context, PolicyMode};
+use crate::ops::{Context, PolicyMode, RepoSlot, Services};
+use crate::proposals::Proposals;
+use crate::repo::announce::Announcer;
+use crate::repo::history::History;
+use crate::repo::Author;
 use crate::sandbox::Sandbox;
+use crate::sync::Syncer;
 
 /// Why the service cannot start: one line for the operator (the CLI exits 2).
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +47,69 @@ pub struct App {
     pub mcp: Arc<Mcp>,
 }
 
+/// A context over `notes` with `config`, its services built but not started:
+/// the live index, the embeddings and sync workers when configured,
+/// proposals, the writer's repository, every source of change publishing to
+/// `events`. [`build_on`] starts them for a server; a one-shot command uses
+/// [`context`].
+pub fn context_with(notes: Notes, config: &Config, events: Arc<Events>) -> Context {
+    let notes = notes
+        .with_max_note_bytes(config.max_note_bytes)
+        .with_max_file_bytes(config.max_file_bytes);
+    let index = Arc::new(LiveIndex::new(notes.clone(), events.clone()));
+    let embeddings = config.embed.clone().map(|embed| {
+        Arc::new(Embeddings::new(
+            embed,
+            config.secrets(),
+            notes.clone(),
+            index.clone(),
+        ))
+    });
+    let announcer = Arc::new(Announcer::new(events.clone(), notes.root().to_path_buf()));
+    let repo = RepoSlot::new(notes.clone(), announcer);
+    let sync = config.sync.clone().map(|sync| {
+        let slot = repo.clone();
+        let with_writer: crate::sync::WithWriter = Box::new(move |work| slot.with_repo(work));
+        let author = Author {
+            name: config.git_identity.name.clone(),
+            email: config.git_identity.email.clone(),
+        };
+        Arc::new(Syncer::new(
+            sync,
+            notes.clone(),
+            index.clone(),
+            with_writer,
+            author,
+            config.policy != PolicyMode::ReadOnly,
+            events.clone(),
+        ))
+    });
+    let services = Services {
+        history: Arc::new(History::new(notes.root())),
+        proposals: Arc::new(Proposals::new(
+            notes.clone(),
+            config.max_body_bytes,
+            events.clone(),
+        )),
+        index,
+        embeddings,
+        sync,
+        events,
+        repo,
+    };
+    Context::new(notes, config.ops_settings(), services)
+}
+
+/// [`context_with`] a change stream of its own: a one-shot command's
+/// context (nobody listens to its stream; its workers never start).
+pub fn context(notes: Notes, config: &Config) -> Context {
+    let events = Arc::new(Events::new(
+        config.events.backlog,
+        config.events.max_clients,
+    ));
+    context_with(notes, config, events)
+}
+
 /// Builds what `mirai serve` runs: the notes root prepared (created and
 /// git-initialized when missing), a context over it with a killed process's
 /// work recovered, the live index loading in the background and watching the
@@ -59,7 +129,7 @@ pub fn build_on(config: Config, notes: Notes) -> Result<App, StartError> {
         config.events.backlog,
         config.events.max_clients,
     ));
-    let ctx = Arc::new(Context::with_events(notes, config.ops_settings(), events));
+    let ctx = Arc::new(context_with(notes, &config, events));
     recover(&ctx);
     ctx.index.warm_up();
     let (announcer, proposals) = (ctx.announcer.clone(), ctx.proposals.clone());
@@ -161,7 +231,7 @@ pub fn prepare_notes(config: &Config) -> Result<Notes, StartError> {
                 root.display()
             );
             let notes = Notes::open(root).map_err(|e| StartError::new(e.message))?;
-            let ctx = Context::new(notes.clone(), config.ops_settings());
+            let ctx = context(notes.clone(), config);
             if let Some(sync) = &ctx.sync {
                 crate::sync::set_transport_timeouts();
                 sync.pull().map_err(|e| {

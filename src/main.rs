@@ -13,7 +13,7 @@ use mirai::app;
 use mirai::config::{self, Config};
 use mirai::http;
 use mirai::notes::Notes;
-use mirai::ops::{self, Context, Input};
+use mirai::ops::{self, Input};
 use mirai::sandbox::EvalRequest;
 
 /// A git-backed notes service that people and untrusted AI models can read and change safely.
@@ -349,7 +349,7 @@ fn index(action: IndexAction) -> Result<(), Failure> {
         IndexAction::Status(args) => (args, "index.status"),
     };
     let (config, notes) = open_notes(args)?;
-    let ctx = Context::new(notes, config.ops_settings());
+    let ctx = app::context(notes, &config);
     if matches!(action, IndexAction::Rebuild(_)) {
         app::recover(&ctx);
     }
@@ -443,7 +443,7 @@ fn sync(args: NotesArgs) -> Result<(), Failure> {
             "no git remote is configured; set MIRAI_GIT_REMOTE to sync",
         ));
     }
-    let ctx = Context::new(notes, config.ops_settings());
+    let ctx = app::context(notes, &config);
     app::recover(&ctx);
     mirai::sync::set_transport_timeouts();
     let answer = ops::dispatch(&ctx, "repo.sync", Input::Json(serde_json::json!({})))
@@ -459,7 +459,7 @@ fn sync(args: NotesArgs) -> Result<(), Failure> {
 /// commit (nothing when taking the changes back changed nothing).
 fn revert(args: RevertArgs) -> Result<(), Failure> {
     let (config, notes) = open_notes(&args.notes)?;
-    let ctx = Context::new(notes, config.ops_settings());
+    let ctx = app::context(notes, &config);
     app::recover(&ctx);
     let request = serde_json::json!({
         "commit": args.commit,
@@ -494,7 +494,7 @@ fn call(args: CallArgs) -> Result<(), Failure> {
     };
     let (config, notes) = open_notes(&args.notes)?;
     // The operator's permissions: a reviewer's.
-    let ctx = Context::new(notes, config.ops_settings()).as_reviewer();
+    let ctx = app::context(notes, &config).as_reviewer();
     let writes = ops::find(&args.operation).is_some_and(|op| op.class != ops::Class::Read);
     if writes {
         app::recover(&ctx);
@@ -546,7 +546,7 @@ fn proposals(action: ProposalsAction) -> Result<(), Failure> {
         ),
     };
     let (config, notes) = open_notes(notes)?;
-    let ctx = Context::new(notes, config.ops_settings()).as_reviewer();
+    let ctx = app::context(notes, &config).as_reviewer();
     let approving = matches!(action, ProposalsAction::Approve(_));
     if approving {
         app::recover(&ctx);
@@ -641,7 +641,7 @@ fn eval(args: EvalArgs) -> Result<(), Failure> {
             .map_err(|e| Failure::config(format!("cannot read {}: {e}", args.file.display())))?
     };
     let (config, notes) = open_notes(&args.notes)?;
-    let ctx = Context::new(notes, config.ops_settings());
+    let ctx = app::context(notes, &config);
     if !args.dry_run {
         app::recover(&ctx);
     }
@@ -671,7 +671,7 @@ fn eval(args: EvalArgs) -> Result<(), Failure> {
 /// one line each, like `git log --oneline` with the time and the agent run.
 fn log_lines(args: LogArgs) -> Result<(), Failure> {
     let (config, notes) = open_notes(&args.notes)?;
-    let ctx = Context::new(notes, config.ops_settings());
+    let ctx = app::context(notes, &config);
     let mut left = args.limit;
     let mut cursor = serde_json::Value::Null;
     let mut out = std::io::stdout().lock();

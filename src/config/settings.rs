@@ -234,7 +234,7 @@ impl Config {
         }
     }
 
-    /// What [`crate::ops::Context::new`] builds a context from.
+    /// The settings the rows honour ([`crate::ops::Context::new`]).
     pub fn ops_settings(&self) -> crate::ops::Settings {
         crate::ops::Settings {
             policy: self.policy,
@@ -245,13 +245,9 @@ impl Config {
             max_changes: self.max_changes,
             max_move_notes: self.max_move_notes,
             proposals_max_pending: self.proposals_max_pending,
-            events: self.events,
             dirty_notes: self.dirty_notes,
             guards: self.guards,
             git_identity: self.git_identity.clone(),
-            embed: self.embed.clone(),
-            sync: self.sync.clone(),
-            secrets: self.secrets(),
         }
     }
 }

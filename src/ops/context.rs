@@ -48,7 +48,7 @@ pub struct Context {
     /// The guards against destructive writes (see [`guard`]).
     pub guards: Guards,
     pub(super) identity: GitIdentity,
-    pub(super) writer: Arc<Mutex<Option<Repo>>>,
+    pub(super) writer: RepoSlot,
     /// Set in an agent run: its commits carry `Mirai-Run: <id>`.
     pub(super) run_id: Option<Arc<str>>,
     /// Set for a sandbox program: a write does not wait for the writer past it.
@@ -78,75 +78,42 @@ pub struct Context {
     pub(super) draft: Option<(Arc<Draft>, &'static str)>,
 }
 
-impl Context {
-    /// A context over `notes` with `settings`: its live index, and the embeddings
-    /// and sync workers when they are configured.
-    /// A context with a change stream of its own (the one-shot commands: nobody listens).
-    pub fn new(notes: Notes, settings: Settings) -> Context {
-        let events = Arc::new(Events::new(
-            settings.events.backlog,
-            settings.events.max_clients,
-        ));
-        Context::with_events(notes, settings, events)
-    }
+/// The services a context shares with every clone of it. The composition
+/// root (`app`) builds and starts them; a context only holds them.
+pub struct Services {
+    pub index: Arc<LiveIndex>,
+    pub history: Arc<History>,
+    pub embeddings: Option<Arc<Embeddings>>,
+    pub sync: Option<Arc<Syncer>>,
+    pub proposals: Arc<Proposals>,
+    pub events: Arc<Events>,
+    pub repo: RepoSlot,
+}
 
-    /// A context whose every source of change publishes to `events` (the
-    /// composition root builds the one hub a server has).
-    pub fn with_events(notes: Notes, settings: Settings, events: Arc<Events>) -> Context {
-        let notes = notes
-            .with_max_note_bytes(settings.max_note_bytes)
-            .with_max_file_bytes(settings.max_file_bytes);
-        let index = Arc::new(LiveIndex::new(notes.clone(), events.clone()));
-        let embeddings = settings.embed.clone().map(|embed| {
-            Arc::new(Embeddings::new(
-                embed,
-                settings.secrets.clone(),
-                notes.clone(),
-                index.clone(),
-            ))
-        });
-        let writer: Arc<Mutex<Option<Repo>>> = Arc::new(Mutex::new(None));
-        let announcer = Arc::new(Announcer::new(events.clone(), notes.root().to_path_buf()));
-        let sync = settings.sync.clone().map(|sync| {
-            let (writer, for_writer) = (writer.clone(), notes.clone());
-            let announcing = announcer.clone();
-            let with_writer: crate::sync::WithWriter = Box::new(move |work| {
-                let guard = lock_writer(&writer, &for_writer, &announcing)?;
-                if let Some(repo) = guard.as_ref() {
-                    work(repo); // lock_writer opened it
-                }
-                Ok(())
-            });
-            let author = Author {
-                name: settings.git_identity.name.clone(),
-                email: settings.git_identity.email.clone(),
-            };
-            let pushes = settings.policy != PolicyMode::ReadOnly;
-            Arc::new(Syncer::new(
-                sync,
-                notes.clone(),
-                index.clone(),
-                with_writer,
-                author,
-                pushes,
-                events.clone(),
-            ))
-        });
+impl Context {
+    /// A context over `notes` with `settings` and the `services` it shares
+    /// (a plain value: nothing is started here).
+    pub fn new(notes: Notes, settings: Settings, services: Services) -> Context {
+        let Services {
+            index,
+            history,
+            embeddings,
+            sync,
+            proposals,
+            events,
+            repo,
+        } = services;
         Context {
-            events: events.clone(),
-            announcer,
-            proposals: Arc::new(Proposals::new(
-                notes.clone(),
-                settings.max_body_bytes,
-                events.clone(),
-            )),
+            events,
+            announcer: repo.announcer.clone(),
+            proposals,
             max_pending: settings.proposals_max_pending,
             reviewer: false,
             adapter: "cli",
             draft: None,
             index,
             embeddings,
-            history: Arc::new(History::new(notes.root())),
+            history,
             view: View::disk(notes),
             policy: settings.policy,
             max_content_bytes: settings.max_body_bytes,
@@ -156,7 +123,7 @@ impl Context {
             dirty_notes: settings.dirty_notes,
             guards: settings.guards,
             identity: settings.git_identity,
-            writer,
+            writer: repo,
             run_id: None,
             deadline: None,
             model_author: false,
@@ -272,13 +239,10 @@ impl Context {
 
     /// Takes the repository for one write. Writes are serialized; reads never wait for this.
     pub fn writer(&self) -> Result<Writer<'_>> {
-        let mut guard = match self.deadline {
-            None => {
-                return lock_writer(&self.writer, self.view.disk_notes(), &self.announcer)
-                    .map(Writer)
-            }
+        let guard = match self.deadline {
+            None => self.writer.repo.lock().unwrap_or_else(|p| p.into_inner()),
             Some(deadline) => loop {
-                match self.writer.try_lock() {
+                match self.writer.repo.try_lock() {
                     Ok(guard) => break guard,
                     Err(TryLockError::Poisoned(poisoned)) => break poisoned.into_inner(),
                     Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
@@ -291,10 +255,7 @@ impl Context {
                 }
             },
         };
-        if guard.is_none() {
-            *guard = Some(Repo::open(self.view.disk_notes())?.announcing(self.announcer.clone()));
-        }
-        Ok(Writer(guard))
+        self.writer.opened(guard).map(Writer)
     }
 
     /// Who commits.
@@ -306,20 +267,46 @@ impl Context {
     }
 }
 
-/// Takes the writer lock (waiting as long as it takes) with the repository
-/// opened. A panic during an earlier write left the repository as git left it; carry on.
-fn lock_writer<'a>(
-    writer: &'a Mutex<Option<Repo>>,
-    notes: &Notes,
-    announcer: &Arc<Announcer>,
-) -> Result<MutexGuard<'a, Option<Repo>>> {
-    let mut guard = writer
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if guard.is_none() {
-        *guard = Some(Repo::open(notes)?.announcing(announcer.clone()));
+/// The repository one writer at a time holds, opened on first use and
+/// telling the change stream of every move of the branch. Cloning shares it.
+#[derive(Clone)]
+pub struct RepoSlot {
+    repo: Arc<Mutex<Option<Repo>>>,
+    notes: Notes,
+    announcer: Arc<Announcer>,
+}
+
+impl RepoSlot {
+    /// The slot for the repository of `notes`, announcing through `announcer`.
+    pub fn new(notes: Notes, announcer: Arc<Announcer>) -> RepoSlot {
+        RepoSlot {
+            repo: Arc::new(Mutex::new(None)),
+            notes,
+            announcer,
+        }
     }
-    Ok(guard)
+
+    /// Runs `work` with the repository, holding the writer lock as long as
+    /// it takes (a pull: [`crate::sync::WithWriter`]).
+    pub fn with_repo(&self, work: &mut dyn FnMut(&Repo)) -> Result<()> {
+        let guard = self.opened(self.repo.lock().unwrap_or_else(|p| p.into_inner()))?;
+        if let Some(repo) = guard.as_ref() {
+            work(repo); // opened just now
+        }
+        Ok(())
+    }
+
+    /// `guard` with the repository opened. A panic during an earlier write
+    /// left the repository as git left it; carry on.
+    fn opened<'a>(
+        &self,
+        mut guard: MutexGuard<'a, Option<Repo>>,
+    ) -> Result<MutexGuard<'a, Option<Repo>>> {
+        if guard.is_none() {
+            *guard = Some(Repo::open(&self.notes)?.announcing(self.announcer.clone()));
+        }
+        Ok(guard)
+    }
 }
 
 /// The repository, held for one write.
@@ -330,7 +317,7 @@ impl Deref for Writer<'_> {
 
     #[expect(
         clippy::expect_used,
-        reason = "a Writer is made only by Context::writer, after lock_writer opened the repository"
+        reason = "a Writer is made only by Context::writer, after RepoSlot::opened"
     )]
     fn deref(&self) -> &Repo {
         self.0

@@ -3,10 +3,7 @@
 //! Read and validated by `config::policy` and `config::guards`; [`Settings`]
 //! is what a [`super::Context`] is built from.
 
-use crate::embed::EmbedConfig;
-use crate::redact::Secrets;
 use crate::repo::GitIdentity;
-use crate::sync::SyncConfig;
 
 /// Which classes of operation a deployment allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,8 +73,7 @@ impl Default for Guards {
     }
 }
 
-/// What [`super::Context::new`] builds a context from: the settings the rows
-/// honour and those of the services the context holds (embeddings, sync).
+/// The settings the rows honour, which [`super::Context::new`] takes.
 #[derive(Clone)]
 pub struct Settings {
     pub policy: PolicyMode,
@@ -91,13 +87,7 @@ pub struct Settings {
     pub max_changes: usize,
     pub max_move_notes: usize,
     pub proposals_max_pending: usize,
-    /// The change stream's limits (a one-shot command's own stream).
-    pub events: crate::events::EventLimits,
     pub dirty_notes: DirtyNotes,
     pub guards: Guards,
     pub git_identity: GitIdentity,
-    pub embed: Option<EmbedConfig>,
-    pub sync: Option<SyncConfig>,
-    /// Every secret of the configuration, cut out of what providers answer.
-    pub secrets: Secrets,
 }
