@@ -67,6 +67,14 @@ struct Change {
     kept: Option<(Oid, i32)>,
 }
 
+/// What a pull wrote: the index entries to stage, the visible notes (`None`:
+/// deleted) and the notes past `MIRAI_MAX_NOTE_BYTES`, for the live index.
+struct Written {
+    entries: Vec<(String, Option<IndexEntry>)>,
+    notes: Vec<(String, Option<String>)>,
+    too_large: Vec<String>,
+}
+
 /// The index entry of a file kept out of the working tree (skip-worktree).
 fn kept_out(rel: &str, id: Oid, mode: i32) -> IndexEntry {
     let mut entry = unstatted_entry(rel, id);
@@ -203,55 +211,13 @@ impl Repo {
         replaces: &HashMap<Oid, Oid>,
         prepare: &mut dyn FnMut() -> Result<()>,
     ) -> Result<Forward> {
-        let git = &self.git;
-        let tree_of = |id: Option<Oid>| -> Result<Option<git2::Tree<'_>>> {
-            id.map(|id| git.find_commit(id).and_then(|c| c.tree()))
-                .transpose()
-                .map_err(|e| git_error("cannot read a commit's tree", e))
-        };
-        let (old_tree, new_tree) = (tree_of(head)?, tree_of(Some(target))?);
-        let max_file_bytes = self.notes.max_file_bytes();
-        let mut options = DiffOptions::new();
-        options.include_typechange(false);
-        let diff = git
-            .diff_tree_to_tree(old_tree.as_ref(), new_tree.as_ref(), Some(&mut options))
-            .map_err(|e| git_error("cannot compare the two commits", e))?;
-        let changes: Vec<Change> = diff
-            .deltas()
-            .filter_map(|delta| change_of(git, &delta, max_file_bytes))
-            .collect();
-
+        let changes = self.changes_between(head, target)?;
         let lock = self.lock_index(journal)?;
         let index = self.read_index(&lock)?;
-        // Every visible path first: its file and entry hold one side's bytes, or the pull stops.
-        let mut work = Vec::with_capacity(changes.len());
-        for change in &changes {
-            if !change.visible {
-                work.push(None);
-                continue;
-            }
-            let slot = self.notes.existing_slot(&change.path);
-            let bytes = match slot {
-                Ok(Some(slot)) => slot.read().map_err(|r| refused(&change.path, r))?,
-                Ok(None) => None,
-                Err(e) => return Ok(Forward::Blocked(e.message)),
-            };
-            let work_id = bytes.as_deref().map(blob_id).transpose()?;
-            let new_id = change.new.map(|(id, _)| id);
-            let staged = index.get(&change.path, 0).map(|entry| entry.id);
-            let conflicted = (1..=3).any(|stage| index.get(&change.path, stage).is_some());
-            let clean = !conflicted
-                && (staged == change.staged_old || staged == new_id)
-                && (work_id == change.old || work_id == new_id);
-            if !clean {
-                return Ok(Forward::Blocked(format!(
-                    "{} has uncommitted changes that the pull would overwrite; commit or discard \
-                     them, then sync again (nothing was changed)",
-                    change.path
-                )));
-            }
-            work.push(Some(work_id));
-        }
+        let work = match self.clean(&changes, &index)? {
+            Ok(work) => work,
+            Err(reason) => return Ok(Forward::Blocked(reason)),
+        };
         prepare()?;
 
         // Every path the pull changes, so a restart after a kill puts the
@@ -276,6 +242,105 @@ impl Repo {
             intent.commit = Some(target.to_string());
             intent.reference = Some(reference.to_string());
         })?;
+        let Written {
+            entries,
+            notes,
+            too_large,
+        } = self.write_changes(&changes, work)?;
+        // As every index mirai writes: racily clean entries of other files are smudged.
+        let (paths, new_entries): (Vec<String>, Vec<Option<IndexEntry>>) =
+            entries.into_iter().unzip();
+        let changed: Vec<(&str, Option<IndexEntry>)> =
+            paths.iter().map(String::as_str).zip(new_entries).collect();
+        let index = self.carried_entries(index, changed);
+        let (bytes, stamp) = super::index_file::encode(&index);
+        lock.stage(&bytes, |id| {
+            journal.record(|intent| intent.index_lock.push(id))
+        })?;
+        self.move_reference(
+            journal,
+            (reference, head, target),
+            author,
+            log,
+            (Source::Sync, replaces),
+        )?;
+        self.releaser.keep_git_file(&lock.index_path());
+        match lock.commit() {
+            Ok(()) => self.kept_index().keep(stamp, index),
+            Err(e) => log::warn!("pulled {target} but could not replace the index: {e}"),
+        }
+        Ok(Forward::Moved {
+            from: head.map(|id| id.to_string()),
+            to: target.to_string(),
+            notes,
+            too_large,
+        })
+    }
+
+    /// What the pull changes between `head` and `target`, path by path.
+    fn changes_between(&self, head: Option<Oid>, target: Oid) -> Result<Vec<Change>> {
+        let git = &self.git;
+        let tree_of = |id: Option<Oid>| -> Result<Option<git2::Tree<'_>>> {
+            id.map(|id| git.find_commit(id).and_then(|c| c.tree()))
+                .transpose()
+                .map_err(|e| git_error("cannot read a commit's tree", e))
+        };
+        let (old_tree, new_tree) = (tree_of(head)?, tree_of(Some(target))?);
+        let max_file_bytes = self.notes.max_file_bytes();
+        let mut options = DiffOptions::new();
+        options.include_typechange(false);
+        let diff = git
+            .diff_tree_to_tree(old_tree.as_ref(), new_tree.as_ref(), Some(&mut options))
+            .map_err(|e| git_error("cannot compare the two commits", e))?;
+        Ok(diff
+            .deltas()
+            .filter_map(|delta| change_of(git, &delta, max_file_bytes))
+            .collect())
+    }
+
+    /// The working tree's blob of each change (`None`: an index entry alone
+    /// changes), once every visible path's file and entry hold one side's
+    /// bytes; `Err`: why the pull stops (someone's work is in the way).
+    fn clean(
+        &self,
+        changes: &[Change],
+        index: &super::index_file::Entries,
+    ) -> Result<std::result::Result<Vec<Option<Option<Oid>>>, String>> {
+        let mut work = Vec::with_capacity(changes.len());
+        for change in changes {
+            if !change.visible {
+                work.push(None);
+                continue;
+            }
+            let slot = self.notes.existing_slot(&change.path);
+            let bytes = match slot {
+                Ok(Some(slot)) => slot.read().map_err(|r| refused(&change.path, r))?,
+                Ok(None) => None,
+                Err(e) => return Ok(Err(e.message)),
+            };
+            let work_id = bytes.as_deref().map(blob_id).transpose()?;
+            let new_id = change.new.map(|(id, _)| id);
+            let staged = index.get(&change.path, 0).map(|entry| entry.id);
+            let conflicted = (1..=3).any(|stage| index.get(&change.path, stage).is_some());
+            let clean = !conflicted
+                && (staged == change.staged_old || staged == new_id)
+                && (work_id == change.old || work_id == new_id);
+            if !clean {
+                return Ok(Err(format!(
+                    "{} has uncommitted changes that the pull would overwrite; commit or discard \
+                     them, then sync again (nothing was changed)",
+                    change.path
+                )));
+            }
+            work.push(Some(work_id));
+        }
+        Ok(Ok(work))
+    }
+
+    /// Writes each change into the working tree (`work`: what [`Repo::clean`]
+    /// found there) and answers the index entries to stage and the notes the
+    /// live index is told of.
+    fn write_changes(&self, changes: &[Change], work: Vec<Option<Option<Oid>>>) -> Result<Written> {
         let mut entries: Vec<(String, Option<IndexEntry>)> = Vec::with_capacity(changes.len());
         let mut notes = Vec::new();
         let mut too_large = Vec::new();
@@ -289,7 +354,8 @@ impl Repo {
             };
             let entry = match change.new {
                 Some((id, _)) => {
-                    let blob = git
+                    let blob = self
+                        .git
                         .find_blob(id)
                         .map_err(|e| git_error(&format!("cannot read {}", change.path), e))?;
                     let slot = self.notes.slot(&change.path, true)?;
@@ -326,31 +392,8 @@ impl Repo {
             };
             entries.push((change.path.clone(), entry));
         }
-        // As every index mirai writes: racily clean entries of other files are smudged.
-        let (paths, new_entries): (Vec<String>, Vec<Option<IndexEntry>>) =
-            entries.into_iter().unzip();
-        let changed: Vec<(&str, Option<IndexEntry>)> =
-            paths.iter().map(String::as_str).zip(new_entries).collect();
-        let index = self.carried_entries(index, changed);
-        let (bytes, stamp) = super::index_file::encode(&index);
-        lock.stage(&bytes, |id| {
-            journal.record(|intent| intent.index_lock.push(id))
-        })?;
-        self.move_reference(
-            journal,
-            (reference, head, target),
-            author,
-            log,
-            (Source::Sync, replaces),
-        )?;
-        self.releaser.keep_git_file(&lock.index_path());
-        match lock.commit() {
-            Ok(()) => self.kept_index().keep(stamp, index),
-            Err(e) => log::warn!("pulled {target} but could not replace the index: {e}"),
-        }
-        Ok(Forward::Moved {
-            from: head.map(|id| id.to_string()),
-            to: target.to_string(),
+        Ok(Written {
+            entries,
             notes,
             too_large,
         })
