@@ -14,7 +14,7 @@ use std::fmt::Write;
 
 use super::matching::{Anchor, ImgLine, LineIds, NOT_IN_NOTE};
 use super::search::Kmp;
-use super::{Patch, Target};
+use super::{Hunk, Patch, Target};
 use crate::error::Error;
 
 /// Lines of context shown around the place a hunk aimed at.
@@ -115,6 +115,17 @@ pub(super) fn explain(
         );
     }
 
+    list_expected(&mut m, hunk, pre);
+
+    show_note_around(&mut m, img, aim, pre.len());
+
+    nearest_partial_match(&mut m, img, (pre, &want), &exact, aim);
+    m.push_str("\nRead the note again and rebuild the hunk from its current lines.");
+    Error::conflict(m)
+}
+
+/// The hunk's context and removed lines, numbered from its header.
+fn list_expected(m: &mut String, hunk: &Hunk, pre: &[&str]) {
     if !pre.is_empty() {
         let _ = writeln!(
             m,
@@ -128,12 +139,15 @@ pub(super) fn explain(
             let _ = writeln!(m, "   ... ({} more)", pre.len() - MAX_LISTED);
         }
     }
+}
 
+/// The note's lines around `aim`, where the hunk was aimed.
+fn show_note_around(m: &mut String, img: &[ImgLine], aim: usize, wanted: usize) {
     if img.is_empty() {
         m.push_str("\nThe note is empty.\n");
     } else {
         let from = aim.saturating_sub(AROUND);
-        let to = (aim + pre.len().max(1) + AROUND).min(img.len());
+        let to = (aim + wanted.max(1) + AROUND).min(img.len());
         let shown = to.min(from + MAX_LISTED + 2 * AROUND);
         let _ = writeln!(m, "\nThe note at {}:", span(img, from, to - from));
         for line in &img[from..shown] {
@@ -143,11 +157,21 @@ pub(super) fn explain(
             let _ = writeln!(m, "   ... ({} more lines)", to - shown);
         }
     }
+}
 
+/// The nearest window where some of the expected lines are (exactly, or once
+/// spaces and line endings are ignored), with each line that differs.
+fn nearest_partial_match(
+    m: &mut String,
+    img: &[ImgLine],
+    (pre, want): (&[&str], &[u32]),
+    exact: &[u32],
+    aim: usize,
+) {
     let same_exact = |want: &str, line: &ImgLine| line.text == want && !line.patched;
     // A window that matches exactly as a whole was explained above (start/end rule,
     // overlap or deletion); a partial match only helps when there is none.
-    let partial = match nearest_partial(&exact, &want, aim) {
+    let partial = match nearest_partial(exact, want, aim) {
         Some(p) if p.equal == pre.len() => None,
         Some(p) => Some((p, "expected lines equal")),
         None => {
@@ -198,8 +222,6 @@ pub(super) fn explain(
             };
         }
     }
-    m.push_str("\nRead the note again and rebuild the hunk from its current lines.");
-    Error::conflict(m)
 }
 
 /// The start of the occurrence of `want` in `lines` nearest to `aim` (ties: the
