@@ -17,6 +17,7 @@ use super::transcript::{Event, Transcript};
 use super::warnings::{self, Outcome};
 use super::{Agent, MAX_AGENT_STEPS, OBSERVATION_CAP};
 use crate::error::{Error, ErrorCode, Result};
+use crate::events::Events;
 use crate::notes::overlay::{NoteChange, Overlay};
 use crate::ops::{begin_draft, file_draft, Class, Context, Draft, PolicyMode, Proposed};
 use crate::sandbox::{CallRecord, Evaluation};
@@ -146,28 +147,7 @@ impl Agent {
             .list()
             .map(|notes| notes.into_iter().collect())
             .unwrap_or_default();
-        // The change stream hears the run start, each step end and the run end.
-        let (events, id) = (ctx.events.clone(), run_id.clone());
-        let mut steps_done = 0;
-        let mut telling = |event: &Event| {
-            let status = match event.kind {
-                "run_start" => Some("started"),
-                "code_end" | "reply_held" => {
-                    steps_done += 1;
-                    Some("step")
-                }
-                "run_end" => Some("ended"),
-                _ => None,
-            };
-            if let Some(status) = status {
-                let mut data = json!({"run_id": id, "status": status, "step": steps_done});
-                if let Some(stopped) = event.data.get("stopped") {
-                    data["stopped"] = stopped.clone();
-                }
-                events.publish("run", data, None);
-            }
-            listener(event);
-        };
+        let mut telling = telling_the_stream(ctx.events.clone(), run_id.clone(), listener);
         let mut transcript = Transcript::create(&self.runs, &run_id, &mut telling);
         transcript.record(
             "run_start",
@@ -201,16 +181,7 @@ impl Agent {
             let completion = match self.llm.complete(&messages, deadline, temperature) {
                 Ok(completion) => completion,
                 Err(e) if run.steps.is_empty() => {
-                    let message = format!(
-                        "the model cannot be reached: {e}; check MIRAI_LLM_BASE_URL ({}), MIRAI_LLM_MODEL ({}) and the key (MIRAI_LLM_API_KEY or OPENAI_API_KEY)",
-                        crate::redact::urls(&self.llm.config().base_url),
-                        self.llm.config().model
-                    );
-                    transcript.record(
-                        "run_end",
-                        json!({"stopped": "llm_unavailable", "error": message}),
-                    );
-                    return Err(Error::new(ErrorCode::LlmUnavailable, message));
+                    return Err(self.unreachable(&e.to_string(), &mut transcript));
                 }
                 Err(e) => {
                     run.stop_detail = Some(e.to_string());
@@ -319,6 +290,21 @@ impl Agent {
             log::warn!("run {} has no transcript: {problem}", report.run_id);
         }
         Ok(report)
+    }
+
+    /// The model could not be reached at the first step: the run ends with
+    /// what to check, recorded in the transcript.
+    fn unreachable(&self, e: &str, transcript: &mut Transcript<'_>) -> Error {
+        let message = format!(
+            "the model cannot be reached: {e}; check MIRAI_LLM_BASE_URL ({}), MIRAI_LLM_MODEL ({}) and the key (MIRAI_LLM_API_KEY or OPENAI_API_KEY)",
+            crate::redact::urls(&self.llm.config().base_url),
+            self.llm.config().model
+        );
+        transcript.record(
+            "run_end",
+            json!({"stopped": "llm_unavailable", "error": message}),
+        );
+        Error::new(ErrorCode::LlmUnavailable, message)
     }
 
     /// Runs one answer's code in the sandbox against `run_ctx`, records it in
@@ -745,4 +731,33 @@ fn cut(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
+}
+
+/// A run's listener that also tells the change stream (`run` events) of the
+/// run's start, each step's end and the run's end.
+fn telling_the_stream<'a>(
+    events: Arc<Events>,
+    run_id: String,
+    listener: &'a mut dyn FnMut(&Event),
+) -> impl FnMut(&Event) + 'a {
+    let mut steps_done = 0;
+    move |event: &Event| {
+        let status = match event.kind {
+            "run_start" => Some("started"),
+            "code_end" | "reply_held" => {
+                steps_done += 1;
+                Some("step")
+            }
+            "run_end" => Some("ended"),
+            _ => None,
+        };
+        if let Some(status) = status {
+            let mut data = json!({"run_id": run_id, "status": status, "step": steps_done});
+            if let Some(stopped) = event.data.get("stopped") {
+                data["stopped"] = stopped.clone();
+            }
+            events.publish("run", data, None);
+        }
+        listener(event);
+    }
 }
