@@ -216,29 +216,13 @@ impl Agent {
             };
             run.broken_in_a_row = 0;
             let Some(code) = answer.code else {
-                // Small models answer a failed step with an apology or the error
-                // message itself. Once per run, such a reply is held back and the
-                // model asked to try again; a second reply stands.
-                let gave_up = !facts.read_only && run.may_hold_a_reply(max_steps, overlay);
-                run.steps.push(Step {
-                    think: answer.think,
-                    code: None,
-                    result: Value::Null,
-                    error: None,
-                    console: Vec::new(),
-                    calls: Vec::new(),
-                    llm_ms,
-                    held_reply: if gave_up { answer.reply.clone() } else { None },
-                });
-                run.repeats = 0;
-                if gave_up {
-                    run.held_a_reply = true;
-                    transcript.record("reply_held", json!({"step": step, "reply": answer.reply}));
-                    messages.push(Message::user(TRY_AGAIN.to_string()));
-                    continue;
+                let hold = !facts.read_only && run.may_hold_a_reply(max_steps, overlay);
+                if run.replied(answer.think, answer.reply, llm_ms, hold) {
+                    break Stopped::Reply;
                 }
-                run.reply = answer.reply;
-                break Stopped::Reply;
+                transcript.record("reply_held", json!({"step": step, "reply": run.held()}));
+                messages.push(Message::user(TRY_AGAIN.to_string()));
+                continue;
             };
             let (evaluation, mut body) =
                 self.execute(run_ctx, &code, step, &mut run, &mut transcript, writes_stay);
@@ -455,6 +439,43 @@ struct Progress {
 }
 
 impl Progress {
+    /// Records an answer with a reply and no code: `true` when the reply
+    /// stands (the run ends with it). Small models answer a failed step with
+    /// an apology or the error message itself: once per run (`hold`), such a
+    /// reply is held back and the model asked to try again; a second stands.
+    fn replied(
+        &mut self,
+        think: Option<String>,
+        reply: Option<String>,
+        llm_ms: f64,
+        hold: bool,
+    ) -> bool {
+        self.steps.push(Step {
+            think,
+            code: None,
+            result: Value::Null,
+            error: None,
+            console: Vec::new(),
+            calls: Vec::new(),
+            llm_ms,
+            held_reply: if hold { reply.clone() } else { None },
+        });
+        self.repeats = 0;
+        if hold {
+            self.held_a_reply = true;
+            return false;
+        }
+        self.reply = reply;
+        true
+    }
+
+    /// The reply the last step held back.
+    fn held(&self) -> Option<&str> {
+        self.steps
+            .last()
+            .and_then(|step| step.held_reply.as_deref())
+    }
+
     /// Records an answer that broke the answer protocol; true when it is the
     /// second in a row, which stops the run.
     fn broke_protocol(&mut self, correction: &str, llm_ms: f64) -> bool {
