@@ -307,6 +307,43 @@ fn the_graph_follows_writes_and_outside_changes() {
     }
 }
 
+/// A note's own links are its text's as it is now: the graph's copy of them
+/// is used only while it holds that very text. Each edit keeps the note's
+/// size, so only its content tells the versions apart.
+#[test]
+fn a_notes_own_links_are_its_text_now_after_writes_and_outside_edits() {
+    let server = vault();
+    let resolved = |body: &Value| -> Vec<Value> {
+        outgoing(body).into_iter().map(|(_, resolved, ..)| resolved).collect()
+    };
+    let written = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "probe.md", "content": "see [[Gamma]]\n"}),
+    );
+    assert_eq!(written.status, 200, "{written:?}");
+    assert_eq!(resolved(&links(&server, "probe.md")), [json!("Gamma.md")]);
+    // Changed beside mirai, same size: answered from the new text at once,
+    // before the graph takes the change in.
+    server.write("probe.md", "see [[Alpha]]\n");
+    let body = links(&server, "probe.md");
+    assert_eq!(outgoing(&body)[0].0, "Alpha", "{body}");
+    // Once the graph has it, the backlinks move too, and the answer stays.
+    wait_for(&server, "Archive/Alpha.md", |b| {
+        b.iter().any(|(p, _)| p == "probe.md")
+    });
+    assert_eq!(outgoing(&links(&server, "probe.md"))[0].0, "Alpha");
+    // Written through mirai again, same size once more.
+    let written = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "probe.md", "content": "see [[Gamma]]\n"}),
+    );
+    assert_eq!(written.status, 200, "{written:?}");
+    assert_eq!(resolved(&links(&server, "probe.md")), [json!("Gamma.md")]);
+    assert!(!backlinks(&server, "Archive/Alpha.md")
+        .iter()
+        .any(|(p, _)| p == "probe.md"));
+}
+
 #[test]
 fn the_graph_pages_broken_links_then_orphans() {
     let server = vault();
