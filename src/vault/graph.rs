@@ -60,8 +60,8 @@ impl Vault {
     /// the same whichever thread read which note.
     pub fn build(notes: &[(String, String)], attachments: Vec<String>) -> Vault {
         let mut vault = Vault::default();
-        for ((path, _), facts) in notes.iter().zip(facts_of_all(notes)) {
-            vault.take_in(path, facts);
+        for ((path, _), (facts, keys)) in notes.iter().zip(facts_of_all(notes)) {
+            vault.take_in(path, facts, keys);
         }
         vault.set_attachments(attachments);
         vault
@@ -69,15 +69,18 @@ impl Vault {
 
     /// Takes in note `path` with its text `content` (new or changed).
     pub fn upsert(&mut self, path: &str, content: &str) {
-        self.take_in(path, NoteFacts::of(path, content));
+        let facts = NoteFacts::of(path, content);
+        let keys = link_keys(path, &facts);
+        self.take_in(path, facts, keys);
     }
 
-    /// Takes in note `path` with the facts read from its text.
-    fn take_in(&mut self, path: &str, facts: NoteFacts) {
+    /// Takes in note `path` with the facts read from its text and the keys
+    /// its links are filed under ([`link_keys`]).
+    fn take_in(&mut self, path: &str, facts: NoteFacts, keys: Vec<Key>) {
         self.summary = OnceLock::new();
         self.forget_links(path);
         let source: Arc<str> = Arc::from(path);
-        for key in link_keys(path, &facts) {
+        for key in keys {
             self.linking
                 .entry(key)
                 .or_default()
@@ -297,13 +300,17 @@ fn link_keys(path: &str, facts: &NoteFacts) -> Vec<Key> {
 /// Notes below this many are read on one thread: a second is not worth starting.
 const MIN_NOTES_TO_SPLIT: usize = 64;
 
-/// The facts of each of `notes`, in their order: on two threads when the
-/// machine has two cores and there are enough notes, each reading a
-/// contiguous half (by bytes) of them.
-fn facts_of_all(notes: &[(String, String)]) -> Vec<NoteFacts> {
-    let of_each = |part: &[(String, String)]| -> Vec<NoteFacts> {
+/// The facts of each of `notes` and the keys its links are filed under, in
+/// the notes' order: on two threads when the machine has two cores and there
+/// are enough notes, each reading a contiguous half (by bytes) of them.
+fn facts_of_all(notes: &[(String, String)]) -> Vec<(NoteFacts, Vec<Key>)> {
+    let of_each = |part: &[(String, String)]| -> Vec<(NoteFacts, Vec<Key>)> {
         part.iter()
-            .map(|(path, content)| NoteFacts::of(path, content))
+            .map(|(path, content)| {
+                let facts = NoteFacts::of(path, content);
+                let keys = link_keys(path, &facts);
+                (facts, keys)
+            })
             .collect()
     };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -83,7 +83,12 @@ impl Files {
     /// The file `link` in note `from` names, or `None`.
     pub fn resolve(&self, from: &str, link: &Link) -> Option<&str> {
         let key = link_key(from, link)?;
-        pick(from, link, &key, self.filed(&key)?.iter().map(String::as_str))
+        pick(
+            from,
+            link,
+            &key,
+            self.filed(&key)?.iter().map(String::as_str),
+        )
     }
 
     /// The files filed under `key`, sorted.
@@ -253,7 +258,13 @@ mod tests {
     /// answers, for every link form, whichever way the move changes them.
     #[test]
     fn the_moved_view_resolves_as_a_moved_copy_does() {
-        let paths = ["a/note.md", "b/note.md", "deep/x/Note.md", "c.md", "img/p.png"];
+        let paths = [
+            "a/note.md",
+            "b/note.md",
+            "deep/x/Note.md",
+            "c.md",
+            "img/p.png",
+        ];
         let links = "[[note]] [[NOTE.md]] [[c]] [[a/note]] [[b/note.md]] [t](note.md) \
                      [u](../c.md) [v](/deep/x/note) ![[p.png]] [[gone]]\n";
         let found = scan(links, 0).links;
