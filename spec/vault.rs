@@ -307,6 +307,51 @@ fn the_graph_follows_writes_and_outside_changes() {
     }
 }
 
+/// A note's own links are its text's as it is now: the graph's copy of them
+/// is used only while it holds that very text. Each change keeps the note's
+/// size, so only its content tells the versions apart.
+#[test]
+fn a_notes_own_links_are_its_text_now_after_writes_and_outside_edits() {
+    let server = vault();
+    let write = |content: &str| {
+        let written = server.post_json(
+            "/mcp/notes/write",
+            &json!({"path": "probe.md", "content": content}),
+        );
+        assert_eq!(written.status, 200, "{written:?}");
+    };
+    let first = |body: &Value| -> (String, Value) {
+        let (target, resolved, ..) = outgoing(body).remove(0);
+        (target, resolved)
+    };
+    let linked_from_probe = |to: &str| backlinks(&server, to).iter().any(|(p, _)| p == "probe.md");
+    write("see [[Gamma]]\n");
+    assert_eq!(
+        first(&links(&server, "probe.md")),
+        ("Gamma".to_string(), json!("Gamma.md"))
+    );
+    // Written through mirai again: the graph has the new text when it answers.
+    write("see [[Alpha]]\n");
+    assert_eq!(
+        first(&links(&server, "probe.md")),
+        ("Alpha".to_string(), json!("Archive/Alpha.md"))
+    );
+    assert!(linked_from_probe("Archive/Alpha.md"));
+    assert!(!linked_from_probe("Gamma.md"));
+    // Changed beside mirai: answered from the new text at once, before the
+    // graph takes the change in; then the backlinks follow.
+    server.write("probe.md", "see [[Gamma]]\n");
+    assert_eq!(
+        first(&links(&server, "probe.md")),
+        ("Gamma".to_string(), json!("Gamma.md"))
+    );
+    wait_for(&server, "Gamma.md", |b| {
+        b.iter().any(|(p, _)| p == "probe.md")
+    });
+    assert!(!linked_from_probe("Archive/Alpha.md"));
+    assert_eq!(first(&links(&server, "probe.md")).0, "Gamma");
+}
+
 #[test]
 fn the_graph_pages_broken_links_then_orphans() {
     let server = vault();

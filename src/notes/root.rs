@@ -210,14 +210,15 @@ impl Root {
     }
 
     /// Opens the folder at `parts` (no symlinks on the way), from the root down.
-    fn folder(&self, parts: &[&str]) -> Result<Dir, Refusal> {
-        let mut dir = self.dir.try_clone()?;
+    fn folder(&self, parts: &[&str]) -> Result<Folder<'_>, Refusal> {
+        let mut folder = Folder::Root(&self.dir);
         for part in parts {
-            dir = dir
+            let next = folder
                 .open_dir_nofollow(part)
-                .map_err(|e| refusal_on_the_way(&dir, part, e))?;
+                .map_err(|e| refusal_on_the_way(&folder, part, e))?;
+            folder = Folder::Sub(next);
         }
-        Ok(dir)
+        Ok(folder)
     }
 
     /// The `.mirai` folder (mirai's own state), opened from the root without
@@ -256,10 +257,10 @@ impl Root {
     /// missing or a regular file.
     pub fn check_plain(&self, rel: &str) -> Result<(), Refusal> {
         let (parents, name) = split(rel);
-        let mut dir = self.dir.try_clone()?;
+        let mut dir = Folder::Root(&self.dir);
         for part in parents {
             match dir.open_dir_nofollow(part) {
-                Ok(next) => dir = next,
+                Ok(next) => dir = Folder::Sub(next),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
                 Err(e) => return Err(refusal_on_the_way(&dir, part, e)),
             }
@@ -280,7 +281,7 @@ impl Root {
     /// write can remove exactly those).
     pub fn slot(&self, rel: &str, create: bool) -> Result<Slot, Refusal> {
         let (parents, name) = split(rel);
-        let mut dir = self.dir.try_clone()?;
+        let mut dir = Folder::Root(&self.dir);
         let mut created = Vec::new();
         for part in parents {
             let next = match open_folder(&dir, part, create) {
@@ -295,20 +296,16 @@ impl Root {
                         Err(e) => refusal_on_the_way(&dir, part, e),
                         _ => Refusal::Io(io::ErrorKind::NotFound.into()),
                     };
-                    let slot = Slot {
-                        dir,
-                        name: name.to_string(),
-                        created,
-                    };
-                    slot.remove_created_folders();
+                    created.reverse();
+                    remove_created(&created);
                     return Err(refusal);
                 }
             };
-            dir = next;
+            dir = Folder::Sub(next);
         }
         created.reverse();
         Ok(Slot {
-            dir,
+            dir: dir.into_owned()?,
             name: name.to_string(),
             created,
         })
@@ -608,9 +605,42 @@ impl Slot {
 
     /// Removes the folders this write made, if they are still empty.
     pub fn remove_created_folders(&self) {
-        for (parent, name) in &self.created {
-            // Only empty folders go; anything someone else put there stays.
-            let _ = parent.remove_dir(name);
+        remove_created(&self.created);
+    }
+}
+
+/// Removes `created` (parent, name), deepest first, each only if still empty:
+/// anything someone else put there stays.
+fn remove_created(created: &[(Dir, String)]) {
+    for (parent, name) in created {
+        let _ = parent.remove_dir(name);
+    }
+}
+
+/// A folder reached from the root: the root's own handle (borrowed, not
+/// duplicated) or a folder opened beneath it.
+enum Folder<'a> {
+    Root(&'a Dir),
+    Sub(Dir),
+}
+
+impl Folder<'_> {
+    /// A handle of one's own (the root's is duplicated).
+    fn into_owned(self) -> io::Result<Dir> {
+        match self {
+            Folder::Root(dir) => dir.try_clone(),
+            Folder::Sub(dir) => Ok(dir),
+        }
+    }
+}
+
+impl std::ops::Deref for Folder<'_> {
+    type Target = Dir;
+
+    fn deref(&self) -> &Dir {
+        match self {
+            Folder::Root(dir) => dir,
+            Folder::Sub(dir) => dir,
         }
     }
 }

@@ -14,7 +14,7 @@ use super::settings::DirtyNotes;
 use super::Context;
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{Existence, Landing, NotePath};
-use crate::patch::{self, Budget, Target};
+use crate::patch::{self, Budget, Patch, Target};
 use crate::repo::history::Entry;
 use crate::repo::{self, Repo};
 
@@ -67,10 +67,25 @@ pub(super) fn plan_patch(
     };
     let note = ctx.view.resolve_for_write(&parsed.path, existence)?;
     let before = ctx.view.current_text(&note)?;
+    plan_parsed(ctx, text, &parsed, note, before, guard, budget)
+}
+
+/// Plans the parsed diff `text` on `note` (resolved for a write), whose text
+/// is `before` now: apply the hunks, check the size and the new text
+/// against `guard`.
+fn plan_parsed(
+    ctx: &Context,
+    text: &str,
+    parsed: &Patch,
+    note: NotePath,
+    before: Option<String>,
+    guard: &GuardPolicy,
+    budget: &Budget,
+) -> Result<Plan> {
     if before.is_none() {
         check_folders_in_git(ctx, &note.rel)?;
     }
-    let applied = patch::apply_within(&parsed, before.as_deref(), budget)?;
+    let applied = patch::apply_within(parsed, before.as_deref(), budget)?;
     if let Some(content) = &applied.content {
         check_size(ctx, &note, content)?;
         guard::check(&note.rel, before.as_deref(), content, guard)?;
@@ -85,9 +100,11 @@ pub(super) fn plan_patch(
     })
 }
 
-/// Plans turning `note`, whose text is `current` now, into `content` (`None`:
-/// deleting it): by the diff between them, planned as [`plan_patch`] plans any
-/// diff (which counts its hunks). The same text makes a plan that changes
+/// Plans turning `note` (resolved for a write), whose text is `current` now,
+/// into `content` (`None`: deleting it): by the diff between them, planned as
+/// [`plan_patch`] plans any diff (which counts its hunks), on the note and
+/// text the caller has (not resolved and read again: [`land_all`] reads every
+/// note again under the writer lock, and the write refuses a symlink itself). The same text makes a plan that changes
 /// nothing; creating or deleting an empty note, a plan of the diff's headers.
 pub(super) fn plan_text(
     ctx: &Context,
@@ -115,10 +132,8 @@ pub(super) fn plan_text(
             net_line_delta: 0,
         });
     }
-    let mut plan = plan_patch(ctx, &diff, guard, budget)?;
-    // The diff names the note by its normalized path; answer the same.
-    plan.note = note;
-    Ok(plan)
+    let parsed = patch::parse(&diff)?;
+    plan_parsed(ctx, &diff, &parsed, note, current, guard, budget)
 }
 
 /// Plans deleting the note at `raw_path`: the `+++ /dev/null` diff, planned as

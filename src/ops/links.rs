@@ -1,8 +1,9 @@
 //! The link graph's rows: `notes.links` (a note's links out, resolved, and the
 //! links into it) and `notes.graph` (broken links and orphan notes, paged).
 //! Both read the [`crate::vault::Vault`] the live index keeps beside itself
-//! (with a dry run's unsaved notes taken in); a note's own links are read
-//! from its text as it is now.
+//! (with a dry run's unsaved notes taken in); a note's own links are those
+//! of its text as it is now (the graph's when it holds that very text, by
+//! size and hash, else read from it).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -11,6 +12,7 @@ use serde_json::Value;
 use super::history::page_limit;
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
+use crate::index::Fingerprint;
 use crate::vault::facts::NoteFacts;
 use crate::vault::graph::Broken;
 
@@ -88,7 +90,15 @@ impl Operation for NotesLinks {
     fn run(ctx: &Context, request: LinksRequest) -> Result<LinksResponse> {
         let (note, content) = ctx.view.read(&request.path)?;
         let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
-        let facts = NoteFacts::of(&note.rel, &content);
+        // The graph's facts when they are of this very text; else read now.
+        let read_now;
+        let facts = match vault.note(&note.rel) {
+            Some(kept) if kept.print == Fingerprint::of(&content) => kept,
+            _ => {
+                read_now = NoteFacts::of(&note.rel, &content);
+                &read_now
+            }
+        };
         let outgoing_omitted = facts.links.len().saturating_sub(MAX_LINKS_LISTED);
         let outgoing = facts
             .links

@@ -20,8 +20,9 @@ pub struct Vault {
     notes: BTreeMap<String, Arc<NoteFacts>>,
     attachments: BTreeSet<String>,
     files: Files,
-    /// A lookup key -> the notes holding a link filed under it.
-    linking: HashMap<Key, BTreeSet<String>>,
+    /// A lookup key -> the notes holding a link filed under it (one shared
+    /// copy of each note's path).
+    linking: HashMap<Key, BTreeSet<Arc<str>>>,
     /// Broken links and orphans, worked out once per version of the vault
     /// (every change starts a new one), so paging through them is cheap.
     summary: OnceLock<Arc<Summary>>,
@@ -55,11 +56,12 @@ pub struct Broken {
 
 impl Vault {
     /// The vault of `notes` (path, text) and `attachments` (every other
-    /// visible file).
+    /// visible file). The notes are read on up to two threads; the vault is
+    /// the same whichever thread read which note.
     pub fn build(notes: &[(String, String)], attachments: Vec<String>) -> Vault {
         let mut vault = Vault::default();
-        for (path, content) in notes {
-            vault.upsert(path, content);
+        for ((path, _), (facts, keys)) in notes.iter().zip(facts_of_all(notes)) {
+            vault.take_in(path, facts, keys);
         }
         vault.set_attachments(attachments);
         vault
@@ -68,15 +70,21 @@ impl Vault {
     /// Takes in note `path` with its text `content` (new or changed).
     pub fn upsert(&mut self, path: &str, content: &str) {
         let facts = NoteFacts::of(path, content);
+        let keys = link_keys(path, &facts);
+        self.take_in(path, facts, keys);
+    }
+
+    /// Takes in note `path` with the facts read from its text and the keys
+    /// its links are filed under ([`link_keys`]).
+    fn take_in(&mut self, path: &str, facts: NoteFacts, keys: Vec<Key>) {
         self.summary = OnceLock::new();
         self.forget_links(path);
-        for link in &facts.links {
-            if let Some(key) = resolve::link_key(path, link) {
-                self.linking
-                    .entry(key)
-                    .or_default()
-                    .insert(path.to_string());
-            }
+        let source: Arc<str> = Arc::from(path);
+        for key in keys {
+            self.linking
+                .entry(key)
+                .or_default()
+                .insert(Arc::clone(&source));
         }
         if self
             .notes
@@ -101,13 +109,11 @@ impl Vault {
         let Some(facts) = self.notes.get(path) else {
             return;
         };
-        for link in &facts.links {
-            if let Some(key) = resolve::link_key(path, link) {
-                if let Some(sources) = self.linking.get_mut(&key) {
-                    sources.remove(path);
-                    if sources.is_empty() {
-                        self.linking.remove(&key);
-                    }
+        for key in link_keys(path, facts) {
+            if let Some(sources) = self.linking.get_mut(&key) {
+                sources.remove(path);
+                if sources.is_empty() {
+                    self.linking.remove(&key);
                 }
             }
         }
@@ -177,19 +183,22 @@ impl Vault {
             .chain(resolve::keys_of(to))
         {
             if let Some(sources) = self.linking.get(&key) {
-                found.extend(sources.iter().cloned());
+                found.extend(sources.iter().map(|source| source.to_string()));
             }
         }
         found.insert(from.to_string());
         found
     }
 
-    /// Every link that resolves to `path`, by linking note and line.
+    /// Every link that resolves to `path`, by linking note and line. Only
+    /// the links filed under one of `path`'s keys are resolved: a link
+    /// filed elsewhere cannot reach it.
     pub fn backlinks(&self, path: &str) -> Vec<Backlink> {
+        let keys = resolve::keys_of(path);
         let mut sources: BTreeSet<&str> = BTreeSet::new();
-        for key in resolve::keys_of(path) {
-            if let Some(found) = self.linking.get(&key) {
-                sources.extend(found.iter().map(String::as_str));
+        for key in &keys {
+            if let Some(found) = self.linking.get(key) {
+                sources.extend(found.iter().map(|source| &**source));
             }
         }
         let mut found = Vec::new();
@@ -198,7 +207,9 @@ impl Vault {
                 continue;
             };
             for link in &facts.links {
-                if self.resolve(source, link) == Some(path) {
+                let filed_here =
+                    resolve::link_key(source, link).is_some_and(|key| keys.contains(&key));
+                if filed_here && self.resolve(source, link) == Some(path) {
                     found.push(Backlink {
                         path: source.to_string(),
                         line: link.line,
@@ -274,6 +285,66 @@ impl Vault {
     }
 }
 
+/// The keys the links of note `path` are filed under, each once.
+fn link_keys(path: &str, facts: &NoteFacts) -> Vec<Key> {
+    let mut keys: Vec<Key> = facts
+        .links
+        .iter()
+        .filter_map(|link| resolve::link_key(path, link))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// Notes below this many are read on one thread: a second is not worth starting.
+const MIN_NOTES_TO_SPLIT: usize = 64;
+
+/// The facts of each of `notes` and the keys its links are filed under, in
+/// the notes' order: on two threads when the machine has two cores and there
+/// are enough notes, each reading a contiguous half (by bytes) of them.
+fn facts_of_all(notes: &[(String, String)]) -> Vec<(NoteFacts, Vec<Key>)> {
+    let of_each = |part: &[(String, String)]| -> Vec<(NoteFacts, Vec<Key>)> {
+        part.iter()
+            .map(|(path, content)| {
+                let facts = NoteFacts::of(path, content);
+                let keys = link_keys(path, &facts);
+                (facts, keys)
+            })
+            .collect()
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores < 2 || notes.len() < MIN_NOTES_TO_SPLIT {
+        return of_each(notes);
+    }
+    let total: usize = notes.iter().map(|(_, content)| content.len()).sum();
+    let mut seen = 0;
+    let middle = notes
+        .iter()
+        .position(|(_, content)| {
+            seen += content.len();
+            seen * 2 >= total
+        })
+        .map_or(notes.len() / 2, |at| at + 1)
+        .clamp(1, notes.len() - 1);
+    let (first, second) = notes.split_at(middle);
+    std::thread::scope(|scope| {
+        // No thread to be had (a process limit, say): this one reads them all.
+        let Ok(other) = std::thread::Builder::new()
+            .name("mirai-vault".into())
+            .spawn_scoped(scope, || of_each(second))
+        else {
+            return of_each(notes);
+        };
+        let mut facts = of_each(first);
+        match other.join() {
+            Ok(rest) => facts.extend(rest),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        facts
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,6 +406,46 @@ mod tests {
         v.set_attachments(Vec::new());
         assert_eq!(v.broken().len(), 2);
         assert_eq!(v.orphans(), ["a.md", "lonely.md"]);
+    }
+
+    /// Notes read on two threads make the vault that taking them in one by
+    /// one makes: the same facts, backlinks, broken links and orphans.
+    #[test]
+    fn a_vault_built_on_two_threads_equals_one_built_note_by_note() {
+        let notes: Vec<(String, String)> = (0..300)
+            .map(|i| {
+                let text = format!(
+                    "# N{i}\n[[n{}]] [up](../n{}.md) [[gone{}]] #t{}\n{}",
+                    (i * 7) % 300,
+                    (i + 1) % 300,
+                    i % 5,
+                    i % 3,
+                    "words ".repeat(i % 40)
+                );
+                (format!("f{}/n{i}.md", i % 4), text)
+            })
+            .collect();
+        let built = Vault::build(&notes, Vec::new());
+        let mut one_by_one = Vault::default();
+        for (path, content) in &notes {
+            one_by_one.upsert(path, content);
+        }
+        assert!(built.notes().eq(one_by_one.notes()));
+        let linked = notes
+            .iter()
+            .filter(|(path, _)| built.backlinks(path).len() == 1)
+            .count();
+        assert_eq!(linked, notes.len(), "each note is named by one [[n..]]");
+        for (path, _) in &notes {
+            assert_eq!(built.backlinks(path), one_by_one.backlinks(path), "{path}");
+        }
+        assert!(!built.broken().is_empty());
+        assert_eq!(built.broken(), one_by_one.broken());
+        assert_eq!(built.orphans(), one_by_one.orphans());
+        assert_eq!(
+            built.move_candidates("f0/n0.md", "x.md"),
+            one_by_one.move_candidates("f0/n0.md", "x.md")
+        );
     }
 
     #[test]

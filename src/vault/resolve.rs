@@ -50,12 +50,15 @@ impl Files {
         }
     }
 
-    /// These files with `from` moved to `to`: what links resolve against after a move.
-    pub fn moved(&self, from: &str, to: &str) -> Files {
-        let mut after = self.clone();
-        after.remove(from);
-        after.insert(to);
-        after
+    /// These files as they are once `from` is moved to `to`: what links
+    /// resolve against after a move (a view: nothing is copied).
+    pub fn moved<'a>(&'a self, from: &'a str, to: &'a str) -> Moved<'a> {
+        Moved {
+            files: self,
+            from,
+            to,
+            to_keys: keys_of(to),
+        }
     }
 
     /// Takes `path` out.
@@ -79,30 +82,80 @@ impl Files {
 
     /// The file `link` in note `from` names, or `None`.
     pub fn resolve(&self, from: &str, link: &Link) -> Option<&str> {
-        match link_key(from, link)? {
-            Key::Name(name) => {
-                let folder = folder_of(from);
-                self.by_name
-                    .get(&name)?
-                    .iter()
-                    .map(String::as_str)
-                    .min_by(|a, b| {
-                        let rank = |p: &str| (p.matches('/').count(), folder_of(p) != folder);
-                        rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
-                    })
+        let key = link_key(from, link)?;
+        pick(
+            from,
+            link,
+            &key,
+            self.filed(&key)?.iter().map(String::as_str),
+        )
+    }
+
+    /// The files filed under `key`, sorted.
+    fn filed(&self, key: &Key) -> Option<&Vec<String>> {
+        match key {
+            Key::Name(name) => self.by_name.get(name),
+            Key::Path(path) => self.by_path.get(path),
+        }
+    }
+}
+
+/// [`Files`] with one note moved: see [`Files::moved`].
+pub struct Moved<'a> {
+    files: &'a Files,
+    from: &'a str,
+    to: &'a str,
+    to_keys: Vec<Key>,
+}
+
+impl<'a> Moved<'a> {
+    /// The file `link` in note `from` names once the move is made, or `None`.
+    pub fn resolve(&self, from: &str, link: &Link) -> Option<&'a str> {
+        let key = link_key(from, link)?;
+        let filed = self.files.filed(&key).map_or(&[][..], Vec::as_slice);
+        let mut found: Vec<&'a str> = filed
+            .iter()
+            .map(String::as_str)
+            .filter(|path| *path != self.from)
+            .collect();
+        if self.to_keys.contains(&key) {
+            if let Err(at) = found.binary_search(&self.to) {
+                found.insert(at, self.to);
             }
-            Key::Path(lower) => {
-                let candidates = self.by_path.get(&lower)?;
-                let written = written_path(from, link)?;
-                let with_md = format!("{written}.md");
-                candidates
-                    .iter()
-                    .find(|p| **p == written)
-                    .or_else(|| candidates.iter().find(|p| **p == with_md))
-                    .or_else(|| candidates.iter().find(|p| p.to_lowercase() == lower))
-                    .or_else(|| candidates.first())
-                    .map(String::as_str)
-            }
+        }
+        if found.is_empty() {
+            return None;
+        }
+        pick(from, link, &key, found.into_iter())
+    }
+}
+
+/// Of `candidates` (sorted, all filed under `key`, the key of `link` in note
+/// `from`), the file the link names.
+fn pick<'a>(
+    from: &str,
+    link: &Link,
+    key: &Key,
+    candidates: impl Iterator<Item = &'a str> + Clone,
+) -> Option<&'a str> {
+    match key {
+        Key::Name(_) => {
+            let folder = folder_of(from);
+            candidates.min_by(|a, b| {
+                let rank = |p: &str| (p.matches('/').count(), folder_of(p) != folder);
+                rank(a).cmp(&rank(b)).then_with(|| a.cmp(b))
+            })
+        }
+        Key::Path(lower) => {
+            let written = written_path(from, link)?;
+            let with_md = format!("{written}.md");
+            let first = candidates.clone().next()?;
+            candidates
+                .clone()
+                .find(|p| *p == written)
+                .or_else(|| candidates.clone().find(|p| *p == with_md))
+                .or_else(|| candidates.clone().find(|p| p.to_lowercase() == *lower))
+                .or(Some(first))
         }
     }
 }
@@ -199,6 +252,45 @@ mod tests {
         assert_eq!(resolve(&f, "x/n.md", "[t](../../a/b.md)"), None);
         assert_eq!(resolve(&f, "n.md", "![[P.PNG]]"), Some("img/p.png"));
         assert_eq!(resolve(&f, "n.md", "![i](img/p.png)"), Some("img/p.png"));
+    }
+
+    /// The moved view answers what a copy of the files with the note moved
+    /// answers, for every link form, whichever way the move changes them.
+    #[test]
+    fn the_moved_view_resolves_as_a_moved_copy_does() {
+        let paths = [
+            "a/note.md",
+            "b/note.md",
+            "deep/x/Note.md",
+            "c.md",
+            "img/p.png",
+        ];
+        let links = "[[note]] [[NOTE.md]] [[c]] [[a/note]] [[b/note.md]] [t](note.md) \
+                     [u](../c.md) [v](/deep/x/note) ![[p.png]] [[gone]]\n";
+        let found = scan(links, 0).links;
+        let before = files(&paths);
+        for (from, to) in [
+            ("a/note.md", "z/note.md"),
+            ("a/note.md", "note.md"),
+            ("c.md", "b/c.md"),
+            ("deep/x/Note.md", "a/x.md"),
+            ("b/note.md", "gone.md"),
+        ] {
+            let mut copy = before.clone();
+            copy.remove(from);
+            copy.insert(to);
+            let view = before.moved(from, to);
+            for note in ["a/n.md", "b/n.md", "n.md", "deep/x/n.md"] {
+                for link in &found {
+                    assert_eq!(
+                        view.resolve(note, link),
+                        copy.resolve(note, link),
+                        "{from} -> {to}: {} in {note}",
+                        link.target
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -24,7 +24,7 @@
 use std::ops::Range;
 
 use super::front_matter;
-use super::resolve::{folder_of, Files};
+use super::resolve::{folder_of, Files, Moved};
 use super::scan::{self, Link};
 
 /// One move: the note's path before and after, and the files links can
@@ -33,7 +33,7 @@ pub struct Move<'a> {
     pub from: &'a str,
     pub to: &'a str,
     pub before: &'a Files,
-    pub after: &'a Files,
+    pub after: &'a Moved<'a>,
 }
 
 /// A link the move would break that cannot be written to reach its file.

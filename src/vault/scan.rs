@@ -198,11 +198,13 @@ impl Contexts {
         if self.line != line {
             let start = line_starts[line - 1];
             let end = line_starts.get(line).map_or(content.len(), |next| next - 1);
-            self.text = content[start..end]
-                .trim()
-                .chars()
-                .take(MAX_CONTEXT_CHARS)
-                .collect();
+            let whole = content[start..end].trim();
+            let cut = whole
+                .char_indices()
+                .nth(MAX_CONTEXT_CHARS)
+                .map_or(whole.len(), |(at, _)| at);
+            self.text.clear();
+            self.text.push_str(&whole[..cut]);
             self.line = line;
         }
         &self.text
@@ -473,6 +475,9 @@ fn is_tag_char(c: char) -> bool {
 /// Adds the `#tags` of one text run to `tags`; `after_space`: whether the
 /// run's start may begin a tag.
 fn inline_tags(text: &CowStr<'_>, after_space: bool, tags: &mut Vec<String>) {
+    if !text.contains('#') {
+        return; // most runs: no tag can start in them
+    }
     let mut previous: Option<char> = None;
     let mut chars = text.char_indices().peekable();
     while let Some((at, c)) = chars.next() {
