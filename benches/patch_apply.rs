@@ -71,7 +71,14 @@ fn main() {
     println!("\nsummary (medians, ms)");
     println!(
         "{:<10} {:>8} {:>9} {:>9} {:>15} {:>11} {:>10} {:>10}",
-        "notes", "health", "propose", "apply", "apply, indexed", "git baseline", "sustained", "(p95)"
+        "notes",
+        "health",
+        "propose",
+        "apply",
+        "apply, indexed",
+        "git baseline",
+        "sustained",
+        "(p95)"
     );
     for row in summary {
         println!(

@@ -142,6 +142,8 @@ pub struct LiveIndex {
     writing: Mutex<HashMap<String, usize>>,
     /// Set while [`LiveIndex::follow`] loads the index.
     following: AtomicBool,
+    /// Held while the link graph is built without the index's lock (one build at a time).
+    vault_building: Mutex<()>,
 }
 
 /// Holds notes in [`LiveIndex::writing`] for one write.
@@ -185,7 +187,9 @@ const NEW_FOLDER: u8 = 8;
 /// its top is watched with what is under it, and mirai's own state only where
 /// proposals live.
 fn folder_to_watch(rel: &std::path::Path) -> bool {
-    let Some(rel) = rel.to_str() else { return false };
+    let Some(rel) = rel.to_str() else {
+        return false;
+    };
     rel == ".mirai" || rel == ".mirai/proposals" || (!rel.contains('/') && !rel.starts_with('.'))
 }
 
@@ -309,6 +313,7 @@ impl LiveIndex {
             events,
             writing: Mutex::new(HashMap::new()),
             following: AtomicBool::new(false),
+            vault_building: Mutex::new(()),
         }
     }
 
@@ -446,6 +451,13 @@ impl LiveIndex {
         Ok(vault)
     }
 
+    /// Whether the link graph is built (asking never builds it).
+    pub fn vault_built(&self) -> bool {
+        self.read_lock()
+            .as_ref()
+            .is_some_and(|loaded| loaded.vault.is_some())
+    }
+
     /// The link graph, beside an index that matches the artifact (or the
     /// notes when there is none); built from the notes when it is not yet.
     pub fn vault(&self) -> Result<Arc<Vault>> {
@@ -468,8 +480,44 @@ impl LiveIndex {
         if let Some(vault) = &loaded.vault {
             return Ok(vault.clone());
         }
-        // Read under the lock: a write landing meanwhile waits to change the
-        // vault until it is in place, so it is never overtaken by older text.
+        // Built without the lock, so queries and writes go on meanwhile (one
+        // build at a time), and kept only when the index did not change while
+        // the notes were read: a write or an outside change taken in meanwhile
+        // could be older in what was read than in the index.
+        let generation = self.generation();
+        drop(guard);
+        let building = self
+            .vault_building
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(vault) = self.read_lock().as_ref().and_then(|l| l.vault.clone()) {
+            return Ok(vault);
+        }
+        let started = Instant::now();
+        let notes = self.notes.read_all()?;
+        let vault = Arc::new(Vault::build(&notes, self.notes.list_files()));
+        let mut guard = self.write_lock();
+        drop(building);
+        if self.generation() == generation {
+            if let Some(loaded) = guard.as_mut() {
+                log::debug!(
+                    "link graph of {} notes built in {} ms",
+                    vault.len(),
+                    started.elapsed().as_millis()
+                );
+                return Ok(loaded.vault.get_or_insert(vault).clone());
+            }
+        }
+        self.refresh(&mut guard, stamp)?;
+        let Some(loaded) = guard.as_mut() else {
+            return Ok(Arc::new(Vault::default()));
+        };
+        if let Some(vault) = &loaded.vault {
+            return Ok(vault.clone());
+        }
+        // The index changed meanwhile: read under the lock, so a write landing
+        // now waits to change the vault until it is in place, and is never
+        // overtaken by older text.
         let started = Instant::now();
         let notes = self.notes.read_all()?;
         let vault = Arc::new(Vault::build(&notes, self.notes.list_files()));
