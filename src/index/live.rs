@@ -637,13 +637,42 @@ impl LiveIndex {
     /// reused from it rather than indexed again ([`Index::refreshed`]).
     pub fn rebuild(&self, notes_commit: Option<&str>) -> Result<Rebuilt> {
         let started = Instant::now();
-        let previous = self.read_lock().as_ref().map(|loaded| loaded.index.clone());
-        let notes = self.notes.read_all()?;
+        let (previous, previous_vault) = self
+            .read_lock()
+            .as_ref()
+            .map(|loaded| (Some(loaded.index.clone()), loaded.vault.clone()))
+            .unwrap_or_default();
+        let mut notes = self.notes.read_all()?;
         let read = started.elapsed();
-        let vault = Arc::new(Vault::build(&notes, self.notes.list_files()));
-        let index = match &previous {
-            Some(previous) => Index::refreshed(previous, notes),
-            None => Arc::new(Index::build(notes)),
+        let attachments = self.notes.list_files();
+        // The link graph is built from the notes, as the index is, before the
+        // notes go to the index (which keeps them).
+        let built = |notes: &[(String, String)], attachments: Vec<String>| {
+            Arc::new(Vault::build(notes, attachments))
+        };
+        let (index, vault) = match &previous {
+            Some(previous) => {
+                let unchanged = previous.reusable_all(&mut notes);
+                match previous_vault {
+                    // Every note as the index and the link graph hold it, the
+                    // same files beside them: both are kept as they are.
+                    Some(vault)
+                        if unchanged
+                            && vault.len() == notes.len()
+                            && !vault.attachments_differ(&attachments) =>
+                    {
+                        (Arc::clone(previous), vault)
+                    }
+                    _ => {
+                        let vault = built(&notes, attachments);
+                        (Index::refreshed(previous, notes), vault)
+                    }
+                }
+            }
+            None => {
+                let vault = built(&notes, attachments);
+                (Arc::new(Index::build(notes)), vault)
+            }
         };
         let reused = previous
             .as_ref()
