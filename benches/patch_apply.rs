@@ -4,6 +4,17 @@
 //! `git commit` as subprocesses on the same repository. After mirai's applies
 //! `git status --porcelain` must be empty (the bench fails otherwise).
 //!
+//! Then what a client sees: `SUSTAINED` applies back to back (no propose or
+//! health between them) to notes of about 2 KB, the index loaded, as a client
+//! writing in a loop does. A short interleaved run leaves the server idle
+//! between applies and deletes few files; a sustained one does not. On an
+//! ext4 file system without a journal (this machine's disk) every file
+//! created skips the inodes deleted in the last one to six minutes, one by
+//! one, so the cost of each of a commit's new files (its loose objects, the
+//! note's temp file, the index and ref locks) grows with the files deleted
+//! recently: the bench prints the time to create a file in the vault's `.git`
+//! before and after, beside the first and the last applies.
+//!
 //! cargo bench --bench patch_apply -- VAULT [VAULT...]   (git vaults from the gen-notes example, e.g. 1,000 and 10,000 notes)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step fails the run
@@ -14,10 +25,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::json;
-use support::{copy_tree, fsck, git, report, time_ms, vault_arg, Server};
+use support::{copy_tree, fsck, git, median_p95, report, time_ms, vault_arg, Server};
 
 const SAMPLES: usize = 100;
 const WARMUP: usize = 5;
+/// Applies back to back in the sustained run.
+const SUSTAINED: usize = 1000;
+/// Notes the sustained run writes to: about 2 KB, as a client's typical note.
+const TYPICAL_BYTES: std::ops::RangeInclusive<usize> = 1500..=2600;
 
 /// A patch that adds one line at the end of `content`, with three lines of context.
 fn append_patch(path: &str, content: &str, tag: &str) -> Option<String> {
@@ -57,13 +72,27 @@ fn main() {
     }
     println!("\nsummary (medians, ms)");
     println!(
-        "{:<10} {:>8} {:>9} {:>9} {:>15} {:>11}",
-        "notes", "health", "propose", "apply", "apply, indexed", "git baseline"
+        "{:<10} {:>8} {:>9} {:>9} {:>15} {:>11} {:>10} {:>10}",
+        "notes",
+        "health",
+        "propose",
+        "apply",
+        "apply, indexed",
+        "git baseline",
+        "sustained",
+        "(p95)"
     );
     for row in summary {
         println!(
-            "{:<10} {:>8.3} {:>9.3} {:>9.3} {:>15.3} {:>11.3}",
-            row.notes, row.health, row.propose, row.apply, row.apply_indexed, row.git
+            "{:<10} {:>8.3} {:>9.3} {:>9.3} {:>15.3} {:>11.3} {:>10.3} {:>10.3}",
+            row.notes,
+            row.health,
+            row.propose,
+            row.apply,
+            row.apply_indexed,
+            row.git,
+            row.sustained,
+            row.sustained_p95
         );
     }
 }
@@ -76,6 +105,8 @@ struct Row {
     apply: f64,
     apply_indexed: f64,
     git: f64,
+    sustained: f64,
+    sustained_p95: f64,
 }
 
 fn bench_vault(vault: &Path) -> Row {
@@ -205,6 +236,7 @@ fn bench_vault(vault: &Path) -> Row {
         "git status after mirai's applies: clean; git fsck after the run: {}",
         fsck(&root)
     );
+    let (sustained, sustained_p95) = sustained_run(&server, &root, &notes);
     Row {
         notes: notes.len(),
         health,
@@ -212,5 +244,74 @@ fn bench_vault(vault: &Path) -> Row {
         apply,
         apply_indexed,
         git: git_median,
+        sustained,
+        sustained_p95,
     }
+}
+
+/// `SUSTAINED` applies back to back to notes of about 2 KB (each appended
+/// to in turn), the index loaded; answers the median and p95.
+fn sustained_run(server: &Server, root: &Path, notes: &[String]) -> (f64, f64) {
+    let mut typical: Vec<&String> = notes
+        .iter()
+        .filter(|path| {
+            path.is_ascii()
+                && std::fs::read_to_string(root.join(path)).is_ok_and(|content| {
+                    TYPICAL_BYTES.contains(&content.len())
+                        && append_patch(path, &content, "probe").is_some()
+                })
+        })
+        .collect();
+    // A fixed shuffle, so notes of every folder take turns.
+    let mut rng = fastrand::Rng::with_seed(1);
+    rng.shuffle(&mut typical);
+    let created_before = create_us(root);
+    let mut times = Vec::with_capacity(SUSTAINED);
+    for i in 0..SUSTAINED {
+        let path = typical[i % typical.len()];
+        let content = std::fs::read_to_string(root.join(path)).unwrap();
+        let patch = append_patch(path, &content, &format!("sustained {i}")).unwrap();
+        times.push(time_ms(|| {
+            let response = server
+                .client
+                .post(format!("{}/mcp/patch/apply", server.url))
+                .json(&json!({ "patch": patch }))
+                .send()
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+        }));
+    }
+    let created_after = create_us(root);
+    let first = median_p95(&mut times[..100].to_vec()).0;
+    let last = median_p95(&mut times[SUSTAINED - 100..].to_vec()).0;
+    println!(
+        "\nsustained: {SUSTAINED} applies back to back to {} notes of {}-{} bytes, index loaded",
+        typical.len(),
+        TYPICAL_BYTES.start(),
+        TYPICAL_BYTES.end()
+    );
+    let (median, p95) = median_p95(&mut times);
+    println!(
+        "{:<44} median {median:>9.3} ms   p95 {p95:>9.3} ms   (n={SUSTAINED})",
+        "patch.apply + commit, back to back"
+    );
+    println!("  the first 100: median {first:.3} ms; the last 100: median {last:.3} ms");
+    println!(
+        "  creating a file in the vault's .git: {created_before:.0} us before, {created_after:.0} us after"
+    );
+    (median, p95)
+}
+
+/// Microseconds to create (and keep, so nothing is deleted) an empty file in
+/// the vault's `.git`, the median of 20.
+fn create_us(root: &Path) -> f64 {
+    let git_dir = root.join(".git");
+    let taken = std::fs::read_dir(&git_dir).unwrap().count();
+    let mut times: Vec<f64> = (0..20)
+        .map(|i| {
+            let file = git_dir.join(format!("bench-probe-{}", taken + i));
+            time_ms(|| drop(std::fs::File::create_new(&file).unwrap())) * 1000.0
+        })
+        .collect();
+    median_p95(&mut times).0
 }

@@ -15,6 +15,8 @@ pub struct Server {
     pub url: String,
     pub child: Child,
     pub client: Client,
+    /// When the process was started (a first answer is timed from here).
+    pub started: Instant,
 }
 
 impl Server {
@@ -42,6 +44,7 @@ impl Server {
             .local_addr()
             .unwrap()
             .port();
+        let started = Instant::now();
         let mut child = Command::new(binary)
             .arg("serve")
             .arg("--notes-root")
@@ -61,7 +64,6 @@ impl Server {
             .timeout(Duration::from_secs(300))
             .build()
             .unwrap();
-        let started = Instant::now();
         while client.get(format!("{url}/health")).send().is_err() {
             if let Ok(Some(status)) = child.try_wait() {
                 return Err(format!("exited ({status})"));
@@ -73,7 +75,12 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Ok(Server { url, child, client })
+        Ok(Server {
+            url,
+            child,
+            client,
+            started,
+        })
     }
 
     /// CPU time the server process has used (user + system), in milliseconds.

@@ -100,6 +100,14 @@ impl Index {
         Arc::new(idx)
     }
 
+    /// Whether this index holds exactly `notes`, each as a build from that
+    /// text would: what [`Index::refreshed`] answers with the same index for.
+    /// `notes` are sorted by path on the way (a later copy of a path kept).
+    pub fn reusable_all(&self, notes: &mut Vec<(String, String)>) -> bool {
+        sort_keeping_last(notes);
+        notes.len() == self.notes_indexed() && self.reusable(notes).into_iter().all(|r| r)
+    }
+
     /// For each of `notes` (sorted, distinct paths), whether this index holds
     /// it as a build from that text would: hashed on one thread per core.
     fn reusable(&self, notes: &[(String, String)]) -> Vec<bool> {

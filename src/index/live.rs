@@ -142,6 +142,8 @@ pub struct LiveIndex {
     writing: Mutex<HashMap<String, usize>>,
     /// Set while [`LiveIndex::follow`] loads the index.
     following: AtomicBool,
+    /// Held while the link graph is built without the index's lock (one build at a time).
+    vault_building: Mutex<()>,
 }
 
 /// Holds notes in [`LiveIndex::writing`] for one write.
@@ -177,6 +179,76 @@ pub struct AlsoWatched {
 const NOTES: u8 = 1;
 const REFS: u8 = 2;
 const PROPOSALS: u8 = 4;
+/// A folder to watch appeared (a note folder at the top, `.mirai`, its proposals).
+const NEW_FOLDER: u8 = 8;
+
+/// Whether a path created or moved in under the root is a folder the watcher
+/// must add a watch for: the root itself is watched alone, so each folder at
+/// its top is watched with what is under it, and mirai's own state only where
+/// proposals live.
+fn folder_to_watch(rel: &std::path::Path) -> bool {
+    let Some(rel) = rel.to_str() else {
+        return false;
+    };
+    rel == ".mirai" || rel == ".mirai/proposals" || (!rel.contains('/') && !rel.starts_with('.'))
+}
+
+/// Adds the watches the index needs, from `root`: the root itself (notes at
+/// the top), each visible folder at the top with everything under it, and of
+/// the hidden ones only what [`watched_part`] looks at: `.git` itself (HEAD,
+/// packed-refs), `.git/refs/heads`, `.mirai` and `.mirai/proposals`. Git's
+/// objects, logs and index are never watched: every write makes and opens
+/// files there, and each would be an event to read and drop. `only` limits
+/// this to the folders named (appeared since the last call). A folder that
+/// cannot be watched is left to the fallback walk.
+fn add_watches(
+    watcher: &mut notify::RecommendedWatcher,
+    root: &std::path::Path,
+    only: Option<&[std::path::PathBuf]>,
+) -> notify::Result<()> {
+    use notify::{RecursiveMode, Watcher};
+    let mut folders: Vec<(std::path::PathBuf, RecursiveMode)> = Vec::new();
+    let mut add = |rel: &std::path::Path| {
+        let path = root.join(rel);
+        // Never through a link: a link at the top is not a note folder.
+        if !std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_dir()) {
+            return;
+        }
+        let mode = match rel.to_str() {
+            Some(".git" | ".mirai" | ".mirai/proposals") => RecursiveMode::NonRecursive,
+            _ => RecursiveMode::Recursive,
+        };
+        folders.push((path, mode));
+    };
+    match only {
+        Some(appeared) => {
+            for rel in appeared {
+                add(rel);
+                if rel.as_os_str() == ".mirai" {
+                    add(std::path::Path::new(".mirai/proposals"));
+                }
+            }
+        }
+        None => {
+            watcher.watch(root, RecursiveMode::NonRecursive)?;
+            for rel in [".git", ".git/refs/heads", ".mirai", ".mirai/proposals"] {
+                add(std::path::Path::new(rel));
+            }
+            for entry in std::fs::read_dir(root)?.flatten() {
+                let name = entry.file_name();
+                if !name.to_string_lossy().starts_with('.') {
+                    add(std::path::Path::new(&name));
+                }
+            }
+        }
+    }
+    for (path, mode) in folders {
+        if let Err(e) = watcher.watch(&path, mode) {
+            log::debug!("cannot watch {}: {e}", path.display());
+        }
+    }
+    Ok(())
+}
 
 /// Which of the watched things a path under the notes root is part of (0: none).
 fn watched_part(rel: &std::path::Path) -> u8 {
@@ -241,6 +313,7 @@ impl LiveIndex {
             events,
             writing: Mutex::new(HashMap::new()),
             following: AtomicBool::new(false),
+            vault_building: Mutex::new(()),
         }
     }
 
@@ -378,6 +451,13 @@ impl LiveIndex {
         Ok(vault)
     }
 
+    /// Whether the link graph is built (asking never builds it).
+    pub fn vault_built(&self) -> bool {
+        self.read_lock()
+            .as_ref()
+            .is_some_and(|loaded| loaded.vault.is_some())
+    }
+
     /// The link graph, beside an index that matches the artifact (or the
     /// notes when there is none); built from the notes when it is not yet.
     pub fn vault(&self) -> Result<Arc<Vault>> {
@@ -400,8 +480,44 @@ impl LiveIndex {
         if let Some(vault) = &loaded.vault {
             return Ok(vault.clone());
         }
-        // Read under the lock: a write landing meanwhile waits to change the
-        // vault until it is in place, so it is never overtaken by older text.
+        // Built without the lock, so queries and writes go on meanwhile (one
+        // build at a time), and kept only when the index did not change while
+        // the notes were read: a write or an outside change taken in meanwhile
+        // could be older in what was read than in the index.
+        let generation = self.generation();
+        drop(guard);
+        let building = self
+            .vault_building
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(vault) = self.read_lock().as_ref().and_then(|l| l.vault.clone()) {
+            return Ok(vault);
+        }
+        let started = Instant::now();
+        let notes = self.notes.read_all()?;
+        let vault = Arc::new(Vault::build(&notes, self.notes.list_files()));
+        let mut guard = self.write_lock();
+        drop(building);
+        if self.generation() == generation {
+            if let Some(loaded) = guard.as_mut() {
+                log::debug!(
+                    "link graph of {} notes built in {} ms",
+                    vault.len(),
+                    started.elapsed().as_millis()
+                );
+                return Ok(loaded.vault.get_or_insert(vault).clone());
+            }
+        }
+        self.refresh(&mut guard, stamp)?;
+        let Some(loaded) = guard.as_mut() else {
+            return Ok(Arc::new(Vault::default()));
+        };
+        if let Some(vault) = &loaded.vault {
+            return Ok(vault.clone());
+        }
+        // The index changed meanwhile: read under the lock, so a write landing
+        // now waits to change the vault until it is in place, and is never
+        // overtaken by older text.
         let started = Instant::now();
         let notes = self.notes.read_all()?;
         let vault = Arc::new(Vault::build(&notes, self.notes.list_files()));
@@ -521,13 +637,42 @@ impl LiveIndex {
     /// reused from it rather than indexed again ([`Index::refreshed`]).
     pub fn rebuild(&self, notes_commit: Option<&str>) -> Result<Rebuilt> {
         let started = Instant::now();
-        let previous = self.read_lock().as_ref().map(|loaded| loaded.index.clone());
-        let notes = self.notes.read_all()?;
+        let (previous, previous_vault) = self
+            .read_lock()
+            .as_ref()
+            .map(|loaded| (Some(loaded.index.clone()), loaded.vault.clone()))
+            .unwrap_or_default();
+        let mut notes = self.notes.read_all()?;
         let read = started.elapsed();
-        let vault = Arc::new(Vault::build(&notes, self.notes.list_files()));
-        let index = match &previous {
-            Some(previous) => Index::refreshed(previous, notes),
-            None => Arc::new(Index::build(notes)),
+        let attachments = self.notes.list_files();
+        // The link graph is built from the notes, as the index is, before the
+        // notes go to the index (which keeps them).
+        let built = |notes: &[(String, String)], attachments: Vec<String>| {
+            Arc::new(Vault::build(notes, attachments))
+        };
+        let (index, vault) = match &previous {
+            Some(previous) => {
+                let unchanged = previous.reusable_all(&mut notes);
+                match previous_vault {
+                    // Every note as the index and the link graph hold it, the
+                    // same files beside them: both are kept as they are.
+                    Some(vault)
+                        if unchanged
+                            && vault.len() == notes.len()
+                            && !vault.attachments_differ(&attachments) =>
+                    {
+                        (Arc::clone(previous), vault)
+                    }
+                    _ => {
+                        let vault = built(&notes, attachments);
+                        (Index::refreshed(previous, notes), vault)
+                    }
+                }
+            }
+            None => {
+                let vault = built(&notes, attachments);
+                (Arc::new(Index::build(notes)), vault)
+            }
         };
         let reused = previous
             .as_ref()
@@ -736,9 +881,10 @@ impl LiveIndex {
     /// Either way only the notes that differ are read. The thread ends when the
     /// index is dropped.
     pub fn watch(self: &Arc<Self>, every: Duration, also: AlsoWatched) {
-        use notify::Watcher;
         let weak = Arc::downgrade(self);
         let (tx, rx) = std::sync::mpsc::channel::<u8>();
+        // Folders that appeared and need a watch of their own.
+        let (appeared_tx, appeared) = std::sync::mpsc::channel::<std::path::PathBuf>();
         let root = self.notes.root().to_path_buf();
         let watched = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             let Ok(event) = event else { return };
@@ -747,19 +893,32 @@ impl LiveIndex {
             if event.kind.is_access() {
                 return;
             }
-            let parts = event
+            let arrived = matches!(
+                event.kind,
+                notify::EventKind::Create(_)
+                    | notify::EventKind::Modify(notify::event::ModifyKind::Name(_))
+            );
+            let mut parts = 0;
+            for rel in event
                 .paths
                 .iter()
                 .filter_map(|path| path.strip_prefix(&root).ok())
-                .fold(0, |parts, rel| parts | watched_part(rel));
+            {
+                parts |= watched_part(rel);
+                if arrived && folder_to_watch(rel) {
+                    let _ = appeared_tx.send(rel.to_path_buf());
+                    parts |= NEW_FOLDER;
+                }
+            }
             if parts != 0 {
                 let _ = tx.send(parts);
             }
         })
         .and_then(|mut watcher| {
-            watcher.watch(self.notes.root(), notify::RecursiveMode::Recursive)?;
+            add_watches(&mut watcher, self.notes.root(), None)?;
             Ok(watcher)
         });
+        let root = self.notes.root().to_path_buf();
         let watcher = match watched {
             Ok(watcher) => Some(watcher),
             Err(e) => {
@@ -771,7 +930,7 @@ impl LiveIndex {
             }
         };
         std::thread::spawn(move || {
-            let _watcher = watcher; // lives as long as this thread
+            let mut watcher = watcher; // lives as long as this thread
             loop {
                 let parts = match rx.recv_timeout(every) {
                     // Let a burst of events (a checkout, a pull) settle, then look once.
@@ -785,6 +944,12 @@ impl LiveIndex {
                         NOTES | REFS | PROPOSALS
                     }
                 };
+                if parts & NEW_FOLDER != 0 {
+                    let folders: Vec<std::path::PathBuf> = appeared.try_iter().collect();
+                    if let Some(watcher) = watcher.as_mut() {
+                        let _ = add_watches(watcher, &root, Some(&folders));
+                    }
+                }
                 let Some(live) = weak.upgrade() else { return };
                 if parts & NOTES != 0 {
                     if let Err(e) = live.sync_with_disk() {

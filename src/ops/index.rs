@@ -324,8 +324,17 @@ impl Operation for IndexQuery {
         });
         let tag = tag_param(request.tag.as_ref())?;
         let unsaved = ctx.view.unsaved();
-        let vault = ctx.index.vault_as_if(&unsaved)?;
-        let tagged = tag.map(|tag| tagged(&vault, &tag));
+        // The link graph answers tags and titles; until it is built (a first
+        // query after start-up), titles are read from the hits' own notes
+        // rather than waiting for every note to be read.
+        let vault = match (&tag, ctx.index.vault_built()) {
+            (None, false) => None,
+            _ => Some(ctx.index.vault_as_if(&unsaved)?),
+        };
+        let tagged = match (tag, &vault) {
+            (Some(tag), Some(vault)) => Some(tagged(vault, &tag)),
+            _ => None,
+        };
         // With a tag, rank more chunks than asked for and keep the tagged ones,
         // ranking more again while the tagged ones do not fill the answer, up
         // to the best MAX_TAGGED_CHUNKS (the work stays bounded).
@@ -362,16 +371,22 @@ impl Operation for IndexQuery {
         };
         answer.hits.drain(..offset.min(answer.hits.len()));
         let title = |path: &str| {
-            vault.note(path).map_or_else(
-                || {
-                    crate::vault::facts::title(
-                        path,
-                        "",
-                        &crate::vault::front_matter::FrontMatter::None,
-                    )
-                },
-                |facts| facts.title.clone(),
-            )
+            let from_text = |content: &str| {
+                crate::vault::facts::title(
+                    path,
+                    content,
+                    &crate::vault::front_matter::parse(content),
+                )
+            };
+            match &vault {
+                Some(vault) => vault
+                    .note(path)
+                    .map_or_else(|| from_text(""), |facts| facts.title.clone()),
+                None => ctx
+                    .view
+                    .read(path)
+                    .map_or_else(|_| from_text(""), |(_, content)| from_text(&content)),
+            }
         };
         let chunks = answer
             .hits

@@ -117,7 +117,19 @@ impl Holding<'_> {
         self.state.tip = Some(to);
         let events = self.announcer.events.clone();
         let Some(reader) = self.reader() else { return };
+        // The common move (a write's commit, a fast-forward of one commit):
+        // `to` is `from`'s child, the one new commit, with no walk of history.
         if let Some(from) = from {
+            if reader.only_parent(to) == Some(from) {
+                match reader.summary(to) {
+                    Ok(summary) => {
+                        let (data, paths) = commit_event(&summary, source, replaces.get(&to));
+                        events.publish("commit", data, Some(paths));
+                    }
+                    Err(e) => log::warn!("change stream: cannot read commit {to}: {e}"),
+                }
+                return;
+            }
             if !reader.descends(from, to) {
                 events.publish(
                     "head_moved",

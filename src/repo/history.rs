@@ -424,6 +424,15 @@ impl Reader {
         self.summarize(&commit)
     }
 
+    /// The one parent of commit `id` (`None`: a root or merge commit, or none such).
+    pub fn only_parent(&self, id: Oid) -> Option<Oid> {
+        let commit = self.git.find_commit(id).ok()?;
+        match commit.parent_count() {
+            1 => commit.parent_id(0).ok(),
+            _ => None,
+        }
+    }
+
     /// Whether `to` descends from `from` (or is it).
     pub fn descends(&self, from: Oid, to: Oid) -> bool {
         from == to || self.git.graph_descendant_of(to, from).unwrap_or(false)
