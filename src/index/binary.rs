@@ -563,10 +563,49 @@ fn header(bytes: &[u8], json_size: u64) -> Res<(Reader<'_>, Header)> {
 
 /// The tables, checked against each other, as an index.
 fn body(r: &mut Reader<'_>) -> Res<Index> {
-    let bad = |what: &str| Err(what.to_string());
     let note_slots = r.count(1)?;
     let chunk_slots = r.count(1)?;
+    let mut terms = read_terms(r)?;
+    let term_count = terms.ids.len();
+    let mut idx = Index::empty(Params::default());
+    let NoteTable {
+        mut notes,
+        by_path,
+        title_entries,
+    } = read_notes(r, (note_slots, chunk_slots), term_count)?;
+    let chunks = read_chunks(r, chunk_slots, &mut notes, &mut idx)?;
+    read_postings(r, (&notes, &chunks), &mut terms, title_entries)?;
+    if r.left() != 0 {
+        return Err("bytes follow the tables".to_string());
+    }
 
+    // Free slots are handed out lowest first, as after a removal.
+    idx.free_notes = (0..note_slots as u32)
+        .rev()
+        .filter(|&s| notes[s as usize].is_none())
+        .collect();
+    idx.free_chunks = (0..chunk_slots as u32)
+        .rev()
+        .filter(|&s| chunks[s as usize].is_none())
+        .collect();
+    idx.by_path = by_path;
+    idx.notes = notes;
+    idx.chunks = chunks;
+    idx.terms = terms;
+    Ok(idx)
+}
+
+/// What the note table holds: the notes by slot, the live ones by path, and
+/// how many title terms they list.
+struct NoteTable {
+    notes: Vec<Option<Note>>,
+    by_path: BTreeMap<String, u32>,
+    title_entries: usize,
+}
+
+/// The term table: each term once, numbered in order.
+fn read_terms(r: &mut Reader<'_>) -> Res<Terms> {
+    let bad = |what: &str| Err(what.to_string());
     let term_count = r.count(1)?;
     let mut terms = Terms {
         ids: HashMap::with_capacity_and_hasher(term_count, FxBuildHasher),
@@ -578,7 +617,18 @@ fn body(r: &mut Reader<'_>) -> Res<Index> {
         }
     }
 
-    let mut idx = Index::empty(Params::default());
+    Ok(terms)
+}
+
+/// The note table (`slots`: notes, then chunks): each live note's path,
+/// size, hash and title terms, its chunks still to be filled in; the notes
+/// by path; and how many title terms the notes list.
+fn read_notes(
+    r: &mut Reader<'_>,
+    (note_slots, chunk_slots): (usize, usize),
+    term_count: usize,
+) -> Res<NoteTable> {
+    let bad = |what: &str| Err(what.to_string());
     let mut notes: Vec<Option<Note>> = Vec::with_capacity(note_slots);
     let mut by_path = BTreeMap::new();
     let mut chunks_claimed = 0usize;
@@ -635,6 +685,21 @@ fn body(r: &mut Reader<'_>) -> Res<Index> {
         }));
     }
 
+    Ok(NoteTable {
+        notes,
+        by_path,
+        title_entries,
+    })
+}
+
+/// The chunk table, each chunk put in its note's place (`idx` counts them).
+fn read_chunks(
+    r: &mut Reader<'_>,
+    chunk_slots: usize,
+    notes: &mut [Option<Note>],
+    idx: &mut Index,
+) -> Res<Vec<Option<Chunk>>> {
+    let bad = |what: &str| Err(what.to_string());
     let mut chunks: Vec<Option<Chunk>> = Vec::with_capacity(chunk_slots);
     for slot in 0..chunk_slots {
         if !r.flag()? {
@@ -673,6 +738,18 @@ fn body(r: &mut Reader<'_>) -> Res<Index> {
         }
     }
 
+    Ok(chunks)
+}
+
+/// The postings of every term into `terms`.
+fn read_postings(
+    r: &mut Reader<'_>,
+    (notes, chunks): (&[Option<Note>], &[Option<Chunk>]),
+    terms: &mut Terms,
+    title_entries: usize,
+) -> Res<()> {
+    let bad = |what: &str| Err(what.to_string());
+    let (note_slots, chunk_slots, term_count) = (notes.len(), chunks.len(), terms.ids.len());
     // Postings, checked against the tables: the body frequencies of a chunk
     // sum to its length, the whole-note list of a term is the sum of its body
     // list per note, and the title lists are the notes' title terms.
@@ -735,24 +812,7 @@ fn body(r: &mut Reader<'_>) -> Res<Index> {
     if !lengths_agree {
         return bad("a chunk's length disagrees with its postings");
     }
-    if r.left() != 0 {
-        return bad("bytes follow the tables");
-    }
-
-    // Free slots are handed out lowest first, as after a removal.
-    idx.free_notes = (0..note_slots as u32)
-        .rev()
-        .filter(|&s| notes[s as usize].is_none())
-        .collect();
-    idx.free_chunks = (0..chunk_slots as u32)
-        .rev()
-        .filter(|&s| chunks[s as usize].is_none())
-        .collect();
-    idx.by_path = by_path;
-    idx.notes = notes;
-    idx.chunks = chunks;
-    idx.terms = terms;
-    Ok(idx)
+    Ok(())
 }
 
 /// One postings list: strictly increasing live slots below `slots`, with
