@@ -280,11 +280,44 @@ pub fn read(state: &Dir, use_binary: bool) -> Result<Option<(Index, ArtifactMeta
     if let Err(e) = file.read_to_end(&mut bytes) {
         return Err(invalid(format_args!("cannot be read: {e}")));
     }
-    let doc: ArtifactIn = match serde_json::from_slice(&bytes) {
+    let doc = parse(&bytes)?;
+    let generated_at = DateTime::parse_from_rfc3339(&doc.generated_at)
+        .map_err(|e| invalid(format_args!("generated_at: {e}")))?
+        .with_timezone(&Utc);
+    if doc.chunks_indexed != doc.chunks.len() as u64 {
+        return Err(invalid(format_args!(
+            "chunks_indexed is {} but {} chunks are present",
+            doc.chunks_indexed,
+            doc.chunks.len()
+        )));
+    }
+
+    let groups = group_chunks(doc.chunks)?;
+    let sources = sources_of(doc.notes, groups)?;
+    let idx = Index::from_sources(sources, Params::default(), parallelism());
+    if doc.notes_indexed != idx.notes_indexed() as u64 {
+        return Err(invalid(format_args!(
+            "notes_indexed is {} but {} notes are present",
+            doc.notes_indexed,
+            idx.notes_indexed()
+        )));
+    }
+    let meta = ArtifactMeta {
+        generated_at,
+        notes_commit: doc.notes_commit,
+        byte_size: bytes.len() as u64,
+    };
+    Ok(Some((idx, meta)))
+}
+
+/// The artifact's document, its version checked (a wrong version is named
+/// as such, not by the parse error it causes).
+fn parse(bytes: &[u8]) -> Result<ArtifactIn> {
+    let doc: ArtifactIn = match serde_json::from_slice(bytes) {
         Ok(doc) => doc,
         Err(e) => {
             // Name the version when that is the real problem, not its symptom.
-            if let Ok(v) = serde_json::from_slice::<VersionOnly>(&bytes) {
+            if let Ok(v) = serde_json::from_slice::<VersionOnly>(bytes) {
                 if v.version != VERSION {
                     return Err(invalid(format_args!(
                         "version {} is not {VERSION}",
@@ -301,20 +334,13 @@ pub fn read(state: &Dir, use_binary: bool) -> Result<Option<(Index, ArtifactMeta
             doc.version
         )));
     }
-    let generated_at = DateTime::parse_from_rfc3339(&doc.generated_at)
-        .map_err(|e| invalid(format_args!("generated_at: {e}")))?
-        .with_timezone(&Utc);
-    if doc.chunks_indexed != doc.chunks.len() as u64 {
-        return Err(invalid(format_args!(
-            "chunks_indexed is {} but {} chunks are present",
-            doc.chunks_indexed,
-            doc.chunks.len()
-        )));
-    }
+    Ok(doc)
+}
 
-    // Group the chunks by note, checking order and numbering on the way.
+/// The chunks grouped by note, checking order and numbering on the way.
+fn group_chunks(chunks: Vec<ChunkIn>) -> Result<Vec<(String, Vec<String>)>> {
     let mut groups: Vec<(String, Vec<String>)> = Vec::new();
-    for chunk in doc.chunks {
+    for chunk in chunks {
         check_path(&chunk.path)?;
         match groups.last_mut() {
             Some((p, contents)) if *p == chunk.path => {
@@ -341,8 +367,17 @@ pub fn read(state: &Dir, use_binary: bool) -> Result<Option<(Index, ArtifactMeta
         }
     }
 
+    Ok(groups)
+}
+
+/// What the index is built from: each listed note with its chunks and
+/// fingerprint, or (an artifact without a note list) each group of chunks.
+fn sources_of(
+    notes: Option<Vec<NoteIn>>,
+    groups: Vec<(String, Vec<String>)>,
+) -> Result<Vec<(String, Source)>> {
     let mut sources: Vec<(String, Source)> = Vec::new();
-    match doc.notes {
+    match notes {
         Some(notes) => {
             if notes
                 .windows(2)
@@ -383,20 +418,7 @@ pub fn read(state: &Dir, use_binary: bool) -> Result<Option<(Index, ArtifactMeta
             );
         }
     }
-    let idx = Index::from_sources(sources, Params::default(), parallelism());
-    if doc.notes_indexed != idx.notes_indexed() as u64 {
-        return Err(invalid(format_args!(
-            "notes_indexed is {} but {} notes are present",
-            doc.notes_indexed,
-            idx.notes_indexed()
-        )));
-    }
-    let meta = ArtifactMeta {
-        generated_at,
-        notes_commit: doc.notes_commit,
-        byte_size: bytes.len() as u64,
-    };
-    Ok(Some((idx, meta)))
+    Ok(sources)
 }
 
 fn check_path(p: &str) -> Result<()> {
