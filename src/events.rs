@@ -171,6 +171,13 @@ impl Events {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The hub's state, without the subscribers whose streams are gone.
+    fn pruned(&self) -> MutexGuard<'_, Inner> {
+        let mut inner = self.inner();
+        inner.subscribers.retain(|sub| !sub.tx.is_closed());
+        inner
+    }
+
     /// The id of the newest event (`<prefix>-0` before the first).
     pub fn last_id(&self) -> String {
         format!("{}-{}", self.prefix, self.inner().next - 1)
@@ -216,8 +223,7 @@ impl Events {
         filter: Filter,
         last_id: Option<&str>,
     ) -> Result<Subscription, TooManyClients> {
-        let mut inner = self.inner();
-        inner.subscribers.retain(|sub| !sub.tx.is_closed());
+        let mut inner = self.pruned();
         if inner.subscribers.iter().filter(|s| s.counted).count() >= self.max_clients {
             return Err(TooManyClients(self.max_clients));
         }
@@ -227,8 +233,7 @@ impl Events {
     /// A subscription not counted against the client limit (an MCP session,
     /// whose subscriptions have limits of their own), from now on.
     pub fn subscribe(&self, filter: Filter) -> Subscription {
-        let mut inner = self.inner();
-        inner.subscribers.retain(|sub| !sub.tx.is_closed());
+        let mut inner = self.pruned();
         self.subscriber(&mut inner, filter, None, false)
     }
 
