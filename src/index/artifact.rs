@@ -472,6 +472,19 @@ pub fn drift(
     idx: &Index,
     since: SystemTime,
     current: &[NoteStat],
+    read: impl FnMut(&str) -> Option<String>,
+) -> Drift {
+    drift_among(idx, since, current, idx.paths(), read)
+}
+
+/// [`drift`] over some notes only: `current` describes those of them on disk,
+/// and only the indexed ones among `named` can be found gone (a file
+/// watcher's events name the notes that may have changed).
+pub fn drift_among<'a>(
+    idx: &Index,
+    since: SystemTime,
+    current: &[NoteStat],
+    named: impl IntoIterator<Item = &'a str>,
     mut read: impl FnMut(&str) -> Option<String>,
 ) -> Drift {
     let mut drift = Drift::default();
@@ -501,8 +514,8 @@ pub fn drift(
     // A note missing from `current` may have been written after the walk
     // that made it (by mirai, whose index already has it): gone only when
     // it cannot be read now.
-    for path in idx.paths() {
-        if !on_disk.contains(path) && read(path).is_none() {
+    for path in named {
+        if !on_disk.contains(path) && idx.fingerprint(path).is_some() && read(path).is_none() {
             drift.removed.push(path.to_string());
         }
     }

@@ -24,6 +24,7 @@ use super::artifact::{self, ArtifactMeta, NoteStat};
 use super::Index;
 use crate::error::Result;
 use crate::events::Events;
+use crate::notes::path::has_note_extension;
 use crate::notes::Notes;
 use crate::vault::Vault;
 
@@ -31,6 +32,11 @@ use crate::vault::Vault;
 const PERSIST_QUIET: Duration = Duration::from_millis(300);
 /// The longest a stream of applies can keep the artifact from being rewritten.
 const PERSIST_MAX_DELAY: Duration = Duration::from_secs(10);
+/// After a persist, the next waits this many times as long as it took: the
+/// whole artifact is rewritten each time (a second or more for a large
+/// vault), so writes going on meanwhile share the machine with it for at most
+/// about a tenth of the time.
+const PERSIST_SPACING: u32 = 10;
 
 /// How often the server compares the index with the notes on disk, so changes
 /// made outside mirai are found within about this long.
@@ -116,6 +122,8 @@ pub struct LiveIndex {
     /// When the last apply changed the index: persisting waits for a quiet moment,
     /// because an apply during a persist has to copy the whole index.
     last_change: Mutex<Instant>,
+    /// The earliest the next background persist may start (see [`PERSIST_SPACING`]).
+    next_persist: Mutex<Instant>,
     /// How many of this process's writes of the artifact are under way (a
     /// rebuild, a persist after applies): between the rename and the new stamp
     /// being recorded, the file is ours, not another process's, and is not
@@ -181,6 +189,78 @@ const REFS: u8 = 2;
 const PROPOSALS: u8 = 4;
 /// A folder to watch appeared (a note folder at the top, `.mirai`, its proposals).
 const NEW_FOLDER: u8 = 8;
+/// The most notes a burst of events names before the watcher walks them all instead.
+const MAX_NAMED: usize = 1000;
+
+/// What a burst of file events touched: the watched parts, and the notes
+/// they named, so that a note saved is looked at alone, not with every other.
+#[derive(Debug, Default)]
+struct Touched {
+    parts: u8,
+    named: BTreeSet<String>,
+    /// Every note must be looked at: an event named a folder or a file that
+    /// is not a note (an attachment), the kernel's queue overflowed, or too
+    /// many notes were named.
+    all_notes: bool,
+}
+
+impl Touched {
+    /// What the fallback walk looks at: everything.
+    fn everything() -> Touched {
+        Touched {
+            parts: NOTES | REFS | PROPOSALS,
+            named: BTreeSet::new(),
+            all_notes: true,
+        }
+    }
+
+    /// What one event touched (`root`: the notes root, which its paths are under).
+    fn of(event: &notify::Event, root: &std::path::Path) -> Touched {
+        let mut touched = Touched::default();
+        if event.need_rescan() {
+            return Touched::everything();
+        }
+        for rel in event
+            .paths
+            .iter()
+            .filter_map(|path| path.strip_prefix(root).ok())
+        {
+            let part = watched_part(rel);
+            if part == NOTES {
+                match rel.to_str().filter(|rel| has_note_extension(rel)) {
+                    Some(note) => {
+                        touched.named.insert(note.to_string());
+                    }
+                    None => touched.all_notes = true,
+                }
+            }
+            touched.parts |= part;
+        }
+        touched
+    }
+
+    fn merge(mut self, other: Touched) -> Touched {
+        self.parts |= other.parts;
+        self.all_notes |= other.all_notes;
+        if !self.all_notes {
+            self.named.extend(other.named);
+        }
+        if self.all_notes || self.named.len() > MAX_NAMED {
+            self.all_notes = true;
+            self.named.clear();
+        }
+        self
+    }
+}
+
+/// Which notes a comparison with the disk looked at.
+#[derive(Debug, Clone, Copy)]
+enum Looked<'a> {
+    /// Every note, walked from this moment on.
+    All(SystemTime),
+    /// Only these, which file events named.
+    Named(&'a BTreeSet<String>),
+}
 
 /// Whether a path created or moved in under the root is a folder the watcher
 /// must add a watch for: the root itself is watched alone, so each folder at
@@ -308,6 +388,7 @@ impl LiveIndex {
             dirty: AtomicBool::new(false),
             unpersisted: Mutex::new(BTreeSet::new()),
             last_change: Mutex::new(Instant::now()),
+            next_persist: Mutex::new(Instant::now()),
             generation: AtomicU64::new(0),
             on_change: Mutex::new(Vec::new()),
             events,
@@ -590,7 +671,7 @@ impl LiveIndex {
                     let stats = self.note_stats()?;
                     self.unpersisted().clear();
                     // Changes made while no index looked are not news: not told.
-                    let _ = self.apply_drift(&mut fresh, &stats, SystemTime::now());
+                    let _ = self.apply_drift(&mut fresh, &stats, Looked::All(SystemTime::now()));
                     *slot = Some(fresh);
                     self.changed();
                     return Ok(());
@@ -882,7 +963,7 @@ impl LiveIndex {
     /// index is dropped.
     pub fn watch(self: &Arc<Self>, every: Duration, also: AlsoWatched) {
         let weak = Arc::downgrade(self);
-        let (tx, rx) = std::sync::mpsc::channel::<u8>();
+        let (tx, rx) = std::sync::mpsc::channel::<Touched>();
         // Folders that appeared and need a watch of their own.
         let (appeared_tx, appeared) = std::sync::mpsc::channel::<std::path::PathBuf>();
         let root = self.notes.root().to_path_buf();
@@ -898,20 +979,20 @@ impl LiveIndex {
                 notify::EventKind::Create(_)
                     | notify::EventKind::Modify(notify::event::ModifyKind::Name(_))
             );
-            let mut parts = 0;
-            for rel in event
-                .paths
-                .iter()
-                .filter_map(|path| path.strip_prefix(&root).ok())
-            {
-                parts |= watched_part(rel);
-                if arrived && folder_to_watch(rel) {
+            let mut touched = Touched::of(&event, &root);
+            if arrived {
+                for rel in event
+                    .paths
+                    .iter()
+                    .filter_map(|path| path.strip_prefix(&root).ok())
+                    .filter(|rel| folder_to_watch(rel))
+                {
                     let _ = appeared_tx.send(rel.to_path_buf());
-                    parts |= NEW_FOLDER;
+                    touched.parts |= NEW_FOLDER;
                 }
             }
-            if parts != 0 {
-                let _ = tx.send(parts);
+            if touched.parts != 0 {
+                let _ = tx.send(touched);
             }
         })
         .and_then(|mut watcher| {
@@ -931,19 +1012,26 @@ impl LiveIndex {
         };
         std::thread::spawn(move || {
             let mut watcher = watcher; // lives as long as this thread
+            let mut walked = Instant::now();
             loop {
-                let parts = match rx.recv_timeout(every) {
+                let mut touched = match rx.recv_timeout(every) {
                     // Let a burst of events (a checkout, a pull) settle, then look once.
-                    Ok(parts) => {
+                    Ok(first) => {
                         std::thread::sleep(WATCH_SETTLE);
-                        std::iter::from_fn(|| rx.try_recv().ok()).fold(parts, |a, b| a | b)
+                        rx.try_iter().fold(first, Touched::merge)
                     }
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => NOTES | REFS | PROPOSALS,
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Touched::everything(),
                     Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                         std::thread::sleep(every);
-                        NOTES | REFS | PROPOSALS
+                        Touched::everything()
                     }
                 };
+                // Events from one folder must not keep the walk from another
+                // whose events do not arrive.
+                if walked.elapsed() >= every {
+                    touched = touched.merge(Touched::everything());
+                }
+                let parts = touched.parts;
                 if parts & NEW_FOLDER != 0 {
                     let folders: Vec<std::path::PathBuf> = appeared.try_iter().collect();
                     if let Some(watcher) = watcher.as_mut() {
@@ -952,7 +1040,13 @@ impl LiveIndex {
                 }
                 let Some(live) = weak.upgrade() else { return };
                 if parts & NOTES != 0 {
-                    if let Err(e) = live.sync_with_disk() {
+                    let synced = if touched.all_notes {
+                        walked = Instant::now();
+                        live.sync_with_disk()
+                    } else {
+                        live.sync_notes(&touched.named)
+                    };
+                    if let Err(e) = synced {
                         log::warn!("could not compare the index with the notes: {e}");
                     }
                 }
@@ -994,12 +1088,64 @@ impl LiveIndex {
         let stats = self.note_stats()?;
         let has_vault = self.read_lock().as_ref().is_some_and(|l| l.vault.is_some());
         let attachments = has_vault.then(|| self.notes.list_files());
+        self.take_in(&stats, Looked::All(started), attachments)
+    }
+
+    /// [`LiveIndex::sync_with_disk`] for the notes at `named` only (file
+    /// events named them): each is looked at alone. A name that is a folder
+    /// now, or was one the index holds notes under, is walked with the rest.
+    pub fn sync_notes(self: &Arc<Self>, named: &BTreeSet<String>) -> Result<bool> {
+        let Some(index) = self.read_lock().as_ref().map(|l| Arc::clone(&l.index)) else {
+            return Ok(false);
+        };
+        let mut stats = Vec::with_capacity(named.len());
+        for path in named {
+            match self.notes.note_stat(path) {
+                Some((bytes, modified)) => stats.push(NoteStat {
+                    path: path.clone(),
+                    bytes,
+                    modified,
+                }),
+                None if index.has_notes_under(path) || self.notes.is_folder(path) => {
+                    drop(index);
+                    return self.sync_with_disk();
+                }
+                None => {}
+            }
+        }
+        drop(index);
+        self.take_in(&stats, Looked::Named(named), None)
+    }
+
+    /// Takes what differs between the index and `stats` into the index (and
+    /// the link graph, with `attachments` when they were listed), then tells it.
+    fn take_in(
+        self: &Arc<Self>,
+        stats: &[NoteStat],
+        looked: Looked<'_>,
+        attachments: Option<Vec<String>>,
+    ) -> Result<bool> {
+        if let Looked::Named(named) = looked {
+            // Most bursts are mirai's own writes, which the index holds
+            // already: found under the read lock, so no apply waits for it.
+            let guard = self.read_lock();
+            let Some(loaded) = guard.as_ref() else {
+                return Ok(false);
+            };
+            let names = named.iter().map(String::as_str);
+            if self
+                .drift_among(&loaded.index, loaded.checked, stats, names)
+                .is_empty()
+            {
+                return Ok(false);
+            }
+        }
         let mut guard = self.write_lock();
         let Some(loaded) = guard.as_mut() else {
             return Ok(false);
         };
         let changed = self
-            .apply_drift(loaded, &stats, started)
+            .apply_drift(loaded, stats, looked)
             .and_then(|mut paths| {
                 // Still under the index's lock: a note mirai is writing is mirai's change.
                 let writing = self.writing_now();
@@ -1037,9 +1183,20 @@ impl LiveIndex {
     /// What differs between `index`, last compared with the disk at `checked`,
     /// and the notes as `stats` describe them; notes that may differ are read.
     fn drift(&self, index: &Index, checked: SystemTime, stats: &[NoteStat]) -> artifact::Drift {
+        self.drift_among(index, checked, stats, index.paths())
+    }
+
+    /// [`LiveIndex::drift`] where `stats` describe only the notes in `named`.
+    fn drift_among<'a>(
+        &self,
+        index: &Index,
+        checked: SystemTime,
+        stats: &[NoteStat],
+        named: impl IntoIterator<Item = &'a str>,
+    ) -> artifact::Drift {
         // A second of margin: file times may be coarser than the clock.
         let since = checked - Duration::from_secs(1);
-        artifact::drift(index, since, stats, |path| {
+        artifact::drift_among(index, since, stats, named, |path| {
             self.notes.read(path).ok().map(|(_, content)| content)
         })
     }
@@ -1052,10 +1209,22 @@ impl LiveIndex {
         &self,
         loaded: &mut Loaded,
         stats: &[NoteStat],
-        started: SystemTime,
+        looked: Looked<'_>,
     ) -> Option<Vec<String>> {
-        let drift = self.drift(&loaded.index, loaded.checked, stats);
-        loaded.checked = started;
+        let drift = match looked {
+            Looked::All(started) => {
+                let drift = self.drift(&loaded.index, loaded.checked, stats);
+                loaded.checked = started;
+                drift
+            }
+            // The notes not named were not looked at: `checked` stays.
+            Looked::Named(named) => self.drift_among(
+                &loaded.index,
+                loaded.checked,
+                stats,
+                named.iter().map(String::as_str),
+            ),
+        };
         if drift.is_empty() {
             return None;
         }
@@ -1121,8 +1290,14 @@ impl LiveIndex {
         });
     }
 
-    /// Sleeps until no apply has come for [`PERSIST_QUIET`], or [`PERSIST_MAX_DELAY`] passed.
+    /// Sleeps until no apply has come for [`PERSIST_QUIET`], or [`PERSIST_MAX_DELAY`]
+    /// passed, and the last persist's spacing is over.
     fn wait_for_quiet(&self) {
+        let spaced = *self
+            .next_persist
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        std::thread::sleep(spaced.saturating_duration_since(Instant::now()));
         let started = Instant::now();
         loop {
             let last = *self
@@ -1146,7 +1321,14 @@ impl LiveIndex {
         if !self.dirty.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
-        self.persist()
+        let started = Instant::now();
+        let persisted = self.persist();
+        *self
+            .next_persist
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            Instant::now() + started.elapsed() * PERSIST_SPACING;
+        persisted
     }
 
     /// Writes the in-memory index to the artifact, keeping its `generated_at`:
@@ -1213,5 +1395,117 @@ fn release_freed_memory() {
     #[allow(unsafe_code)]
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{Filter, Item};
+    use crate::index::Fingerprint;
+    use serde_json::{json, Value};
+    use std::fs;
+
+    fn named(paths: &[&str]) -> BTreeSet<String> {
+        paths.iter().map(|p| p.to_string()).collect()
+    }
+
+    fn told(sub: &mut crate::events::Subscription) -> Vec<Value> {
+        std::iter::from_fn(|| sub.try_next())
+            .map(|item| match item {
+                Item::Event(event) => event.data.clone(),
+                Item::Reset { reason, .. } => panic!("reset: {reason}"),
+            })
+            .collect()
+    }
+
+    /// The notes file events name are looked at alone and taken in, told as
+    /// outside changes; a name that is a folder (or was one the index holds
+    /// notes under) is looked at with every note.
+    #[test]
+    fn named_notes_are_taken_in_alone_and_a_folder_by_a_walk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        fs::write(root.join("a.md"), "apple\n").unwrap();
+        fs::write(root.join("b.md"), "banana\n").unwrap();
+        let events = Arc::new(Events::new(100, 4));
+        let live = Arc::new(LiveIndex::new(Notes::open(root).unwrap(), events.clone()));
+        live.rebuild(None).unwrap();
+        let mut sub = events.subscribe(Filter::default());
+        let hash = |path: &str| live.current().unwrap().fingerprint(path);
+
+        // Unchanged: nothing taken in, nothing told.
+        assert!(!live.sync_notes(&named(&["a.md"])).unwrap());
+        // Edited, added, and one edited but not named: only the named change.
+        fs::write(root.join("a.md"), "apricot\n").unwrap();
+        fs::write(root.join("c.md"), "cherry\n").unwrap();
+        fs::write(root.join("b.md"), "blueberry\n").unwrap();
+        let b_before = hash("b.md");
+        assert!(live.sync_notes(&named(&["a.md", "c.md"])).unwrap());
+        assert_eq!(hash("a.md"), Some(Fingerprint::of("apricot\n")));
+        assert_eq!(hash("c.md"), Some(Fingerprint::of("cherry\n")));
+        assert_eq!(
+            hash("b.md"),
+            b_before,
+            "a note no event named is left to the walk"
+        );
+        // Deleted.
+        fs::remove_file(root.join("c.md")).unwrap();
+        assert!(live.sync_notes(&named(&["c.md"])).unwrap());
+        assert_eq!(hash("c.md"), None);
+        assert_eq!(
+            told(&mut sub),
+            [
+                json!({"paths": ["a.md", "c.md"], "source": "outside"}),
+                json!({"stale": true, "notes_indexed": 3}),
+                json!({"paths": ["c.md"], "source": "outside"}),
+                json!({"stale": true, "notes_indexed": 2}),
+            ]
+        );
+
+        // A folder with a note's name, moved in: walked, with the rest.
+        fs::create_dir(root.join("d.md")).unwrap();
+        fs::write(root.join("d.md/inner.md"), "damson\n").unwrap();
+        assert!(live.sync_notes(&named(&["d.md"])).unwrap());
+        assert_eq!(hash("d.md/inner.md"), Some(Fingerprint::of("damson\n")));
+        assert_eq!(hash("b.md"), Some(Fingerprint::of("blueberry\n")));
+        // Moved out again: the index held notes under it, so walked again.
+        fs::rename(root.join("d.md"), tmp.path().join(".gone")).unwrap();
+        assert!(live.sync_notes(&named(&["d.md"])).unwrap());
+        assert_eq!(hash("d.md/inner.md"), None);
+    }
+
+    /// Events that name notes keep their names; a folder, a file that is not a
+    /// note, an overflow or too many names mean every note.
+    #[test]
+    fn a_burst_names_its_notes_or_asks_for_every_note() {
+        let root = std::path::Path::new("/notes");
+        let event = |paths: &[&str]| {
+            let mut event = notify::Event::new(notify::EventKind::Any);
+            for path in paths {
+                event = event.add_path(root.join(path));
+            }
+            event
+        };
+        let one = Touched::of(&event(&["a/b.md", ".git/HEAD", "a/.tmp-x"]), root);
+        assert_eq!(one.parts, NOTES | REFS);
+        assert_eq!(one.named, named(&["a/b.md"]));
+        assert!(!one.all_notes);
+        let folder = Touched::of(&event(&["a"]), root);
+        assert!(folder.all_notes);
+        let attachment = Touched::of(&event(&["a/img.png"]), root);
+        assert!(attachment.all_notes);
+        let overflow = Touched::of(&event(&[]).set_flag(notify::event::Flag::Rescan), root);
+        assert!(overflow.all_notes);
+        assert_eq!(overflow.parts, NOTES | REFS | PROPOSALS);
+
+        let merged = one.merge(Touched::of(&event(&["c.md"]), root));
+        assert_eq!(merged.named, named(&["a/b.md", "c.md"]));
+        let merged = merged.merge(folder);
+        assert!(merged.all_notes && merged.named.is_empty());
+        let many = (0..=MAX_NAMED)
+            .map(|i| Touched::of(&event(&[&format!("n{i}.md")]), root))
+            .fold(Touched::default(), Touched::merge);
+        assert!(many.all_notes && many.named.is_empty());
     }
 }

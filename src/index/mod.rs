@@ -277,6 +277,15 @@ impl Index {
         })
     }
 
+    /// Whether any indexed note lies under the folder `folder`.
+    pub fn has_notes_under(&self, folder: &str) -> bool {
+        let prefix = format!("{folder}/");
+        self.by_path
+            .range(prefix.clone()..)
+            .next()
+            .is_some_and(|(path, _)| path.starts_with(&prefix))
+    }
+
     /// Indexed note paths, sorted by bytes.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
         self.by_path.keys().map(String::as_str)

@@ -176,6 +176,36 @@ impl Notes {
         Ok(notes)
     }
 
+    /// The size and modification time of the note at `rel`, as
+    /// [`Notes::list_stats`] would list it (`None`: no note there now, or a
+    /// path the listing leaves out).
+    pub fn note_stat(&self, rel: &str) -> Option<(u64, SystemTime)> {
+        let name = rel.rsplit('/').next().unwrap_or(rel);
+        if !path::is_plain_name(name)
+            || rel != rel.trim()
+            || !path::has_note_extension(rel)
+            || rel.split('/').any(|part| part.starts_with('.'))
+        {
+            return None;
+        }
+        // Reached as the walk reaches it: through real folders only.
+        let slot = self.existing_slot(rel).ok()??;
+        let meta = match slot.stat() {
+            Ok(meta) => meta,
+            // A symlinked note, listed under its own path (see `notes_behind`).
+            Err(Refusal::Symlink) if self.resolve(rel, Existence::MustExist).ok()?.rel == rel => {
+                self.stat(rel).filter(std::fs::Metadata::is_file)?
+            }
+            Err(_) => return None,
+        };
+        Some((meta.len(), meta.modified().ok()?))
+    }
+
+    /// Whether `rel` is a folder, reached through real folders.
+    pub fn is_folder(&self, rel: &str) -> bool {
+        matches!(self.existing_slot(rel), Ok(Some(slot)) if matches!(slot.stat(), Err(Refusal::Folder)))
+    }
+
     /// Every note with its text, sorted by path: what [`Notes::list`] and then
     /// [`Notes::read`] of each would give, in one walk. A note is opened from
     /// the handle of the folder the walk found it in (never following a
@@ -452,5 +482,21 @@ mod tests {
             .collect();
         assert_eq!(notes.list_stats().unwrap(), want);
         assert_eq!(want[1].1, 4, "a symlinked note has its target's size");
+        // One note looked at alone is what the walk lists for it.
+        for (path, bytes, modified) in &want {
+            assert_eq!(notes.note_stat(path), Some((*bytes, *modified)), "{path}");
+        }
+        for left_out in [
+            ".hidden/h.md",
+            "a/not-a-note.txt",
+            "escape.md",
+            "folder-link/one.md",
+            "a",
+            "gone.md",
+        ] {
+            assert_eq!(notes.note_stat(left_out), None, "{left_out}");
+        }
+        assert!(notes.is_folder("a") && notes.is_folder("a/b"));
+        assert!(!notes.is_folder("folder-link") && !notes.is_folder("top.md"));
     }
 }
