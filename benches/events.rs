@@ -1,11 +1,13 @@
 //! The change stream's cost and speed, against the real server on loopback:
 //! `patch.apply`'s median over HTTP with no stream client and with 64
 //! connected (same run: two servers over copies of the same notes, their
-//! applies in alternating blocks of ten; one client parses its stream, the
-//! other 63 are raw sockets one thread sweeps, so the clients' own cost is
-//! small beside the server's on a 2-core machine); the time from a write's answer to its
-//! `commit` event on a stream; the time from an outside save (a file written
-//! beside mirai) to its `notes_changed` event.
+//! applies in alternating blocks of ten; the 64 clients are raw sockets one
+//! thread sweeps, so the clients' own cost is small beside the server's on a
+//! 2-core machine; half the samples with the clients on one server, half on
+//! the other, so neither copy's place on the disk favours a side); the time
+//! from a write's answer to its `commit` event on a stream, 64 clients
+//! connected; the time from an outside save (a file written beside mirai) to
+//! its `notes_changed` event.
 //!
 //! cargo bench --bench events [-- NOTES]   (NOTES: how many notes to seed, default 500)
 
@@ -16,7 +18,7 @@ mod support;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -76,7 +78,12 @@ fn stream(url: &str, query: &str, tx: mpsc::Sender<Arrived>, count: Arc<AtomicUs
 /// sweeps them without blocking (sleeping 5 ms when none had bytes), counting
 /// their frames: the clients' own cost on this 2-core machine stays one
 /// thread's, so what the comparison shows is the server's.
-fn counting_streams(url: &str, n: usize, count: Arc<AtomicUsize>) {
+fn counting_streams(
+    url: &str,
+    n: usize,
+    count: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
     let address = url.trim_start_matches("http://").to_string();
     let mut sockets: Vec<(std::net::TcpStream, Frames)> = (0..n)
         .map(|_| {
@@ -95,7 +102,8 @@ fn counting_streams(url: &str, n: usize, count: Arc<AtomicUsize>) {
         .collect();
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
-        loop {
+        // Stopped: the sockets close as the thread ends.
+        while !stop.load(Ordering::Relaxed) {
             let mut read_any = false;
             for (socket, frames) in sockets.iter_mut() {
                 loop {
@@ -114,7 +122,7 @@ fn counting_streams(url: &str, n: usize, count: Arc<AtomicUsize>) {
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
-    });
+    })
 }
 
 /// Counts one raw stream's frames: each `data:` line after the response's
@@ -217,48 +225,68 @@ fn main() {
     support::copy_tree(&root, &quiet_root);
     let server = Server::start(&root);
     let quiet = Server::start(&quiet_root);
-    // The index loaded, so outside saves are compared from now on.
-    server
-        .client
-        .get(format!("{}/mcp/index/query?q=note", server.url))
-        .send()
-        .unwrap();
+    // The index loaded on both, as a write updates it: outside saves are
+    // compared from now on.
+    for s in [&server, &quiet] {
+        s.client
+            .get(format!("{}/mcp/index/query?q=note", s.url))
+            .send()
+            .unwrap();
+    }
     println!("events bench: {notes} notes, {SAMPLES} applies per case, {CLIENTS} stream clients");
     for i in 0..5 {
         apply(&server, "warm", i);
         apply(&quiet, "warm", i);
     }
-    // 64 clients on one server: one timed, 63 counting.
-    let received = Arc::new(AtomicUsize::new(0));
-    let (tx, rx) = mpsc::channel();
-    stream(&server.url, "", tx, received.clone());
-    counting_streams(&server.url, CLIENTS - 1, received.clone());
     // In blocks of BLOCK applies to one server, then to the other (which
     // goes first alternates), each block's first apply not counted: a write
     // to the streamed server is delivered to 64 clients after its answer, and
     // that work must fall on the applies of the server it belongs to (a
     // client writing in a loop there), not on the other server's next apply.
+    // Half the blocks with the clients on one server, half on the other.
     let (mut none, mut with) = (Vec::new(), Vec::new());
-    let mut answered = Vec::with_capacity(SAMPLES);
+    let (mut delivered, mut told) = (0, 0);
     let mut counter = 0;
-    for block in 0..SAMPLES / BLOCK {
-        for streamed in [block % 2 == 1, block % 2 == 0] {
-            for j in 0..=BLOCK {
-                counter += 1;
-                if streamed {
-                    let (ms, commit, done) = apply(&server, "b", counter);
+    for (streamed, unstreamed) in [(&server, &quiet), (&quiet, &server)] {
+        let received = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let sweeper = counting_streams(&streamed.url, CLIENTS, received.clone(), stop.clone());
+        // Every client subscribed: the first write reaches all 64.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        apply(streamed, "ready", counter);
+        counter += 1;
+        while received.load(Ordering::Relaxed) < CLIENTS && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut applied = 1;
+        for block in 0..SAMPLES / BLOCK / 2 {
+            for to_streamed in [block % 2 == 1, block % 2 == 0] {
+                for j in 0..=BLOCK {
+                    counter += 1;
+                    let (target, times) = if to_streamed {
+                        applied += 1;
+                        (streamed, &mut with)
+                    } else {
+                        (unstreamed, &mut none)
+                    };
+                    let ms = apply(target, "b", counter).0;
                     if j > 0 {
-                        with.push(ms);
-                    }
-                    answered.push((commit, done));
-                } else {
-                    let ms = apply(&quiet, "a", counter).0;
-                    if j > 0 {
-                        none.push(ms);
+                        times.push(ms);
                     }
                 }
             }
         }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while received.load(Ordering::Relaxed) < applied * CLIENTS && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        delivered += received.load(Ordering::Relaxed);
+        told += applied * CLIENTS;
+        stop.store(true, Ordering::Relaxed);
+        sweeper.join().unwrap();
+        // The closed streams are noticed at the next write, not counted.
+        apply(streamed, "closed", counter);
+        counter += 1;
     }
     let none_median = report("patch.apply, no stream client", &mut none);
     let with_median = report("patch.apply, 64 stream clients", &mut with);
@@ -267,8 +295,22 @@ fn main() {
         "median change with 64 clients",
         (with_median / none_median - 1.0) * 100.0
     );
+    println!(
+        "{:<44} {delivered} of {told}",
+        "commit events received by the 64 clients"
+    );
 
-    // Answer -> event, from the timed client's arrivals.
+    // Answer -> event on a client that parses its stream, 63 others connected.
+    let received = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel();
+    stream(&server.url, "", tx, received.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    let sweeper = counting_streams(&server.url, CLIENTS - 1, received, stop.clone());
+    let mut answered = Vec::with_capacity(SAMPLES);
+    for i in 0..SAMPLES {
+        let (_, commit, done) = apply(&server, "lag", i);
+        answered.push((commit, done));
+    }
     let mut arrivals: HashMap<String, Instant> = HashMap::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     while arrivals.len() < answered.len() && Instant::now() < deadline {
@@ -287,16 +329,8 @@ fn main() {
         })
         .collect();
     report("write answered -> its commit event", &mut lags);
-    let expected = answered.len() * CLIENTS;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while received.load(Ordering::Relaxed) < expected && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    println!(
-        "{:<44} {} of {expected}",
-        "commit events received by the 64 clients",
-        received.load(Ordering::Relaxed)
-    );
+    stop.store(true, Ordering::Relaxed);
+    sweeper.join().unwrap();
 
     // An outside save -> its notes_changed event.
     let mut saves = Vec::with_capacity(SAVES);

@@ -2,11 +2,12 @@
 //! `id:` (resume with `Last-Event-ID`), `event:` (its type) and `data:` (one
 //! JSON line); `?types=` and `?path_prefix=` filter; a comment line after
 //! [`KEEP_ALIVE`] without an event keeps proxies from closing the stream.
+//! Events within [`SPACING`] of a stream's last write go out in one write.
 //! The stream reads a subscription of the hub ([`crate::events`]): it never
 //! slows a writer, and ends after a `reset` when it fell too far behind.
 //! Past `MIRAI_EVENTS_MAX_CLIENTS` streams, 503 `too_many_streams`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix_web::http::header;
 use actix_web::web::Bytes;
@@ -75,22 +76,54 @@ fn filter(query: &str) -> Result<Filter, Error> {
     Ok(filter)
 }
 
-/// One SSE frame.
-fn frame(item: &Item) -> Bytes {
+/// The least time between two writes to one stream: events that come closer
+/// together go out in one write, so a burst of writes costs each client one
+/// write per interval instead of one per event, and an event still reaches
+/// the client well within 50 ms.
+const SPACING: Duration = Duration::from_millis(10);
+/// The most events one write carries.
+const MAX_PER_WRITE: usize = 256;
+
+/// One SSE frame, appended to `out`.
+fn frame(item: &Item, out: &mut String) {
+    use std::fmt::Write;
     let (id, kind, data) = item.parts();
-    Bytes::from(format!("id: {id}\nevent: {kind}\ndata: {data}\n\n"))
+    let _ = write!(out, "id: {id}\nevent: {kind}\ndata: {data}\n\n");
 }
 
-/// The next chunk of a stream: an item's frame, a keep-alive comment, or the end.
-async fn next_chunk(sub: &mut Subscription) -> Option<Bytes> {
-    let next = sub.next();
-    let idle = actix_web::rt::time::sleep(KEEP_ALIVE);
-    futures_util::pin_mut!(next, idle);
-    match select(next, idle).await {
-        Either::Left((Some(item), _)) => Some(frame(&item)),
-        Either::Left((None, _)) => None,
-        Either::Right(_) => Some(Bytes::from_static(b": keep-alive\n\n")),
+/// A stream's subscription, and when it last wrote.
+struct Stream {
+    sub: Subscription,
+    wrote: Option<Instant>,
+}
+
+/// The next chunk of a stream: the frames of the events that came (those
+/// within [`SPACING`] of the last write together), a keep-alive comment, or
+/// the end.
+async fn next_chunk(stream: &mut Stream) -> Option<Bytes> {
+    let first = {
+        let next = stream.sub.next();
+        let idle = actix_web::rt::time::sleep(KEEP_ALIVE);
+        futures_util::pin_mut!(next, idle);
+        match select(next, idle).await {
+            Either::Left((Some(item), _)) => item,
+            Either::Left((None, _)) => return None,
+            Either::Right(_) => return Some(Bytes::from_static(b": keep-alive\n\n")),
+        }
+    };
+    if let Some(wait) = stream
+        .wrote
+        .and_then(|wrote| (wrote + SPACING).checked_duration_since(Instant::now()))
+    {
+        actix_web::rt::time::sleep(wait).await;
     }
+    let mut out = String::new();
+    frame(&first, &mut out);
+    for item in std::iter::from_fn(|| stream.sub.try_next()).take(MAX_PER_WRITE - 1) {
+        frame(&item, &mut out);
+    }
+    stream.wrote = Some(Instant::now());
+    Some(Bytes::from(out))
 }
 
 /// `GET /events`.
@@ -122,9 +155,10 @@ pub async fn stream(app: web::Data<App>, req: HttpRequest) -> HttpResponse {
     let opening = futures_util::stream::once(async {
         Ok::<_, actix_web::Error>(Bytes::from_static(b": mirai change stream\n\n"))
     });
-    let events = futures_util::stream::unfold(sub, |mut sub| async move {
-        let chunk = next_chunk(&mut sub).await?;
-        Some((Ok::<_, actix_web::Error>(chunk), sub))
+    let stream = Stream { sub, wrote: None };
+    let events = futures_util::stream::unfold(stream, |mut stream| async move {
+        let chunk = next_chunk(&mut stream).await?;
+        Some((Ok::<_, actix_web::Error>(chunk), stream))
     });
     use futures_util::StreamExt;
     HttpResponse::Ok()
@@ -147,5 +181,31 @@ mod tests {
         assert!(e.message.contains("head_moved"), "{}", e.message);
         assert!(filter("since=3").is_err());
         assert!(filter("path_prefix=a%0Ab").is_err());
+    }
+
+    /// Events that are there together go out in one write; one that comes
+    /// right after a write waits out the spacing.
+    #[test]
+    fn events_that_come_together_go_out_in_one_write() {
+        let hub = crate::events::Events::new(100, 4);
+        let mut stream = Stream {
+            sub: hub.subscribe(Filter::default()),
+            wrote: None,
+        };
+        for n in 0..3 {
+            hub.publish("index", serde_json::json!({ "n": n }), None);
+        }
+        actix_web::rt::System::new().block_on(async {
+            let chunk = next_chunk(&mut stream).await.unwrap();
+            let text = std::str::from_utf8(&chunk).unwrap();
+            assert_eq!(text.matches("event: index\n").count(), 3, "{text}");
+            assert!(text.contains("data: {\"n\":2}\n\n"), "{text}");
+
+            let first = stream.wrote.unwrap();
+            hub.publish("sync", serde_json::json!({}), None);
+            let chunk = next_chunk(&mut stream).await.unwrap();
+            assert!(std::str::from_utf8(&chunk).unwrap().starts_with("id: "));
+            assert!(stream.wrote.unwrap() - first >= SPACING);
+        });
     }
 }
