@@ -1077,13 +1077,32 @@ fn list(r: &mut Reader<'_>, slots: usize) -> Res<Vec<(u32, u32)>> {
 mod tests {
     use super::*;
 
-    /// The JSON artifact for `idx` and `index.bin` beside it, as the
-    /// artifact writer makes them; answers the JSON, opened.
+    /// A JSON file holding the texts of `idx`'s chunks (a list of strings)
+    /// and `index.bin` beside it naming it, written as the artifact writer
+    /// writes them; answers the JSON, opened.
     fn write(dir: &Dir, idx: &Index, at: DateTime<Utc>, commit: Option<&str>) -> std::fs::File {
-        super::super::artifact::write(dir, idx, at, commit).unwrap();
-        dir.open(super::super::artifact::FILE_NAME)
-            .unwrap()
-            .into_std()
+        let mut json = b"[".to_vec();
+        let mut locations = vec![(0u64, 0u64); idx.chunks.len()];
+        for (slot, chunk) in idx.chunks.iter().enumerate() {
+            if let Some(chunk) = chunk {
+                if json.len() > 1 {
+                    json.push(b',');
+                }
+                let literal = serde_json::to_vec(&chunk.content).unwrap();
+                locations[slot] = (json.len() as u64, literal.len() as u64);
+                json.extend_from_slice(&literal);
+            }
+        }
+        json.push(b']');
+        dir.write("texts.json", &json).unwrap();
+        let file = dir.open("texts.json").unwrap().into_std();
+        let mut hashing = HashingWriter::new(Vec::new());
+        hashing.write_all(&json).unwrap();
+        let (_, mut id) = hashing.finish();
+        id.stamp = JsonStamp::of(&file.metadata().unwrap());
+        let pending = start(dir, idx, at, commit).unwrap().unwrap();
+        pending.finish(dir, id, &locations, at, commit).unwrap();
+        file
     }
     use std::fs;
 
