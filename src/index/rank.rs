@@ -373,7 +373,8 @@ impl Index {
                 }
             }
             for &(slot, note, extras, norm) in cand_notes {
-                let mut t = std::mem::take(&mut body_tf[slot as usize]) / norm;
+                let tf = std::mem::take(&mut body_tf[slot as usize]);
+                let mut t = if tf > 0.0 { tf / norm } else { 0.0 };
                 if extras.title {
                     t += title_tf[note as usize];
                 }
