@@ -10,7 +10,8 @@
 //! which is what makes `stale` cheap and exact. Apart from `generated_at`, the
 //! bytes depend only on the notes (and `notes_commit`).
 
-use std::io::{BufWriter, Read};
+use std::cell::{Cell, RefCell};
+use std::io::{BufWriter, Read, Write};
 use std::time::SystemTime;
 
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
@@ -46,7 +47,56 @@ pub fn stat(state: &Dir) -> Option<cap_std::fs::Metadata> {
 struct ChunkOut<'a> {
     path: &'a str,
     chunk_index: usize,
-    content: &'a str,
+    content: Located<'a>,
+}
+
+/// Where the bytes written so far end, and where each chunk's text went
+/// (by chunk slot: the byte range of its JSON string), for the binary form.
+struct Positions {
+    at: Cell<u64>,
+    locations: RefCell<Vec<(u64, u64)>>,
+}
+
+/// A chunk's text, noting where in the file it is written.
+struct Located<'a> {
+    text: &'a str,
+    slot: u32,
+    positions: &'a Positions,
+}
+
+impl Serialize for Located<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let start = self.positions.at.get();
+        let done = s.serialize_str(self.text)?;
+        let end = self.positions.at.get();
+        if let Some(place) = self
+            .positions
+            .locations
+            .borrow_mut()
+            .get_mut(self.slot as usize)
+        {
+            *place = (start, end - start);
+        }
+        Ok(done)
+    }
+}
+
+/// Passes bytes through, counting them in `positions`.
+struct Counting<'a, W> {
+    inner: W,
+    positions: &'a Positions,
+}
+
+impl<W: Write> Write for Counting<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.positions.at.set(self.positions.at.get() + n as u64);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 #[derive(Serialize)]
@@ -56,17 +106,21 @@ struct NoteOut<'a> {
     fnv1a64: String,
 }
 
-struct Chunks<'a>(&'a Index);
+struct Chunks<'a>(&'a Index, &'a Positions);
 
 impl Serialize for Chunks<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.collect_seq(
             self.0
                 .sorted_chunks()
-                .map(|(path, chunk_index, content)| ChunkOut {
+                .map(|(path, slot, chunk_index, text)| ChunkOut {
                     path,
                     chunk_index,
-                    content,
+                    content: Located {
+                        text,
+                        slot,
+                        positions: self.1,
+                    },
                 }),
         )
     }
@@ -114,12 +168,16 @@ pub fn write(
         ))
     };
     let (tmp, file) = create_temp(state, FILE_NAME).map_err(|e| io_err("create", e))?;
+    let positions = Positions {
+        at: Cell::new(0),
+        locations: RefCell::new(vec![(0, 0); idx.chunks.len()]),
+    };
     let doc = ArtifactOut {
         version: VERSION,
         generated_at: generated_at.to_rfc3339_opts(SecondsFormat::Secs, true),
         notes_indexed: idx.notes_indexed(),
         chunks_indexed: idx.chunks_indexed(),
-        chunks: Chunks(idx),
+        chunks: Chunks(idx, &positions),
         notes_commit,
         notes: Notes(idx),
     };
@@ -127,7 +185,7 @@ pub fn write(
     // cache: without it, the next load reads the JSON.
     let (result, pending) = std::thread::scope(|scope| {
         let pending = scope.spawn(|| binary::start(state, idx, generated_at, notes_commit));
-        let result = write_json(state, &tmp, file, &doc, io_err);
+        let result = write_json(state, &tmp, file, &doc, &positions, io_err);
         let pending = pending
             .join()
             .unwrap_or_else(|_| Err(std::io::Error::other("its writer panicked")));
@@ -143,7 +201,10 @@ pub fn write(
         Ok((size, json)) => {
             match pending {
                 Ok(Some(pending)) => {
-                    if let Err(e) = pending.finish(state, json, generated_at, notes_commit) {
+                    let locations = positions.locations.into_inner();
+                    if let Err(e) =
+                        pending.finish(state, json, &locations, generated_at, notes_commit)
+                    {
                         warn(e);
                     }
                 }
@@ -163,18 +224,23 @@ pub fn write(
 }
 
 /// Writes the JSON artifact through `tmp` and renames it into place: durable
-/// before visible. Answers its size and identity.
+/// before visible. Answers its size and identity (stamped once in place).
 fn write_json(
     state: &Dir,
     tmp: &str,
     file: std::fs::File,
     doc: &ArtifactOut<'_>,
+    positions: &Positions,
     io_err: impl Fn(&str, std::io::Error) -> Error,
 ) -> Result<(u64, binary::JsonId)> {
-    let mut out = BufWriter::with_capacity(1 << 20, HashingWriter::new(file));
+    let mut out = Counting {
+        inner: BufWriter::with_capacity(1 << 20, HashingWriter::new(file)),
+        positions,
+    };
     serde_json::to_writer(&mut out, doc)
         .map_err(|e| Error::internal(format!("could not encode the index artifact: {e}")))?;
-    let (file, json) = out
+    let (file, mut json) = out
+        .inner
         .into_inner()
         .map_err(|e| io_err("write", e.into_error()))?
         .finish();
@@ -184,7 +250,18 @@ fn write_json(
     state
         .rename(tmp, state, FILE_NAME)
         .map_err(|e| io_err("replace", e))?;
+    // A rename moves the file's change time: stamped after it.
+    if let Ok(meta) = file.metadata() {
+        json.stamp = binary::JsonStamp::of(&meta);
+    }
     Ok((size, json))
+}
+
+/// Whether the binary form is beside the artifact (a regular file).
+pub fn has_binary(state: &Dir) -> bool {
+    state
+        .symlink_metadata(binary::FILE_NAME)
+        .is_ok_and(|meta| meta.is_file())
 }
 
 /// Deletes the artifact (and its binary form); `false` when there was none.

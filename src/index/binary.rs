@@ -2,34 +2,43 @@
 //! artifact, so a restart takes the postings as they are instead of parsing
 //! the JSON and tokenizing every chunk again. The JSON stays the contract;
 //! this file is a cache of it, used only when it provably belongs to the JSON
-//! on disk: it records the size and SHA-256 of the exact JSON it was written
-//! with (hashed again on every load, beside the decoding), a fingerprint of
-//! the analyzer that made its postings (the parameters and the tokenizer's
-//! output on a probe text), and a CRC-32 of itself. Anything else (no file,
-//! another JSON, another analyzer, a truncated or damaged file) means the JSON
-//! is read instead, with a log line.
+//! on disk: it records the size, SHA-256 and stamp (inode, modification and
+//! change times) of the exact JSON it was written with (the JSON is hashed
+//! again at a load only when its stamp differs), a fingerprint of the analyzer
+//! that made its postings (the parameters and the tokenizer's output on a
+//! probe text), and a CRC-32 of itself. Anything else (no file, another JSON,
+//! another analyzer, a truncated or damaged file) means the JSON is read
+//! instead, with a log line. It holds no copy of the chunks' text: where each
+//! one is in the JSON (the byte range of its string), read from there while
+//! the tables are decoded on another core.
 //!
 //! Parsed defensively, since a repository can carry a hostile one: every count
 //! is checked against the bytes left before anything is allocated, every slot
-//! and term id against its table, postings must be strictly increasing with
+//! and term id against its table, every text's place against the JSON (it
+//! must be a JSON string there), postings must be strictly increasing with
 //! frequencies above zero, and the tables must agree with each other (each
-//! chunk's length with its postings, the whole-note postings with the chunks',
-//! the title postings with the notes' title terms), so an index loaded from it
+//! chunk's length with its postings, the title postings with the notes' title
+//! terms), so an index loaded from it
 //! keeps the invariants updates rely on. Nothing in it panics or allocates more
-//! than the file's own size allows.
+//! than the file's own size (or the JSON's) allows.
 //!
 //! Layout, little-endian, `v` a LEB128 varint: magic `MIRAIBIN`, u32 version,
-//! u64 analyzer fingerprint, u64 JSON size, the JSON's 32-byte SHA-256, i64
-//! `generated_at` (seconds), `notes_commit` (u8 present, then a string), v note
-//! slots, v chunk slots; the terms (v count, each a string; a term's id is its
-//! place); per note slot a u8 live flag, then path, u64 size, u64 FNV-1a,
-//! v title length, v chunk count, v title-term count and (v term, v tf) pairs;
-//! per chunk slot a u8 live flag, then v note slot, v chunk index, v length
-//! and the content; per term its body, title and whole-note postings (v count,
-//! then (v slot gap, v tf) pairs, the gap counted from the previous slot plus
-//! one); last a u32 CRC-32 of everything before it. A string is v length and
-//! UTF-8 bytes. Slots are the index's own, free ones included, so a write
-//! copies the tables as they are.
+//! u64 analyzer fingerprint, u64 JSON size, the JSON's 32-byte SHA-256, its
+//! stamp (u64 inode, i64 modification and i64 change time in nanoseconds),
+//! i64 `generated_at` (seconds), `notes_commit` (u8 present, then a string);
+//! u64 chunk slots, then per chunk slot the u64 offset and u64 length of its
+//! text's JSON string in the JSON (0, 0 for a free slot); v note slots, v
+//! chunk slots; the terms (v count, each a string; a term's id is its place);
+//! per note slot a u8 live flag, then path, u64 size, u64 FNV-1a, v title
+//! length, v chunk count, v title-term count and (v term, v tf) pairs; per
+//! chunk slot a u8 live flag, then v note slot, v chunk index and v length;
+//! per term its body and title postings (v count, then (v slot gap, v tf)
+//! pairs, the gap counted from the previous slot plus one; the whole-note
+//! postings are the body's summed per note, made again at a load); last a
+//! u32 CRC-32 of everything before it. A string is v length and UTF-8 bytes.
+//! Slots are the index's own, free ones included, so a write copies the
+//! tables as they are. Everything up to the body is written last, once the
+//! JSON beside it is in place.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read, Seek, Write};
@@ -50,13 +59,38 @@ use crate::durable::create_temp;
 
 pub const FILE_NAME: &str = "index.bin";
 const MAGIC: &[u8; 8] = b"MIRAIBIN";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// The JSON artifact a binary form belongs to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(super) struct JsonId {
     pub(super) size: u64,
     pub(super) sha256: [u8; 32],
+    /// The file as it stood once in place (zero until then).
+    pub(super) stamp: JsonStamp,
+}
+
+/// A file's identity as git's index records it: inode and nanosecond
+/// modification and change times. Any write to the file, a rename onto it or
+/// a reset of its times moves the change time, which no user can set, so an
+/// equal stamp means the very file that was stamped, untouched.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct JsonStamp {
+    ino: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+}
+
+impl JsonStamp {
+    pub(super) fn of(meta: &std::fs::Metadata) -> JsonStamp {
+        use std::os::unix::fs::MetadataExt;
+        let ns = |secs: i64, nanos: i64| secs.saturating_mul(1_000_000_000).saturating_add(nanos);
+        JsonStamp {
+            ino: meta.ino(),
+            mtime_ns: ns(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: ns(meta.ctime(), meta.ctime_nsec()),
+        }
+    }
 }
 
 /// Passes the JSON artifact's bytes through to `inner` while hashing them.
@@ -79,6 +113,7 @@ impl<W: Write> HashingWriter<W> {
         let id = JsonId {
             size: self.size,
             sha256: self.sha.finalize().into(),
+            stamp: JsonStamp::default(),
         };
         (self.inner, id)
     }
@@ -178,6 +213,7 @@ pub(super) struct Pending {
     tmp: String,
     file: std::fs::File,
     header_len: usize,
+    chunk_slots: usize,
     body_crc: crc32fast::Hasher,
 }
 
@@ -194,7 +230,10 @@ pub(super) fn start(
         return Ok(None);
     }
     let (tmp, file) = create_temp(state, FILE_NAME)?;
-    let header_len = header_bytes(&JsonId::default(), generated_at, notes_commit).len();
+    let chunk_slots = idx.chunks.len();
+    let header_len = header_bytes(&JsonId::default(), generated_at, notes_commit).len()
+        + 8
+        + LOCATION_BYTES * chunk_slots;
     let mut out = Out {
         buf: Vec::with_capacity(1 << 21),
         file,
@@ -210,6 +249,7 @@ pub(super) fn start(
             tmp,
             file: out.file,
             header_len,
+            chunk_slots,
             body_crc: out.crc,
         })),
         Err(e) => {
@@ -220,18 +260,26 @@ pub(super) fn start(
 }
 
 impl Pending {
-    /// Writes the header naming `json` and the checksum, and puts the file in
-    /// place; on failure the temp file is removed.
+    /// Writes the header naming `json`, where each chunk's text is in it
+    /// (`locations`, by chunk slot: the byte range of its JSON string) and
+    /// the checksum, and puts the file in place; on failure the temp file is
+    /// removed.
     pub(super) fn finish(
         self,
         state: &Dir,
         json: JsonId,
+        locations: &[(u64, u64)],
         generated_at: DateTime<Utc>,
         notes_commit: Option<&str>,
     ) -> io::Result<()> {
-        let header = header_bytes(&json, generated_at, notes_commit);
+        let mut header = header_bytes(&json, generated_at, notes_commit);
+        header.extend_from_slice(&(locations.len() as u64).to_le_bytes());
+        for &(at, len) in locations {
+            header.extend_from_slice(&at.to_le_bytes());
+            header.extend_from_slice(&len.to_le_bytes());
+        }
         let result = (|| {
-            if header.len() != self.header_len {
+            if header.len() != self.header_len || locations.len() != self.chunk_slots {
                 return Err(io::Error::other("the header changed length"));
             }
             self.file.write_all_at(&header, 0)?;
@@ -264,6 +312,9 @@ pub(super) fn remove(state: &Dir) -> io::Result<()> {
     }
 }
 
+/// Bytes per chunk slot in the table of where each chunk's text is in the JSON.
+const LOCATION_BYTES: usize = 16;
+
 /// The file's header: what it is, the analyzer, the JSON it belongs to and
 /// the artifact's metadata. Its length does not depend on `json`, so the body
 /// can be written after a header's worth of room before the JSON is done.
@@ -274,6 +325,9 @@ fn header_bytes(json: &JsonId, generated_at: DateTime<Utc>, notes_commit: Option
     out.extend_from_slice(&analyzer_fingerprint().to_le_bytes());
     out.extend_from_slice(&json.size.to_le_bytes());
     out.extend_from_slice(&json.sha256);
+    out.extend_from_slice(&json.stamp.ino.to_le_bytes());
+    out.extend_from_slice(&json.stamp.mtime_ns.to_le_bytes());
+    out.extend_from_slice(&json.stamp.ctime_ns.to_le_bytes());
     out.extend_from_slice(&generated_at.timestamp().to_le_bytes());
     match notes_commit {
         Some(commit) => {
@@ -327,15 +381,11 @@ fn encode_body(out: &mut Out, idx: &Index) -> io::Result<()> {
         out.v(chunk.note.into())?;
         out.v(chunk.chunk_index.into())?;
         out.v(chunk.len.into())?;
-        out.string(&chunk.content)?;
     }
 
+    // The whole-note postings are the body's summed per note: made again at a load.
     for id in 0..idx.terms.body.len() {
-        for list in [
-            &idx.terms.body[id],
-            &idx.terms.title[id],
-            &idx.terms.whole[id],
-        ] {
+        for list in [&idx.terms.body[id], &idx.terms.title[id]] {
             let entries = list.sorted_entries();
             out.v(entries.len() as u64)?;
             let mut next = 0u32;
@@ -353,7 +403,8 @@ fn encode_body(out: &mut Out, idx: &Index) -> io::Result<()> {
 /// JSON artifact, opened by the caller); `None` (after a log line saying why)
 /// when the JSON must be read instead.
 pub(super) fn read(state: &Dir, json: &std::fs::File) -> Option<(Index, ArtifactMeta)> {
-    let json_size = json.metadata().ok()?.len();
+    let json_meta = json.metadata().ok()?;
+    let json_size = json_meta.len();
     let bytes = match read_file(state, json_size) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => {
@@ -365,24 +416,38 @@ pub(super) fn read(state: &Dir, json: &std::fs::File) -> Option<(Index, Artifact
             return None;
         }
     };
-    let loaded = std::thread::scope(|scope| {
+    let loaded: Res<(Index, ArtifactMeta)> = std::thread::scope(|scope| {
         let (mut r, header) = header(&bytes, json_size)?;
-        // The JSON is hashed on another core while this one decodes.
-        let hashing = scope.spawn(move || sha256_of(json, json_size));
+        // The JSON is read (and hashed, unless it is the very file this one
+        // was written with) and the chunks' texts taken from it on another
+        // core while this one decodes the tables.
+        let sha = (header.json.stamp != JsonStamp::of(&json_meta)).then_some(header.json.sha256);
+        let locations = header.locations;
+        let started = std::time::Instant::now();
+        let texts = scope.spawn(move || {
+            let texts = json_texts(json, json_size, sha, locations);
+            (texts, started.elapsed())
+        });
         let decoded = body(&mut r);
-        let sha = hashing
+        let tables = started.elapsed();
+        let (texts, texts_took) = texts
             .join()
-            .map_err(|_| "hashing the JSON artifact failed".to_string())?
-            .map_err(|e| format!("the JSON artifact could not be read: {e}"))?;
-        if sha != header.json_sha256 {
-            return Err("it was written with another JSON artifact".to_string());
-        }
+            .map_err(|_| "reading the JSON artifact failed".to_string())?;
+        let texts = texts?;
+        log::debug!(
+            "index.bin: tables decoded in {} ms; chunk texts read from the JSON{} in {} ms",
+            tables.as_millis(),
+            if sha.is_some() { " (hashed)" } else { "" },
+            texts_took.as_millis()
+        );
+        let mut idx = decoded?;
+        put_texts(&mut idx, texts)?;
         let meta = ArtifactMeta {
             generated_at: header.generated_at,
             notes_commit: header.notes_commit,
             byte_size: json_size,
         };
-        Ok((decoded?, meta))
+        Ok((idx, meta))
     });
     match loaded {
         Ok(loaded) => Some(loaded),
@@ -423,22 +488,130 @@ fn read_file(state: &Dir, json_size: u64) -> io::Result<Option<Vec<u8>>> {
     Ok(Some(bytes))
 }
 
-fn sha256_of(file: &std::fs::File, size: u64) -> io::Result<[u8; 32]> {
-    let mut sha = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut at = 0u64;
-    loop {
-        let n = file.read_at(&mut buf, at)?;
-        if n == 0 {
-            break;
+/// Each chunk slot's text from the JSON artifact (`None` for a free slot),
+/// at the byte ranges `locations` (16 bytes a slot) names. The file is read
+/// once, front to back, a megabyte at a time (and hashed on the way: with
+/// `sha`, it must hash to that); it must be `size` bytes long.
+fn json_texts(
+    file: &std::fs::File,
+    size: u64,
+    sha: Option<[u8; 32]>,
+    locations: &[u8],
+) -> Res<Vec<Option<String>>> {
+    const STEP: usize = 1 << 20;
+    let failed = |e: io::Error| format!("the JSON artifact could not be read: {e}");
+    let mut texts: Vec<Option<String>> = Vec::new();
+    // (offset, length, slot) of each live chunk's text, in file order.
+    let mut wanted: Vec<(u64, u64, usize)> = Vec::new();
+    for (slot, entry) in locations.chunks_exact(LOCATION_BYTES).enumerate() {
+        texts.push(None);
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&entry[i * 8..i * 8 + 8]);
+            u64::from_le_bytes(w)
+        };
+        let (at, len) = (word(0), word(1));
+        if len == 0 {
+            continue;
         }
-        sha.update(&buf[..n]);
-        at += n as u64;
+        if at.checked_add(len).is_none_or(|end| end > size) {
+            return Err("a chunk's text lies outside the JSON artifact".into());
+        }
+        wanted.push((at, len, slot));
     }
-    if at != size {
-        return Err(io::Error::other("it changed while it was read"));
+    wanted.sort_unstable();
+    let mut hasher = sha.map(|_| Sha256::new());
+    // The file from `base` to `read_to`: what texts not yet taken still need.
+    let mut buf: Vec<u8> = Vec::with_capacity(2 * STEP);
+    let (mut base, mut read_to, mut next) = (0u64, 0u64, 0usize);
+    while read_to < size {
+        let old = buf.len();
+        buf.resize(old + STEP, 0);
+        let n = loop {
+            match file.read_at(&mut buf[old..], read_to) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                other => break other.map_err(failed)?,
+            }
+        };
+        buf.truncate(old + n);
+        if n == 0 {
+            return Err("the JSON artifact changed while it was read".into());
+        }
+        if let Some(hasher) = hasher.as_mut() {
+            hasher.update(&buf[old..]);
+        }
+        read_to += n as u64;
+        while let Some(&(at, len, slot)) = wanted.get(next) {
+            if at + len > read_to {
+                break;
+            }
+            let from = (at - base) as usize;
+            let text = json_string(&buf[from..from + len as usize])
+                .ok_or("a chunk's text is not a JSON string")?;
+            texts[slot] = Some(text);
+            next += 1;
+        }
+        let keep = wanted.get(next).map_or(read_to, |w| w.0).min(read_to);
+        buf.drain(..(keep - base) as usize);
+        base = keep;
     }
-    Ok(sha.finalize().into())
+    let mut probe = [0u8; 1];
+    if file.read_at(&mut probe, size).map_err(failed)? != 0 {
+        return Err("the JSON artifact changed while it was read".into());
+    }
+    if let (Some(hasher), Some(want)) = (hasher, sha) {
+        if <[u8; 32]>::from(hasher.finalize()) != want {
+            return Err("it was written with another JSON artifact".into());
+        }
+    }
+    Ok(texts)
+}
+
+/// The string a JSON string literal (quotes included) holds. The escapes
+/// serde_json writes are undone here, a run at a time; a `\u` escape is left
+/// to serde_json.
+fn json_string(literal: &[u8]) -> Option<String> {
+    let inner = literal.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    let mut out = Vec::with_capacity(inner.len());
+    let mut rest = inner;
+    while let Some(i) = memchr::memchr2(b'\\', b'"', rest) {
+        out.extend_from_slice(&rest[..i]);
+        if rest[i] == b'"' {
+            return None;
+        }
+        out.push(match rest.get(i + 1)? {
+            b'n' => b'\n',
+            b't' => b'\t',
+            b'r' => b'\r',
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'/' => b'/',
+            b'b' => 0x08,
+            b'f' => 0x0c,
+            _ => return serde_json::from_slice(literal).ok(),
+        });
+        rest = &rest[i + 2..];
+    }
+    out.extend_from_slice(rest);
+    String::from_utf8(out).ok()
+}
+
+/// Gives each live chunk of `idx` its text (and counts the bytes).
+fn put_texts(idx: &mut Index, texts: Vec<Option<String>>) -> Res<()> {
+    if texts.len() != idx.chunks.len() {
+        return Err("the chunk tables disagree".into());
+    }
+    for (chunk, text) in idx.chunks.iter_mut().zip(texts) {
+        match (chunk, text) {
+            (Some(chunk), Some(text)) => {
+                idx.content_bytes += text.len() as u64;
+                chunk.content = text;
+            }
+            (None, None) => {}
+            _ => return Err("a chunk's text is missing or belongs to no chunk".into()),
+        }
+    }
+    Ok(())
 }
 
 type Res<T> = std::result::Result<T, String>;
@@ -482,15 +655,7 @@ impl<'a> Reader<'a> {
     }
 
     fn v(&mut self) -> Res<u64> {
-        let mut x = 0u64;
-        for i in 0..10 {
-            let [b] = self.array::<1>()?;
-            x |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(x);
-            }
-        }
-        Err("a number is too long".into())
+        varint(self.bytes, &mut self.at).ok_or_else(|| "a number is truncated or too long".into())
     }
 
     fn v32(&mut self) -> Res<u32> {
@@ -512,15 +677,39 @@ impl<'a> Reader<'a> {
     }
 }
 
-struct Header {
-    json_sha256: [u8; 32],
+/// The LEB128 varint at `*at` in `bytes` (moving past it); `None` when it
+/// runs past the end or over ten bytes. Most numbers (postings' gaps and
+/// frequencies) take one byte.
+#[inline]
+fn varint(bytes: &[u8], at: &mut usize) -> Option<u64> {
+    let b = *bytes.get(*at)?;
+    *at += 1;
+    if b < 0x80 {
+        return Some(u64::from(b));
+    }
+    let mut x = u64::from(b & 0x7f);
+    for i in 1..10 {
+        let b = *bytes.get(*at)?;
+        *at += 1;
+        x |= u64::from(b & 0x7f) << (7 * i);
+        if b < 0x80 {
+            return Some(x);
+        }
+    }
+    None
+}
+
+struct Header<'a> {
+    json: JsonId,
     generated_at: DateTime<Utc>,
     notes_commit: Option<String>,
+    /// Per chunk slot, where its text is in the JSON: u64 offset, u64 length.
+    locations: &'a [u8],
 }
 
 /// Checks the checksum, magic, version, analyzer and JSON size; returns a
 /// reader at the tables.
-fn header(bytes: &[u8], json_size: u64) -> Res<(Reader<'_>, Header)> {
+fn header(bytes: &[u8], json_size: u64) -> Res<(Reader<'_>, Header<'_>)> {
     let Some(split) = bytes.len().checked_sub(4) else {
         return Err("it is truncated".into());
     };
@@ -545,7 +734,12 @@ fn header(bytes: &[u8], json_size: u64) -> Res<(Reader<'_>, Header)> {
     if r.u64()? != json_size {
         return Err("it was written with another JSON artifact".into());
     }
-    let json_sha256 = r.array()?;
+    let sha256 = r.array()?;
+    let stamp = JsonStamp {
+        ino: r.u64()?,
+        mtime_ns: i64::from_le_bytes(r.array()?),
+        ctime_ns: i64::from_le_bytes(r.array()?),
+    };
     let secs = i64::from_le_bytes(r.array()?);
     let generated_at = DateTime::from_timestamp(secs, 0).ok_or("generated_at is out of range")?;
     let notes_commit = if r.flag()? {
@@ -553,20 +747,33 @@ fn header(bytes: &[u8], json_size: u64) -> Res<(Reader<'_>, Header)> {
     } else {
         None
     };
+    let slots = r.u64()?;
+    let locations = usize::try_from(slots)
+        .ok()
+        .and_then(|n| n.checked_mul(LOCATION_BYTES))
+        .filter(|&n| n <= r.left())
+        .ok_or("a count is larger than the file")?;
     let header = Header {
-        json_sha256,
+        json: JsonId {
+            size: json_size,
+            sha256,
+            stamp,
+        },
         generated_at,
         notes_commit,
+        locations: r.take(locations)?,
     };
     Ok((r, header))
 }
 
 /// The tables, checked against each other, as an index.
 fn body(r: &mut Reader<'_>) -> Res<Index> {
+    let started = std::time::Instant::now();
     let note_slots = r.count(1)?;
     let chunk_slots = r.count(1)?;
     let mut terms = read_terms(r)?;
     let term_count = terms.ids.len();
+    let terms_took = started.elapsed();
     let mut idx = Index::empty(Params::default());
     let NoteTable {
         mut notes,
@@ -574,7 +781,14 @@ fn body(r: &mut Reader<'_>) -> Res<Index> {
         title_entries,
     } = read_notes(r, (note_slots, chunk_slots), term_count)?;
     let chunks = read_chunks(r, chunk_slots, &mut notes, &mut idx)?;
+    let tables_took = started.elapsed();
     read_postings(r, (&notes, &chunks), &mut terms, title_entries)?;
+    log::debug!(
+        "index.bin: {term_count} terms in {} ms, notes and chunks by {} ms, postings by {} ms",
+        terms_took.as_millis(),
+        tables_took.as_millis(),
+        started.elapsed().as_millis()
+    );
     if r.left() != 0 {
         return Err("bytes follow the tables".to_string());
     }
@@ -709,7 +923,6 @@ fn read_chunks(
         let note_slot = r.v32()?;
         let chunk_index = r.v32()?;
         let len = r.v32()?;
-        let content = r.string()?;
         let Some(Some(note)) = notes.get_mut(note_slot as usize) else {
             return bad("a chunk belongs to no note");
         };
@@ -721,11 +934,11 @@ fn read_chunks(
         idx.live_chunks += 1;
         idx.total_len += u64::from(len);
         idx.total_title_len += u64::from(note.title_len);
-        idx.content_bytes += content.len() as u64;
         chunks.push(Some(Chunk {
             note: note_slot,
             chunk_index,
-            content: content.to_string(),
+            // From the JSON artifact, once the tables are read.
+            content: String::new(),
             len,
         }));
     }
@@ -751,30 +964,34 @@ fn read_postings(
     let bad = |what: &str| Err(what.to_string());
     let (note_slots, chunk_slots, term_count) = (notes.len(), chunks.len(), terms.ids.len());
     // Postings, checked against the tables: the body frequencies of a chunk
-    // sum to its length, the whole-note list of a term is the sum of its body
-    // list per note, and the title lists are the notes' title terms.
+    // sum to its length and the title lists are the notes' title terms; the
+    // whole-note list of a term is made as the sum of its body list per note.
     let mut chunk_sums = vec![0u64; chunk_slots];
     let mut per_note = vec![0u32; note_slots];
+    // Each chunk slot's note (u32::MAX: free), dense: looked up per posting.
+    let note_of: Vec<u32> = chunks
+        .iter()
+        .map(|chunk| chunk.as_ref().map_or(u32::MAX, |c| c.note))
+        .collect();
     let mut touched: Vec<u32> = Vec::new();
     let mut title_seen = 0usize;
-    let live_chunk = |slot: u32| chunks[slot as usize].is_some();
-    let live_note = |slot: u32| notes[slot as usize].is_some();
     for term in 0..term_count as u32 {
-        let body = list(r, chunk_slots, live_chunk)?;
+        let body = list(r, chunk_slots)?;
         for &(slot, tf) in &body {
             chunk_sums[slot as usize] += u64::from(tf);
-            let Some(chunk) = chunks[slot as usize].as_ref() else {
+            let note = note_of[slot as usize];
+            if note == u32::MAX {
                 return bad("a posting names a free chunk");
-            };
-            let sum = &mut per_note[chunk.note as usize];
+            }
+            let sum = &mut per_note[note as usize];
             if *sum == 0 {
-                touched.push(chunk.note);
+                touched.push(note);
             }
             *sum = sum
                 .checked_add(tf)
                 .ok_or_else(|| "a frequency is out of range".to_string())?;
         }
-        let title = list(r, note_slots, live_note)?;
+        let title = list(r, note_slots)?;
         for &(slot, tf) in &title {
             let known = notes[slot as usize]
                 .as_ref()
@@ -788,16 +1005,7 @@ fn read_postings(
             }
         }
         title_seen += title.len();
-        let whole = list(r, note_slots, live_note)?;
-        if whole.len() != touched.len() {
-            return bad("a whole-note posting list disagrees with the chunks'");
-        }
-        for &(slot, tf) in &whole {
-            if std::mem::take(&mut per_note[slot as usize]) != tf {
-                return bad("a whole-note posting disagrees with the chunks'");
-            }
-        }
-        touched.clear();
+        let whole = whole_note(&mut per_note, &mut touched);
         terms.body.push(Postings::from_sorted(body));
         terms.title.push(Postings::from_sorted(title));
         terms.whole.push(Postings::from_sorted(whole));
@@ -815,24 +1023,53 @@ fn read_postings(
     Ok(())
 }
 
-/// One postings list: strictly increasing live slots below `slots`, with
-/// frequencies above zero.
-fn list(r: &mut Reader<'_>, slots: usize, live: impl Fn(u32) -> bool) -> Res<Vec<(u32, u32)>> {
+/// A term's whole-note postings from its body postings' sums per note
+/// (`per_note`, nonzero at the `touched` notes), in note order; both are
+/// left cleared.
+fn whole_note(per_note: &mut [u32], touched: &mut Vec<u32>) -> Vec<(u32, u32)> {
+    let mut whole: Vec<(u32, u32)> = Vec::with_capacity(touched.len());
+    if touched.len() * 16 > per_note.len() {
+        // Most notes: a pass over all of them beats sorting.
+        for (slot, sum) in per_note.iter_mut().enumerate() {
+            if *sum > 0 {
+                whole.push((slot as u32, std::mem::take(sum)));
+            }
+        }
+    } else {
+        touched.sort_unstable();
+        whole.extend(
+            touched
+                .iter()
+                .map(|&slot| (slot, std::mem::take(&mut per_note[slot as usize]))),
+        );
+    }
+    touched.clear();
+    whole
+}
+
+/// One postings list: strictly increasing slots below `slots`, with
+/// frequencies above zero (the caller checks the slots are live: a body
+/// posting's chunk, a title posting's title terms).
+fn list(r: &mut Reader<'_>, slots: usize) -> Res<Vec<(u32, u32)>> {
     let n = r.count(2)?;
     let mut out = Vec::with_capacity(n);
-    let mut next = 0u32;
+    let (bytes, mut at) = (r.bytes, r.at);
+    let mut next = 0u64;
     for _ in 0..n {
+        let (Some(gap), Some(tf)) = (varint(bytes, &mut at), varint(bytes, &mut at)) else {
+            return Err("a number is truncated or too long".into());
+        };
         let slot = next
-            .checked_add(r.v32()?)
-            .filter(|&s| (s as usize) < slots && live(s))
-            .ok_or_else(|| "a posting names a slot out of range".to_string())?;
-        let tf = r.v32()?;
-        if tf == 0 {
-            return Err("a posting has no occurrences".into());
+            .checked_add(gap)
+            .filter(|&s| s < slots as u64)
+            .ok_or("a posting names a slot out of range")?;
+        if tf == 0 || tf > u64::from(u32::MAX) {
+            return Err("a posting's frequency is out of range".into());
         }
-        out.push((slot, tf));
+        out.push((slot as u32, tf as u32));
         next = slot + 1;
     }
+    r.at = at;
     Ok(out)
 }
 
@@ -840,18 +1077,32 @@ fn list(r: &mut Reader<'_>, slots: usize, live: impl Fn(u32) -> bool) -> Res<Vec
 mod tests {
     use super::*;
 
-    /// `index.bin` for `idx` and the JSON `json`, as the artifact writer makes it.
-    fn write(
-        dir: &Dir,
-        idx: &Index,
-        json: JsonId,
-        at: DateTime<Utc>,
-        commit: Option<&str>,
-    ) -> io::Result<()> {
-        match start(dir, idx, at, commit)? {
-            Some(pending) => pending.finish(dir, json, at, commit),
-            None => Ok(()),
+    /// A JSON file holding the texts of `idx`'s chunks (a list of strings)
+    /// and `index.bin` beside it naming it, written as the artifact writer
+    /// writes them; answers the JSON, opened.
+    fn write(dir: &Dir, idx: &Index, at: DateTime<Utc>, commit: Option<&str>) -> std::fs::File {
+        let mut json = b"[".to_vec();
+        let mut locations = vec![(0u64, 0u64); idx.chunks.len()];
+        for (slot, chunk) in idx.chunks.iter().enumerate() {
+            if let Some(chunk) = chunk {
+                if json.len() > 1 {
+                    json.push(b',');
+                }
+                let literal = serde_json::to_vec(&chunk.content).unwrap();
+                locations[slot] = (json.len() as u64, literal.len() as u64);
+                json.extend_from_slice(&literal);
+            }
         }
+        json.push(b']');
+        dir.write("texts.json", &json).unwrap();
+        let file = dir.open("texts.json").unwrap().into_std();
+        let mut hashing = HashingWriter::new(Vec::new());
+        hashing.write_all(&json).unwrap();
+        let (_, mut id) = hashing.finish();
+        id.stamp = JsonStamp::of(&file.metadata().unwrap());
+        let pending = start(dir, idx, at, commit).unwrap().unwrap();
+        pending.finish(dir, id, &locations, at, commit).unwrap();
+        file
     }
     use std::fs;
 
@@ -893,13 +1144,11 @@ mod tests {
         (tmp, dir)
     }
 
-    fn json(bytes: &[u8]) -> (JsonId, std::fs::File) {
-        let mut w = HashingWriter::new(Vec::new());
-        w.write_all(bytes).unwrap();
-        let (_, id) = w.finish();
+    /// A file of its own holding `bytes`.
+    fn copy(bytes: &[u8]) -> std::fs::File {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(bytes).unwrap();
-        (id, f)
+        f
     }
 
     fn answers(idx: &Index) -> Vec<Vec<super::super::Hit>> {
@@ -921,13 +1170,12 @@ mod tests {
     fn a_round_trip_answers_as_the_index_did() {
         let (_tmp, dir) = dir();
         let idx = updated();
-        let (id, file) = json(b"{\"json\":1}");
         let at = DateTime::from_timestamp(1_700_000_000, 0).unwrap();
-        write(&dir, &idx, id, at, Some("abc")).unwrap();
+        let file = write(&dir, &idx, at, Some("abc"));
         let (loaded, meta) = read(&dir, &file).unwrap();
         assert_eq!(meta.generated_at, at);
         assert_eq!(meta.notes_commit.as_deref(), Some("abc"));
-        assert_eq!(meta.byte_size, 10);
+        assert_eq!(meta.byte_size, file.metadata().unwrap().len());
         assert_eq!(answers(&loaded), answers(&idx));
         assert_eq!(loaded.notes_indexed(), idx.notes_indexed());
         assert_eq!(loaded.chunks_indexed(), idx.chunks_indexed());
@@ -951,16 +1199,24 @@ mod tests {
         assert_eq!(a.query("zeta", 50, None), b.query("zeta", 50, None));
     }
 
+    /// The JSON it was written with, in place, is believed by its stamp; a
+    /// copy of it (another file: hashed) still serves; other bytes of the same
+    /// size, or another size, do not.
     #[test]
     fn another_json_is_refused() {
         let (_tmp, dir) = dir();
-        let (id, _) = json(b"{\"json\":1}");
-        write(&dir, &updated(), id, Utc::now(), None).unwrap();
-        // Same size, other bytes; then another size.
-        let (_, same_size) = json(b"{\"json\":2}");
-        assert!(read(&dir, &same_size).is_none());
-        let (_, other_size) = json(b"{\"json\":12}");
-        assert!(read(&dir, &other_size).is_none());
+        let idx = updated();
+        let file = write(&dir, &idx, Utc::now(), None);
+        let mut bytes = Vec::new();
+        (&file).read_to_end(&mut bytes).unwrap();
+        let (same, _) = read(&dir, &copy(&bytes)).unwrap();
+        assert_eq!(answers(&same), answers(&idx));
+        // One letter of a chunk's text changed: same size, other bytes.
+        let at = bytes.windows(5).position(|w| w == b"gamma").unwrap();
+        bytes[at] = b'G';
+        assert!(read(&dir, &copy(&bytes)).is_none());
+        bytes.push(b' ');
+        assert!(read(&dir, &copy(&bytes)).is_none());
     }
 
     /// Truncated, bit-flipped (with the checksum fixed, so the tables' own
@@ -968,9 +1224,8 @@ mod tests {
     #[test]
     fn damaged_files_are_refused_without_panic() {
         let (tmp, dir) = dir();
-        let (id, file) = json(b"{\"json\":1}");
         let idx = updated();
-        write(&dir, &idx, id, Utc::now(), None).unwrap();
+        let file = write(&dir, &idx, Utc::now(), None);
         let path = tmp.path().join(FILE_NAME);
         let good = fs::read(&path).unwrap();
         assert!(read(&dir, &file).is_some());
@@ -986,13 +1241,24 @@ mod tests {
             cases.push(good[..cut].to_vec());
             cases.push(with_crc(payload[..cut.min(payload.len() - 1)].to_vec()));
         }
-        // A huge count of note slots right after the header (69 bytes here),
-        // in place of the real one (one byte).
-        assert_eq!(payload[68], 0, "no notes_commit");
-        let mut huge = payload[..69].to_vec();
+        // A huge count of note slots right after the header (93 bytes here,
+        // then the chunks' locations), in place of the real one (one byte).
+        assert_eq!(payload[92], 0, "no notes_commit");
+        let body = 101 + LOCATION_BYTES * idx.chunks.len();
+        let mut huge = payload[..body].to_vec();
         huge.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
-        huge.extend_from_slice(&payload[70..]);
+        huge.extend_from_slice(&payload[body + 1..]);
         cases.push(with_crc(huge));
+        // A chunk's text placed outside the JSON, or where no string starts.
+        for (at, value) in [(101, u64::MAX - 1), (101, 1 << 40), (101, 3), (109, 1)] {
+            let mut moved = payload.clone();
+            let slot = (0..idx.chunks.len())
+                .find(|&s| idx.chunks[s].is_some())
+                .unwrap();
+            let at = at + LOCATION_BYTES * slot;
+            moved[at..at + 8].copy_from_slice(&value.to_le_bytes());
+            cases.push(with_crc(moved));
+        }
         for case in &cases {
             fs::write(&path, case).unwrap();
             assert!(read(&dir, &file).is_none(), "{} bytes", case.len());
@@ -1013,7 +1279,7 @@ mod tests {
             fs::write(&path, &unchecked).unwrap();
             assert!(read(&dir, &file).is_none(), "flip at {at}");
             // With it, the tables' own checks catch most; a flip they cannot
-            // see (a byte of content, a note's hash) still gives a working index.
+            // see (a note's hash, the JSON's stamp) still gives a working index.
             fs::write(&path, with_crc(flipped)).unwrap();
             tried += 1;
             match read(&dir, &file) {
@@ -1030,8 +1296,7 @@ mod tests {
     #[test]
     fn a_symlink_or_folder_is_not_read() {
         let (tmp, dir) = dir();
-        let (id, file) = json(b"{\"json\":1}");
-        write(&dir, &updated(), id, Utc::now(), None).unwrap();
+        let file = write(&dir, &updated(), Utc::now(), None);
         let path = tmp.path().join(FILE_NAME);
         fs::rename(&path, tmp.path().join("real.bin")).unwrap();
         std::os::unix::fs::symlink("real.bin", &path).unwrap();

@@ -760,6 +760,28 @@ impl LiveIndex {
             .is_some_and(|previous| Arc::ptr_eq(previous, &index));
         drop(previous);
         let indexed = started.elapsed();
+        if reused {
+            if let Some(kept) = self.kept_artifact(&index, notes_commit) {
+                // The link graph, when it was built here, is kept beside it.
+                if let Some(loaded) = self.write_lock().as_mut() {
+                    if Arc::ptr_eq(&loaded.index, &index) && loaded.vault.is_none() {
+                        loaded.vault = Some(vault);
+                    }
+                }
+                self.events.publish(
+                    "index",
+                    serde_json::json!({"stale": false, "notes_indexed": kept.notes_indexed}),
+                    None,
+                );
+                log::debug!(
+                    "index rebuilt: {} notes read in {} ms, all as the artifact holds them: kept as it is, done in {} ms",
+                    kept.notes_indexed,
+                    read.as_millis(),
+                    started.elapsed().as_millis()
+                );
+                return Ok(kept);
+            }
+        }
         // The artifact stores whole seconds; keep the same value in memory.
         let generated_at = Utc::now().trunc_subsecs(0);
         let own_write = OwnWrite::begin(&self.own_write);
@@ -811,6 +833,32 @@ impl LiveIndex {
             started.elapsed().as_millis()
         );
         Ok(rebuilt)
+    }
+
+    /// What a rebuild that found every note as `index` holds them answers
+    /// without writing: when the artifact on disk is still the one that index
+    /// was loaded from or last wrote (same stamp, same commit, its binary form
+    /// beside it) and no change waits to be persisted, writing would give the
+    /// same bytes but for `generated_at`, which keeps the time it was written.
+    /// `None`: write it.
+    fn kept_artifact(&self, index: &Arc<Index>, notes_commit: Option<&str>) -> Option<Rebuilt> {
+        let guard = self.read_lock();
+        let loaded = guard.as_ref()?;
+        let Source::Artifact { stamp, meta } = &loaded.source else {
+            return None;
+        };
+        let kept = Arc::ptr_eq(&loaded.index, index)
+            && self.stamp() == Some(*stamp)
+            && meta.notes_commit.as_deref() == notes_commit
+            && self.unpersisted().is_empty()
+            && self
+                .state()
+                .is_some_and(|state| artifact::has_binary(&state));
+        kept.then(|| Rebuilt {
+            notes_indexed: index.notes_indexed(),
+            chunks_indexed: index.chunks_indexed(),
+            artifact_bytes: meta.byte_size,
+        })
     }
 
     /// Deletes the artifact; `false` when there was none. Queries then index on demand.

@@ -294,17 +294,25 @@ impl Index {
     /// Every chunk as (note path, the note's content hash, chunk index,
     /// text), in path then chunk order: what embeddings are made of.
     pub fn chunk_texts(&self) -> impl Iterator<Item = (&str, u64, usize, &str)> {
+        self.chunks_in_order().map(|(path, hash, _, chunk)| {
+            (
+                path,
+                hash,
+                chunk.chunk_index as usize,
+                chunk.content.as_str(),
+            )
+        })
+    }
+
+    /// Every chunk with its note's path and content hash and its slot, in
+    /// path then chunk order.
+    fn chunks_in_order(&self) -> impl Iterator<Item = (&str, u64, u32, &Chunk)> {
         self.by_path.iter().flat_map(move |(path, &slot)| {
             let note = self.notes[slot as usize].as_ref();
             note.into_iter().flat_map(move |n| {
                 n.chunks.iter().filter_map(move |&c| {
                     let chunk = self.chunks[c as usize].as_ref()?;
-                    Some((
-                        path.as_str(),
-                        n.hash,
-                        chunk.chunk_index as usize,
-                        chunk.content.as_str(),
-                    ))
+                    Some((path.as_str(), n.hash, c, chunk))
                 })
             })
         })
@@ -331,10 +339,17 @@ impl Index {
             .map(ChunkRef)
     }
 
-    /// Each note's chunks in path then chunk order: the artifact's order.
-    fn sorted_chunks(&self) -> impl Iterator<Item = (&str, usize, &str)> {
-        self.chunk_texts()
-            .map(|(path, _, chunk_index, text)| (path, chunk_index, text))
+    /// Each note's chunks in path then chunk order (the artifact's order):
+    /// path, chunk slot, chunk index and text.
+    fn sorted_chunks(&self) -> impl Iterator<Item = (&str, u32, usize, &str)> {
+        self.chunks_in_order().map(|(path, _, slot, chunk)| {
+            (
+                path,
+                slot,
+                chunk.chunk_index as usize,
+                chunk.content.as_str(),
+            )
+        })
     }
 }
 

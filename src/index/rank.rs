@@ -30,8 +30,9 @@ struct Scratch {
     /// Notes whose chunks the pruned ranking has scored.
     note_seen: Vec<bool>,
     /// The candidates of the exhaustive ranking: (chunk slot, note slot,
-    /// whether the title field and the note score apply to it).
-    candidates: Vec<(u32, u32, Extras)>,
+    /// whether the title field and the note score apply to it, its text's
+    /// BM25 length normalization).
+    candidates: Vec<(u32, u32, Extras, f64)>,
     /// Set while a query runs: found set at the start, a query was cut short
     /// (a panic) and the arrays are cleared whole.
     busy: bool,
@@ -96,6 +97,12 @@ impl Stats {
             title: self.wt > 0.0 && (self.title_on_title_only || chunk_len > note.title_len),
             note: self.nw > 0.0 && (self.note_one_chunk || note.chunks.len() > 1),
         }
+    }
+
+    /// Whether [`Stats::extras`] depends on the note at all (with the
+    /// default parameters it does not, and the note need not be looked up).
+    fn extras_need_note(&self) -> bool {
+        (self.wt > 0.0 && !self.title_on_title_only) || (self.nw > 0.0 && !self.note_one_chunk)
     }
 }
 
@@ -314,6 +321,11 @@ impl Index {
         } = scratch;
         let (k1, wt, nw) = (st.k1, st.wt, st.nw);
         candidates.clear();
+        let need_note = st.extras_need_note();
+        let plain = Extras {
+            title: wt > 0.0,
+            note: nw > 0.0,
+        };
         // Only an original term makes a chunk a candidate: feedback terms re-rank.
         for qt in query.iter().filter(|qt| qt.original) {
             for (slot, _) in self.terms.body[qt.id as usize].iter() {
@@ -326,11 +338,17 @@ impl Index {
                 if !self.under_prefix(chunk.note, path_prefix, note_ok) {
                     continue;
                 }
-                let Some(note) = self.notes[chunk.note as usize].as_ref() else {
-                    continue;
+                let extras = if need_note {
+                    let Some(note) = self.notes[chunk.note as usize].as_ref() else {
+                        continue;
+                    };
+                    st.extras(chunk.len, note)
+                } else {
+                    plain
                 };
                 is_candidate[slot as usize] = true;
-                candidates.push((slot, chunk.note, st.extras(chunk.len, note)));
+                let norm = st.norm(f64::from(chunk.len), st.avg_len);
+                candidates.push((slot, chunk.note, extras, norm));
             }
         }
         let cand_notes = &*candidates;
@@ -340,12 +358,10 @@ impl Index {
         for qt in query {
             let postings = &self.terms.body[qt.id as usize];
             let body_idf = idf(st.n, postings.len());
+            // The frequency only: it is normalized with the candidate's norm below.
             for (slot, tf) in postings.iter() {
                 if is_candidate[slot as usize] {
-                    if let Some(chunk) = self.chunks[slot as usize].as_ref() {
-                        let norm = st.norm(f64::from(chunk.len), st.avg_len);
-                        body_tf[slot as usize] = f64::from(tf) / norm;
-                    }
+                    body_tf[slot as usize] = f64::from(tf);
                 }
             }
             let title_postings = &self.terms.title[qt.id as usize];
@@ -356,8 +372,9 @@ impl Index {
                     title_tf[note_slot as usize] = wt * f64::from(tf) / norm;
                 }
             }
-            for &(slot, note, extras) in cand_notes {
-                let mut t = std::mem::take(&mut body_tf[slot as usize]);
+            for &(slot, note, extras, norm) in cand_notes {
+                let tf = std::mem::take(&mut body_tf[slot as usize]);
+                let mut t = if tf > 0.0 { tf / norm } else { 0.0 };
                 if extras.title {
                     t += title_tf[note as usize];
                 }
@@ -379,7 +396,7 @@ impl Index {
                 }
             }
         }
-        let scored = cand_notes.iter().map(|&(slot, note, extras)| {
+        let scored = cand_notes.iter().map(|&(slot, note, extras, _)| {
             let mut score = std::mem::take(&mut scores[slot as usize]);
             if extras.note {
                 score += note_score[note as usize];
