@@ -589,19 +589,19 @@ fn an_apply_is_persisted_to_the_artifact_in_the_background() {
     let applied = server.post_json("/mcp/patch/apply", &json!({"patch": create}));
     assert_eq!(applied.status, 200);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+    // The file lands first; the server counts it written a moment later.
+    let status = loop {
         let text = std::fs::read_to_string(artifact(&server)).unwrap_or_default();
-        if text.contains("Kohlrabi") {
-            break;
+        let status = server.get("/mcp/index/status").body;
+        if text.contains("Kohlrabi") && status["stale"] == false {
+            break status;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the artifact never got the change"
+            "the artifact never got the change: {status}"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let status = server.get("/mcp/index/status").body;
-    assert_eq!(status["stale"], false, "{status}");
+    };
     assert_eq!(status["notes_indexed"], 7);
     assert_eq!(
         status["generated_at"], generated_at,
