@@ -320,7 +320,18 @@ fn vectors_survive_a_restart_and_their_file_depends_only_on_them() {
     let first = server(&fake);
     embedded(&first);
     let file = first.root.join(".mirai/vectors.bin");
-    let bytes = std::fs::read(&file).expect("the vector file is written");
+    // The status counts the vectors as they come; the file is written at the pass's end.
+    let started = Instant::now();
+    let bytes = loop {
+        match std::fs::read(&file) {
+            Ok(bytes) => break bytes,
+            Err(e) => assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the vector file is never written: {e}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
 
     // Another server on the same notes, with a fresh fake: nothing to embed again.
     let again = FakeEmbed::start();
