@@ -669,10 +669,20 @@ fn stray_temp_files_are_swept_at_start_up() {
     fs::write(root.join(".mirai-notes.tmp"), "keep").unwrap();
     fs::write(root.join("sub/mirai-1-2.tmp"), "keep").unwrap();
 
+    // A live process's note temp file is never swept (this test process's pid).
+    let live_temp = format!(".mirai-{}-1.tmp", std::process::id());
+    fs::write(root.join(&live_temp), "in flight").unwrap();
+
     let _mirai = Mirai::start(&root, &log_of(dir.path()));
+    // Notes' temp files are swept beside serving, not before it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while strays.iter().any(|s| root.join(s).exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     for stray in strays {
         assert!(!root.join(stray).exists(), "{stray} is swept");
     }
+    assert!(root.join(&live_temp).exists(), "a live process's temp file stays");
     assert!(root.join(".mirai-notes.tmp").exists());
     assert!(root.join("sub/mirai-1-2.tmp").exists());
 }

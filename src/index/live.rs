@@ -1015,7 +1015,7 @@ impl LiveIndex {
         // Folders that appeared and need a watch of their own.
         let (appeared_tx, appeared) = std::sync::mpsc::channel::<std::path::PathBuf>();
         let root = self.notes.root().to_path_buf();
-        let watched = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let handler = move |event: notify::Result<notify::Event>| {
             let Ok(event) = event else { return };
             // Opening and reading change nothing (and the index's own walks open
             // folders: counting those would start the next walk, forever).
@@ -1042,24 +1042,33 @@ impl LiveIndex {
             if touched.parts != 0 {
                 let _ = tx.send(touched);
             }
-        })
-        .and_then(|mut watcher| {
-            add_watches(&mut watcher, self.notes.root(), None)?;
-            Ok(watcher)
-        });
-        let root = self.notes.root().to_path_buf();
-        let watcher = match watched {
-            Ok(watcher) => Some(watcher),
-            Err(e) => {
-                log::warn!(
-                    "cannot watch the notes folder for changes ({e}); they are found by a walk every {} s instead",
-                    every.as_secs()
-                );
-                None
-            }
         };
+        let root = self.notes.root().to_path_buf();
         std::thread::spawn(move || {
-            let mut watcher = watcher; // lives as long as this thread
+            // A watch per folder takes a while in a large vault: here, not in
+            // start-up's way.
+            let watched = notify::recommended_watcher(handler).and_then(|mut watcher| {
+                add_watches(&mut watcher, &root, None)?;
+                Ok(watcher)
+            });
+            // Lives as long as this thread.
+            let mut watcher = match watched {
+                Ok(watcher) => Some(watcher),
+                Err(e) => {
+                    log::warn!(
+                        "cannot watch the notes folder for changes ({e}); they are found by a walk every {} s instead",
+                        every.as_secs()
+                    );
+                    None
+                }
+            };
+            // What changed while the watches were being set up: an index
+            // loaded by now compared the notes before they were all in place.
+            if let Some(live) = weak.upgrade() {
+                if let Err(e) = live.sync_with_disk() {
+                    log::warn!("could not compare the index with the notes: {e}");
+                }
+            }
             let mut walked = Instant::now();
             loop {
                 let mut touched = match rx.recv_timeout(every) {

@@ -353,10 +353,17 @@ impl Notes {
         })
     }
 
-    /// Removes mirai's stray temp files from the notes and `.mirai/` (see
-    /// [`Root::remove_temp_files`]); only when no other mirai is alive.
-    pub fn remove_temp_files(&self) -> usize {
-        self.handle.remove_temp_files()
+    /// Removes notes' stray temp files, never this process's or a live
+    /// one's (see [`Root::remove_note_temps`]); only when no other mirai was
+    /// alive. It walks every folder, so start-up runs it in the background.
+    pub fn remove_note_temps(&self) -> usize {
+        self.handle.remove_note_temps()
+    }
+
+    /// Removes `.mirai/`'s stray temp files (see [`Root::remove_state_temps`]);
+    /// only when no other mirai is alive.
+    pub fn remove_state_temps(&self) -> usize {
+        self.handle.remove_state_temps()
     }
 
     /// The folder of a note for one write, reached without symlinks; with

@@ -360,24 +360,35 @@ impl Root {
 }
 
 impl Root {
-    /// Removes mirai's stray temp files (only call this when no other mirai is
-    /// alive): `.mirai-<pid>-<n>.tmp` in the root and every real folder under it
-    /// (hidden folders are not entered), and the temp files of `.mirai/`'s
-    /// index, vector and replay-map files and of its proposals. Answers how many went.
-    pub fn remove_temp_files(&self) -> usize {
+    /// Removes notes' stray temp files, `.mirai-<pid>-<n>.tmp`, in the root and
+    /// every real folder under it (hidden folders are not entered), but never
+    /// one of this process or of a process alive: a sweep may run beside this
+    /// process's writes (only start it when no other mirai was alive). Answers
+    /// how many went.
+    pub fn remove_note_temps(&self) -> usize {
         let mut folders = vec![String::new()];
         self.walk(WALK_LIMITS, |rel, file_type, _| {
             if file_type.is_dir() {
                 folders.push(rel.to_string());
             }
         });
+        let own = std::process::id();
+        let stray = |name: &str| note_temp_pid(name).is_some_and(|pid| pid != own && !alive(pid));
         let mut removed = 0;
         for folder in folders {
             let parts: Vec<&str> = folder.split('/').filter(|p| !p.is_empty()).collect();
             if let Ok(dir) = self.folder(&parts) {
-                removed += remove_matching(&dir, is_note_temp);
+                removed += remove_matching(&dir, stray);
             }
         }
+        removed
+    }
+
+    /// Removes the stray temp files of `.mirai/`'s index, vector and
+    /// replay-map files and of its proposals (only call this when no other
+    /// mirai is alive). Answers how many went.
+    pub fn remove_state_temps(&self) -> usize {
+        let mut removed = 0;
         if let Ok(Some(state)) = self.state_dir(false) {
             removed += remove_matching(&state, |name| {
                 name.starts_with("index.json.tmp-")
@@ -394,6 +405,17 @@ impl Root {
     }
 }
 
+/// Whether process `pid` is alive (one of another user's counts as alive).
+fn alive(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return false;
+    };
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        Err(e) => e == rustix::io::Errno::PERM,
+    }
+}
+
 /// How deep a walk of the notes goes, and how many entries it looks at, at
 /// most (listing and the temp-file sweep alike).
 pub const WALK_LIMITS: WalkLimits = WalkLimits {
@@ -401,19 +423,17 @@ pub const WALK_LIMITS: WalkLimits = WalkLimits {
     max_entries: 1_000_000,
 };
 
-/// `.mirai-<pid>-<n>.tmp`, as [`Slot::write`] names its temp files.
-fn is_note_temp(name: &str) -> bool {
-    let Some(middle) = name
-        .strip_prefix(TEMP_PREFIX)
-        .and_then(|rest| rest.strip_suffix(".tmp"))
-    else {
-        return false;
-    };
-    let mut numbers = middle.split('-');
-    let digits = |part: Option<&str>| {
-        part.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-    };
-    digits(numbers.next()) && digits(numbers.next()) && numbers.next().is_none()
+/// The pid in `.mirai-<pid>-<n>.tmp`, as [`Slot::write`] names its temp
+/// files; `None` for any other name.
+fn note_temp_pid(name: &str) -> Option<u32> {
+    let middle = name.strip_prefix(TEMP_PREFIX)?.strip_suffix(".tmp")?;
+    let (pid, n) = middle.split_once('-')?;
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    if !digits(pid) || !digits(n) {
+        return None;
+    }
+    // Digits beyond u32 are no pid of ours, but still mirai's name.
+    Some(pid.parse().unwrap_or(u32::MAX))
 }
 
 /// Removes the regular files in `dir` whose names `matches`; answers how many.

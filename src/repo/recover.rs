@@ -369,11 +369,26 @@ fn roll_back(repo: &Repo, head: Option<&git2::Tree>, note: &OnDisk, pid: u32) ->
     Ok(true)
 }
 
-/// Removes mirai's stray temp files: notes' `.mirai-<pid>-<n>.tmp`, the
-/// artifact's `.mirai/index.json.tmp-*`, git's `.git/mirai-index-*.tmp` and
-/// intent files' own temps. Only when no other mirai is alive.
+/// Removes mirai's stray temp files: the artifact's
+/// `.mirai/index.json.tmp-*`, git's `.git/mirai-index-*.tmp` and intent files'
+/// own temps; and notes' `.mirai-<pid>-<n>.tmp` on a thread of its own (it
+/// walks every folder, and start-up need not wait for it; it never takes this
+/// process's temp files). Only when no other mirai is alive. Answers how many
+/// went, the notes' temps not counted.
 fn sweep_temps(git: &Repository, notes: &Notes, intents: &Dir, own: &str) -> usize {
-    let mut removed = notes.remove_temp_files();
+    let walked = notes.clone();
+    let spawned = std::thread::Builder::new()
+        .name("mirai-sweep".into())
+        .spawn(move || {
+            let removed = walked.remove_note_temps();
+            if removed > 0 {
+                log::info!("recovery: removed {removed} temporary note file(s) left by a mirai that died");
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("recovery: notes' temp files not swept: cannot start a thread: {e}");
+    }
+    let mut removed = notes.remove_state_temps();
     if let Ok(entries) = fs::read_dir(git.path()) {
         for entry in entries.flatten() {
             let name = entry.file_name();
