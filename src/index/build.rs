@@ -225,6 +225,7 @@ impl Index {
     /// to ours. Shifted slots are all higher than ours, so postings stay sorted.
     fn append(&mut self, other: Index) {
         debug_assert!(other.free_notes.is_empty() && other.free_chunks.is_empty());
+        self.changed();
         let note_base = self.notes.len() as u32;
         let chunk_base = self.chunks.len() as u32;
         let mut ids = vec![0u32; other.terms.body.len()];

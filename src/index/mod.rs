@@ -18,6 +18,7 @@ pub mod markdown;
 mod postings;
 mod rank;
 mod request;
+mod stats;
 pub(crate) mod stored;
 pub mod tokenizer;
 mod update;
@@ -222,6 +223,8 @@ pub struct Index {
     /// Sum over chunks of their note's title length (the field is per chunk).
     total_title_len: u64,
     content_bytes: u64,
+    /// What ranking reads, made from the rest once per state of the index.
+    dense: stats::DenseCell,
 }
 
 impl Default for Index {
@@ -248,6 +251,7 @@ impl Index {
             total_len: 0,
             total_title_len: 0,
             content_bytes: 0,
+            dense: stats::DenseCell::default(),
         }
     }
 

@@ -6,6 +6,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
+use super::stats::{idf, Dense, Extras, Stats};
 use super::{path_matches_prefix, ChunkRef, Hit, Index};
 
 thread_local! {
@@ -21,7 +22,10 @@ struct Scratch {
     /// Per chunk slot.
     is_candidate: Vec<bool>,
     scores: Vec<f64>,
-    body_tf: Vec<f64>,
+    /// The term pass that last met the chunk in its postings.
+    term_seen: Vec<u32>,
+    /// The current term pass (0 only before the first).
+    pass: u32,
     /// Per note slot.
     title_tf: Vec<f64>,
     note_score: Vec<f64>,
@@ -30,9 +34,11 @@ struct Scratch {
     /// Notes whose chunks the pruned ranking has scored.
     note_seen: Vec<bool>,
     /// The candidates of the exhaustive ranking: (chunk slot, note slot,
-    /// whether the title field and the note score apply to it, its text's
-    /// BM25 length normalization).
-    candidates: Vec<(u32, u32, Extras, f64)>,
+    /// whether the title field and the note score apply to it).
+    candidates: Vec<(u32, u32, Extras)>,
+    /// Chunks the exhaustive ranking summed a score for that may not be
+    /// candidates: their sums are cleared at the end.
+    also_summed: Vec<u32>,
     /// Set while a query runs: found set at the start, a query was cut short
     /// (a panic) and the arrays are cleared whole.
     busy: bool,
@@ -46,10 +52,11 @@ impl Scratch {
                 ..Scratch::default()
             };
         }
-        for v in [&mut self.scores, &mut self.body_tf] {
-            if v.len() < chunks {
-                v.resize(chunks, 0.0);
-            }
+        if self.scores.len() < chunks {
+            self.scores.resize(chunks, 0.0);
+        }
+        if self.term_seen.len() < chunks {
+            self.term_seen.resize(chunks, 0);
         }
         if self.is_candidate.len() < chunks {
             self.is_candidate.resize(chunks, false);
@@ -66,51 +73,6 @@ impl Scratch {
             self.note_seen.resize(notes, false);
         }
     }
-}
-
-/// The collection statistics and parameters one query ranks with.
-struct Stats {
-    n: f64,
-    avg_len: f64,
-    avg_title: f64,
-    n_notes: f64,
-    avg_note_len: f64,
-    k1: f64,
-    b: f64,
-    wt: f64,
-    nw: f64,
-    note_one_chunk: bool,
-    title_on_title_only: bool,
-    min_share: f64,
-}
-
-impl Stats {
-    /// BM25's length normalization of a text of `len` terms where texts
-    /// average `avg`, short texts counted as [`Params::min_length_share`] of it.
-    fn norm(&self, len: f64, avg: f64) -> f64 {
-        1.0 - self.b + self.b * (len / avg).max(self.min_share)
-    }
-
-    /// What of the note's fields a chunk of `chunk_len` terms gets besides its own text.
-    fn extras(&self, chunk_len: u32, note: &super::Note) -> Extras {
-        Extras {
-            title: self.wt > 0.0 && (self.title_on_title_only || chunk_len > note.title_len),
-            note: self.nw > 0.0 && (self.note_one_chunk || note.chunks.len() > 1),
-        }
-    }
-
-    /// Whether [`Stats::extras`] depends on the note at all (with the
-    /// default parameters it does not, and the note need not be looked up).
-    fn extras_need_note(&self) -> bool {
-        (self.wt > 0.0 && !self.title_on_title_only) || (self.nw > 0.0 && !self.note_one_chunk)
-    }
-}
-
-/// Whether a chunk's score adds its note's title field and its whole-note score.
-#[derive(Debug, Clone, Copy)]
-struct Extras {
-    title: bool,
-    note: bool,
 }
 
 impl Index {
@@ -174,13 +136,16 @@ impl Index {
             return Vec::new();
         }
         let stats = self.stats();
+        let dense = self.dense();
+        let rank = |query: &[QueryTerm], limit: usize| {
+            self.rank(query, limit, path_prefix, &stats, &dense, prune)
+        };
         let feedback = self.params.feedback;
         if feedback.applies_to(query.len()) {
-            let first = self.rank(query, feedback.docs, path_prefix, &stats, prune);
-            let expanded = self.expand(query, &first);
-            self.rank(&expanded, limit, path_prefix, &stats, prune)
+            let first = rank(query, feedback.docs);
+            rank(&self.expand(query, &first), limit)
         } else {
-            self.rank(query, limit, path_prefix, &stats, prune)
+            rank(query, limit)
         }
     }
 
@@ -191,6 +156,7 @@ impl Index {
         limit: usize,
         path_prefix: Option<&str>,
         stats: &Stats,
+        dense: &Dense,
         prune: bool,
     ) -> Vec<(f64, u32)> {
         let rank = |scratch: &mut Scratch| {
@@ -201,8 +167,8 @@ impl Index {
                 None
             };
             let ranked = match pruned {
-                Some(scored) => self.top(scored, limit),
-                None => self.exhaustive(query, limit, path_prefix, stats, scratch),
+                Some(scored) => top(dense, scored, limit),
+                None => self.exhaustive(query, limit, path_prefix, stats, dense, scratch),
             };
             scratch.busy = false;
             ranked
@@ -279,107 +245,94 @@ impl Index {
         expanded
     }
 
-    fn stats(&self) -> Stats {
-        let n = self.live_chunks as f64;
-        let n_notes = (self.live_notes as f64).max(1.0);
-        Stats {
-            n,
-            avg_len: (self.total_len as f64 / n).max(1.0),
-            avg_title: (self.total_title_len as f64 / n).max(1.0),
-            n_notes,
-            avg_note_len: (self.total_len as f64 / n_notes).max(1.0),
-            k1: self.params.k1,
-            b: self.params.b,
-            wt: self.params.title_weight,
-            nw: self.params.note_weight,
-            note_one_chunk: self.params.note_score_one_chunk,
-            title_on_title_only: self.params.title_on_title_only,
-            min_share: self.params.min_length_share,
-        }
-    }
-
-    /// The best `limit` candidates (chunks whose own text holds a query term,
-    /// under the prefix) with their scores, every candidate scored term at a
-    /// time over the postings.
+    /// The best `limit` candidates (chunks whose own text holds an original
+    /// query term, under the prefix) with their scores, scored term at a time
+    /// in one pass over each term's postings, reading the dense figures.
+    ///
+    /// A chunk's score sums, in query order, each term's BM25F saturation of
+    /// its text frequency plus its note's weighted title frequency, then its
+    /// note's whole-note score: [`Index::score_note`]'s arithmetic in the same
+    /// order, so both give the same bits. Chunks a term reaches only through
+    /// its note's title, or only through a feedback term, are summed too and
+    /// dropped at the end unless an original term made them candidates.
     fn exhaustive(
         &self,
         query: &[QueryTerm],
         limit: usize,
         path_prefix: Option<&str>,
         st: &Stats,
+        dense: &Dense,
         scratch: &mut Scratch,
     ) -> Vec<(f64, u32)> {
         let Scratch {
             is_candidate,
             scores,
-            body_tf,
+            term_seen,
+            pass,
             title_tf,
             note_score,
             note_ok,
             candidates,
+            also_summed,
             ..
         } = scratch;
         let (k1, wt, nw) = (st.k1, st.wt, st.nw);
         candidates.clear();
-        let need_note = st.extras_need_note();
-        let plain = Extras {
-            title: wt > 0.0,
-            note: nw > 0.0,
-        };
-        // Only an original term makes a chunk a candidate: feedback terms re-rank.
-        for qt in query.iter().filter(|qt| qt.original) {
-            for (slot, _) in self.terms.body[qt.id as usize].iter() {
-                if is_candidate[slot as usize] {
-                    continue;
+        also_summed.clear();
+        for qt in query {
+            let postings = &self.terms.body[qt.id as usize];
+            let weight = qt.weight * idf(st.n, postings.len());
+            let title_postings = &self.terms.title[qt.id as usize];
+            let titles = || title_postings.iter().filter(|_| wt > 0.0);
+            for (note_slot, tf) in titles() {
+                if let Some(note) = dense.notes[note_slot as usize] {
+                    title_tf[note_slot as usize] = wt * f64::from(tf) / note.title_norm;
                 }
-                let Some(chunk) = self.chunks[slot as usize].as_ref() else {
+            }
+            // Marks the chunks whose text holds the term, for the title pass.
+            *pass = pass.wrapping_add(1);
+            if *pass == 0 {
+                term_seen.fill(0);
+                *pass = 1;
+            }
+            for (slot, tf) in postings.iter() {
+                let Some(chunk) = dense.chunks[slot as usize] else {
                     continue;
                 };
                 if !self.under_prefix(chunk.note, path_prefix, note_ok) {
                     continue;
                 }
-                let extras = if need_note {
-                    let Some(note) = self.notes[chunk.note as usize].as_ref() else {
-                        continue;
-                    };
-                    st.extras(chunk.len, note)
-                } else {
-                    plain
+                term_seen[slot as usize] = *pass;
+                if qt.original {
+                    if !std::mem::replace(&mut is_candidate[slot as usize], true) {
+                        candidates.push((slot, chunk.note, chunk.extras));
+                    }
+                } else if !is_candidate[slot as usize] {
+                    also_summed.push(slot);
+                }
+                let mut t = f64::from(tf) / chunk.norm;
+                if chunk.extras.title {
+                    t += title_tf[chunk.note as usize];
+                }
+                scores[slot as usize] += weight * t / (k1 + t);
+            }
+            // Chunks of notes whose title holds the term, their text not.
+            for (note_slot, _) in titles() {
+                let t = title_tf[note_slot as usize];
+                if t <= 0.0 || !self.under_prefix(note_slot, path_prefix, note_ok) {
+                    continue;
+                }
+                let Some(note) = self.notes[note_slot as usize].as_ref() else {
+                    continue;
                 };
-                is_candidate[slot as usize] = true;
-                let norm = st.norm(f64::from(chunk.len), st.avg_len);
-                candidates.push((slot, chunk.note, extras, norm));
-            }
-        }
-        let cand_notes = &*candidates;
-
-        // Per term, the chunk's BM25F pseudo-frequency (text plus weighted
-        // title) is saturated once; the whole note's BM25 is added per note.
-        for qt in query {
-            let postings = &self.terms.body[qt.id as usize];
-            let body_idf = idf(st.n, postings.len());
-            // The frequency only: it is normalized with the candidate's norm below.
-            for (slot, tf) in postings.iter() {
-                if is_candidate[slot as usize] {
-                    body_tf[slot as usize] = f64::from(tf);
-                }
-            }
-            let title_postings = &self.terms.title[qt.id as usize];
-            let titles = || title_postings.iter().filter(|_| wt > 0.0);
-            for (note_slot, tf) in titles() {
-                if let Some(note) = self.notes[note_slot as usize].as_ref() {
-                    let norm = st.norm(f64::from(note.title_len), st.avg_title);
-                    title_tf[note_slot as usize] = wt * f64::from(tf) / norm;
-                }
-            }
-            for &(slot, note, extras, norm) in cand_notes {
-                let tf = std::mem::take(&mut body_tf[slot as usize]);
-                let mut t = if tf > 0.0 { tf / norm } else { 0.0 };
-                if extras.title {
-                    t += title_tf[note as usize];
-                }
-                if t > 0.0 {
-                    scores[slot as usize] += qt.weight * body_idf * t / (k1 + t);
+                for &slot in &note.chunks {
+                    if term_seen[slot as usize] == *pass {
+                        continue;
+                    }
+                    if dense.chunks[slot as usize].is_some_and(|c| c.extras.title) {
+                        also_summed.push(slot);
+                        scores[slot as usize] += weight * t / (k1 + t);
+                    }
                 }
             }
             for (note_slot, _) in titles() {
@@ -389,14 +342,14 @@ impl Index {
                 let postings = &self.terms.whole[qt.id as usize];
                 let note_idf = idf(st.n_notes, postings.len());
                 for (note_slot, tf) in postings.iter() {
-                    if let Some(note) = self.notes[note_slot as usize].as_ref() {
-                        let t = f64::from(tf) / st.norm(note.len as f64, st.avg_note_len);
+                    if let Some(note) = dense.notes[note_slot as usize] {
+                        let t = f64::from(tf) / note.norm;
                         note_score[note_slot as usize] += nw * qt.weight * note_idf * t / (k1 + t);
                     }
                 }
             }
         }
-        let scored = cand_notes.iter().map(|&(slot, note, extras, _)| {
+        let scored = candidates.iter().map(|&(slot, note, extras)| {
             let mut score = std::mem::take(&mut scores[slot as usize]);
             if extras.note {
                 score += note_score[note as usize];
@@ -404,32 +357,13 @@ impl Index {
             is_candidate[slot as usize] = false;
             (score, slot)
         });
-        let best = self.top(scored, limit);
+        let best = top(dense, scored, limit);
+        for &slot in also_summed.iter() {
+            scores[slot as usize] = 0.0;
+        }
         note_score.fill(0.0);
         if path_prefix.is_some() {
             note_ok.fill(0);
-        }
-        best
-    }
-
-    /// The best `limit` of `scored`, best first: by score, ties by path bytes
-    /// then chunk index. One pass keeping the best so far, so a large
-    /// candidate set is neither stored nor sorted.
-    fn top(&self, scored: impl IntoIterator<Item = (f64, u32)>, limit: usize) -> Vec<(f64, u32)> {
-        let cmp = |a: &(f64, u32), b: &(f64, u32)| {
-            b.0.total_cmp(&a.0).then_with(|| self.chunk_order(a.1, b.1))
-        };
-        let mut best: Vec<(f64, u32)> = Vec::with_capacity(limit + 1);
-        for item in scored {
-            if best.len() == limit {
-                match best.last() {
-                    Some(worst) if cmp(&item, worst) == std::cmp::Ordering::Less => {}
-                    _ => continue,
-                }
-                best.pop();
-            }
-            let at = best.partition_point(|b| cmp(b, &item) == std::cmp::Ordering::Less);
-            best.insert(at, item);
         }
         best
     }
@@ -604,19 +538,6 @@ impl Index {
         *state == 1
     }
 
-    fn chunk_order(&self, a: u32, b: u32) -> std::cmp::Ordering {
-        let key = |slot: u32| {
-            let chunk = self.chunks[slot as usize].as_ref();
-            let path = chunk
-                .and_then(|c| self.notes[c.note as usize].as_ref())
-                .map_or("", |n| n.path.as_str());
-            (path, chunk.map_or(0, |c| c.chunk_index))
-        };
-        let (pa, ca) = key(a);
-        let (pb, cb) = key(b);
-        pa.as_bytes().cmp(pb.as_bytes()).then(ca.cmp(&cb))
-    }
-
     fn hit(&self, slot: u32, score: f64, query: &[QueryTerm]) -> Option<Hit> {
         let chunk = self.chunks[slot as usize].as_ref()?;
         let note = self.notes[chunk.note as usize].as_ref()?;
@@ -674,10 +595,32 @@ impl Index {
     }
 }
 
-/// BM25's inverse document frequency of a term in `df` of `n` documents.
-fn idf(n: f64, df: usize) -> f64 {
-    let df = df as f64;
-    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+/// The best `limit` of `scored`, best first: by score, ties by path bytes
+/// then chunk index ([`Dense::order`]). One pass keeping the best so far, so a
+/// large candidate set is neither stored nor sorted.
+fn top(
+    dense: &Dense,
+    scored: impl IntoIterator<Item = (f64, u32)>,
+    limit: usize,
+) -> Vec<(f64, u32)> {
+    let order = |slot: u32| dense.order[slot as usize];
+    let cmp = |a: &(f64, u32), b: &(f64, u32)| {
+        b.0.total_cmp(&a.0)
+            .then_with(|| order(a.1).cmp(&order(b.1)))
+    };
+    let mut best: Vec<(f64, u32)> = Vec::with_capacity(limit + 1);
+    for item in scored {
+        if best.len() == limit {
+            match best.last() {
+                Some(worst) if cmp(&item, worst) == std::cmp::Ordering::Less => {}
+                _ => continue,
+            }
+            best.pop();
+        }
+        let at = best.partition_point(|b| cmp(b, &item) == std::cmp::Ordering::Less);
+        best.insert(at, item);
+    }
+    best
 }
 
 #[derive(Debug, Clone)]
@@ -973,8 +916,23 @@ mod tests {
         assert!(score(floor, "stub.md") < score(base, "stub.md"));
     }
 
+    /// Chunks by note path bytes, then chunk index: the tie-break order.
+    fn chunk_order(idx: &Index, a: u32, b: u32) -> std::cmp::Ordering {
+        let key = |slot: u32| {
+            let chunk = idx.chunks[slot as usize].as_ref();
+            let path = chunk
+                .and_then(|c| idx.notes[c.note as usize].as_ref())
+                .map_or("", |n| n.path.as_str());
+            (path, chunk.map_or(0, |c| c.chunk_index))
+        };
+        let (pa, ca) = key(a);
+        let (pb, cb) = key(b);
+        pa.as_bytes().cmp(pb.as_bytes()).then(ca.cmp(&cb))
+    }
+
     /// Keeping the best so far selects what sorting everything would, ties
-    /// (many here) broken by path and chunk.
+    /// (many here) broken by path and chunk (the dense order, checked here
+    /// against the paths themselves).
     #[test]
     fn top_equals_a_full_sort() {
         let idx = Index::build(vault(2, 80));
@@ -988,9 +946,12 @@ mod tests {
                 .map(|&s| (rng.below(4) as f64 * 0.5, s))
                 .collect();
             let mut want = scored.clone();
-            want.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| idx.chunk_order(a.1, b.1)));
+            want.sort_by(|a, b| {
+                b.0.total_cmp(&a.0)
+                    .then_with(|| chunk_order(&idx, a.1, b.1))
+            });
             want.truncate(limit);
-            assert_eq!(idx.top(scored, limit), want, "{limit}");
+            assert_eq!(top(&idx.dense(), scored, limit), want, "{limit}");
         }
     }
 

@@ -29,6 +29,7 @@ impl Index {
         fingerprint: Fingerprint,
         cut_here: bool,
     ) {
+        self.changed();
         self.remove_note(path);
         let mut title_counts: Vec<u32> = Vec::new();
         self.term_ids(title, &mut title_counts);
@@ -109,6 +110,7 @@ impl Index {
 
     /// Drops one note (deleted, or about to be replaced). Unknown paths are a no-op.
     pub fn remove_note(&mut self, path: &str) {
+        self.changed();
         let Some(note_slot) = self.by_path.remove(path) else {
             return;
         };
