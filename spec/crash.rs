@@ -682,7 +682,10 @@ fn stray_temp_files_are_swept_at_start_up() {
     for stray in strays {
         assert!(!root.join(stray).exists(), "{stray} is swept");
     }
-    assert!(root.join(&live_temp).exists(), "a live process's temp file stays");
+    assert!(
+        root.join(&live_temp).exists(),
+        "a live process's temp file stays"
+    );
     assert!(root.join(".mirai-notes.tmp").exists());
     assert!(root.join("sub/mirai-1-2.tmp").exists());
 }

@@ -140,7 +140,7 @@ impl Agent {
             read_only: ctx.policy == PolicyMode::ReadOnly,
             review: draft.is_some(),
         };
-        let mut messages = vec![Message::system(system_prompt(&facts)), Message::user(task)];
+        let messages = vec![Message::system(system_prompt(&facts)), Message::user(task)];
         // What the reply is checked against at the end: a note the run deletes is no invention.
         let notes_before: HashSet<String> = run_ctx
             .view
@@ -155,112 +155,60 @@ impl Agent {
                    "dry_run": request.dry_run, "model": self.llm.config().model}),
         );
 
-        let mut run = Progress::default();
+        let mut talk = Talk {
+            messages,
+            run: Progress::default(),
+            transcript,
+        };
         let stopped = loop {
-            if run.steps.len() >= max_steps {
-                run.stop_detail = Some(format!(
-                    "the model did not reply within {max_steps} steps (max_steps)"
-                ));
-                break Stopped::MaxSteps;
+            if let Some(stopped) =
+                talk.run
+                    .out_of_budget(max_steps, deadline, self.limits.deadline_ms)
+            {
+                break stopped;
             }
-            if Instant::now() >= deadline {
-                run.stop_detail = Some(deadline_passed(self.limits.deadline_ms));
-                break Stopped::Deadline;
-            }
-            let step = run.steps.len() + 1;
-            transcript.record(
-                "llm_request",
-                json!({"step": step, "messages": messages.len(),
-                       "last": messages.last().map(|m| m.content.as_str())}),
-            );
-            let temperature = if run.repeats > 0 {
-                REPEAT_TEMPERATURE
-            } else {
-                0.0
+            let (content, llm_ms) = match self.ask(&mut talk, deadline)? {
+                Ok(asked) => asked,
+                Err(stopped) => break stopped,
             };
-            let completion = match self.llm.complete(&messages, deadline, temperature) {
-                Ok(completion) => completion,
-                Err(e) if run.steps.is_empty() => {
-                    return Err(self.unreachable(&e.to_string(), &mut transcript));
-                }
-                Err(e) => {
-                    run.stop_detail = Some(e.to_string());
-                    break if Instant::now() >= deadline {
-                        Stopped::Deadline
-                    } else {
-                        Stopped::LlmError
-                    };
-                }
-            };
-            run.usage.prompt_tokens += completion.prompt_tokens;
-            run.usage.completion_tokens += completion.completion_tokens;
-            transcript.record(
-                "llm_response",
-                json!({"step": step, "content": completion.content, "ms": round(completion.ms),
-                       "prompt_tokens": completion.prompt_tokens,
-                       "completion_tokens": completion.completion_tokens}),
-            );
-            // An invented next turn is not kept: the model should not read it back as history.
-            messages.push(Message::assistant(protocol::own_turn(&completion.content)));
-            let llm_ms = round(completion.ms);
-
-            let answer = match protocol::parse(&completion.content) {
+            let answer = match protocol::parse(&content) {
                 Ok(answer) => answer,
                 Err(Broken(correction)) => {
-                    if run.broke_protocol(&correction, llm_ms) {
+                    if talk.run.broke_protocol(&correction, llm_ms) {
                         break Stopped::ProtocolError;
                     }
-                    messages.push(Message::user(correction));
+                    talk.messages.push(Message::user(correction));
                     continue;
                 }
             };
-            run.broken_in_a_row = 0;
+            talk.run.broken_in_a_row = 0;
             let Some(code) = answer.code else {
-                let hold = !facts.read_only && run.may_hold_a_reply(max_steps, overlay);
-                if run.replied(answer.think, answer.reply, llm_ms, hold) {
+                let hold = !facts.read_only && talk.run.may_hold_a_reply(max_steps, overlay);
+                if talk.run.replied(answer.think, answer.reply, llm_ms, hold) {
                     break Stopped::Reply;
                 }
-                transcript.record("reply_held", json!({"step": step, "reply": run.held()}));
-                messages.push(Message::user(TRY_AGAIN.to_string()));
+                let step = talk.run.steps.len() + 1;
+                talk.transcript.record(
+                    "reply_held",
+                    json!({"step": step, "reply": talk.run.held()}),
+                );
+                talk.messages.push(Message::user(TRY_AGAIN.to_string()));
                 continue;
             };
-            let (evaluation, mut body) =
-                self.execute(run_ctx, &code, step, &mut run, &mut transcript, writes_stay);
-            let failed = evaluation.error.is_some();
-            run.steps.push(Step {
+            let ran = Ran {
                 think: answer.think,
-                code: Some(code),
-                result: evaluation.result,
-                error: evaluation.error,
-                console: evaluation.console,
-                calls: evaluation.calls,
+                code,
+                reply: answer.reply,
                 llm_ms,
-                held_reply: None,
-            });
-            if answer.reply.is_some() {
-                if !failed {
-                    run.reply = answer.reply;
-                    break Stopped::Reply;
-                }
-                // A reply written before its code ran cannot know the code failed.
-                run.held_a_reply = true;
-                add_note(
-                    &mut body,
-                    "Your <reply> was not given to the user: it was written before the code ran, and the code failed. \
-                     Fix the code, or reply again once you know the outcome.",
-                );
+            };
+            if let Some(stopped) = self.run_code(&mut talk, run_ctx, ran, writes_stay) {
+                break stopped;
             }
-            if run.repeats > 0 {
-                // Small models read their own loop back and go round it until the
-                // steps run out. The model sees its first try's observation again
-                // instead, with what happened said (see `observe`), so its next
-                // answer differs.
-                transcript.record("repeat", json!({"step": step, "times": run.repeats + 1}));
-                messages.pop();
-                messages.pop();
-            }
-            messages.push(Message::user(render(&body)));
         };
+        let Talk {
+            run, transcript, ..
+        } = talk;
+        let mut transcript = transcript;
 
         let report = finish(ctx, writes, task, &notes_before, run_id, run, stopped);
         transcript.record(
@@ -274,6 +222,112 @@ impl Agent {
             log::warn!("run {} has no transcript: {problem}", report.run_id);
         }
         Ok(report)
+    }
+
+    /// One request to the model: recorded with its answer, the tokens
+    /// counted, the answer kept as the model's turn. `Ok(Err(_))` when the run
+    /// stops here; `Err` when the model was never reached at all.
+    fn ask(
+        &self,
+        talk: &mut Talk<'_>,
+        deadline: Instant,
+    ) -> Result<std::result::Result<(String, f64), Stopped>> {
+        let Talk {
+            messages,
+            run,
+            transcript,
+        } = talk;
+        let step = run.steps.len() + 1;
+        transcript.record(
+            "llm_request",
+            json!({"step": step, "messages": messages.len(),
+                   "last": messages.last().map(|m| m.content.as_str())}),
+        );
+        let temperature = if run.repeats > 0 {
+            REPEAT_TEMPERATURE
+        } else {
+            0.0
+        };
+        let completion = match self.llm.complete(messages, deadline, temperature) {
+            Ok(completion) => completion,
+            Err(e) if run.steps.is_empty() => {
+                return Err(self.unreachable(&e.to_string(), transcript))
+            }
+            Err(e) => {
+                run.stop_detail = Some(e.to_string());
+                return Ok(Err(if Instant::now() >= deadline {
+                    Stopped::Deadline
+                } else {
+                    Stopped::LlmError
+                }));
+            }
+        };
+        run.usage.prompt_tokens += completion.prompt_tokens;
+        run.usage.completion_tokens += completion.completion_tokens;
+        transcript.record(
+            "llm_response",
+            json!({"step": step, "content": completion.content, "ms": round(completion.ms),
+                   "prompt_tokens": completion.prompt_tokens,
+                   "completion_tokens": completion.completion_tokens}),
+        );
+        // An invented next turn is not kept: the model should not read it back as history.
+        messages.push(Message::assistant(protocol::own_turn(&completion.content)));
+        Ok(Ok((completion.content, round(completion.ms))))
+    }
+
+    /// Runs an answer's code and tells the model what came of it: the step
+    /// recorded, its observation (or, for a repeat, the first try's again)
+    /// added to the messages. `Some` when the answer's reply ends the run.
+    fn run_code(
+        &self,
+        talk: &mut Talk<'_>,
+        run_ctx: &Context,
+        ran: Ran,
+        writes_stay: bool,
+    ) -> Option<Stopped> {
+        let Talk {
+            messages,
+            run,
+            transcript,
+        } = talk;
+        let step = run.steps.len() + 1;
+        let (evaluation, mut body) =
+            self.execute(run_ctx, &ran.code, step, run, transcript, writes_stay);
+        let failed = evaluation.error.is_some();
+        run.steps.push(Step {
+            think: ran.think,
+            code: Some(ran.code),
+            result: evaluation.result,
+            error: evaluation.error,
+            console: evaluation.console,
+            calls: evaluation.calls,
+            llm_ms: ran.llm_ms,
+            held_reply: None,
+        });
+        if ran.reply.is_some() {
+            if !failed {
+                run.reply = ran.reply;
+                return Some(Stopped::Reply);
+            }
+            // A reply written before its code ran cannot know the code failed.
+            run.held_a_reply = true;
+            add_note(
+                &mut body,
+                "Your <reply> was not given to the user: it was written before the code ran, and the code failed. \
+                 Fix the code, or reply again once you know the outcome.",
+            );
+        }
+        if run.repeats > 0 {
+            // Small models read their own loop back and go round it until the
+            // steps run out. The model sees its first try's observation again
+            // instead, with what happened said (see `observe`), so its next
+            // answer differs.
+            transcript.record("repeat", json!({"step": step, "times": run.repeats + 1}));
+            messages.pop();
+            messages.pop();
+        }
+        messages.push(Message::user(render(&body)));
+        None
     }
 
     /// The model could not be reached at the first step: the run ends with
@@ -423,6 +477,22 @@ fn finish(
     }
 }
 
+/// The conversation of a run as it goes: what the model has been told, what
+/// the run has done, and its transcript.
+struct Talk<'t> {
+    messages: Vec<Message>,
+    run: Progress,
+    transcript: Transcript<'t>,
+}
+
+/// An answer with code, the model's time to write it included.
+struct Ran {
+    think: Option<String>,
+    code: String,
+    reply: Option<String>,
+    llm_ms: f64,
+}
+
 /// What a run has gathered so far.
 #[derive(Default)]
 struct Progress {
@@ -439,6 +509,26 @@ struct Progress {
 }
 
 impl Progress {
+    /// Whether the run is out of steps or time: why, said in `stop_detail`.
+    fn out_of_budget(
+        &mut self,
+        max_steps: usize,
+        deadline: Instant,
+        deadline_ms: u64,
+    ) -> Option<Stopped> {
+        if self.steps.len() >= max_steps {
+            self.stop_detail = Some(format!(
+                "the model did not reply within {max_steps} steps (max_steps)"
+            ));
+            return Some(Stopped::MaxSteps);
+        }
+        if Instant::now() >= deadline {
+            self.stop_detail = Some(deadline_passed(deadline_ms));
+            return Some(Stopped::Deadline);
+        }
+        None
+    }
+
     /// Records an answer with a reply and no code: `true` when the reply
     /// stands (the run ends with it). Small models answer a failed step with
     /// an apology or the error message itself: once per run (`hold`), such a

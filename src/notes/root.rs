@@ -407,7 +407,10 @@ impl Root {
 
 /// Whether process `pid` is alive (one of another user's counts as alive).
 fn alive(pid: u32) -> bool {
-    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
         return false;
     };
     match rustix::process::test_kill_process(pid) {

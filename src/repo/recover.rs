@@ -382,7 +382,9 @@ fn sweep_temps(git: &Repository, notes: &Notes, intents: &Dir, own: &str) -> usi
         .spawn(move || {
             let removed = walked.remove_note_temps();
             if removed > 0 {
-                log::info!("recovery: removed {removed} temporary note file(s) left by a mirai that died");
+                log::info!(
+                    "recovery: removed {removed} temporary note file(s) left by a mirai that died"
+                );
             }
         });
     if let Err(e) = spawned {
