@@ -15,7 +15,7 @@
 use cap_std::fs::MetadataExt;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use chrono::{DateTime, SubsecRound, Utc};
@@ -129,13 +129,10 @@ pub struct LiveIndex {
     /// being recorded, the file is ours, not another process's, and is not
     /// read back.
     own_write: AtomicUsize,
-    /// False when `.mirai/index.json` is tracked in git: a file anyone who can
-    /// push to the notes could have written is never loaded (ARCHITECTURE.md,
-    /// "Notes are data, never code"); the index is then built from the notes
-    /// instead.
-    artifact_trusted: bool,
-    /// The same for `.mirai/index.bin`, the artifact's binary form.
-    binary_trusted: bool,
+    /// Which of the artifact's files may be loaded: looked up in git on first
+    /// need (reading git's index of a large vault takes a while, and start-up
+    /// need not wait for it).
+    trust: OnceLock<Trust>,
     /// Counts the changes of the index in memory (loads, builds, applies,
     /// outside changes taken in, rebuilds, invalidation).
     generation: AtomicU64,
@@ -251,6 +248,18 @@ impl Touched {
         }
         self
     }
+}
+
+/// Which of the artifact's files may be loaded: one tracked in git is a file
+/// anyone who can push to the notes could have written, so it is never loaded
+/// (ARCHITECTURE.md, "Notes are data, never code"); without `artifact` the
+/// index is built from the notes instead.
+#[derive(Debug, Clone, Copy)]
+struct Trust {
+    /// `.mirai/index.json` is not tracked.
+    artifact: bool,
+    /// `.mirai/index.bin`, the artifact's binary form, is not tracked.
+    binary: bool,
 }
 
 /// Which notes a comparison with the disk looked at.
@@ -371,15 +380,8 @@ impl Drop for OwnWrite<'_> {
 
 impl LiveIndex {
     pub fn new(notes: Notes, events: Arc<Events>) -> LiveIndex {
-        let tracked = crate::repo::tracked_under(notes.root(), ".mirai/");
-        for path in &tracked {
-            log::warn!("{path} is tracked in git; mirai ignores it (files under .mirai/ are mirai's own state and are never committed: git rm --cached it)");
-        }
-        let artifact_trusted = !tracked.iter().any(|p| p == ".mirai/index.json");
-        let binary_trusted = !tracked.iter().any(|p| p == ".mirai/index.bin");
         LiveIndex {
-            artifact_trusted,
-            binary_trusted,
+            trust: OnceLock::new(),
             notes,
             loaded: RwLock::new(None),
             persist_pending: AtomicBool::new(false),
@@ -447,6 +449,20 @@ impl LiveIndex {
         self.read_lock().as_ref().map(|loaded| loaded.index.clone())
     }
 
+    /// Which of the artifact's files may be loaded, looked up once.
+    fn trust(&self) -> Trust {
+        *self.trust.get_or_init(|| {
+            let tracked = crate::repo::tracked_under(self.notes.root(), ".mirai/");
+            for path in &tracked {
+                log::warn!("{path} is tracked in git; mirai ignores it (files under .mirai/ are mirai's own state and are never committed: git rm --cached it)");
+            }
+            Trust {
+                artifact: !tracked.iter().any(|p| p == ".mirai/index.json"),
+                binary: !tracked.iter().any(|p| p == ".mirai/index.bin"),
+            }
+        })
+    }
+
     /// The `.mirai` folder, through the root handle (`None`: there is none yet).
     fn state(&self) -> Option<cap_std::fs::Dir> {
         self.notes.state_dir(false).ok().flatten()
@@ -455,7 +471,7 @@ impl LiveIndex {
     /// The artifact's stamp, or `None` when there is none to load (or it is
     /// not trusted).
     fn stamp(&self) -> Option<FileStamp> {
-        if !self.artifact_trusted {
+        if !self.trust().artifact {
             return None;
         }
         let state = self.state()?;
@@ -659,7 +675,7 @@ impl LiveIndex {
             let (loaded, stats) = std::thread::scope(|scope| {
                 let stats = scope.spawn(|| self.note_stats());
                 let loaded = match self.state() {
-                    Some(state) => artifact::read(&state, self.binary_trusted),
+                    Some(state) => artifact::read(&state, self.trust().binary),
                     None => Ok(None),
                 };
                 let stats = stats

@@ -40,10 +40,6 @@ impl Repo {
         let own = journal.name().to_string();
         let own = own.as_str();
         let dir = intents_dir(notes)?;
-        let tracked: HashSet<String> =
-            tracked_under(notes.root(), &format!(".mirai/{INTENTS_DIR}/"))
-                .into_iter()
-                .collect();
         let mut done = Recovery::default();
         let mut names: Vec<String> = dir
             .entries()
@@ -52,6 +48,14 @@ impl Repo {
             .filter(|name| (name.ends_with(".jsonl") || name.ends_with(".json")) && name != own)
             .collect();
         names.sort_unstable();
+        // Read only when there are records: git's index of a large vault takes a while.
+        let tracked: HashSet<String> = if names.is_empty() {
+            HashSet::new()
+        } else {
+            tracked_under(notes.root(), &format!(".mirai/{INTENTS_DIR}/"))
+                .into_iter()
+                .collect()
+        };
         for name in names {
             if tracked.contains(&format!(".mirai/{INTENTS_DIR}/{name}")) {
                 log::warn!(
