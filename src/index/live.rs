@@ -45,6 +45,10 @@ pub const WATCH_EVERY: Duration = Duration::from_secs(2);
 /// How long a burst of file events may go on before the index looks again.
 pub const WATCH_SETTLE: Duration = Duration::from_millis(300);
 
+/// How long the watcher waits for the start-up load before it sets its
+/// watches up anyway.
+const WARM_UP_WAIT: Duration = Duration::from_secs(60);
+
 /// Identity of the artifact file on disk, to notice a rewrite by another process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct FileStamp {
@@ -147,6 +151,8 @@ pub struct LiveIndex {
     writing: Mutex<HashMap<String, usize>>,
     /// Set while [`LiveIndex::follow`] loads the index.
     following: AtomicBool,
+    /// Set while [`LiveIndex::warm_up`] loads the index at start-up.
+    warming: AtomicBool,
     /// Held while the link graph is built without the index's lock (one build at a time).
     vault_building: Mutex<()>,
 }
@@ -396,6 +402,7 @@ impl LiveIndex {
             events,
             writing: Mutex::new(HashMap::new()),
             following: AtomicBool::new(false),
+            warming: AtomicBool::new(false),
             vault_building: Mutex::new(()),
         }
     }
@@ -494,7 +501,16 @@ impl LiveIndex {
     /// query after start-up does not wait for it.
     pub fn warm_up(self: &Arc<Self>) {
         let live = Arc::clone(self);
+        self.warming.store(true, Ordering::Release);
         std::thread::spawn(move || {
+            // Cleared however the load ends, a panic included.
+            struct Warmed<'a>(&'a AtomicBool);
+            impl Drop for Warmed<'_> {
+                fn drop(&mut self) {
+                    self.0.store(false, Ordering::Release);
+                }
+            }
+            let _warmed = Warmed(&live.warming);
             let stamp = live.stamp();
             if stamp.is_some() {
                 let mut guard = live.write_lock();
@@ -1079,7 +1095,16 @@ impl LiveIndex {
         let root = self.notes.root().to_path_buf();
         std::thread::spawn(move || {
             // A watch per folder takes a while in a large vault: here, not in
-            // start-up's way.
+            // start-up's way, and after the start-up load, whose first query
+            // waits for it (on two cores, the two would share them).
+            let started = Instant::now();
+            while weak
+                .upgrade()
+                .is_some_and(|l| l.warming.load(Ordering::Acquire))
+                && started.elapsed() < WARM_UP_WAIT
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             let watched = notify::recommended_watcher(handler).and_then(|mut watcher| {
                 add_watches(&mut watcher, &root, None)?;
                 Ok(watcher)
