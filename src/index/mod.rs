@@ -13,6 +13,7 @@ pub mod artifact;
 mod binary;
 mod build;
 pub mod chunker;
+mod dense;
 pub mod live;
 pub mod markdown;
 mod postings;
@@ -224,7 +225,7 @@ pub struct Index {
     total_title_len: u64,
     content_bytes: u64,
     /// What ranking reads, made from the rest once per state of the index.
-    dense: stats::DenseCell,
+    dense: dense::DenseCell,
 }
 
 impl Default for Index {
@@ -251,7 +252,7 @@ impl Index {
             total_len: 0,
             total_title_len: 0,
             content_bytes: 0,
-            dense: stats::DenseCell::default(),
+            dense: dense::DenseCell::default(),
         }
     }
 

@@ -6,7 +6,8 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use super::stats::{idf, Dense, Extras, Stats};
+use super::dense::{Dense, Extras};
+use super::stats::{idf, Stats};
 use super::{path_matches_prefix, ChunkRef, Hit, Index};
 
 thread_local! {

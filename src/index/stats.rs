@@ -9,10 +9,9 @@
 //! The figures are exactly what ranking would compute on the fly (the same
 //! functions of the same numbers), so answers do not change by a bit. They
 //! are made by the first query after a change: every change to the notes or
-//! chunks ([`Index::changed`]) drops them.
+//! chunks ([`Index::changed`]) drops them. What they hold is [`super::dense`].
 
-use std::sync::OnceLock;
-
+use super::dense::{Dense, DenseCell, DenseChunk, DenseNote, Extras, Shape};
 use super::{Index, Note};
 
 /// The collection statistics and parameters one query ranks with.
@@ -47,63 +46,11 @@ impl Stats {
     }
 }
 
-/// Whether a chunk's score adds its note's title field and its whole-note score.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Extras {
-    pub(super) title: bool,
-    pub(super) note: bool,
-}
-
 /// BM25's inverse document frequency of a term in `df` of `n` documents.
 pub(super) fn idf(n: f64, df: usize) -> f64 {
     let df = df as f64;
     (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
 }
-
-/// The dense figures of one state of the index, by slot.
-#[derive(Debug)]
-pub(super) struct Dense {
-    /// Per chunk slot; `None` for a free slot.
-    pub(super) chunks: Vec<Option<DenseChunk>>,
-    /// Per chunk slot: its place when chunks are ordered by note path bytes,
-    /// then chunk index (the tie-break); free slots last.
-    pub(super) order: Vec<u32>,
-    /// Per note slot; `None` for a free slot.
-    pub(super) notes: Vec<Option<DenseNote>>,
-    /// What the figures were made from, to catch a change that did not drop them.
-    made_from: Shape,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(super) struct DenseChunk {
-    /// The length normalization of its text.
-    pub(super) norm: f64,
-    pub(super) note: u32,
-    pub(super) extras: Extras,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(super) struct DenseNote {
-    /// The length normalization of the whole note.
-    pub(super) norm: f64,
-    /// The length normalization of its title field.
-    pub(super) title_norm: f64,
-}
-
-/// The sizes and totals of a state of the index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Shape {
-    chunk_slots: usize,
-    note_slots: usize,
-    live_chunks: u64,
-    live_notes: u64,
-    total_len: u64,
-    total_title_len: u64,
-}
-
-/// Where an index keeps its dense figures: empty until a query needs them.
-#[derive(Debug, Clone, Default)]
-pub(super) struct DenseCell(OnceLock<std::sync::Arc<Dense>>);
 
 impl Index {
     fn shape(&self) -> Shape {

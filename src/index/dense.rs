@@ -1,0 +1,56 @@
+//! The dense per-slot figures ranking reads, as data: what they hold, and the
+//! cell an index keeps them in. [`super::stats`] makes them from the index.
+
+use std::sync::{Arc, OnceLock};
+
+/// Whether a chunk's score adds its note's title field and its whole-note score.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Extras {
+    pub(super) title: bool,
+    pub(super) note: bool,
+}
+
+/// The dense figures of one state of the index, by slot.
+#[derive(Debug)]
+pub(super) struct Dense {
+    /// Per chunk slot; `None` for a free slot.
+    pub(super) chunks: Vec<Option<DenseChunk>>,
+    /// Per chunk slot: its place when chunks are ordered by note path bytes,
+    /// then chunk index (the tie-break); free slots last.
+    pub(super) order: Vec<u32>,
+    /// Per note slot; `None` for a free slot.
+    pub(super) notes: Vec<Option<DenseNote>>,
+    /// What the figures were made from, to catch a change that did not drop them.
+    pub(super) made_from: Shape,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DenseChunk {
+    /// The length normalization of its text.
+    pub(super) norm: f64,
+    pub(super) note: u32,
+    pub(super) extras: Extras,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DenseNote {
+    /// The length normalization of the whole note.
+    pub(super) norm: f64,
+    /// The length normalization of its title field.
+    pub(super) title_norm: f64,
+}
+
+/// The sizes and totals of a state of the index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Shape {
+    pub(super) chunk_slots: usize,
+    pub(super) note_slots: usize,
+    pub(super) live_chunks: u64,
+    pub(super) live_notes: u64,
+    pub(super) total_len: u64,
+    pub(super) total_title_len: u64,
+}
+
+/// Where an index keeps its dense figures: empty until a query needs them.
+#[derive(Debug, Clone, Default)]
+pub(super) struct DenseCell(pub(super) OnceLock<Arc<Dense>>);
