@@ -510,7 +510,7 @@ impl LiveIndex {
                     self.0.store(false, Ordering::Release);
                 }
             }
-            let _warmed = Warmed(&live.warming);
+            let warmed = Warmed(&live.warming);
             let stamp = live.stamp();
             if stamp.is_some() {
                 let mut guard = live.write_lock();
@@ -518,6 +518,8 @@ impl LiveIndex {
                     log::warn!("the index artifact could not be loaded: {e}");
                 }
                 drop(guard);
+                // The watcher need not wait for the link graph too.
+                drop(warmed);
                 if let Err(e) = live.vault() {
                     log::warn!("the link graph could not be built: {e}");
                 }
