@@ -250,6 +250,8 @@ impl Index {
                 n.title_terms
                     .iter_mut()
                     .for_each(|t| t.0 = ids[t.0 as usize]);
+                // Sorted by term again: the ids changed order.
+                n.title_terms.sort_unstable();
                 n
             })
         }));

@@ -164,6 +164,7 @@ struct Note {
     path: String,
     /// Chunk slots in chunk_index order.
     chunks: Vec<u32>,
+    /// (term, count) pairs of the title field, sorted by term.
     title_terms: Vec<(u32, u32)>,
     title_len: u32,
     /// Terms in all its chunks: the note-level BM25 document length.
