@@ -31,6 +31,8 @@ const EXTENDED_FLAGS: u16 = 0x2000 | 0x4000;
 const NAME_MASK: u16 = 0x0fff;
 /// The size of the SHA-1 trailer.
 const TRAILER: usize = 20;
+/// An entry's fixed part: ten 32-bit stat fields, the object id, the flags.
+const HEADER: usize = 62;
 
 /// The index's entries, sorted as git keeps them (path bytes, then stage).
 #[derive(Debug, Default)]
@@ -93,14 +95,21 @@ pub struct Stamp {
     checksum: [u8; TRAILER],
 }
 
-/// The entries mirai wrote last, with the stamp of the file it wrote.
+/// The entries mirai wrote last, with the stamp of the file it wrote, and
+/// the buffer it was encoded in, for the next.
 #[derive(Debug, Default)]
-pub struct Kept(Option<(Stamp, Entries)>);
+pub struct Kept(Option<(Stamp, Entries)>, Vec<u8>);
 
 impl Kept {
-    /// Remembers what was written, once the file is in place.
-    pub fn keep(&mut self, stamp: Stamp, entries: Entries) {
+    /// Remembers what was written (`bytes`), once the file is in place.
+    pub fn keep(&mut self, stamp: Stamp, entries: Entries, bytes: Vec<u8>) {
         self.0 = Some((stamp, entries));
+        self.1 = bytes;
+    }
+
+    /// The buffer the last index was encoded in, to encode the next one.
+    pub fn buffer(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.1)
     }
 
     /// Reads the index at `path` (under its lock): the kept entries when the
@@ -164,22 +173,34 @@ fn push_varint(out: &mut Vec<u8>, mut value: usize) {
 
 /// The index file for `entries`: header, entries, SHA-1 trailer. Version 4
 /// stays 4; otherwise it is 3 when an entry has extended flags, else 2 (as
-/// git and libgit2 write it). Answers the bytes and their stamp.
-pub fn encode(entries: &Entries) -> (Vec<u8>, Stamp) {
+/// git and libgit2 write it). Answers the bytes, in `out` (its old contents
+/// dropped; a buffer reused from the last write is already in memory, where
+/// a fresh megabyte would be faulted in page by page), and their stamp.
+pub fn encode(entries: &Entries, mut out: Vec<u8>) -> (Vec<u8>, Stamp) {
     let extended = |entry: &IndexEntry| entry.flags_extended & EXTENDED_FLAGS != 0;
     let version: u32 = match entries.version {
         4 => 4,
         _ if entries.list.iter().any(extended) => 3,
         _ => 2,
     };
-    let mut out = Vec::with_capacity(12 + entries.list.len() * 96 + TRAILER);
+    // Room for every entry at its longest (a v4 varint is at most ten
+    // bytes), so the buffer is never copied as it grows.
+    let room: usize = entries
+        .list
+        .iter()
+        .map(|e| HEADER + 2 + e.path.len() + 10)
+        .sum();
+    out.clear();
+    out.reserve(12 + room + TRAILER);
     out.extend_from_slice(b"DIRC");
     out.extend_from_slice(&version.to_be_bytes());
     out.extend_from_slice(&(entries.list.len() as u32).to_be_bytes());
     let mut previous: &[u8] = &[];
     for entry in &entries.list {
         let start = out.len();
-        for field in [
+        let ext = extended(entry);
+        let mut header = [0u8; HEADER + 2];
+        let fields = [
             entry.ctime.seconds() as u32,
             entry.ctime.nanoseconds(),
             entry.mtime.seconds() as u32,
@@ -190,18 +211,22 @@ pub fn encode(entries: &Entries) -> (Vec<u8>, Stamp) {
             entry.uid,
             entry.gid,
             entry.file_size,
-        ] {
-            out.extend_from_slice(&field.to_be_bytes());
+        ];
+        for (at, field) in fields.iter().enumerate() {
+            header[at * 4..at * 4 + 4].copy_from_slice(&field.to_be_bytes());
         }
-        out.extend_from_slice(entry.id.as_bytes());
-        let ext = extended(entry);
+        header[40..60].copy_from_slice(entry.id.as_bytes());
         let flags = (entry.flags & KEPT_FLAGS)
             | if ext { EXTENDED } else { 0 }
             | entry.path.len().min(NAME_MASK as usize) as u16;
-        out.extend_from_slice(&flags.to_be_bytes());
-        if ext {
-            out.extend_from_slice(&(entry.flags_extended & EXTENDED_FLAGS).to_be_bytes());
-        }
+        header[60..62].copy_from_slice(&flags.to_be_bytes());
+        let header_len = if ext {
+            header[62..64].copy_from_slice(&(entry.flags_extended & EXTENDED_FLAGS).to_be_bytes());
+            HEADER + 2
+        } else {
+            HEADER
+        };
+        out.extend_from_slice(&header[..header_len]);
         if version == 4 {
             let same = previous
                 .iter()
@@ -289,11 +314,15 @@ mod tests {
     fn bytes_are_libgit2s_for_every_version() {
         // intent-to-add and skip-worktree make a version 3 file with extended flags.
         for (version, flags_extended) in [(2, 0), (3, 0), (2, 0x2000), (3, 0x4000), (4, 0)] {
-            let (bytes, stamp) = encode(&Entries {
-                version,
-                list: entries(flags_extended),
-                mtime: None,
-            });
+            // Into a buffer of an earlier index, whose bytes must not show.
+            let (bytes, stamp) = encode(
+                &Entries {
+                    version,
+                    list: entries(flags_extended),
+                    mtime: None,
+                },
+                b"stale bytes of an earlier index ".repeat(300),
+            );
             assert_eq!(
                 bytes,
                 libgit2_bytes(version, &entries(flags_extended)),
@@ -323,11 +352,14 @@ mod tests {
         git(&["init", "-q"]);
         let list = || -> Vec<IndexEntry> { entries(0x2000).into_iter().take(12).collect() };
         for version in [2, 4] {
-            let (bytes, _) = encode(&Entries {
-                version,
-                list: list(),
-                mtime: None,
-            });
+            let (bytes, _) = encode(
+                &Entries {
+                    version,
+                    list: list(),
+                    mtime: None,
+                },
+                Vec::new(),
+            );
             fs::write(dir.path().join(".git/index"), bytes).unwrap();
             let staged = git(&["ls-files", "--stage"]);
             let expected: String = list()
@@ -409,12 +441,12 @@ mod tests {
             list: entries(0),
             mtime: None,
         };
-        let (bytes, stamp) = encode(&written());
+        let (bytes, stamp) = encode(&written(), Vec::new());
         fs::write(&path, &bytes).unwrap();
         // A marker libgit2 would never read back: the kept copy is what answers.
         let mut marked = written();
         marked.list[0].uid = 4242;
-        kept.keep(stamp, marked);
+        kept.keep(stamp, marked, Vec::new());
         let read = kept.read(&path).unwrap();
         assert_eq!(read.list[0].uid, 4242);
         assert!(read.mtime.is_some());
@@ -422,10 +454,10 @@ mod tests {
         assert_eq!(kept.read(&path).unwrap().list[0].uid, 1000);
 
         // Another writer's file of the same size: read from disk.
-        kept.keep(stamp, read);
+        kept.keep(stamp, read, Vec::new());
         let mut other = written();
         other.list[1].gid = 7;
-        let (other_bytes, _) = encode(&other);
+        let (other_bytes, _) = encode(&other, Vec::new());
         assert_eq!(other_bytes.len(), bytes.len());
         fs::write(&path, &other_bytes).unwrap();
         let read = kept.read(&path).unwrap();

@@ -280,14 +280,14 @@ impl Repo {
         }
         let rolled: Vec<&str> = changes.iter().map(|(rel, _)| *rel).collect();
         let entries = self.carried_entries(index, changes);
-        let (bytes, stamp) = index_file::encode(&entries);
+        let (bytes, stamp) = index_file::encode(&entries, self.kept_index().buffer());
         let staged = lock.stage(&bytes, |id| {
             journal.record(|intent| intent.index_lock.push(id))
         });
         let committed = staged.and_then(|()| lock.commit());
         journal.idle();
         committed.map(|()| {
-            self.kept_index().keep(stamp, entries);
+            self.kept_index().keep(stamp, entries, bytes);
             rolled
         })
     }
@@ -490,7 +490,7 @@ impl Repo {
             .map(|&(rel, written)| (rel, written.map(|(id, meta)| index_entry(rel, id, meta))))
             .collect();
         let entries = self.carried_entries(index, changes);
-        let (bytes, stamp) = index_file::encode(&entries);
+        let (bytes, stamp) = index_file::encode(&entries, self.kept_index().buffer());
         lock.stage(&bytes, |id| {
             journal.record(|intent| {
                 intent.stage = Stage::Committing;
@@ -512,7 +512,7 @@ impl Repo {
         )?;
         self.releaser.keep_git_file(&lock.index_path());
         match lock.commit() {
-            Ok(()) => self.kept_index().keep(stamp, entries),
+            Ok(()) => self.kept_index().keep(stamp, entries, bytes),
             // HEAD has the commit; only git's index is behind (a later write or
             // `git status` shows it). The commit is not taken back.
             Err(e) => {

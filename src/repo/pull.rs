@@ -253,7 +253,7 @@ impl Repo {
         let changed: Vec<(&str, Option<IndexEntry>)> =
             paths.iter().map(String::as_str).zip(new_entries).collect();
         let index = self.carried_entries(index, changed);
-        let (bytes, stamp) = super::index_file::encode(&index);
+        let (bytes, stamp) = super::index_file::encode(&index, self.kept_index().buffer());
         lock.stage(&bytes, |id| {
             journal.record(|intent| intent.index_lock.push(id))
         })?;
@@ -266,7 +266,7 @@ impl Repo {
         )?;
         self.releaser.keep_git_file(&lock.index_path());
         match lock.commit() {
-            Ok(()) => self.kept_index().keep(stamp, index),
+            Ok(()) => self.kept_index().keep(stamp, index, bytes),
             Err(e) => log::warn!("pulled {target} but could not replace the index: {e}"),
         }
         Ok(Forward::Moved {
