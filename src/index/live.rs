@@ -782,9 +782,16 @@ impl LiveIndex {
             .as_ref()
             .map(|loaded| (Some(loaded.index.clone()), loaded.vault.clone()))
             .unwrap_or_default();
-        let mut notes = self.notes.read_all()?;
+        // The files beside the notes are listed while the notes are read:
+        // two walks of the same folders, one per core.
+        let (notes, attachments) = std::thread::scope(|scope| {
+            let files = scope.spawn(|| self.notes.list_files());
+            let notes = self.notes.read_all();
+            let files = files.join().unwrap_or_else(|_| self.notes.list_files());
+            (notes, files)
+        });
+        let mut notes = notes?;
         let read = started.elapsed();
-        let attachments = self.notes.list_files();
         // The link graph is built from the notes, as the index is, before the
         // notes go to the index (which keeps them).
         let built = |notes: &[(String, String)], attachments: Vec<String>| {
