@@ -44,11 +44,14 @@ pub const WATCH_EVERY: Duration = Duration::from_secs(2);
 
 /// A walk of every note waits at least this many times as long as the last
 /// one took: in a large vault a walk every [`WATCH_EVERY`] would keep a core
-/// busy a quarter of the time (40,000 notes: about 0.3 s of `statx` calls
-/// per walk), taking it from queries; spaced, it takes at most a twentieth.
-/// File events still arrive at once; only changes no event tells of (a bind
-/// mount, a network share) wait for the longer walk.
+/// busy a quarter of the time (40,000 notes: about 0.45 s per walk), taking
+/// it from queries; spaced, it takes at most a twentieth. File events still
+/// arrive at once; only changes no event tells of (a bind mount, a network
+/// share) wait for the longer walk, never longer than [`WALK_AT_MOST`].
 const WALK_SPACING: u32 = 20;
+/// The longest a walk of every note waits, however long the last one took
+/// (one that took in a branch switch's thousands of changed notes, say).
+const WALK_AT_MOST: Duration = Duration::from_secs(60);
 
 /// How long a burst of file events may go on before the index looks again.
 pub const WATCH_SETTLE: Duration = Duration::from_millis(300);
@@ -1176,7 +1179,7 @@ impl LiveIndex {
                     let synced = if touched.all_notes {
                         walked = Instant::now();
                         let synced = live.sync_with_disk();
-                        period = every.max(walked.elapsed() * WALK_SPACING);
+                        period = every.max((walked.elapsed() * WALK_SPACING).min(WALK_AT_MOST));
                         log::debug!("walked the notes in {} ms", walked.elapsed().as_millis());
                         synced
                     } else {

@@ -142,6 +142,16 @@ impl Postings {
         }
     }
 
+    /// Changes `slot`'s frequency from `old` to `new` (0: not in the list).
+    pub(super) fn change(&mut self, slot: u32, old: u32, new: u32) {
+        if old > 0 {
+            self.remove(slot);
+        }
+        if new > 0 {
+            self.insert(slot, new);
+        }
+    }
+
     /// Drops the tombstones and sorts the tail in.
     fn compact(&mut self) {
         self.entries.retain(|&(_, tf)| tf > 0);

@@ -46,19 +46,47 @@ impl Index {
         let title_terms = count_ids(&mut ids);
         let title_lists = &mut self.terms.title;
         for_each_change(&note.title_terms, &title_terms, |term, old, new| {
-            let list = &mut title_lists[term as usize];
-            if old > 0 {
-                list.remove(note_slot);
-            }
-            if new > 0 {
-                list.insert(note_slot, new);
-            }
+            title_lists[term as usize].change(note_slot, old, new);
         });
 
-        // The change of each term's frequency in the whole note, summed over
-        // the chunks that changed, came or went.
-        let mut whole: Vec<(u32, i64)> = Vec::new();
         let old_slots = std::mem::take(&mut note.chunks);
+        let (slots, whole) = self.rewrite_chunks(note_slot, &old_slots, chunks);
+        self.change_whole(note_slot, whole);
+
+        match (old_slots.is_empty(), slots.is_empty()) {
+            (false, true) => self.live_notes -= 1,
+            (true, false) => self.live_notes += 1,
+            _ => {}
+        }
+        self.total_title_len -= u64::from(note.title_len) * old_slots.len() as u64;
+        self.total_title_len += u64::from(title_len) * slots.len() as u64;
+        note.len = slots
+            .iter()
+            .filter_map(|&slot| self.chunks[slot as usize].as_ref())
+            .map(|chunk| u64::from(chunk.len))
+            .sum();
+        note.chunks = slots;
+        note.title_terms = title_terms;
+        note.title_len = title_len;
+        note.bytes = fingerprint.bytes;
+        note.hash = fingerprint.hash;
+        note.cut_here = true;
+        self.notes[note_slot as usize] = Some(note);
+    }
+
+    /// The chunks of a note rewritten in place: each of `chunks` at the
+    /// slot its index had (`old_slots`), or a free one; unchanged text is
+    /// left alone; old slots past the new last chunk are freed. Answers the
+    /// new slots and, per term, how much its count in the whole note changed
+    /// (one entry per chunk that changed, came or went).
+    fn rewrite_chunks(
+        &mut self,
+        note_slot: u32,
+        old_slots: &[u32],
+        chunks: Vec<String>,
+    ) -> (Vec<u32>, Vec<(u32, i64)>) {
+        let mut whole: Vec<(u32, i64)> = Vec::new();
+        let mut ids: Vec<u32> = Vec::new();
         let mut slots = Vec::with_capacity(chunks.len());
         for (chunk_index, text) in chunks.into_iter().enumerate() {
             let reused = old_slots.get(chunk_index).copied();
@@ -80,13 +108,7 @@ impl Index {
                     let old_counts = self.drop_chunk(slot);
                     let body = &mut self.terms.body;
                     for_each_change(&old_counts, &new_counts, |term, old, new| {
-                        let list = &mut body[term as usize];
-                        if old > 0 {
-                            list.remove(slot);
-                        }
-                        if new > 0 {
-                            list.insert(slot, new);
-                        }
+                        body[term as usize].change(slot, old, new);
                         whole.push((term, i64::from(new) - i64::from(old)));
                     });
                     slot
@@ -100,15 +122,15 @@ impl Index {
                     slot
                 }
             };
-            self.live_chunks += 1;
-            self.total_len += u64::from(len);
-            self.content_bytes += text.len() as u64;
-            self.chunks[slot as usize] = Some(Chunk {
-                note: note_slot,
-                chunk_index: chunk_index as u32,
-                content: text,
-                len,
-            });
+            self.put_chunk(
+                slot,
+                Chunk {
+                    note: note_slot,
+                    chunk_index: chunk_index as u32,
+                    content: text,
+                    len,
+                },
+            );
             slots.push(slot);
         }
         let gone = old_slots.get(slots.len()..).unwrap_or_default();
@@ -121,48 +143,33 @@ impl Index {
         // As remove_note pushes them: the first of them is popped first.
         self.free_chunks.extend(gone.iter().rev());
 
-        whole.sort_unstable_by_key(|&(term, _)| term);
-        let mut at = 0;
-        while at < whole.len() {
-            let term = whole[at].0;
-            let mut delta = 0;
-            while at < whole.len() && whole[at].0 == term {
-                delta += whole[at].1;
-                at += 1;
-            }
-            if delta != 0 {
-                let list = &mut self.terms.whole[term as usize];
-                let old = list.get(note_slot);
-                let new = i64::from(old) + delta;
-                debug_assert!(new >= 0, "term {term} would occur {new} times");
-                if old > 0 {
-                    list.remove(note_slot);
-                }
-                if new > 0 {
-                    list.insert(note_slot, new as u32);
-                }
-            }
-        }
+        (slots, whole)
+    }
 
-        match (old_slots.is_empty(), slots.is_empty()) {
-            (false, true) => self.live_notes -= 1,
-            (true, false) => self.live_notes += 1,
-            _ => {}
+    /// Changes the whole-note counts of `note_slot` by `deltas` (summed per term).
+    fn change_whole(&mut self, note_slot: u32, mut deltas: Vec<(u32, i64)>) {
+        deltas.sort_unstable_by_key(|&(term, _)| term);
+        for group in deltas.chunk_by(|a, b| a.0 == b.0) {
+            let term = group[0].0;
+            let delta: i64 = group.iter().map(|&(_, d)| d).sum();
+            if delta == 0 {
+                continue;
+            }
+            let list = &mut self.terms.whole[term as usize];
+            let old = list.get(note_slot);
+            let new = i64::from(old) + delta;
+            debug_assert!(new >= 0, "term {term} would occur {new} times");
+            list.change(note_slot, old, new.max(0) as u32);
         }
-        self.total_title_len -= u64::from(note.title_len) * old_slots.len() as u64;
-        self.total_title_len += u64::from(title_len) * slots.len() as u64;
-        note.len = slots
-            .iter()
-            .filter_map(|&slot| self.chunks[slot as usize].as_ref())
-            .map(|chunk| u64::from(chunk.len))
-            .sum();
-        note.chunks = slots;
-        note.title_terms = title_terms;
-        note.title_len = title_len;
-        note.bytes = fingerprint.bytes;
-        note.hash = fingerprint.hash;
-        note.cut_here = true;
-        self.notes[note_slot as usize] = Some(note);
+    }
+
+    /// Puts `chunk` at `slot` and into the totals; its postings are the
+    /// caller's to add.
+    fn put_chunk(&mut self, slot: u32, chunk: Chunk) {
+        self.live_chunks += 1;
+        self.total_len += u64::from(chunk.len);
+        self.content_bytes += chunk.content.len() as u64;
+        self.chunks[slot as usize] = Some(chunk);
     }
 
     /// Takes the chunk at `slot` out of the totals and answers its (term,
@@ -232,16 +239,16 @@ impl Index {
             for (term, tf) in count_ids(&mut ids) {
                 self.terms.body[term as usize].insert(slot, tf);
             }
-            self.live_chunks += 1;
-            self.total_len += u64::from(len);
             self.total_title_len += u64::from(title_len);
-            self.content_bytes += text.len() as u64;
-            self.chunks[slot as usize] = Some(Chunk {
-                note: note_slot,
-                chunk_index: chunk_index as u32,
-                content: text,
-                len,
-            });
+            self.put_chunk(
+                slot,
+                Chunk {
+                    note: note_slot,
+                    chunk_index: chunk_index as u32,
+                    content: text,
+                    len,
+                },
+            );
             slots.push(slot);
         }
         let note_len = note_ids.len() as u64;
@@ -291,25 +298,16 @@ impl Index {
         if !note.chunks.is_empty() {
             self.live_notes -= 1;
         }
-        let mut ids: Vec<u32> = Vec::new();
         let mut note_ids: Vec<u32> = Vec::new();
         for &slot in &note.chunks {
-            let Some(chunk) = self.chunks[slot as usize].take() else {
+            if self.chunks[slot as usize].is_none() {
                 continue;
-            };
-            ids.clear();
-            // Every term of an indexed chunk is known: this adds none.
-            self.term_ids(&chunk.content, &mut ids);
-            ids.sort_unstable();
-            ids.dedup();
-            for &term in &ids {
-                self.terms.body[term as usize].remove(slot);
             }
-            note_ids.extend_from_slice(&ids);
-            self.live_chunks -= 1;
-            self.total_len -= u64::from(chunk.len);
+            for (term, _) in self.drop_chunk(slot) {
+                self.terms.body[term as usize].remove(slot);
+                note_ids.push(term);
+            }
             self.total_title_len -= u64::from(note.title_len);
-            self.content_bytes -= chunk.content.len() as u64;
         }
         // Pushed last-first, the slots are popped in chunk order: a note
         // written again gets its old slots back chunk by chunk, and its
