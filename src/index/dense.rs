@@ -1,7 +1,9 @@
 //! The dense per-slot figures ranking reads, as data: what they hold, and the
-//! cell an index keeps them in. [`super::stats`] makes them from the index.
+//! cell an index keeps them in. [`super::stats`] makes them from the index;
+//! [`super::blocks`] makes the per-term block bounds kept beside them.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Whether a chunk's score adds its note's title field and its whole-note score.
 #[derive(Debug, Clone, Copy)]
@@ -22,6 +24,23 @@ pub(super) struct Dense {
     pub(super) notes: Vec<Option<DenseNote>>,
     /// What the figures were made from, to catch a change that did not drop them.
     pub(super) made_from: Shape,
+    /// Block bounds of the terms queried in this state, by term id, made on
+    /// first use (they depend on the same statistics as the figures).
+    pub(super) blocks: Mutex<HashMap<u32, Arc<TermBlocks>>>,
+}
+
+/// One term's block bounds in one state of the index.
+#[derive(Debug)]
+pub(super) struct TermBlocks {
+    /// Per block of [`super::blocks::BLOCK`] chunk slots: the most the term
+    /// adds to the score of any chunk in it, for a query weight of 1 (rounded up).
+    pub(super) maxima: Vec<f32>,
+    /// Per block, and one past the last: where its entries start in the
+    /// term's sorted run of chunk postings.
+    pub(super) starts: Vec<u32>,
+    /// The live entries of the term's chunk postings outside their sorted
+    /// run, sorted by slot, so a block's entries are found by binary search.
+    pub(super) tail: Vec<(u32, u32)>,
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -11,6 +11,7 @@
 
 pub mod artifact;
 mod binary;
+mod blocks;
 mod build;
 pub mod chunker;
 mod dense;

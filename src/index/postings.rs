@@ -84,6 +84,19 @@ impl Postings {
         std::borrow::Cow::Owned(live)
     }
 
+    /// The run of entries sorted by slot; a removed entry there is a
+    /// tombstone, of frequency 0.
+    pub(super) fn sorted_run(&self) -> &[(u32, u32)] {
+        &self.entries[..self.sorted as usize]
+    }
+
+    /// The live entries after the sorted run, sorted by slot.
+    pub(super) fn sorted_tail(&self) -> Vec<(u32, u32)> {
+        let mut tail = self.entries[self.sorted as usize..].to_vec();
+        tail.sort_unstable_by_key(|e| e.0);
+        tail
+    }
+
     /// The term frequency at `slot`, 0 when the slot is not in the list: a
     /// binary search of the sorted run, then a look at the short tail.
     pub(super) fn get(&self, slot: u32) -> u32 {

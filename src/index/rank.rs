@@ -4,9 +4,11 @@
 //! the matched terms and the snippet offset.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
 
-use super::dense::{Dense, Extras};
+use super::blocks::BLOCK;
+use super::dense::{Dense, Extras, TermBlocks};
 use super::stats::{idf, Stats};
 use super::{path_matches_prefix, ChunkRef, Hit, Index};
 
@@ -40,6 +42,8 @@ struct Scratch {
     /// Chunks the exhaustive ranking summed a score for that may not be
     /// candidates: their sums are cleared at the end.
     also_summed: Vec<u32>,
+    /// How many blocks the last block-max ranking scored.
+    blocks_scored: usize,
     /// Set while a query runs: found set at the start, a query was cut short
     /// (a panic) and the arrays are cleared whole.
     busy: bool,
@@ -169,6 +173,7 @@ impl Index {
             };
             let ranked = match pruned {
                 Some(scored) => top(dense, scored, limit),
+                None if prune => self.block_max(query, limit, path_prefix, stats, dense, scratch),
                 None => self.exhaustive(query, limit, path_prefix, stats, dense, scratch),
             };
             scratch.busy = false;
@@ -469,6 +474,149 @@ impl Index {
         result
     }
 
+    /// Block-max ranking, for queries [`Index::pruned`] gives up on (words
+    /// common everywhere): blocks of chunk slots are visited by the sum of
+    /// their terms' bounds ([`super::blocks`]), highest first, each one's
+    /// candidates scored exactly as [`Index::exhaustive`] scores them, until
+    /// the answer holds `limit` chunks whose lowest score is above the next
+    /// block's bound.
+    fn block_max(
+        &self,
+        query: &[QueryTerm],
+        limit: usize,
+        path_prefix: Option<&str>,
+        st: &Stats,
+        dense: &Dense,
+        scratch: &mut Scratch,
+    ) -> Vec<(f64, u32)> {
+        let bounds: Vec<_> = query
+            .iter()
+            .map(|qt| self.term_blocks(qt.id, st, dense))
+            .collect();
+        let blocks = self.chunks.len().div_ceil(BLOCK);
+        // Positive floats order as their bits do.
+        let mut next: BinaryHeap<(u64, u32)> = (0..blocks)
+            .filter_map(|block| {
+                let bound: f64 = query
+                    .iter()
+                    .zip(&bounds)
+                    .map(|(qt, term)| qt.weight * f64::from(term.maxima[block]))
+                    .sum();
+                (bound > 0.0).then_some((bound.to_bits(), block as u32))
+            })
+            .collect();
+        let weights: Vec<(f64, f64)> = query
+            .iter()
+            .map(|qt| {
+                let id = qt.id as usize;
+                (
+                    qt.weight * idf(st.n, self.terms.body[id].len()),
+                    idf(st.n_notes, self.terms.whole[id].len()),
+                )
+            })
+            .collect();
+        let mut best = Best::new(dense, limit);
+        scratch.blocks_scored = 0;
+        let mut block = Block {
+            tfs: vec![0; query.len() * BLOCK],
+            start: 0,
+        };
+        while let Some((bound, at)) = next.pop() {
+            // A margin for rounding in the scores' sums, as in pruned.
+            let beaten = |kth: f64| f64::from_bits(bound) * (1.0 + 1e-9) + 1e-12 < kth;
+            if best.kth().is_some_and(beaten) {
+                break;
+            }
+            block.load(self, at as usize * BLOCK, query, &bounds);
+            scratch.blocks_scored += 1;
+            let mut note_part: Option<(u32, f64)> = None;
+            for (i, slot) in (block.start..(block.start + BLOCK).min(self.chunks.len())).enumerate()
+            {
+                let Some(chunk) = dense.chunks[slot] else {
+                    continue;
+                };
+                let tf = |term: usize| block.tfs[term * BLOCK + i];
+                let candidate = (0..query.len()).any(|term| query[term].original && tf(term) > 0);
+                if !candidate || !self.under_prefix(chunk.note, path_prefix, &mut scratch.note_ok) {
+                    continue;
+                }
+                let Some(note) = self.notes[chunk.note as usize].as_ref() else {
+                    continue;
+                };
+                let mut score = 0f64;
+                for (term, qt) in query.iter().enumerate() {
+                    let title = if chunk.extras.title {
+                        self.title_field(chunk.note, note, qt.id, st, dense)
+                    } else {
+                        0.0
+                    };
+                    let t = match tf(term) {
+                        0 => title,
+                        tf => f64::from(tf) / chunk.norm + title,
+                    };
+                    if t > 0.0 {
+                        score += weights[term].0 * t / (st.k1 + t);
+                    }
+                }
+                if chunk.extras.note {
+                    let part = match note_part {
+                        Some((slot, part)) if slot == chunk.note => part,
+                        _ => self.whole_note_part(chunk.note, query, &weights, st, dense),
+                    };
+                    note_part = Some((chunk.note, part));
+                    score += part;
+                }
+                best.push((score, slot as u32));
+            }
+        }
+        if path_prefix.is_some() {
+            scratch.note_ok.fill(0);
+        }
+        best.into_vec()
+    }
+
+    /// The note's title field frequency of term `id`, normalized and weighted,
+    /// as [`Index::exhaustive`] computes it (0 when the title lacks it).
+    fn title_field(
+        &self,
+        slot: u32,
+        note: &super::Note,
+        id: u32,
+        st: &Stats,
+        dense: &Dense,
+    ) -> f64 {
+        let Ok(at) = note.title_terms.binary_search_by_key(&id, |e| e.0) else {
+            return 0.0;
+        };
+        match dense.notes[slot as usize] {
+            Some(figures) => st.wt * f64::from(note.title_terms[at].1) / figures.title_norm,
+            None => 0.0,
+        }
+    }
+
+    /// The whole-note score of note `slot`, summed as [`Index::exhaustive`] does.
+    fn whole_note_part(
+        &self,
+        slot: u32,
+        query: &[QueryTerm],
+        weights: &[(f64, f64)],
+        st: &Stats,
+        dense: &Dense,
+    ) -> f64 {
+        let Some(figures) = dense.notes[slot as usize].filter(|_| st.nw > 0.0) else {
+            return 0.0;
+        };
+        let mut part = 0f64;
+        for (qt, &(_, note_idf)) in query.iter().zip(weights) {
+            let tf = self.terms.whole[qt.id as usize].get(slot);
+            if tf > 0 {
+                let t = f64::from(tf) / figures.norm;
+                part += st.nw * qt.weight * note_idf * t / (st.k1 + t);
+            }
+        }
+        part
+    }
+
     /// Scores the candidate chunks of one note, as [`Index::exhaustive`] does.
     fn score_note(
         &self,
@@ -596,32 +744,103 @@ impl Index {
     }
 }
 
-/// The best `limit` of `scored`, best first: by score, ties by path bytes
-/// then chunk index ([`Dense::order`]). One pass keeping the best so far, so a
-/// large candidate set is neither stored nor sorted.
+/// The best `limit` of `scored`, best first (see [`Best`]).
 fn top(
     dense: &Dense,
     scored: impl IntoIterator<Item = (f64, u32)>,
     limit: usize,
 ) -> Vec<(f64, u32)> {
-    let order = |slot: u32| dense.order[slot as usize];
-    let cmp = |a: &(f64, u32), b: &(f64, u32)| {
+    let mut best = Best::new(dense, limit);
+    for item in scored {
+        best.push(item);
+    }
+    best.into_vec()
+}
+
+/// The best `limit` scored chunks so far, best first: by score, ties by path
+/// bytes then chunk index ([`Dense::order`]). Only the best are kept, so a
+/// large candidate set is neither stored nor sorted.
+struct Best<'a> {
+    dense: &'a Dense,
+    limit: usize,
+    items: Vec<(f64, u32)>,
+}
+
+impl<'a> Best<'a> {
+    fn new(dense: &'a Dense, limit: usize) -> Best<'a> {
+        Best {
+            dense,
+            limit,
+            items: Vec::with_capacity(limit + 1),
+        }
+    }
+
+    fn cmp(&self, a: &(f64, u32), b: &(f64, u32)) -> std::cmp::Ordering {
+        let order = |slot: u32| self.dense.order[slot as usize];
         b.0.total_cmp(&a.0)
             .then_with(|| order(a.1).cmp(&order(b.1)))
-    };
-    let mut best: Vec<(f64, u32)> = Vec::with_capacity(limit + 1);
-    for item in scored {
-        if best.len() == limit {
-            match best.last() {
-                Some(worst) if cmp(&item, worst) == std::cmp::Ordering::Less => {}
-                _ => continue,
-            }
-            best.pop();
-        }
-        let at = best.partition_point(|b| cmp(b, &item) == std::cmp::Ordering::Less);
-        best.insert(at, item);
     }
-    best
+
+    fn push(&mut self, item: (f64, u32)) {
+        if self.items.len() == self.limit {
+            match self.items.last() {
+                Some(worst) if self.cmp(&item, worst) == std::cmp::Ordering::Less => {}
+                _ => return,
+            }
+            self.items.pop();
+        }
+        let at = self
+            .items
+            .partition_point(|b| self.cmp(b, &item) == std::cmp::Ordering::Less);
+        self.items.insert(at, item);
+    }
+
+    /// The lowest score kept, once `limit` are.
+    fn kth(&self) -> Option<f64> {
+        match self.items.last() {
+            Some(&(score, _)) if self.items.len() == self.limit => Some(score),
+            _ => None,
+        }
+    }
+
+    fn into_vec(self) -> Vec<(f64, u32)> {
+        self.items
+    }
+}
+
+/// One block's term frequencies, per query term, from each term's postings.
+struct Block {
+    /// `tfs[term * BLOCK + i]`: the frequency of the term at slot `start + i`.
+    tfs: Vec<u32>,
+    start: usize,
+}
+
+impl Block {
+    fn load(
+        &mut self,
+        index: &Index,
+        start: usize,
+        query: &[QueryTerm],
+        bounds: &[Arc<TermBlocks>],
+    ) {
+        self.start = start;
+        self.tfs.fill(0);
+        for (term, (qt, bound)) in query.iter().zip(bounds).enumerate() {
+            let row = &mut self.tfs[term * BLOCK..(term + 1) * BLOCK];
+            let run = index.terms.body[qt.id as usize].sorted_run();
+            let block = start / BLOCK;
+            let (from, to) = (
+                bound.starts[block] as usize,
+                bound.starts[block + 1] as usize,
+            );
+            let tail = &bound.tail[bound.tail.partition_point(|e| (e.0 as usize) < start)..];
+            let in_block = tail.iter().take_while(|e| (e.0 as usize) < start + BLOCK);
+            // A tombstone in the run holds 0: no entry.
+            for &(slot, tf) in run[from..to].iter().chain(in_block) {
+                row[slot as usize - start] = tf;
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -780,6 +999,48 @@ mod tests {
                 "{pruned} of {rare_queries} pruned"
             );
         }
+    }
+
+    /// Two words common everywhere (which MaxScore over notes gives up on)
+    /// are ranked by blocks, exactly, scoring under a third of the blocks (of
+    /// 67 here; 0.7-1.9% of 4,202 on a 40,000-note vault); a prefix keeps the
+    /// answer exact.
+    #[test]
+    fn block_max_scores_few_blocks_of_common_words() {
+        let mut idx = Index::build_with(vault(21, 2000), Params::default());
+        for (path, text) in vault(22, 300).into_iter().step_by(4) {
+            idx.upsert_note(&path, &text);
+        }
+        let stats = idx.stats();
+        let dense = idx.dense();
+        let blocks = idx.chunks.len().div_ceil(BLOCK);
+        let mut scored = Vec::new();
+        for (a, b) in (0..12).map(|i| (i % 6, 6 + i)) {
+            let q = format!("w{a} w{b}");
+            let query = idx.analyze_query(&q);
+            for prefix in [None, Some("b")] {
+                let mut scratch = Scratch::default();
+                scratch.fit(idx.chunks.len(), idx.notes.len());
+                assert!(
+                    idx.pruned(&query, 5, prefix, &stats, &mut scratch)
+                        .is_none(),
+                    "{q}"
+                );
+                let got = idx.block_max(&query, 5, prefix, &stats, &dense, &mut scratch);
+                let want = idx.exhaustive(&query, 5, prefix, &stats, &dense, &mut scratch);
+                assert_eq!(got, want, "{q} {prefix:?}");
+                assert!(scratch.note_ok.iter().all(|&s| s == 0));
+                if prefix.is_none() {
+                    scored.push(scratch.blocks_scored);
+                }
+            }
+        }
+        scored.sort_unstable();
+        assert!(
+            scored[scored.len() / 2] * 3 < blocks,
+            "median {} of {blocks} blocks scored: {scored:?}",
+            scored[scored.len() / 2]
+        );
     }
 
     fn with_feedback(min_query_terms: usize) -> Params {

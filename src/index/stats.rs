@@ -146,6 +146,7 @@ impl Index {
             order,
             notes,
             made_from: self.shape(),
+            blocks: Default::default(),
         }
     }
 }
