@@ -20,6 +20,11 @@ use super::Index;
 /// score, blocks of 128 left 6-19%.
 pub(super) const BLOCK: usize = 32;
 
+/// The most distinct terms a query ranked by blocks has. Making a term's
+/// bounds passes over every chunk slot once, so for longer queries (feedback's
+/// among them) the one exhaustive pass over their postings costs less.
+pub(super) const MAX_TERMS: usize = 8;
+
 /// How many terms' bounds one state of the index keeps (about 17 KB a term
 /// per 100,000 chunks); past that the kept ones are dropped and made again.
 const KEPT_TERMS: usize = 64;

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
-use super::blocks::BLOCK;
+use super::blocks::{self, BLOCK};
 use super::dense::{Dense, Extras, TermBlocks};
 use super::stats::{idf, Stats};
 use super::{path_matches_prefix, ChunkRef, Hit, Index};
@@ -173,7 +173,9 @@ impl Index {
             };
             let ranked = match pruned {
                 Some(scored) => top(dense, scored, limit),
-                None if prune => self.block_max(query, limit, path_prefix, stats, dense, scratch),
+                None if prune && query.len() <= blocks::MAX_TERMS => {
+                    self.block_max(query, limit, path_prefix, stats, dense, scratch)
+                }
                 None => self.exhaustive(query, limit, path_prefix, stats, dense, scratch),
             };
             scratch.busy = false;
