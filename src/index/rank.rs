@@ -531,50 +531,72 @@ impl Index {
             }
             block.load(self, at as usize * BLOCK, query, &bounds);
             scratch.blocks_scored += 1;
-            let mut note_part: Option<(u32, f64)> = None;
-            for (i, slot) in (block.start..(block.start + BLOCK).min(self.chunks.len())).enumerate()
-            {
-                let Some(chunk) = dense.chunks[slot] else {
-                    continue;
-                };
-                let tf = |term: usize| block.tfs[term * BLOCK + i];
-                let candidate = (0..query.len()).any(|term| query[term].original && tf(term) > 0);
-                if !candidate || !self.under_prefix(chunk.note, path_prefix, &mut scratch.note_ok) {
-                    continue;
-                }
-                let Some(note) = self.notes[chunk.note as usize].as_ref() else {
-                    continue;
-                };
-                let mut score = 0f64;
-                for (term, qt) in query.iter().enumerate() {
-                    let title = if chunk.extras.title {
-                        self.title_field(chunk.note, note, qt.id, st, dense)
-                    } else {
-                        0.0
-                    };
-                    let t = match tf(term) {
-                        0 => title,
-                        tf => f64::from(tf) / chunk.norm + title,
-                    };
-                    if t > 0.0 {
-                        score += weights[term].0 * t / (st.k1 + t);
-                    }
-                }
-                if chunk.extras.note {
-                    let part = match note_part {
-                        Some((slot, part)) if slot == chunk.note => part,
-                        _ => self.whole_note_part(chunk.note, query, &weights, st, dense),
-                    };
-                    note_part = Some((chunk.note, part));
-                    score += part;
-                }
-                best.push((score, slot as u32));
-            }
+            let ranking = (query, weights.as_slice(), st, dense);
+            self.score_block(
+                &block,
+                ranking,
+                path_prefix,
+                &mut scratch.note_ok,
+                &mut best,
+            );
         }
         if path_prefix.is_some() {
             scratch.note_ok.fill(0);
         }
         best.into_vec()
+    }
+
+    /// Scores the candidates of one loaded block into `best`, with the
+    /// arithmetic of [`Index::exhaustive`] in the same order, so both give
+    /// the same bits. `weights` holds each term's weight times its chunk idf,
+    /// and its whole-note idf.
+    fn score_block(
+        &self,
+        block: &Block,
+        (query, weights, st, dense): (&[QueryTerm], &[(f64, f64)], &Stats, &Dense),
+        path_prefix: Option<&str>,
+        note_ok: &mut [u8],
+        best: &mut Best<'_>,
+    ) {
+        let mut note_part: Option<(u32, f64)> = None;
+        for (i, slot) in (block.start..(block.start + BLOCK).min(self.chunks.len())).enumerate() {
+            let Some(chunk) = dense.chunks[slot] else {
+                continue;
+            };
+            let tf = |term: usize| block.tfs[term * BLOCK + i];
+            let candidate = (0..query.len()).any(|term| query[term].original && tf(term) > 0);
+            if !candidate || !self.under_prefix(chunk.note, path_prefix, note_ok) {
+                continue;
+            }
+            let Some(note) = self.notes[chunk.note as usize].as_ref() else {
+                continue;
+            };
+            let mut score = 0f64;
+            for (term, qt) in query.iter().enumerate() {
+                let title = if chunk.extras.title {
+                    self.title_field(chunk.note, note, qt.id, st, dense)
+                } else {
+                    0.0
+                };
+                let t = match tf(term) {
+                    0 => title,
+                    tf => f64::from(tf) / chunk.norm + title,
+                };
+                if t > 0.0 {
+                    score += weights[term].0 * t / (st.k1 + t);
+                }
+            }
+            if chunk.extras.note {
+                // A note's chunks are mostly neighbours: its part is kept for the next.
+                let part = match note_part {
+                    Some((of, part)) if of == chunk.note => part,
+                    _ => self.whole_note_part(chunk.note, query, weights, st, dense),
+                };
+                note_part = Some((chunk.note, part));
+                score += part;
+            }
+            best.push((score, slot as u32));
+        }
     }
 
     /// The note's title field frequency of term `id`, normalized and weighted,
