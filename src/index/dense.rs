@@ -17,9 +17,6 @@ pub(super) struct Extras {
 pub(super) struct Dense {
     /// Per chunk slot; `None` for a free slot.
     pub(super) chunks: Vec<Option<DenseChunk>>,
-    /// Per chunk slot: its place when chunks are ordered by note path bytes,
-    /// then chunk index (the tie-break); free slots last.
-    pub(super) order: Vec<u32>,
     /// Per note slot; `None` for a free slot.
     pub(super) notes: Vec<Option<DenseNote>>,
     /// What the figures were made from, to catch a change that did not drop them.

@@ -172,7 +172,7 @@ impl Index {
                 None
             };
             let ranked = match pruned {
-                Some(scored) => top(dense, scored, limit),
+                Some(scored) => top(self, scored, limit),
                 None if prune && query.len() <= blocks::MAX_TERMS => {
                     self.block_max(query, limit, path_prefix, stats, dense, scratch)
                 }
@@ -365,7 +365,7 @@ impl Index {
             is_candidate[slot as usize] = false;
             (score, slot)
         });
-        let best = top(dense, scored, limit);
+        let best = top(self, scored, limit);
         for &slot in also_summed.iter() {
             scores[slot as usize] = 0.0;
         }
@@ -517,7 +517,7 @@ impl Index {
                 )
             })
             .collect();
-        let mut best = Best::new(dense, limit);
+        let mut best = Best::new(self, limit);
         scratch.blocks_scored = 0;
         let mut block = Block {
             tfs: vec![0; query.len() * BLOCK],
@@ -698,6 +698,21 @@ impl Index {
         }
     }
 
+    /// The tie-break between two live chunks of equal score: by their notes'
+    /// path bytes, then chunk index. Only equal scores ask, so it reads the
+    /// paths rather than keeping an order of every chunk that each change
+    /// would renumber.
+    fn tie_order(&self, a: u32, b: u32) -> std::cmp::Ordering {
+        let key = |slot: u32| {
+            let chunk = self.chunks[slot as usize].as_ref();
+            let path = chunk
+                .and_then(|c| self.notes[c.note as usize].as_ref())
+                .map_or(&[][..], |n| n.path.as_bytes());
+            (path, chunk.map_or(0, |c| c.chunk_index))
+        };
+        key(a).cmp(&key(b))
+    }
+
     /// Whether a note is under the prefix, remembered in `state`.
     fn under_prefix(&self, note: u32, prefix: Option<&str>, state: &mut [u8]) -> bool {
         let Some(prefix) = prefix else { return true };
@@ -770,11 +785,11 @@ impl Index {
 
 /// The best `limit` of `scored`, best first (see [`Best`]).
 fn top(
-    dense: &Dense,
+    index: &Index,
     scored: impl IntoIterator<Item = (f64, u32)>,
     limit: usize,
 ) -> Vec<(f64, u32)> {
-    let mut best = Best::new(dense, limit);
+    let mut best = Best::new(index, limit);
     for item in scored {
         best.push(item);
     }
@@ -782,27 +797,26 @@ fn top(
 }
 
 /// The best `limit` scored chunks so far, best first: by score, ties by path
-/// bytes then chunk index ([`Dense::order`]). Only the best are kept, so a
+/// bytes then chunk index ([`Index::tie_order`]). Only the best are kept, so a
 /// large candidate set is neither stored nor sorted.
 struct Best<'a> {
-    dense: &'a Dense,
+    index: &'a Index,
     limit: usize,
     items: Vec<(f64, u32)>,
 }
 
 impl<'a> Best<'a> {
-    fn new(dense: &'a Dense, limit: usize) -> Best<'a> {
+    fn new(index: &'a Index, limit: usize) -> Best<'a> {
         Best {
-            dense,
+            index,
             limit,
             items: Vec::with_capacity(limit + 1),
         }
     }
 
     fn cmp(&self, a: &(f64, u32), b: &(f64, u32)) -> std::cmp::Ordering {
-        let order = |slot: u32| self.dense.order[slot as usize];
         b.0.total_cmp(&a.0)
-            .then_with(|| order(a.1).cmp(&order(b.1)))
+            .then_with(|| self.index.tie_order(a.1, b.1))
     }
 
     fn push(&mut self, item: (f64, u32)) {
@@ -1217,8 +1231,7 @@ mod tests {
     }
 
     /// Keeping the best so far selects what sorting everything would, ties
-    /// (many here) broken by path and chunk (the dense order, checked here
-    /// against the paths themselves).
+    /// (many here) broken by path and chunk.
     #[test]
     fn top_equals_a_full_sort() {
         let idx = Index::build(vault(2, 80));
@@ -1237,7 +1250,7 @@ mod tests {
                     .then_with(|| chunk_order(&idx, a.1, b.1))
             });
             want.truncate(limit);
-            assert_eq!(top(&idx.dense(), scored, limit), want, "{limit}");
+            assert_eq!(top(&idx, scored, limit), want, "{limit}");
         }
     }
 

@@ -1,8 +1,8 @@
 //! What ranking computes from the index rather than from the query: the
 //! collection statistics ([`Stats`]) and, once per state of the index, the
 //! dense per-slot figures the scoring loops read ([`Dense`]): each chunk's
-//! BM25 length normalization, note and fields, each note's normalizations,
-//! and every chunk's place in the tie-break order. Reading them from small
+//! BM25 length normalization, note and fields, and each note's
+//! normalizations. Reading them from small
 //! arrays in slot order, not from the chunk and note records, is most of what
 //! makes scoring a common term's hundred thousand postings fast.
 //!
@@ -129,21 +129,8 @@ impl Index {
                 })
             })
             .collect();
-        let mut order = vec![u32::MAX; self.chunks.len()];
-        let mut next = 0u32;
-        for &note_slot in self.by_path.values() {
-            let Some(note) = self.notes[note_slot as usize].as_ref() else {
-                continue;
-            };
-            // A note's chunks are in chunk index order.
-            for &slot in &note.chunks {
-                order[slot as usize] = next;
-                next += 1;
-            }
-        }
         Dense {
             chunks,
-            order,
             notes,
             made_from: self.shape(),
             blocks: Default::default(),
