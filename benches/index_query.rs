@@ -8,7 +8,8 @@
 //! this process, through the library: loading the artifact from its binary
 //! form against the JSON alone, and pruned ranking against exhaustive scoring
 //! (identical answers checked) on the same queries, on rare-with-common ones
-//! and on the two-common-word pairs (the HTTP figure without HTTP).
+//! and on the two-common-word pairs (the HTTP figure without HTTP); and the
+//! first query after a one-note change against the same query again.
 //!
 //! cargo bench --bench index_query -- VAULT   (a vault from `cargo run --release --example gen-notes`)
 
@@ -219,6 +220,23 @@ fn main() {
         let e = report(&format!("query, exhaustive ({name})"), &mut exhaustive);
         println!("pruned / exhaustive: {:.2}", p / e);
     }
+
+    // A write then a search: the first query after a change pays for what
+    // ranking derives from the index (its dense figures, the terms' block bounds).
+    let mut index = index;
+    let path = index.paths().next().unwrap().to_string();
+    let (mut after_change, mut again) = (Vec::new(), Vec::new());
+    for (i, q) in common.iter().cycle().take(RESTARTS * 20).enumerate() {
+        index.upsert_note(&path, &format!("# Changed {i}\n\nA note written again.\n"));
+        after_change.push(time_ms(|| drop(index.query(q, 5, None))));
+        again.push(time_ms(|| drop(index.query(q, 5, None))));
+    }
+    let first = report(
+        "query after a one-note change (two common words)",
+        &mut after_change,
+    );
+    let next = report("the same query again", &mut again);
+    println!("first after a change / again: {:.1}", first / next);
 }
 
 /// Terms that occur in fewer than 500 chunks: the vault's words are all

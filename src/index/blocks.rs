@@ -25,6 +25,12 @@ pub(super) const BLOCK: usize = 32;
 /// among them) the one exhaustive pass over their postings costs less.
 pub(super) const MAX_TERMS: usize = 8;
 
+/// The fewest postings (of all the query's terms) a query ranked by blocks
+/// has: below this the one pass over them costs less than visiting blocks
+/// (1,000 notes: 0.16 ms exhaustive, 0.28 ms by blocks; 10,000 notes: 0.60
+/// against 0.30 ms).
+pub(super) const MIN_POSTINGS: usize = 16 * 1024;
+
 /// How many terms' bounds one state of the index keeps (about 17 KB a term
 /// per 100,000 chunks); past that the kept ones are dropped and made again.
 const KEPT_TERMS: usize = 64;

@@ -173,7 +173,7 @@ impl Index {
             };
             let ranked = match pruned {
                 Some(scored) => top(self, scored, limit),
-                None if prune && query.len() <= blocks::MAX_TERMS => {
+                None if prune && self.by_blocks(query) => {
                     self.block_max(query, limit, path_prefix, stats, dense, scratch)
                 }
                 None => self.exhaustive(query, limit, path_prefix, stats, dense, scratch),
@@ -474,6 +474,16 @@ impl Index {
             scratch.note_ok.fill(0);
         }
         result
+    }
+
+    /// Whether a query [`Index::pruned`] gave up on is ranked by blocks: a
+    /// few terms ([`blocks::MAX_TERMS`]) with many postings ([`blocks::MIN_POSTINGS`]).
+    fn by_blocks(&self, query: &[QueryTerm]) -> bool {
+        let postings: usize = query
+            .iter()
+            .map(|qt| self.terms.body[qt.id as usize].len())
+            .sum();
+        query.len() <= blocks::MAX_TERMS && postings >= blocks::MIN_POSTINGS
     }
 
     /// Block-max ranking, for queries [`Index::pruned`] gives up on (words
@@ -975,10 +985,12 @@ mod tests {
     /// rare with common terms, repeated terms, prefixes and limits 1..=50;
     /// and it does prune: most queries of rare with common terms stop early at
     /// the default limit (two rare terms are cheap to score whole).
-    #[test]
-    fn pruned_ranking_equals_exhaustive() {
-        let prefixes = [None, Some("a"), Some("a/c"), Some("b/d")];
-        for (params, count) in [
+    const PREFIXES: [Option<&str>; 4] = [None, Some("a"), Some("a/c"), Some("b/d")];
+
+    /// The default ranking, one without the title and note fields, one with
+    /// the other levers moved; each with how many queries to try.
+    fn levers() -> [(Params, usize); 3] {
+        [
             (Params::default(), 700),
             (
                 Params {
@@ -997,18 +1009,28 @@ mod tests {
                 },
                 150,
             ),
-        ] {
-            let mut idx = Index::build_with(vault(11, 1500), params);
-            // Updates leave free slots, tombstones and unsorted tails.
-            for (path, text) in vault(12, 200).into_iter().step_by(3) {
-                idx.remove_note(&path);
-                idx.upsert_note(&format!("x/{path}"), &text);
-            }
+        ]
+    }
+
+    /// 1,500 notes, then updates that leave free slots, tombstones and unsorted tails.
+    fn updated_index(params: Params) -> Index {
+        let mut idx = Index::build_with(vault(11, 1500), params);
+        for (path, text) in vault(12, 200).into_iter().step_by(3) {
+            idx.remove_note(&path);
+            idx.upsert_note(&format!("x/{path}"), &text);
+        }
+        idx
+    }
+
+    #[test]
+    fn pruned_ranking_equals_exhaustive() {
+        for (params, count) in levers() {
+            let idx = updated_index(params);
             let mut rng = Rng(5);
             let (mut pruned, mut rare_queries) = (0, 0);
             for (i, q) in queries(3, count).iter().enumerate() {
                 let limit = 1 + rng.below(50);
-                let prefix = prefixes[rng.below(prefixes.len())];
+                let prefix = PREFIXES[rng.below(PREFIXES.len())];
                 let want = idx.query_exhaustive(q, limit, prefix);
                 assert_eq!(
                     idx.query(q, limit, prefix),
@@ -1037,6 +1059,69 @@ mod tests {
                 "{pruned} of {rare_queries} pruned"
             );
         }
+    }
+
+    /// Ranking by blocks answers exactly what scoring every candidate does,
+    /// for every query shape, limit and prefix (whether or not the query
+    /// would be ranked by blocks at this index's size).
+    #[test]
+    fn block_max_equals_exhaustive() {
+        for (params, count) in levers() {
+            let idx = updated_index(params);
+            let (stats, dense) = (idx.stats(), idx.dense());
+            let mut rng = Rng(7);
+            for q in queries(4, count) {
+                let (limit, prefix) = (1 + rng.below(50), PREFIXES[rng.below(PREFIXES.len())]);
+                let query = idx.analyze_query(&q);
+                if query.is_empty() || query.len() > blocks::MAX_TERMS {
+                    continue;
+                }
+                let mut scratch = Scratch::default();
+                scratch.fit(idx.chunks.len(), idx.notes.len());
+                let got = idx.block_max(&query, limit, prefix, &stats, &dense, &mut scratch);
+                let want = idx.exhaustive(&query, limit, prefix, &stats, &dense, &mut scratch);
+                assert_eq!(got, want, "{q:?} {limit} {prefix:?}");
+                assert!(scratch.note_ok.iter().all(|&s| s == 0));
+            }
+        }
+    }
+
+    /// A chunk that gets a query term only through its note's title field
+    /// (here the file name: the note has no heading) is bounded with it: the
+    /// best chunk is alone in its block with that term, and the block's bound
+    /// must still beat the other block's best.
+    #[test]
+    fn a_term_only_in_the_title_field_counts_in_its_block_bound() {
+        let filler = "meadow ".repeat(80);
+        let mut notes: Vec<(String, String)> = (0..BLOCK - 1)
+            .map(|i| (format!("a/{i:02}.md"), format!("{filler}\n")))
+            .collect();
+        notes.push(("a/lantern.md".into(), format!("harbor {filler}\n")));
+        notes.extend((0..BLOCK).map(|i| {
+            let text = format!("lantern harbor {}\n", "meadow ".repeat(160));
+            (format!("b/{i:02}.md"), text)
+        }));
+        let idx = Index::build(notes);
+        let (stats, dense) = (idx.stats(), idx.dense());
+        let query = idx.analyze_query("lantern harbor");
+        let path_of = |slot: u32| {
+            let chunk = idx.chunks[slot as usize].as_ref().unwrap();
+            idx.notes[chunk.note as usize]
+                .as_ref()
+                .unwrap()
+                .path
+                .clone()
+        };
+        let mut scratch = Scratch::default();
+        scratch.fit(idx.chunks.len(), idx.notes.len());
+        let want = idx.exhaustive(&query, 1, None, &stats, &dense, &mut scratch);
+        assert_eq!(path_of(want[0].1), "a/lantern.md");
+        assert!(
+            (want[0].1 as usize) < BLOCK,
+            "the title-only chunk is in the first block"
+        );
+        let got = idx.block_max(&query, 1, None, &stats, &dense, &mut scratch);
+        assert_eq!(got, want);
     }
 
     /// Two words common everywhere (which MaxScore over notes gives up on)
