@@ -11,7 +11,7 @@
 
 use std::sync::{Arc, MutexGuard, PoisonError};
 
-use super::dense::{Dense, TermBlocks};
+use super::dense::{Dense, KeptBlocks, TermBlocks};
 use super::stats::{idf, Stats};
 use super::Index;
 
@@ -31,23 +31,27 @@ pub(super) const MAX_TERMS: usize = 8;
 /// against 0.30 ms).
 pub(super) const MIN_POSTINGS: usize = 16 * 1024;
 
-/// How many terms' bounds one state of the index keeps (about 17 KB a term
-/// per 100,000 chunks); past that the kept ones are dropped and made again.
-const KEPT_TERMS: usize = 64;
+/// How much of the terms' bounds one state of the index keeps (a term takes
+/// about 26 KB per 100,000 chunks: some 480 terms of a 40,000-note vault);
+/// past that the kept ones are dropped and made again as queries need them.
+const KEPT_BYTES: usize = 16 << 20;
 
 impl Index {
     /// The block bounds of term `id` in this state, made on first use.
     pub(super) fn term_blocks(&self, id: u32, st: &Stats, dense: &Dense) -> Arc<TermBlocks> {
-        if let Some(made) = kept(dense).get(&id) {
+        if let Some(made) = kept(dense).terms.get(&id) {
             return Arc::clone(made);
         }
         // Made outside the lock: two queries may both make it, to the same end.
         let made = Arc::new(self.make_term_blocks(id, st, dense));
         let mut kept = kept(dense);
-        if kept.len() >= KEPT_TERMS {
-            kept.clear();
+        if kept.bytes + made.bytes() > KEPT_BYTES {
+            *kept = KeptBlocks::default();
         }
-        kept.insert(id, Arc::clone(&made));
+        if let Some(old) = kept.terms.insert(id, Arc::clone(&made)) {
+            kept.bytes -= old.bytes();
+        }
+        kept.bytes += made.bytes();
         made
     }
 
@@ -81,12 +85,12 @@ impl Index {
         // Chunks that get the term only through their note's title.
         for (note_slot, _) in titles() {
             let t = title[note_slot as usize];
-            let Some(note) = self.notes[note_slot as usize].as_ref() else {
+            let Some(note) = self.notes[note_slot as usize].as_ref().filter(|_| t > 0.0) else {
                 continue;
             };
             for &slot in &note.chunks {
                 let gets_title = dense.chunks[slot as usize].is_some_and(|c| c.extras.title);
-                if t > 0.0 && gets_title && !in_text[slot as usize] {
+                if gets_title && !in_text[slot as usize] {
                     value[slot as usize] += body_idf * t / (st.k1 + t);
                 }
             }
@@ -130,7 +134,7 @@ impl Index {
     }
 }
 
-fn kept(dense: &Dense) -> MutexGuard<'_, std::collections::HashMap<u32, Arc<TermBlocks>>> {
+fn kept(dense: &Dense) -> MutexGuard<'_, KeptBlocks> {
     // The map holds only finished bounds: a panic elsewhere leaves it sound.
     dense.blocks.lock().unwrap_or_else(PoisonError::into_inner)
 }

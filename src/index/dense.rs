@@ -21,9 +21,18 @@ pub(super) struct Dense {
     pub(super) notes: Vec<Option<DenseNote>>,
     /// What the figures were made from, to catch a change that did not drop them.
     pub(super) made_from: Shape,
-    /// Block bounds of the terms queried in this state, by term id, made on
-    /// first use (they depend on the same statistics as the figures).
-    pub(super) blocks: Mutex<HashMap<u32, Arc<TermBlocks>>>,
+    /// Block bounds of the terms queried in this state, made on first use
+    /// (they depend on the same statistics as the figures).
+    pub(super) blocks: Mutex<KeptBlocks>,
+}
+
+/// The block bounds kept for one state of the index.
+#[derive(Debug, Default)]
+pub(super) struct KeptBlocks {
+    /// By term id.
+    pub(super) terms: HashMap<u32, Arc<TermBlocks>>,
+    /// What they take, in bytes.
+    pub(super) bytes: usize,
 }
 
 /// One term's block bounds in one state of the index.
@@ -38,6 +47,15 @@ pub(super) struct TermBlocks {
     /// The live entries of the term's chunk postings outside their sorted
     /// run, sorted by slot, so a block's entries are found by binary search.
     pub(super) tail: Vec<(u32, u32)>,
+}
+
+impl TermBlocks {
+    /// What the bounds take, in bytes.
+    pub(super) fn bytes(&self) -> usize {
+        std::mem::size_of_val(&self.maxima[..])
+            + std::mem::size_of_val(&self.starts[..])
+            + std::mem::size_of_val(&self.tail[..])
+    }
 }
 
 #[derive(Debug, Clone, Copy)]

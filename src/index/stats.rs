@@ -2,9 +2,9 @@
 //! collection statistics ([`Stats`]) and, once per state of the index, the
 //! dense per-slot figures the scoring loops read ([`Dense`]): each chunk's
 //! BM25 length normalization, note and fields, and each note's
-//! normalizations. Reading them from small
-//! arrays in slot order, not from the chunk and note records, is most of what
-//! makes scoring a common term's hundred thousand postings fast.
+//! normalizations. Reading them from small arrays in slot order, not from the
+//! chunk and note records, is most of what makes scoring a common term's
+//! hundred thousand postings fast.
 //!
 //! The figures are exactly what ranking would compute on the fly (the same
 //! functions of the same numbers), so answers do not change by a bit. They
