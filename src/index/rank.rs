@@ -167,7 +167,7 @@ impl Index {
         let rank = |scratch: &mut Scratch| {
             scratch.fit(self.chunks.len(), self.notes.len());
             let pruned = if prune {
-                self.pruned(query, limit, path_prefix, stats, scratch)
+                self.pruned(query, limit, path_prefix, (stats, dense), scratch)
             } else {
                 None
             };
@@ -392,7 +392,7 @@ impl Index {
         query: &[QueryTerm],
         limit: usize,
         path_prefix: Option<&str>,
-        st: &Stats,
+        (st, dense): (&Stats, &Dense),
         scratch: &mut Scratch,
     ) -> Option<Vec<(f64, u32)>> {
         let bound = |qt: &QueryTerm| {
@@ -447,7 +447,7 @@ impl Index {
                 }
                 seen.push(note_slot);
                 if self.under_prefix(note_slot, path_prefix, &mut scratch.note_ok) {
-                    self.score_note(note_slot, query, &idfs, st, &mut scored);
+                    self.score_note(note_slot, query, &idfs, (st, dense), &mut scored);
                 }
             }
             let rest: f64 = order[taken + 1..].iter().map(|&(b, _)| b).sum();
@@ -628,7 +628,8 @@ impl Index {
         }
     }
 
-    /// The whole-note score of note `slot`, summed as [`Index::exhaustive`] does.
+    /// The whole-note score of note `slot`, summed as [`Index::exhaustive`]
+    /// does; `weights` holds each term's whole-note idf second.
     fn whole_note_part(
         &self,
         slot: u32,
@@ -657,23 +658,14 @@ impl Index {
         note_slot: u32,
         query: &[QueryTerm],
         idfs: &[(f64, f64)],
-        st: &Stats,
+        (st, dense): (&Stats, &Dense),
         out: &mut Vec<(f64, u32)>,
     ) {
         let Some(note) = self.notes[note_slot as usize].as_ref() else {
             return;
         };
-        let (k1, nw) = (st.k1, st.nw);
-        let mut note_score = 0f64;
-        if nw > 0.0 {
-            for (qt, &(_, note_idf)) in query.iter().zip(idfs) {
-                let tf = self.terms.whole[qt.id as usize].get(note_slot);
-                if tf > 0 {
-                    let t = f64::from(tf) / st.norm(note.len as f64, st.avg_note_len);
-                    note_score += nw * qt.weight * note_idf * t / (k1 + t);
-                }
-            }
-        }
+        let k1 = st.k1;
+        let note_score = self.whole_note_part(note_slot, query, idfs, st, dense);
         for &slot in &note.chunks {
             let Some(chunk) = self.chunks[slot as usize].as_ref() else {
                 continue;
@@ -690,10 +682,7 @@ impl Index {
                     t = f64::from(tf) / norm;
                 }
                 if extras.title {
-                    if let Some(&(_, tf)) = note.title_terms.iter().find(|e| e.0 == qt.id) {
-                        let norm = st.norm(f64::from(note.title_len), st.avg_title);
-                        t += st.wt * f64::from(tf) / norm;
-                    }
+                    t += self.title_field(note_slot, note, qt.id, st, dense);
                 }
                 if t > 0.0 {
                     score += qt.weight * body_idf * t / (k1 + t);
@@ -1046,7 +1035,7 @@ mod tests {
                     scratch.fit(idx.chunks.len(), idx.notes.len());
                     let stats = idx.stats();
                     // At the server's default limit.
-                    let got = idx.pruned(&query, 5, prefix, &stats, &mut scratch);
+                    let got = idx.pruned(&query, 5, prefix, (&stats, &idx.dense()), &mut scratch);
                     if got.is_some() {
                         pruned += 1;
                     }
@@ -1145,7 +1134,7 @@ mod tests {
                 let mut scratch = Scratch::default();
                 scratch.fit(idx.chunks.len(), idx.notes.len());
                 assert!(
-                    idx.pruned(&query, 5, prefix, &stats, &mut scratch)
+                    idx.pruned(&query, 5, prefix, (&stats, &idx.dense()), &mut scratch)
                         .is_none(),
                     "{q}"
                 );
