@@ -31,6 +31,7 @@ mod patch;
 mod revert;
 mod review;
 mod sandbox;
+mod saves;
 mod search;
 mod sync;
 mod vault;

@@ -781,3 +781,46 @@ fn sigkill_during_approvals_never_applies_a_proposal_twice() {
         approver.join().unwrap();
     }
 }
+
+/// Proposals that create, delete or move an empty note (diffs of headers
+/// alone, which no patch carries) are approved as `notes.write` lands them
+/// outside review mode; one whose note changed meanwhile stays pending.
+#[test]
+fn proposals_of_empty_notes_created_deleted_and_moved_are_approved() {
+    let server = server();
+    let created = proposed(&server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "empty.md", "content": ""}),
+    ));
+    let approved = approve(&server, &created);
+    assert_eq!(approved.status, 200, "{approved:?}");
+    assert_eq!(std::fs::read(server.root.join("empty.md")).unwrap(), b"");
+    assert_eq!(git(&server.root, &["show", "HEAD:empty.md"]), "");
+
+    let moved = proposed(&server.post_json(
+        "/mcp/notes/move",
+        &json!({"from": "empty.md", "to": "still-empty.md"}),
+    ));
+    let approved = approve(&server, &moved);
+    assert_eq!(approved.status, 200, "{approved:?}");
+    assert!(!server.root.join("empty.md").exists());
+    assert_eq!(
+        std::fs::read(server.root.join("still-empty.md")).unwrap(),
+        b""
+    );
+
+    let deleted =
+        proposed(&server.post_json("/mcp/notes/delete", &json!({"path": "still-empty.md"})));
+    // The note is no longer empty: the deletion stays pending, the note stays.
+    server.write("still-empty.md", "now it says something\n");
+    server.commit_all();
+    let refused = approve(&server, &deleted);
+    refused.assert_error(409, "conflict");
+    assert!(pending_ids(&server).contains(&deleted));
+    std::fs::write(server.root.join("still-empty.md"), "").unwrap();
+    server.commit_all();
+    let approved = approve(&server, &deleted);
+    assert_eq!(approved.status, 200, "{approved:?}");
+    assert!(!server.root.join("still-empty.md").exists());
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+}

@@ -24,7 +24,7 @@ use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::Existence;
 use crate::patch::Budget;
-use crate::repo::MOVE_SUBJECT;
+use crate::repo::{LINKS_UNCHANGED, MOVE_LINKS_TRAILER, MOVE_SUBJECT};
 use crate::vault::resolve::Files;
 use crate::vault::rewrite::Move;
 
@@ -95,9 +95,16 @@ impl Operation for NotesMove {
             },
             |plans| {
                 let (from, to) = &*names.borrow();
-                ctx.commit_message(
+                // A move that left links alone says so, so a replay does too.
+                let trailers: &[(&str, &str)] = if request.update_links {
+                    &[]
+                } else {
+                    &[(MOVE_LINKS_TRAILER, LINKS_UNCHANGED)]
+                };
+                ctx.commit_message_with(
                     &format!("{MOVE_SUBJECT}{from} -> {to}"),
                     &status_lines(plans),
+                    trailers,
                 )
             },
         )?;

@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::change::{land_all, plan_patch, Plan};
+use super::change::{land_all, plan_recorded, Plan};
 use super::changes::check_message;
 use super::guard::GuardPolicy;
 use super::history::page_limit;
@@ -205,7 +205,13 @@ impl Operation for ProposalsGet {
             let disk = on_disk(ctx);
             let budget = Budget::request();
             for change in &proposal.changes {
-                if let Err(e) = plan_patch(&disk, &change.diff, &GuardPolicy::UNGUARDED, &budget) {
+                if let Err(e) = plan_recorded(
+                    &disk,
+                    &change.path,
+                    &change.diff,
+                    &GuardPolicy::UNGUARDED,
+                    &budget,
+                ) {
                     conflicts.push(ProposalConflict {
                         path: change.path.clone(),
                         code: e.code.as_str().to_string(),
@@ -290,7 +296,17 @@ impl Operation for ProposalsApprove {
         applied.status = Status::Applied;
         applied.commit = Some(commit.clone());
         applied.decided_at = Some(proposals::now());
-        ctx.proposals.save(&applied)?;
+        // The commit landed, and its Mirai-Proposal trailer is the truth about
+        // it: a file that cannot be updated now (a full disk) is marked
+        // applied when it is next read, and the approval stands.
+        if let Err(e) = ctx.proposals.save(&applied) {
+            log::warn!(
+                "proposal {} was applied in commit {commit}, but its file could not be updated \
+                 ({}); it is marked applied when next read",
+                applied.id,
+                e.message
+            );
+        }
         Ok(Decided {
             id: applied.id,
             status: Status::Applied,
@@ -408,7 +424,7 @@ fn plan_all(ctx: &Context, changes: &[Change], budget: &Budget) -> Result<Vec<Pl
     changes
         .iter()
         .map(|change| {
-            plan_patch(ctx, &change.diff, &GuardPolicy::UNGUARDED, budget).map_err(|e| {
+            plan_recorded(ctx, &change.path, &change.diff, &GuardPolicy::UNGUARDED, budget).map_err(|e| {
                 Error::new(
                     e.code,
                     format!(

@@ -866,7 +866,7 @@ fn entry_in(tree: &Tree<'_>, rel: &str) -> Result<Entry> {
 }
 
 /// The trailer `key` of a commit message.
-fn trailer(message: &str, key: &str) -> Option<String> {
+pub(super) fn trailer(message: &str, key: &str) -> Option<String> {
     let trailers = git2::message_trailers_strs(message).ok()?;
     let value = trailers
         .iter()
