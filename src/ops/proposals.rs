@@ -20,7 +20,7 @@ use super::history::page_limit;
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::patch::Budget;
-use crate::proposals::{self, Change, Proposal, Requester, Status};
+use crate::proposals::{self, check_change, Change, Proposal, Requester, Status, Summary};
 use crate::repo::history::{PROPOSAL_TRAILER, RUN_TRAILER};
 
 /// Proposals one page lists by default.
@@ -30,7 +30,8 @@ pub const MAX_PROPOSALS_LIMIT: usize = 100;
 /// The longest reason a rejection keeps, in bytes.
 pub const MAX_REASON_BYTES: usize = 4096;
 
-/// A proposal as a listing shows it: everything but its diffs.
+/// A proposal as a listing shows it: everything but its diffs, its message,
+/// subject and reason cut at 200 characters (`…` where cut; proposals.get has them whole).
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ProposalSummary {
     pub id: String,
@@ -50,16 +51,16 @@ pub struct ProposalSummary {
     pub decided_at: Option<String>,
 }
 
-fn summary(p: &Proposal) -> ProposalSummary {
+fn summary(p: &Summary) -> ProposalSummary {
     ProposalSummary {
         id: p.id.clone(),
         status: p.status,
         created_at: p.created_at.clone(),
         base_commit: p.base_commit.clone(),
         requested_by: p.requested_by.clone(),
-        operation: p.operation.name.clone(),
-        subject: p.operation.subject.clone(),
-        paths: p.changes.iter().map(|c| c.path.clone()).collect(),
+        operation: p.operation.clone(),
+        subject: p.subject.clone(),
+        paths: p.paths.clone(),
         commit: p.commit.clone(),
         reason: p.reason.clone(),
         decided_at: p.decided_at.clone(),
@@ -136,7 +137,7 @@ impl Operation for ProposalsList {
             let proposal = applied
                 .iter()
                 .find(|p| p.id == proposal.id)
-                .unwrap_or(proposal);
+                .unwrap_or(proposal.as_ref());
             if proposal.status != status {
                 continue;
             }
@@ -216,7 +217,7 @@ impl Operation for ProposalsGet {
         }
         Ok(ProposalDetail {
             applies: proposal.status == Status::Pending && conflicts.is_empty(),
-            proposal: Arc::unwrap_or_clone(proposal),
+            proposal,
             conflicts,
         })
     }
@@ -286,7 +287,7 @@ impl Operation for ProposalsApprove {
                 proposal.id
             ))
         })?;
-        let mut applied = Arc::unwrap_or_clone(proposal);
+        let mut applied = proposal;
         applied.status = Status::Applied;
         applied.commit = Some(commit.clone());
         applied.decided_at = Some(proposals::now());
@@ -318,7 +319,7 @@ impl Operation for ProposalsReject {
         let reason = request.reason.as_deref().map(check_reason).transpose()?;
         let _decision = ctx.proposals.decide()?;
         let proposal = pending(ctx, request.id.trim(), "rejected")?;
-        let mut rejected = Arc::unwrap_or_clone(proposal);
+        let mut rejected = proposal;
         rejected.status = Status::Rejected;
         rejected.reason = reason.filter(|r| !r.is_empty());
         rejected.decided_at = Some(proposals::now());
@@ -344,7 +345,7 @@ fn on_disk(ctx: &Context) -> Context {
 
 /// Proposal `id`, once it is known to be pending (409 otherwise, saying what
 /// it is), under the decision lock.
-fn pending(ctx: &Context, id: &str, verb: &str) -> Result<Arc<Proposal>> {
+fn pending(ctx: &Context, id: &str, verb: &str) -> Result<Proposal> {
     let proposal = reconcile(ctx, ctx.proposals.load(id)?)?;
     match proposal.status {
         Status::Pending => Ok(proposal),
@@ -361,7 +362,7 @@ fn pending(ctx: &Context, id: &str, verb: &str) -> Result<Arc<Proposal>> {
 /// `proposal`, marked applied (and saved so) when it is pending but a commit
 /// on the branch carries its `Mirai-Proposal` trailer: an approval killed
 /// after its commit and before the file was updated.
-fn reconcile(ctx: &Context, proposal: Arc<Proposal>) -> Result<Arc<Proposal>> {
+fn reconcile(ctx: &Context, proposal: Proposal) -> Result<Proposal> {
     if proposal.status != Status::Pending {
         return Ok(proposal);
     }
@@ -372,11 +373,12 @@ fn reconcile(ctx: &Context, proposal: Arc<Proposal>) -> Result<Arc<Proposal>> {
     else {
         return Ok(proposal);
     };
-    mark_applied(ctx, &proposal, commit)
+    mark_applied(ctx, proposal, commit)
 }
 
-/// The pending proposals of `listing` that a commit's trailer says were applied, marked so.
-fn reconcile_all(ctx: &Context, listing: &[Arc<Proposal>]) -> Result<Vec<Arc<Proposal>>> {
+/// The pending proposals of `listing` that a commit's trailer says were
+/// applied, marked so (each read whole from its file to be saved).
+fn reconcile_all(ctx: &Context, listing: &[Arc<Summary>]) -> Result<Vec<Summary>> {
     if !listing.iter().any(|p| p.status == Status::Pending) {
         return Ok(Vec::new());
     }
@@ -387,27 +389,33 @@ fn reconcile_all(ctx: &Context, listing: &[Arc<Proposal>]) -> Result<Vec<Arc<Pro
     let mut marked = Vec::new();
     for proposal in listing.iter().filter(|p| p.status == Status::Pending) {
         if let Some(commit) = applied.get(&proposal.id) {
-            marked.push(mark_applied(ctx, proposal, commit.clone())?);
+            let whole = ctx.proposals.load(&proposal.id)?;
+            marked.push(Summary::of(&mark_applied(ctx, whole, commit.clone())?));
         }
     }
     Ok(marked)
 }
 
-fn mark_applied(ctx: &Context, proposal: &Proposal, commit: String) -> Result<Arc<Proposal>> {
-    let mut applied = proposal.clone();
+fn mark_applied(ctx: &Context, mut applied: Proposal, commit: String) -> Result<Proposal> {
     applied.status = Status::Applied;
     applied.commit = Some(commit);
     applied.decided_at = Some(proposals::now());
     ctx.proposals.save(&applied)?;
-    Ok(Arc::new(applied))
+    Ok(applied)
 }
 
 /// Plans every diff as `patch.apply` would (unguarded: the guards ran when it
-/// was proposed, and a person approves what they read), naming the failing one.
+/// was proposed, and a person approves what they read), naming the failing
+/// one; a diff that names another path than its change lists is refused.
 fn plan_all(ctx: &Context, changes: &[Change], budget: &Budget) -> Result<Vec<Plan>> {
     changes
         .iter()
         .map(|change| {
+            check_change(change).map_err(|why| {
+                Error::conflict(format!(
+                    "{why}; the proposal stays pending: reject it"
+                ))
+            })?;
             plan_patch(ctx, &change.diff, &GuardPolicy::UNGUARDED, budget).map_err(|e| {
                 Error::new(
                     e.code,
