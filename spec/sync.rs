@@ -801,7 +801,8 @@ fn the_push_webhook_needs_a_good_signature_and_then_pulls() {
         let mut request = server
             .raw()
             .post(format!("{}/hooks/push", server.url))
-            .header("content-type", "application/json")
+            // A forge may send its webhooks form-encoded: the signature is the credential.
+            .header("content-type", "application/x-www-form-urlencoded")
             .body(body.to_vec());
         if let Some(signature) = signature {
             request = request.header("X-Hub-Signature-256", signature);
