@@ -801,7 +801,8 @@ fn the_push_webhook_needs_a_good_signature_and_then_pulls() {
         let mut request = server
             .raw()
             .post(format!("{}/hooks/push", server.url))
-            .header("content-type", "application/json")
+            // A forge may send its webhooks form-encoded: the signature is the credential.
+            .header("content-type", "application/x-www-form-urlencoded")
             .body(body.to_vec());
         if let Some(signature) = signature {
             request = request.header("X-Hub-Signature-256", signature);
@@ -1749,4 +1750,67 @@ fn a_write_into_a_folder_the_remote_made_a_file_is_kept_back_and_syncs_go_on() {
     wait_until("the later write is pushed", || world.remote_head() == later);
     assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
     assert_fsck(&server.root);
+}
+
+/// An approved proposal whose commit a sync keeps back (the remote changed the
+/// same lines meanwhile) is not in the notes: it reads as pending again,
+/// saying why, and can be approved once more against the notes as they are.
+#[test]
+fn a_proposal_whose_commit_a_sync_kept_back_is_pending_again() {
+    const REVIEWER: &str = "reviewer-s3cret";
+    let world = World::new();
+    let server = world.mirai(|config| {
+        config.policy = PolicyMode::Review;
+        config.reviewer_token = Some(REVIEWER.into());
+    });
+    assert_eq!(server.read("a.md").status, 200);
+    let proposed = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "a.md", "content": "alpha, as mirai proposed\n"}),
+    );
+    assert_eq!(proposed.status, 202, "{proposed:?}");
+    let id = proposed.body["proposal"].as_str().unwrap().to_string();
+    let theirs = world.person_pushes(
+        &[("a.md", Some("alpha, as the person wrote\n"))],
+        "person: a",
+    );
+    let reviewer = |path: &str, body: Value| {
+        send(
+            server
+                .raw()
+                .post(format!("{}{path}", server.url))
+                .bearer_auth(REVIEWER)
+                .json(&body),
+        )
+    };
+    let approved = reviewer("/mcp/proposals/approve", json!({"id": id}));
+    assert_eq!(approved.status, 200, "{approved:?}");
+    let kept = approved.body["commit"].as_str().unwrap().to_string();
+
+    let answer = reviewer("/mcp/repo/sync", json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let branch = answer.body["unmerged"][0]["branch"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(reachable(&server.root, &kept, &branch));
+    assert_eq!(server.head(), theirs);
+
+    let detail = server.get(&format!("/mcp/proposals/get?id={id}"));
+    assert_eq!(detail.body["status"], "pending", "{detail:?}");
+    assert_eq!(detail.body["commit"], Value::Null, "{detail:?}");
+    let why = detail.body["reason"].as_str().unwrap();
+    assert!(
+        why.contains(&kept) && why.contains("mirai/unmerged/"),
+        "{why}"
+    );
+    let listed = server.get("/mcp/proposals?status=pending");
+    assert_eq!(listed.body["proposals"][0]["id"], id.as_str(), "{listed:?}");
+    // Approved again, it no longer applies to the person's text: it stays pending.
+    let again = reviewer("/mcp/proposals/approve", json!({"id": id}));
+    again.assert_error(409, "conflict");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("a.md")).unwrap(),
+        "alpha, as the person wrote\n"
+    );
 }

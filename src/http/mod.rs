@@ -4,7 +4,7 @@
 //! Cross-cutting edges live here and nowhere else: the browser check
 //! (`Origin` and `Host`: ARCHITECTURE.md, "Browsers are not callers") and then
 //! the bearer token (ARCHITECTURE.md, "The token guards the network"), both
-//! before routing; one log line per request; body limits and the time a body
+//! before routing; POST bodies declared JSON; one log line per request; body limits and the time a body
 //! may take to arrive; and turning a panic into a plain 500.
 //!
 //! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp`, `events`, `ui` ->
@@ -39,7 +39,8 @@ pub fn serve(app: App, listener: TcpListener) -> std::io::Result<Server> {
     let browsers = web::Data::new(middleware::Browsers::new(&app.config));
     let sessions = web::Data::new(mcp::Sessions::default());
     let app = web::Data::new(app);
-    // The last `wrap` runs first: log, then the browser check, then the token.
+    // The last `wrap` runs first: log, then the browser check, then the token,
+    // then a POST body's Content-Type.
     let server = HttpServer::new(move || {
         actix_web::App::new()
             .app_data(app.clone())
@@ -48,6 +49,7 @@ pub fn serve(app: App, listener: TcpListener) -> std::io::Result<Server> {
             .configure(routes::configure)
             .default_service(web::to(routes::unknown_route))
             .wrap(actix_web::middleware::from_fn(middleware::catch_panic))
+            .wrap(actix_web::middleware::from_fn(middleware::require_json))
             .wrap(actix_web::middleware::from_fn(middleware::require_token))
             .wrap(actix_web::middleware::from_fn(middleware::refuse_browsers))
             .wrap(actix_web::middleware::from_fn(middleware::log_request))

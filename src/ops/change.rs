@@ -148,11 +148,9 @@ pub(super) fn plan_recorded(
     guard: &GuardPolicy,
     budget: &Budget,
 ) -> Result<Plan> {
-    let creates = patch::make_within(path, None, Some(""), budget).as_deref() == Some(diff);
-    let deletes = patch::make_within(path, Some(""), None, budget).as_deref() == Some(diff);
-    if !creates && !deletes {
+    let Some(creates) = patch::empty_note_change(path, diff) else {
         return plan_patch(ctx, diff, guard, budget);
-    }
+    };
     let existence = if creates {
         Existence::MayBeMissing
     } else {

@@ -118,6 +118,25 @@ impl Operation for NotesMove {
     }
 }
 
+/// The notes a move of `from` to `to` would change now: the two paths and
+/// every note whose links it would rewrite (an approval compares them with
+/// what a move proposal shows).
+pub(super) fn paths_changed_now(
+    ctx: &Context,
+    (from, to): (&str, &str),
+    update_links: bool,
+    budget: &Budget,
+) -> Result<Vec<String>> {
+    let request = MoveRequest {
+        from: from.to_string(),
+        to: to.to_string(),
+        update_links,
+        base_commit: None,
+    };
+    let (plans, _) = plan_move(ctx, &request, budget)?;
+    Ok(plans.into_iter().map(|plan| plan.note.rel).collect())
+}
+
 /// The move's plans (the deletion of `from`, the creation of `to`, then each
 /// rewritten note by path) and the notes whose links changed.
 fn plan_move(
