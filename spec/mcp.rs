@@ -221,6 +221,29 @@ fn a_client_over_http_lists_calls_writes_fails_and_reads() {
 }
 
 #[test]
+fn a_tool_call_with_an_unknown_argument_is_refused_naming_the_right_one() {
+    let server = TestServer::with_note("a.md", "alpha\n");
+    let before = server.commit_count();
+    runtime().block_on(async {
+        let client = connect(&server, None).await.unwrap();
+        let result = call(
+            &client,
+            "notes_write",
+            json!({"path": "a.md", "content": "x\n", "base_comit": "HEAD"}),
+        )
+        .await;
+        assert_eq!(result.is_error, Some(true), "{result:?}");
+        assert_eq!(
+            text_of(&result),
+            "invalid_request: malformed request for notes.write: unknown field `base_comit`; did \
+             you mean `base_commit`?"
+        );
+        client.cancel().await.unwrap();
+    });
+    assert_eq!(server.commit_count(), before);
+}
+
+#[test]
 fn read_only_mode_lists_no_write_tools_and_refuses_them() {
     let server = TestServer::start_with(|config| config.policy = PolicyMode::ReadOnly);
     server.write("a.md", "a\n");
