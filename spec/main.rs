@@ -20,6 +20,7 @@ mod crash;
 mod docs;
 mod edges;
 mod events;
+mod fields;
 mod foundation;
 mod history;
 mod index;

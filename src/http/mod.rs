@@ -9,7 +9,8 @@
 //!
 //! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp`, `events`, `ui` ->
 //! `respond`; `middleware` -> `respond`, `ui`; `row`, `hooks` -> `peer`; this file ->
-//! `routes`, `middleware`, `mcp`, `peer`. `openapi` (the generated document)
+//! `routes`, `middleware`, `mcp`, `peer`; `stop` (signals, for `mirai serve`)
+//! imports none of them. `openapi` (the generated document)
 //! stands apart: it reads the operation table and its own base file.
 
 mod agent;
@@ -22,6 +23,7 @@ mod peer;
 mod respond;
 mod routes;
 mod row;
+pub mod stop;
 mod ui;
 
 pub use crate::ops::Verb;
@@ -35,6 +37,9 @@ use actix_web::{web, HttpServer};
 use crate::app::App;
 
 /// Builds the server for `app` on an already-bound listener (port 0 in tests).
+/// It does not listen for signals itself: `mirai serve` stops it through
+/// [`stop::serve_until_signal`], promptly; a caller that drives it alone
+/// stops it by its handle (requests in flight get a second).
 pub fn serve(app: App, listener: TcpListener) -> std::io::Result<Server> {
     let browsers = web::Data::new(middleware::Browsers::new(&app.config));
     let sessions = web::Data::new(mcp::Sessions::default());
@@ -55,6 +60,8 @@ pub fn serve(app: App, listener: TcpListener) -> std::io::Result<Server> {
             .wrap(actix_web::middleware::from_fn(middleware::log_request))
     })
     .on_connect(peer::remember)
+    .disable_signals()
+    .shutdown_timeout(1)
     .listen(listener)?
     .run();
     Ok(server)

@@ -12,6 +12,7 @@ mod change;
 mod changes;
 mod context;
 mod draft;
+mod fields;
 pub mod guard;
 mod history;
 mod index;
