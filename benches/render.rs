@@ -36,7 +36,8 @@ fn main() {
         ],
     );
     let header = format!("{}|\n{}|\n", "|a".repeat(2000), "|-".repeat(2000));
-    let prose = "Some words of a note, with *emphasis*, `code` and a [link](https://example.com).\n\n";
+    let prose =
+        "Some words of a note, with *emphasis*, `code` and a [link](https://example.com).\n\n";
     let shapes = [
         ("prose.md", fill("# Prose\n\n", prose)),
         ("div.md", fill("", "<div>")),

@@ -258,7 +258,10 @@ fn a_post_body_not_declared_json_is_refused_before_it_is_read() {
     for (path, body) in &bodies {
         for (origin, kind) in [
             (Some("http://localhost:3000"), Some("text/plain")),
-            (Some("http://127.0.0.1:8080"), Some("application/x-www-form-urlencoded")),
+            (
+                Some("http://127.0.0.1:8080"),
+                Some("application/x-www-form-urlencoded"),
+            ),
             (None, Some("multipart/form-data; boundary=x")),
             (None, Some("application/jsonx")),
             (None, None),
@@ -291,7 +294,11 @@ fn a_post_body_not_declared_json_is_refused_before_it_is_read() {
             .body(json!({"patch": PATCH}).to_string()),
     );
     assert_eq!(applied.status, 200, "{applied:?}");
-    let invalidated = send(server.raw().post(format!("{}/mcp/index/invalidate", server.url)));
+    let invalidated = send(
+        server
+            .raw()
+            .post(format!("{}/mcp/index/invalidate", server.url)),
+    );
     assert_eq!(invalidated.status, 200, "{invalidated:?}");
 }
 

@@ -352,15 +352,25 @@ fn notes_render_is_bounded_for_deep_and_huge_notes_at_the_note_limit() {
         );
         assert_eq!(html.matches(notice).count(), 1, "{path}");
         // Bounded by the note's size: eight times it, plus 256 KiB, at most.
-        assert!(html.len() <= 8 * note.len() + 256 * 1024, "{path}: {}", html.len());
+        assert!(
+            html.len() <= 8 * note.len() + 256 * 1024,
+            "{path}: {}",
+            html.len()
+        );
     }
     let divs = server.get("/mcp/notes/render?path=div.md");
     let html = divs.body["html"].as_str().unwrap();
-    assert!(html.starts_with("<h1>Divs</h1>"), "what fits is rendered: {html:.200}");
+    assert!(
+        html.starts_with("<h1>Divs</h1>"),
+        "what fits is rendered: {html:.200}"
+    );
     assert!(html.len() < 64 * 1024, "{}", html.len());
     let table = server.get("/mcp/notes/render?path=table.md");
     let html = table.body["html"].as_str().unwrap();
-    assert!(html.contains("<td>b</td>"), "the rows that fit are rendered");
+    assert!(
+        html.contains("<td>b</td>"),
+        "the rows that fit are rendered"
+    );
 }
 
 /// A footnote's name becomes an element id: prefixed, so a note's ids never

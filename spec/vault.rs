@@ -945,7 +945,10 @@ fn a_move_reads_only_the_notes_whose_links_it_changes() {
         ("deep/x.md".into(), "# Deep x\n".into()),
     ];
     notes.extend((0..30).map(|i| (format!("n/{i:02}.md"), format!("{i} links [[x]]\n"))));
-    let refs: Vec<(&str, &str)> = notes.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
+    let refs: Vec<(&str, &str)> = notes
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
     let server = seeded(&refs, |config| config.max_move_notes = 2);
     let moved = move_note(&server, json!({"from": "deep/x.md", "to": "deep/y.md"}));
     assert_eq!(moved.status, 200, "{moved:?}");
@@ -953,7 +956,10 @@ fn a_move_reads_only_the_notes_whose_links_it_changes() {
     assert_eq!(file(&server, "n/07.md"), "7 links [[x]]\n");
     let past = move_note(&server, json!({"from": "x.md", "to": "z.md"}));
     past.assert_error(400, "invalid_request");
-    assert!(past.body.to_string().contains("MIRAI_MOVE_MAX_NOTES"), "{past:?}");
+    assert!(
+        past.body.to_string().contains("MIRAI_MOVE_MAX_NOTES"),
+        "{past:?}"
+    );
 }
 
 #[test]

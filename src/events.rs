@@ -264,12 +264,7 @@ impl Events {
     }
 
     /// A new subscriber, with the backlog after `last_id` (or a reset) first.
-    fn subscriber(
-        &self,
-        inner: &mut Inner,
-        filter: Filter,
-        last_id: Option<&str>,
-    ) -> Subscription {
+    fn subscriber(&self, inner: &mut Inner, filter: Filter, last_id: Option<&str>) -> Subscription {
         let newest = format!("{}-{}", self.prefix, inner.next - 1);
         let mut pending = VecDeque::new();
         if let Some(last) = last_id {
@@ -576,7 +571,10 @@ mod tests {
         for i in 0..=MIN_QUEUE {
             hub.publish("index", json!(i), None);
         }
-        assert!(hub.inner().subscribers.is_empty(), "the hub feeds it no more");
+        assert!(
+            hub.inner().subscribers.is_empty(),
+            "the hub feeds it no more"
+        );
         assert_eq!(
             hub.stream(Filter::default(), None).err(),
             Some(TooManyClients(1))

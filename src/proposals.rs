@@ -342,7 +342,10 @@ impl Proposals {
             )
         };
         durable::replace(&dir, &name, &bytes).map_err(failed)?;
-        self.tell(told.get_or_insert_with(HashMap::new), &Summary::of(proposal));
+        self.tell(
+            told.get_or_insert_with(HashMap::new),
+            &Summary::of(proposal),
+        );
         Ok(())
     }
 
@@ -436,8 +439,7 @@ impl Proposals {
     fn read(&self, dir: &Dir, name: &str) -> std::result::Result<Option<Arc<Summary>>, String> {
         // A file read before and unchanged since (same inode, size and time) is
         // not opened again: its checked summary is cached.
-        if let (Some(stamp), Some((cached, summary))) =
-            (Stamp::lstat(dir, name), self.cached(name))
+        if let (Some(stamp), Some((cached, summary))) = (Stamp::lstat(dir, name), self.cached(name))
         {
             if cached == stamp {
                 return Ok(Some(summary));

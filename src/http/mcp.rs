@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 use super::peer::{unless_gone, watched};
 use super::respond::{error_response, gone, read_body};
 use crate::app::App;
+use crate::events::TooManyClients;
 use crate::mcp::{code, requested_version, Mcp, Subscribed, PROTOCOL_VERSIONS};
 
 const SESSION_HEADER: &str = "Mcp-Session-Id";
@@ -243,28 +244,26 @@ fn decode_header(value: &str) -> Option<String> {
     }
 }
 
-/// A place under `MIRAI_EVENTS_MAX_CLIENTS` for one of MCP's streams, or
-/// the 503 answer when every place is taken.
-fn stream_slot(app: &App) -> Result<crate::events::Slot, HttpResponse> {
-    app.ctx.events.slot().map_err(|crate::events::TooManyClients(max)| {
-        rpc_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            code::INTERNAL_ERROR,
-            &format!(
-                "too_many_streams: {max} change streams are open (GET /events and MCP's streams \
-                 together), as many as MIRAI_EVENTS_MAX_CLIENTS allows; close one and try again"
-            ),
-        )
-    })
+/// The answer when every place under `MIRAI_EVENTS_MAX_CLIENTS` (`max`) is
+/// taken and one of MCP's streams was asked for.
+fn too_many_streams(max: usize) -> HttpResponse {
+    rpc_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        code::INTERNAL_ERROR,
+        &format!(
+            "too_many_streams: {max} change streams are open (GET /events and MCP's streams \
+             together), as many as MIRAI_EVENTS_MAX_CLIENTS allows; close one and try again"
+        ),
+    )
 }
 
 /// 2026-07-28's `subscriptions/listen`: the answer is a stream of
 /// server-sent events, the acknowledgement first, then the notifications of
 /// the listen's subscriptions; closing it ends them. Counted as `GET /events` is.
 fn listen(app: &App, req: &HttpRequest, message: &Value) -> HttpResponse {
-    let slot = match stream_slot(app) {
+    let slot = match app.ctx.events.slot() {
         Ok(slot) => slot,
-        Err(refused) => return refused,
+        Err(TooManyClients(max)) => return too_many_streams(max),
     };
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let (ack, listen) = match app.mcp.listen(id, &message["params"]) {
@@ -356,9 +355,9 @@ pub async fn get(
         );
     }
     let streaming = Streaming(session.streaming.clone());
-    let slot = match stream_slot(&app) {
+    let slot = match app.ctx.events.slot() {
         Ok(slot) => slot,
-        Err(refused) => return refused,
+        Err(TooManyClients(max)) => return too_many_streams(max),
     };
     let notifier = app.mcp.notifier(session.subscribed.clone());
     let state = (notifier, streaming, sessions.clone(), id, slot);

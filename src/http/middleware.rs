@@ -248,9 +248,7 @@ pub async fn require_json(
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim() != "0");
-    if req.method() == actix_web::http::Method::POST
-        && has_body
-        && !ANY_BODY.contains(&req.path())
+    if req.method() == actix_web::http::Method::POST && has_body && !ANY_BODY.contains(&req.path())
     {
         let sent = headers
             .get(header::CONTENT_TYPE)

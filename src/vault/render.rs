@@ -531,8 +531,16 @@ mod tests {
         let mut table = format!("{}|\n{}|\n", "|a".repeat(columns), "|-".repeat(columns));
         table.push_str(&"|b\n".repeat((LIMIT - table.len()) / 3));
         let html = plain(&table);
-        assert!(html.ends_with(Cut::TooLarge.notice()), "{}", &html[html.len() - 200..]);
-        assert!(html.len() <= output_budget(table.len()) * 2, "{} bytes", html.len());
+        assert!(
+            html.ends_with(Cut::TooLarge.notice()),
+            "{}",
+            &html[html.len() - 200..]
+        );
+        assert!(
+            html.len() <= output_budget(table.len()) * 2,
+            "{} bytes",
+            html.len()
+        );
         assert!(html.contains("<td>"), "the rows that fit are rendered");
     }
 
@@ -547,21 +555,33 @@ mod tests {
         let html = plain(&note);
         assert!(!html.contains("render-cut"), "{html}");
         assert!(html.contains("deep") && html.contains("quoted") && html.contains("<li>c</li>"));
-        assert_eq!(raw_nesting("<p>a<br><img src=x/><div><span>x</span>", 0), (1, 2));
+        assert_eq!(
+            raw_nesting("<p>a<br><img src=x/><div><span>x</span>", 0),
+            (1, 2)
+        );
     }
 
     #[test]
     fn footnote_ids_never_equal_the_pages_own() {
         let html = plain("See[^token-form] and[^main].\n\n[^token-form]: one\n[^main]: two\n");
-        assert!(html.contains(&format!("id=\"{FOOTNOTE_PREFIX}token-form\"")), "{html}");
-        assert!(html.contains(&format!("href=\"#{FOOTNOTE_PREFIX}main\"")), "{html}");
+        assert!(
+            html.contains(&format!("id=\"{FOOTNOTE_PREFIX}token-form\"")),
+            "{html}"
+        );
+        assert!(
+            html.contains(&format!("href=\"#{FOOTNOTE_PREFIX}main\"")),
+            "{html}"
+        );
         let ids: Vec<&str> = html
             .split(" id=\"")
             .skip(1)
             .filter_map(|rest| rest.split('"').next())
             .collect();
         assert_eq!(ids.len(), 2, "{html}");
-        assert!(ids.iter().all(|id| id.starts_with(FOOTNOTE_PREFIX)), "{html}");
+        assert!(
+            ids.iter().all(|id| id.starts_with(FOOTNOTE_PREFIX)),
+            "{html}"
+        );
     }
 
     #[test]
