@@ -310,6 +310,103 @@ fn notes_render_resolves_links_keeps_front_matter_as_data_and_runs_nothing() {
         .assert_error(404, "not_found");
 }
 
+/// The probe's costly shapes, each a note at the note limit (1 MiB): nested
+/// block HTML, a note of `>`, nested lists, a table whose rows its header
+/// pads. Each answers what fits, then a plain notice that points at the
+/// source, and an answer bounded by the note's size (benches/render.rs times them).
+#[test]
+fn notes_render_is_bounded_for_deep_and_huge_notes_at_the_note_limit() {
+    const LIMIT: usize = 1024 * 1024;
+    let server = TestServer::start_with(|c| c.max_note_bytes = LIMIT);
+    let fill = |head: &str, unit: &str| {
+        let mut note = head.to_string();
+        note.push_str(&unit.repeat((LIMIT - head.len()) / unit.len()));
+        note
+    };
+    let columns = 2000;
+    let header = format!("{}|\n{}|\n", "|a".repeat(columns), "|-".repeat(columns));
+    let shapes = [
+        ("div.md", fill("# Divs\n\n", "<div>"), "too deeply"),
+        ("ul.md", fill("", "<ul><li>"), "too deeply"),
+        ("dl.md", fill("", "<dl><dt>x<dd>"), "too deeply"),
+        ("blockquote.md", fill("", "<blockquote>"), "too deeply"),
+        ("section.md", fill("", "<section>"), "too deeply"),
+        ("quotes.md", fill("", ">"), "too deeply"),
+        ("lists.md", fill("", "+ "), "too deeply"),
+        ("table.md", fill(&header, "|b\n"), "too large"),
+    ];
+    for (path, note, _) in &shapes {
+        assert!(note.len() <= LIMIT && note.len() > LIMIT - 64, "{path}");
+        server.write(path, note);
+    }
+    for (path, note, why) in &shapes {
+        let answer = server.get(&format!("/mcp/notes/render?path={path}"));
+        assert_eq!(answer.status, 200, "{path}: {answer:?}");
+        assert_eq!(answer.body["bytes"], note.len());
+        let html = answer.body["html"].as_str().unwrap();
+        let notice = "<p class=\"render-cut\">The rest of this note is";
+        assert!(
+            html.contains(notice) && html.contains(why) && html.ends_with("see its source.</p>\n"),
+            "{path}: {}",
+            &html[html.len().saturating_sub(300)..]
+        );
+        assert_eq!(html.matches(notice).count(), 1, "{path}");
+        // Bounded by the note's size: eight times it, plus 256 KiB, at most.
+        assert!(
+            html.len() <= 8 * note.len() + 256 * 1024,
+            "{path}: {}",
+            html.len()
+        );
+    }
+    let divs = server.get("/mcp/notes/render?path=div.md");
+    let html = divs.body["html"].as_str().unwrap();
+    assert!(
+        html.starts_with("<h1>Divs</h1>"),
+        "what fits is rendered: {html:.200}"
+    );
+    assert!(html.len() < 64 * 1024, "{}", html.len());
+    let table = server.get("/mcp/notes/render?path=table.md");
+    let html = table.body["html"].as_str().unwrap();
+    assert!(
+        html.contains("<td>b</td>"),
+        "the rows that fit are rendered"
+    );
+}
+
+/// A footnote's name becomes an element id: prefixed, so a note's ids never
+/// equal the page's own (a note naming one `token-form` cannot take the
+/// token prompt's place).
+#[test]
+fn footnote_ids_from_a_note_never_equal_the_pages_own() {
+    let page_ids: Vec<&str> = include_str!("../ui/index.html")
+        .split(" id=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    assert!(page_ids.contains(&"token-form"), "{page_ids:?}");
+    let mut note = String::from("# Footnotes\n\n");
+    for id in &page_ids {
+        note.push_str(&format!("See[^{id}].\n\n"));
+    }
+    for id in &page_ids {
+        note.push_str(&format!("[^{id}]: about {id}\n"));
+    }
+    let server = TestServer::with_note("notes.md", &note);
+    let answer = server.get("/mcp/notes/render?path=notes.md");
+    let html = answer.body["html"].as_str().unwrap();
+    let ids: Vec<&str> = html
+        .split(" id=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    assert_eq!(ids.len(), page_ids.len(), "{html}");
+    for id in &ids {
+        assert!(!page_ids.contains(id), "{id} is the page's: {html}");
+        assert!(id.starts_with("note-fn-"), "{id}");
+    }
+    assert!(html.contains("href=\"#note-fn-token-form\""), "{html}");
+}
+
 #[test]
 fn a_note_past_the_size_limit_is_not_rendered() {
     let server = TestServer::start_with(|c| c.max_note_bytes = 1000);

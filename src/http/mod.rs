@@ -8,7 +8,7 @@
 //! may take to arrive; and turning a panic into a plain 500.
 //!
 //! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp`, `events`, `ui` ->
-//! `respond`; `middleware` -> `respond`, `ui`; `row`, `hooks` -> `peer`; this file ->
+//! `respond`; `middleware` -> `respond`, `ui`; `row`, `hooks`, `events`, `mcp` -> `peer`; this file ->
 //! `routes`, `middleware`, `mcp`, `peer`; `stop` (signals, for `mirai serve`)
 //! imports none of them. `openapi` (the generated document)
 //! stands apart: it reads the operation table and its own base file.

@@ -6,11 +6,12 @@
 //! `changes.apply`'s, so guards, dirty notes, `base_commit`, dry runs and
 //! crash records behave the same.
 //!
-//! Which notes may need a rewrite comes from the live index's link graph
-//! (the notes holding a link filed under either path's names, and the moved
-//! note); each is then read as it is now and its links found again, so the
+//! Which notes need a rewrite comes from the live index's link graph first
+//! (the notes holding a link filed under either path's names whose target
+//! the move changes, by the links the graph holds, and the moved note); only
+//! those are read as they are now and their links found again, so the
 //! rewrite works on the current text. At most `MIRAI_MOVE_MAX_NOTES` notes
-//! besides the moved one are rewritten.
+//! besides the moved one are read (and so rewritten).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -137,6 +138,17 @@ pub(super) fn paths_changed_now(
     Ok(plans.into_iter().map(|plan| plan.note.rel).collect())
 }
 
+/// The refusal of a move whose links reach more than `max` other notes.
+fn too_many(from: &str, max: usize) -> Error {
+    Error::new(
+        ErrorCode::InvalidRequest,
+        format!(
+            "moving {from} rewrites links in more than {max} notes (MIRAI_MOVE_MAX_NOTES); \
+             move with update_links: false and fix the links in smaller steps"
+        ),
+    )
+}
+
 /// The move's plans (the deletion of `from`, the creation of `to`, then each
 /// rewritten note by path) and the notes whose links changed.
 fn plan_move(
@@ -192,10 +204,18 @@ fn plan_move(
             before: &before,
             after: &after,
         };
-        for path in vault.move_candidates(&from.rel, &to.rel) {
+        let mut read = 0usize;
+        for path in vault.move_candidates(&from.rel, &to.rel, |path, link| {
+            mv.wanted(path, link).is_some()
+        }) {
             let (note, current) = if path == from.rel {
                 (from.clone(), text.clone())
             } else {
+                // Every note read counts, rewritten or not.
+                read += 1;
+                if read > ctx.max_move_notes {
+                    return Err(too_many(&from.rel, ctx.max_move_notes));
+                }
                 let Ok(note) = ctx.view.resolve_for_write(&path, Existence::MustExist) else {
                     continue; // gone since the graph saw it
                 };
@@ -220,16 +240,6 @@ fn plan_move(
             if path == from.rel {
                 moved_text = done.content;
                 continue;
-            }
-            if others.len() >= ctx.max_move_notes {
-                return Err(Error::new(
-                    ErrorCode::InvalidRequest,
-                    format!(
-                        "moving {} rewrites links in more than {} notes (MIRAI_MOVE_MAX_NOTES); \
-                         move with update_links: false and fix the links in smaller steps",
-                        from.rel, ctx.max_move_notes
-                    ),
-                ));
             }
             others.push(plan_text(
                 ctx,
