@@ -136,7 +136,10 @@ fn a_query_parameter_a_row_does_not_take_is_refused() {
             .contains("did you mean `limit`?"),
         "{answer:?}"
     );
-    assert_eq!(server.get("/mcp/notes/history?path=a.md&limit=2").status, 200);
+    assert_eq!(
+        server.get("/mcp/notes/history?path=a.md&limit=2").status,
+        200
+    );
 }
 
 #[test]
@@ -158,7 +161,10 @@ fn the_sandbox_tells_the_program_and_the_model_the_right_name() {
         &json!({"code": "return await mirai.notes.write({path: 'a.md', contnet: 'x\\n'})"}),
     );
     assert_eq!(answer.status, 200, "{answer:?}");
-    assert_eq!(answer.body["error"]["code"], "invalid_request", "{answer:?}");
+    assert_eq!(
+        answer.body["error"]["code"], "invalid_request",
+        "{answer:?}"
+    );
     assert!(
         answer.body["error"]["message"]
             .as_str()

@@ -341,7 +341,10 @@ fn matched_terms_are_the_normalized_query_tokens_once_in_query_order() {
     // The original's contract: `Mango kiwi` answers ["mango", "kiwi"]. The
     // page highlights from these case-insensitively, and from snippet_offset.
     let server = TestServer::start();
-    server.write("fruit.md", "# Fruit\n\nA ripe mango and a KIWI for breakfast.\n");
+    server.write(
+        "fruit.md",
+        "# Fruit\n\nA ripe mango and a KIWI for breakfast.\n",
+    );
     for q in ["Mango kiwi", "MANGO Kiwi mango KIWI"] {
         let answer = query(&server, q, "");
         assert_eq!(answer.status, 200, "{answer:?}");

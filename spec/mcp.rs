@@ -726,9 +726,19 @@ fn a_stop_is_prompt_whatever_clients_did() {
         assert!(!client.list_all_tools().await.unwrap().is_empty());
         let read = call(&client, "notes_read", json!({"path": "welcome.md"})).await;
         assert_eq!(read.is_error, Some(false), "{read:?}");
-        let failed = call(&client, "notes_write", json!({"path": "../x.md", "content": "x"})).await;
+        let failed = call(
+            &client,
+            "notes_write",
+            json!({"path": "../x.md", "content": "x"}),
+        )
+        .await;
         assert_eq!(failed.is_error, Some(true), "{failed:?}");
-        let wrote = call(&client, "notes_write", json!({"path": "kept.md", "content": "kept\n"})).await;
+        let wrote = call(
+            &client,
+            "notes_write",
+            json!({"path": "kept.md", "content": "kept\n"}),
+        )
+        .await;
         assert_eq!(wrote.is_error, Some(false), "{wrote:?}");
         let eval = call(&client, "agent_eval", json!({"code": "return 1 + 1"})).await;
         assert_eq!(eval.is_error, Some(false), "{eval:?}");
@@ -771,7 +781,10 @@ fn a_stop_is_prompt_whatever_clients_did() {
     };
     assert!(status.success(), "{status:?}");
     // The acknowledged write is there, committed; nothing is left half done.
-    assert_eq!(std::fs::read_to_string(root.join("kept.md")).unwrap(), "kept\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("kept.md")).unwrap(),
+        "kept\n"
+    );
     assert_eq!(common::git(&root, &["status", "--porcelain"]), "");
     assert!(common::git(&root, &["log", "--format=%s"]).contains("mcp.patch_apply: kept.md"));
 }

@@ -30,8 +30,8 @@ fn close(node: &mut Value) {
     };
     // A struct without fields is `{"type": "object"}` alone (a map says
     // `additionalProperties`): it names its properties too, none.
-    let fieldless = object.get("type") == Some(&Value::from("object"))
-        && !object.contains_key("properties");
+    let fieldless =
+        object.get("type") == Some(&Value::from("object")) && !object.contains_key("properties");
     if (fieldless || object.contains_key("properties"))
         && !object.contains_key("additionalProperties")
     {
@@ -122,7 +122,12 @@ fn branches<'a>(root: &'a Value, schema: &'a Value) -> Vec<&'a Value> {
             }
         }
         for key in ["anyOf", "oneOf", "allOf"] {
-            for alternative in object.get(key).and_then(Value::as_array).into_iter().flatten() {
+            for alternative in object
+                .get(key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 pending.push((alternative, hops));
             }
         }
@@ -203,8 +208,11 @@ mod tests {
             Some("unknown field `mesage`; did you mean `message`?")
         );
         assert_eq!(
-            unknown(&schema(), &json!({"edits": [{"old": "x", "new": "y"}, {"old": "x", "nwe": "y"}]}))
-                .as_deref(),
+            unknown(
+                &schema(),
+                &json!({"edits": [{"old": "x", "new": "y"}, {"old": "x", "nwe": "y"}]})
+            )
+            .as_deref(),
             Some("unknown field `nwe` in `edits[1]`; did you mean `new`?")
         );
         assert_eq!(
@@ -234,7 +242,10 @@ mod tests {
     fn strict_closes_every_object_schema_that_names_its_properties() {
         let closed = strict(schema());
         assert_eq!(closed["additionalProperties"], json!(false));
-        assert_eq!(closed["$defs"]["Edit"]["additionalProperties"], json!(false));
+        assert_eq!(
+            closed["$defs"]["Edit"]["additionalProperties"],
+            json!(false)
+        );
         // A map keeps its own rule.
         assert_eq!(
             closed["properties"]["map"]["additionalProperties"],
