@@ -795,3 +795,253 @@ fn the_page_in_a_real_browser() {
     assert_eq!(ran, json!(["undefined", "/ui/notes/hostile.md", 0]));
     drop(llm);
 }
+
+#[test]
+fn index_query_answers_one_result_per_note_with_a_readable_passage() {
+    let server = TestServer::start();
+    let filler = "Plain words about the weather and nothing else at all. ".repeat(8);
+    let section = "Plain words about the weather and nothing else at all. ".repeat(40);
+    // One note matches in many sections; four others once each.
+    let mut long = String::from("---\ntags: [garden, plans]\n---\n# Graph view\n\n");
+    for i in 0..6 {
+        long.push_str(&format!(
+            "## Part {i}\n\n{section}The graph view shows links between notes.\n\n"
+        ));
+    }
+    server.write("long.md", &long);
+    for i in 0..4 {
+        server.write(
+            &format!("other{i}.md"),
+            format!("# Other {i}\n\n{filler}A graph of note {i}, seen in a view.\n"),
+        );
+    }
+    server.commit_all();
+    let chunks = server.get("/mcp/index/query?q=graph%20view&limit=10");
+    assert_eq!(chunks.status, 200, "{chunks:?}");
+    let paths = |answer: &Value| -> Vec<String> {
+        answer["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["metadata"]["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Without group, chunks as before: the long note's chunks crowd the answer.
+    assert!(paths(&chunks.body).iter().filter(|p| *p == "long.md").count() > 1);
+    assert!(chunks.body["chunks"][0].get("context").is_none());
+    let notes = server.get("/mcp/index/query?q=graph%20view&limit=10&group=note");
+    assert_eq!(notes.status, 200, "{notes:?}");
+    let found = paths(&notes.body);
+    let mut distinct = found.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(found.len(), 5, "{found:?}");
+    assert_eq!(distinct.len(), 5, "one entry per note: {found:?}");
+    let first = &notes.body["chunks"][0];
+    assert_eq!(first["metadata"]["path"], "long.md", "{first}");
+    let all = server.get("/mcp/index/query?q=graph%20view&limit=50");
+    let long_chunks = paths(&all.body).iter().filter(|p| *p == "long.md").count();
+    assert!(long_chunks >= 6, "{long_chunks}");
+    assert_eq!(first["other_chunks"], long_chunks - 1, "{first}");
+    assert_eq!(first["metadata"]["tags"], json!(["garden", "plans"]));
+    for entry in notes.body["chunks"].as_array().unwrap() {
+        let context = &entry["context"];
+        let text: Vec<char> = context["text"].as_str().unwrap().chars().collect();
+        let whole = entry["content"].as_str().unwrap().chars().count();
+        assert!(
+            text.len() <= 240 && (whole < 240 || text.len() >= 100),
+            "{} chars: {context}",
+            text.len()
+        );
+        let marked: Vec<String> = context["terms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let (s, e) = (
+                    t["start"].as_u64().unwrap() as usize,
+                    t["end"].as_u64().unwrap() as usize,
+                );
+                text[s..e].iter().collect::<String>().to_lowercase()
+            })
+            .collect();
+        assert!(marked.contains(&"graph".to_string()), "{marked:?} {context}");
+        assert!(marked.contains(&"view".to_string()), "{marked:?} {context}");
+        // Whole words at both ends.
+        let content: Vec<char> = entry["content"].as_str().unwrap().chars().collect();
+        let (start, end) = (
+            context["start"].as_u64().unwrap() as usize,
+            context["end"].as_u64().unwrap() as usize,
+        );
+        assert!(start == 0 || !content[start - 1].is_alphanumeric(), "{context}");
+        assert!(end == content.len() || !content[end].is_alphanumeric(), "{context}");
+        assert_eq!(entry["other_chunks"].is_u64(), true);
+    }
+    // The passage of a section's chunk names its heading.
+    let part = server.get("/mcp/index/query?q=graph%20view&group=note&path_prefix=long.md");
+    assert_eq!(paths(&part.body), ["long.md"]);
+    // limit and offset count notes.
+    let page = server.get("/mcp/index/query?q=graph%20view&limit=2&offset=2&group=note");
+    assert_eq!(paths(&page.body), found[2..4].to_vec());
+    let chunked = server.get("/mcp/index/query?q=graph%20view&group=chunk&limit=10");
+    assert_eq!(paths(&chunked.body), paths(&chunks.body));
+    for bad in ["notes", "1", ""] {
+        server
+            .get(&format!("/mcp/index/query?q=graph&group={bad}"))
+            .assert_error(400, "invalid_request");
+    }
+}
+
+/// A browser window's handle, opening `url` in a new tab of the session.
+fn open_tab(browser: &Browser, url: &str) -> fantoccini::wd::WindowHandle {
+    let tab = browser
+        .runtime
+        .block_on(browser.c().new_window(true))
+        .unwrap();
+    browser
+        .runtime
+        .block_on(browser.c().switch_to_window(tab.handle.clone()))
+        .unwrap();
+    browser.goto(url);
+    tab.handle
+}
+
+#[test]
+fn ten_tabs_share_one_change_stream_and_the_token() {
+    let browser = match Browser::start() {
+        Ok(browser) => browser,
+        Err(why) => {
+            println!("SKIPPED: the browser test needs chromium and chromedriver: {why}");
+            return;
+        }
+    };
+    // Two streams at most: ten tabs that each kept their own could not all follow.
+    let server = TestServer::start_with(|c| {
+        c.api_token = Some(TOKEN.into());
+        c.events.max_clients = 2;
+    });
+    server.write("welcome.md", WELCOME);
+    server.write("garden/plans.md", PLANS);
+    server.write("todo.md", TODO);
+    server.commit_all();
+    browser.goto(&format!("{}/ui/notes/todo.md", server.url));
+    browser.wait("#token-dialog[open]");
+    browser.type_into("#token-input", TOKEN);
+    browser.click("#token-form button[type=submit]");
+    browser.wait_text("article.note", "buy milk");
+    let first = browser.runtime.block_on(browser.c().window()).unwrap();
+    let views = [
+        "/ui/notes/",
+        "/ui/notes/welcome.md",
+        "/ui/notes/garden/plans.md",
+        "/ui/history/todo.md",
+        "/ui/search?q=milk",
+        "/ui/runs",
+        "/ui/proposals",
+        "/ui/status",
+        "/ui/tags",
+    ];
+    let mut tabs = vec![first];
+    for view in views {
+        tabs.push(open_tab(&browser, &format!("{}{view}", server.url)));
+        // Each renders, with the token the first tab was given (no dialog).
+        browser.wait("main h1");
+        assert!(
+            !browser.text("main").contains("Loading"),
+            "{view}: {}",
+            browser.text("main")
+        );
+        let asked = browser.js("return document.getElementById('token-dialog').open");
+        assert_eq!(asked, json!(false), "{view} asked for the token again");
+    }
+    // Every tab is past its first look before the change.
+    std::thread::sleep(Duration::from_millis(1500));
+    server.write("todo.md", "# Todo\n\n- buy bread\n");
+    git(
+        &server.root,
+        &[
+            "-c",
+            "user.name=Ann",
+            "-c",
+            "user.email=ann@example.com",
+            "commit",
+            "-qam",
+            "Bread",
+        ],
+    );
+    let committed = Instant::now();
+    let mut waiting: Vec<_> = tabs.clone();
+    while !waiting.is_empty() {
+        waiting.retain(|tab| {
+            browser
+                .runtime
+                .block_on(browser.c().switch_to_window(tab.clone()))
+                .unwrap();
+            !browser.text("#live").contains("Ann changed todo.md")
+        });
+        assert!(
+            committed.elapsed() < Duration::from_millis(2000) || waiting.is_empty(),
+            "{} of 10 tabs did not show the commit within 2 s",
+            waiting.len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The open note and its history follow the commit too.
+    browser
+        .runtime
+        .block_on(browser.c().switch_to_window(tabs[0].clone()))
+        .unwrap();
+    browser.wait_text("article.note", "buy bread");
+    browser
+        .runtime
+        .block_on(browser.c().switch_to_window(tabs[4].clone()))
+        .unwrap();
+    browser.wait_text("main", "Bread");
+    // Closing every tab but one leaves the stream working for the last.
+    for tab in &tabs[1..] {
+        browser
+            .runtime
+            .block_on(browser.c().switch_to_window(tab.clone()))
+            .unwrap();
+        browser.runtime.block_on(browser.c().close_window()).unwrap();
+    }
+    browser
+        .runtime
+        .block_on(browser.c().switch_to_window(tabs[0].clone()))
+        .unwrap();
+    server.write("todo.md", "# Todo\n\n- buy cheese\n");
+    git(
+        &server.root,
+        &[
+            "-c",
+            "user.name=Ann",
+            "-c",
+            "user.email=ann@example.com",
+            "commit",
+            "-qam",
+            "Cheese",
+        ],
+    );
+    browser.wait_text("article.note", "buy cheese");
+}
+
+#[test]
+fn a_tab_without_a_stream_polls() {
+    let browser = match Browser::start() {
+        Ok(browser) => browser,
+        Err(why) => {
+            println!("SKIPPED: the browser test needs chromium and chromedriver: {why}");
+            return;
+        }
+    };
+    // No stream at all for this browser: every tab falls back to polling within 2 s.
+    let server = TestServer::start_with(|c| c.events.max_clients = 0);
+    server.write("todo.md", TODO);
+    server.commit_all();
+    browser.goto(&format!("{}/ui/notes/todo.md", server.url));
+    browser.wait_text("article.note", "buy milk");
+    std::thread::sleep(Duration::from_millis(2500));
+    server.write("todo.md", "# Todo\n\n- buy bread\n");
+    server.commit_all();
+    browser.wait_text("article.note", "buy bread");
+}

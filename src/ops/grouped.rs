@@ -166,7 +166,10 @@ fn window(chars: &[char], found: &[(usize, usize, usize)]) -> (usize, usize) {
         while t < first && t - s <= MAX_WORD_SHIFT && !chars[t].is_whitespace() {
             t += 1;
         }
-        if t < first || (t == first && t - s <= MAX_WORD_SHIFT) {
+        while t < first && chars[t].is_whitespace() {
+            t += 1;
+        }
+        if t <= first && t - s <= MAX_WORD_SHIFT + 1 && !word(t.saturating_sub(1)) {
             s = t;
         }
     }
