@@ -327,6 +327,30 @@ fn agent_script() -> Script {
     ])
 }
 
+/// The page's runs: the proposal run, then one whose reply after a failed step is
+/// held back (step 2), then one that runs out of steps.
+fn page_script() -> Script {
+    Script::answering(&[
+        "<think>Add a line to the todo list.</think>\n<code>\nconst r = await mirai.notes.append({path: \"todo.md\", text: \"- call mum\\n\"});\nreturn r.proposal;\n</code>".to_string(),
+        "<think>Done.</think>\n<reply>I proposed adding \"call mum\" to todo.md.</reply>".to_string(),
+        "<think>Try.</think>\n<code>\nthrow new Error(\"boom\");\n</code>".to_string(),
+        "<think>Give up.</think>\n<reply>Too early reply.</reply>".to_string(),
+        "<think>Really.</think>\n<reply>It could not be done.</reply>".to_string(),
+        "<think>Look.</think>\n<code>\nreturn 1;\n</code>".to_string(),
+    ])
+}
+
+const GUIDE: &str = "# Guide\n\nRead the [[guide#Far section|far section]] first.[^1]\n\n\
+> [!warning] Mind the frost\n> Cover the beds at night.\n\n![[plans#Later]]\n\n";
+
+/// The guide's tail: far below the fold, then the footnote.
+fn guide() -> String {
+    let filler: String = (0..60)
+        .map(|i| format!("Filler line {i} about nothing much.\n\n"))
+        .collect();
+    format!("{GUIDE}{filler}## Far section\n\nDeep words about compost.\n\n{filler}[^1]: The footnote text.\n")
+}
+
 #[test]
 fn a_runs_transcript_keeps_each_calls_request_and_answer() {
     let llm = FakeLlm::start(agent_script());
@@ -568,7 +592,7 @@ fn the_page_in_a_real_browser() {
         }
     };
     let shots = std::env::var_os("MIRAI_PAGE_SHOTS").map(PathBuf::from);
-    let llm = FakeLlm::start(agent_script());
+    let llm = FakeLlm::start(page_script());
     let base_url = llm.base_url.clone();
     let server = TestServer::start_with(|c| {
         review(c);
@@ -580,6 +604,7 @@ fn the_page_in_a_real_browser() {
     server.write("todo.md", TODO);
     server.write("hostile.md", HOSTILE);
     server.write("garden/beds/north.md", "# North bed\n\nShade plants.\n");
+    server.write("guide.md", guide());
     server.commit_all();
     server.write("garden/plans.md", PLANS_EDITED);
     git(
@@ -605,6 +630,12 @@ fn the_page_in_a_real_browser() {
         .as_str()
         .unwrap()
         .to_string();
+    // A run whose reply after a failed step is held back, and one out of steps.
+    let held = server.post_json("/agent/run", &json!({"task": "Try and fail."}));
+    assert_eq!(held.status, 200, "{held:?}");
+    let held_id = held.body["run_id"].as_str().unwrap().to_string();
+    let short = server.post_json("/agent/run", &json!({"task": "Too short.", "max_steps": 1}));
+    assert_eq!(short.body["stopped"], "max_steps", "{short:?}");
     let http = server.post_json(
         "/mcp/notes/append",
         &json!({"path": "welcome.md", "text": "A line from HTTP.\n"}),
@@ -626,11 +657,39 @@ fn the_page_in_a_real_browser() {
     browser.click(".tree details[data-prefix='garden/'] > summary");
     browser.wait_text(".tree", "beds/");
     browser.shot(&shots, "notes-tree-desktop", 1280, 900);
+    // The first page: newest commits, what waits, runs, index and sync, broken links.
+    let home = browser.wait_text(".home", "Add basil to the plans");
+    for shown in [
+        "Ann",
+        "2 proposals pending",
+        "Try and fail.",
+        "failed: max steps",
+        "1 broken link",
+        "Index",
+        "Sync",
+    ] {
+        assert!(home.contains(shown), "the first page lacks {shown:?}: {home}");
+    }
+    browser.shot(&shots, "home-360", 360, 780);
+    // "/" puts the cursor in the search box.
+    browser.js("document.body.focus(); return true");
+    let body = browser.wait("body");
+    browser.runtime.block_on(body.send_keys("/")).unwrap();
+    assert_eq!(
+        browser.js("return document.activeElement.id"),
+        json!("search-input")
+    );
+    browser.js("document.getElementById('search-input').blur(); return true");
 
     // Search, and open a hit at its chunk.
     browser.type_into("#search-input", "basil");
     browser.click("#search-form button");
     browser.wait(".hit-card mark");
+    // One result per note, its passage with the term marked from the answer's offsets.
+    assert_eq!(browser.js("return document.querySelectorAll('.hit-card').length"), json!(1));
+    assert_eq!(browser.text(".hit-card mark"), "basil");
+    assert!(browser.text(".hit-card").contains("garden/plans.md"));
+    browser.shot(&shots, "search-desktop", 1280, 900);
     assert!(
         browser.url().contains("/ui/search?q=basil"),
         "{}",
@@ -645,7 +704,7 @@ fn the_page_in_a_real_browser() {
         "{}",
         browser.url()
     );
-    browser.wait("article.note .hit");
+    assert_eq!(browser.text("article.note .hit"), "Plant tomatoes and basil by the south wall.");
 
     // A note: rendered, its front matter as a table, a resolved link, the source.
     browser.goto(&format!("{}/ui/notes/welcome.md", server.url));
@@ -656,6 +715,12 @@ fn the_page_in_a_real_browser() {
     assert!(browser
         .text("article.note .unresolved")
         .contains("Missing note"));
+    // Its place in the vault: tags, outgoing links (the broken one marked).
+    let tags = browser.text(".note-head .tags");
+    assert!(tags.contains("#start") && tags.contains("#garden"), "{tags}");
+    let links = browser.text(".vault-links");
+    assert!(links.contains("broken: Missing note"), "{links}");
+    assert!(links.contains("plans"), "{links}");
     browser.shot(&shots, "note-desktop", 1280, 900);
     browser.shot(&shots, "note-360", 360, 780);
     browser.click(".note-head button[aria-pressed]");
@@ -664,6 +729,9 @@ fn the_page_in_a_real_browser() {
     browser.wait("article.note");
     browser.click("article.note a");
     browser.wait_text("main h1", "Plans");
+    // Backlinks, each with the line that links; the title once.
+    browser.wait_text(".vault-links", "Read [[plans]] and [[Missing note]] before planting.");
+    assert_eq!(browser.js("return document.querySelectorAll('main h1').length"), json!(1));
 
     // Its history, a diff, and a revert (review mode: a proposal, approved below).
     browser.click(".note-head a[href^='/ui/history/']");
@@ -687,7 +755,7 @@ fn the_page_in_a_real_browser() {
     // The agent's run, step by step, with each mirai.* call's request and answer.
     browser.click(".top nav a[data-view=runs]");
     browser.wait_text("main", "Add call mum");
-    browser.click("main .card h3 a");
+    browser.click(&format!("main .card h3 a[href$='{run_id}']"));
     browser.wait_text(".step", "mirai.notes.append");
     assert!(browser.title().starts_with("Run "), "{}", browser.title());
     assert!(
@@ -703,8 +771,8 @@ fn the_page_in_a_real_browser() {
     );
     let run = browser.text(".run");
     for shown in [
-        "Stopped",
-        "reply",
+        "Ended",
+        "✓ replied",
         "Add a line to the todo list.",
         "await mirai.notes.append({path: \"todo.md\"",
         "I proposed adding",
@@ -742,8 +810,29 @@ fn the_page_in_a_real_browser() {
     // Reject the agent's proposal: the reviewer token is kept for the tab.
     browser.goto(&format!("{}/ui/proposals/{agents}", server.url));
     browser.wait("#reject");
-    let head = server.head();
     browser.type_into("#reject-reason", "not now");
+    // The proposal goes stale live: the view redraws, the half-typed reason stays.
+    let commit_as_ann = |message: &str| {
+        git(
+            &server.root,
+            &["-c", "user.name=Ann", "-c", "user.email=ann@example.com", "commit", "-qam", message],
+        )
+    };
+    server.write("todo.md", "# Todo\n\n- buy eggs\n");
+    commit_as_ann("Eggs");
+    browser.wait_text("main", "no: the notes changed since");
+    assert_eq!(
+        browser.js("return document.getElementById('reject-reason').value"),
+        json!("not now")
+    );
+    server.write("todo.md", TODO);
+    commit_as_ann("Milk again");
+    let started = Instant::now();
+    while browser.text("main").contains("no: the notes changed since") {
+        assert!(started.elapsed() < Duration::from_secs(10), "the proposal never applied again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let head = server.head();
     browser.click("#reject");
     browser.wait_text("main", "Rejected.");
     assert_eq!(server.head(), head);
@@ -793,6 +882,85 @@ fn the_page_in_a_real_browser() {
          document.querySelectorAll('article.note :is(script, svg, img, iframe, [onerror], [onload], [style])').length]",
     );
     assert_eq!(ran, json!(["undefined", "/ui/notes/hostile.md", 0]));
+
+    // Obsidian: a callout, an embedded section, the title once, an outline,
+    // a link to a heading, a footnote.
+    browser.goto(&format!("{}/ui/notes/guide.md", server.url));
+    browser.wait_text("article.note .embedded", "Beans.");
+    assert_eq!(
+        browser.text("article.note .callout-warning .callout-title"),
+        "Mind the frost"
+    );
+    assert!(!browser.text("article.note").contains("[!warning]"));
+    assert!(!browser.text("article.note .embedded").contains("Plant tomatoes"));
+    assert_eq!(browser.js("return document.querySelectorAll('main h1').length"), json!(1));
+    assert!(browser.text(".outline").contains("Far section"));
+    browser.shot(&shots, "guide-desktop", 1280, 900);
+    browser.shot(&shots, "guide-360", 360, 780);
+    browser.click("article.note a[href*='#Far']");
+    browser.wait("#h-far-section.target");
+    assert!(browser.url().ends_with("/ui/notes/guide.md#Far%20section"), "{}", browser.url());
+    let y = browser.js("return window.scrollY").as_f64().unwrap();
+    assert!(y > 500.0, "scrolled to {y}");
+    browser.goto(&format!("{}/ui/notes/guide.md", server.url));
+    browser.wait("article.note sup a");
+    browser.js("window.scrollTo(0, 0); return true");
+    browser.click("article.note sup a");
+    std::thread::sleep(Duration::from_millis(300));
+    let y = browser.js("return window.scrollY").as_f64().unwrap();
+    assert!(y > 1000.0, "the footnote is far down: {y}");
+    assert!(browser.text(".target").contains("The footnote text."));
+    assert!(browser.url().contains("/ui/notes/guide.md#"), "{}", browser.url());
+
+    // Tags, a tag's notes, broken links and orphans.
+    browser.click(".top nav a[data-view=tags]");
+    browser.wait_text("main", "#garden");
+    browser.click("main a.tag[href='/ui/tags/start']");
+    browser.wait_text("main", "welcome.md");
+    browser.goto(&format!("{}/ui/links", server.url));
+    browser.wait_text("main table", "Missing note");
+    assert!(browser.text("main").contains("todo.md"), "an orphan");
+
+    // Runs: failures look like failures; a held-back reply sits under its own step.
+    browser.click(".top nav a[data-view=runs]");
+    browser.wait_text("main", "failed: max steps");
+    browser.goto(&format!("{}/ui/runs/{held_id}", server.url));
+    browser.wait_text(".step[aria-label='Step 2']", "Too early reply.");
+    assert!(!browser.text(".step[aria-label='Step 3']").contains("Too early reply."));
+
+    // Live updates keep what a person types; the live region speaks words.
+    browser.goto(&format!("{}/ui/notes/todo.md", server.url));
+    browser.wait_text("article.note", "buy bread");
+    std::thread::sleep(Duration::from_millis(2000));
+    browser.type_into("#search-input", "half typ");
+    server.write("todo.md", "# Todo\n\n- buy jam\n");
+    git(
+        &server.root,
+        &["-c", "user.name=Ann", "-c", "user.email=ann@example.com", "commit", "-qam", "Jam"],
+    );
+    browser.wait_text("article.note", "buy jam");
+    assert_eq!(
+        browser.js("return [document.getElementById('search-input').value, document.activeElement.id]"),
+        json!(["half typ", "search-input"])
+    );
+    let said = browser.text("#live");
+    assert!(said.contains("Ann changed todo.md"), "{said}");
+    assert!(!said.contains("notes_changed") && !said.contains("commit"), "{said}");
+
+    // The status page: no artifact is not shown as good; dark mode is there.
+    browser.goto(&format!("{}/ui/status", server.url));
+    browser.wait_text("main", "State");
+    let state = browser.js(
+        "const dd = [...document.querySelectorAll('dl.kv dt')].find(d => d.textContent === 'State').nextElementSibling; \
+         return [dd.textContent, dd.className]",
+    );
+    if state[0].as_str().unwrap().contains("no artifact") {
+        assert_eq!(state[1], "warn", "{state}");
+    }
+    let dark = browser.js(
+        "return [...document.styleSheets].some(s => [...s.cssRules].some(r => r.media && r.media.mediaText.includes('prefers-color-scheme: dark')))",
+    );
+    assert_eq!(dark, json!(true));
     drop(llm);
 }
 
@@ -915,11 +1083,9 @@ fn ten_tabs_share_one_change_stream_and_the_token() {
             return;
         }
     };
-    // Two streams at most: ten tabs that each kept their own could not all follow.
-    let server = TestServer::start_with(|c| {
-        c.api_token = Some(TOKEN.into());
-        c.events.max_clients = 2;
-    });
+    // A browser opens six connections per host: ten tabs that each held a
+    // stream would leave the seventh waiting for ever.
+    let server = TestServer::start_with(|c| c.api_token = Some(TOKEN.into()));
     server.write("welcome.md", WELCOME);
     server.write("garden/plans.md", PLANS);
     server.write("todo.md", TODO);

@@ -550,7 +550,7 @@ async function fillEmbeds(article) {
 /** The outline of the note: a link to each heading. */
 function outline(article) {
   const heads = [...article.querySelectorAll("h1, h2, h3, h4, h5, h6")];
-  if (heads.length < 2) return null;
+  if (!heads.length) return null;
   const top = Math.min(...heads.map((x) => Number(x.tagName[1])));
   return h("nav", { class: "outline", "aria-label": "Outline" },
     h("details", { open: window.matchMedia("(min-width: 56rem)").matches || heads.length <= 6 },
