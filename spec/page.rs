@@ -668,7 +668,10 @@ fn the_page_in_a_real_browser() {
         "Index",
         "Sync",
     ] {
-        assert!(home.contains(shown), "the first page lacks {shown:?}: {home}");
+        assert!(
+            home.contains(shown),
+            "the first page lacks {shown:?}: {home}"
+        );
     }
     browser.shot(&shots, "home-360", 360, 780);
     // "/" puts the cursor in the search box.
@@ -686,7 +689,10 @@ fn the_page_in_a_real_browser() {
     browser.click("#search-form button");
     browser.wait(".hit-card mark");
     // One result per note, its passage with the term marked from the answer's offsets.
-    assert_eq!(browser.js("return document.querySelectorAll('.hit-card').length"), json!(1));
+    assert_eq!(
+        browser.js("return document.querySelectorAll('.hit-card').length"),
+        json!(1)
+    );
     assert_eq!(browser.text(".hit-card mark"), "basil");
     assert!(browser.text(".hit-card").contains("garden/plans.md"));
     browser.shot(&shots, "search-desktop", 1280, 900);
@@ -704,7 +710,10 @@ fn the_page_in_a_real_browser() {
         "{}",
         browser.url()
     );
-    assert_eq!(browser.text("article.note .hit"), "Plant tomatoes and basil by the south wall.");
+    assert_eq!(
+        browser.text("article.note .hit"),
+        "Plant tomatoes and basil by the south wall."
+    );
 
     // A note: rendered, its front matter as a table, a resolved link, the source.
     browser.goto(&format!("{}/ui/notes/welcome.md", server.url));
@@ -717,7 +726,10 @@ fn the_page_in_a_real_browser() {
         .contains("Missing note"));
     // Its place in the vault: tags, outgoing links (the broken one marked).
     let tags = browser.text(".note-head .tags");
-    assert!(tags.contains("#start") && tags.contains("#garden"), "{tags}");
+    assert!(
+        tags.contains("#start") && tags.contains("#garden"),
+        "{tags}"
+    );
     let links = browser.text(".vault-links");
     assert!(links.contains("broken: Missing note"), "{links}");
     assert!(links.contains("plans"), "{links}");
@@ -730,8 +742,14 @@ fn the_page_in_a_real_browser() {
     browser.click("article.note a");
     browser.wait_text("main h1", "Plans");
     // Backlinks, each with the line that links; the title once.
-    browser.wait_text(".vault-links", "Read [[plans]] and [[Missing note]] before planting.");
-    assert_eq!(browser.js("return document.querySelectorAll('main h1').length"), json!(1));
+    browser.wait_text(
+        ".vault-links",
+        "Read [[plans]] and [[Missing note]] before planting.",
+    );
+    assert_eq!(
+        browser.js("return document.querySelectorAll('main h1').length"),
+        json!(1)
+    );
 
     // Its history, a diff, and a revert (review mode: a proposal, approved below).
     browser.click(".note-head a[href^='/ui/history/']");
@@ -815,7 +833,15 @@ fn the_page_in_a_real_browser() {
     let commit_as_ann = |message: &str| {
         git(
             &server.root,
-            &["-c", "user.name=Ann", "-c", "user.email=ann@example.com", "commit", "-qam", message],
+            &[
+                "-c",
+                "user.name=Ann",
+                "-c",
+                "user.email=ann@example.com",
+                "commit",
+                "-qam",
+                message,
+            ],
         )
     };
     server.write("todo.md", "# Todo\n\n- buy eggs\n");
@@ -829,7 +855,10 @@ fn the_page_in_a_real_browser() {
     commit_as_ann("Milk again");
     let started = Instant::now();
     while browser.text("main").contains("no: the notes changed since") {
-        assert!(started.elapsed() < Duration::from_secs(10), "the proposal never applied again");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the proposal never applied again"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let head = server.head();
@@ -892,14 +921,23 @@ fn the_page_in_a_real_browser() {
         "Mind the frost"
     );
     assert!(!browser.text("article.note").contains("[!warning]"));
-    assert!(!browser.text("article.note .embedded").contains("Plant tomatoes"));
-    assert_eq!(browser.js("return document.querySelectorAll('main h1').length"), json!(1));
+    assert!(!browser
+        .text("article.note .embedded")
+        .contains("Plant tomatoes"));
+    assert_eq!(
+        browser.js("return document.querySelectorAll('main h1').length"),
+        json!(1)
+    );
     assert!(browser.text(".outline").contains("Far section"));
     browser.shot(&shots, "guide-desktop", 1280, 900);
     browser.shot(&shots, "guide-360", 360, 780);
     browser.click("article.note a[href*='#Far']");
     browser.wait("#h-far-section.target");
-    assert!(browser.url().ends_with("/ui/notes/guide.md#Far%20section"), "{}", browser.url());
+    assert!(
+        browser.url().ends_with("/ui/notes/guide.md#Far%20section"),
+        "{}",
+        browser.url()
+    );
     let y = browser.js("return window.scrollY").as_f64().unwrap();
     assert!(y > 500.0, "scrolled to {y}");
     browser.goto(&format!("{}/ui/notes/guide.md", server.url));
@@ -910,7 +948,11 @@ fn the_page_in_a_real_browser() {
     let y = browser.js("return window.scrollY").as_f64().unwrap();
     assert!(y > 1000.0, "the footnote is far down: {y}");
     assert!(browser.text(".target").contains("The footnote text."));
-    assert!(browser.url().contains("/ui/notes/guide.md#"), "{}", browser.url());
+    assert!(
+        browser.url().contains("/ui/notes/guide.md#"),
+        "{}",
+        browser.url()
+    );
 
     // Tags, a tag's notes, broken links and orphans.
     browser.click(".top nav a[data-view=tags]");
@@ -926,7 +968,9 @@ fn the_page_in_a_real_browser() {
     browser.wait_text("main", "failed: max steps");
     browser.goto(&format!("{}/ui/runs/{held_id}", server.url));
     browser.wait_text(".step[aria-label='Step 2']", "Too early reply.");
-    assert!(!browser.text(".step[aria-label='Step 3']").contains("Too early reply."));
+    assert!(!browser
+        .text(".step[aria-label='Step 3']")
+        .contains("Too early reply."));
 
     // Live updates keep what a person types; the live region speaks words.
     browser.goto(&format!("{}/ui/notes/todo.md", server.url));
@@ -936,16 +980,29 @@ fn the_page_in_a_real_browser() {
     server.write("todo.md", "# Todo\n\n- buy jam\n");
     git(
         &server.root,
-        &["-c", "user.name=Ann", "-c", "user.email=ann@example.com", "commit", "-qam", "Jam"],
+        &[
+            "-c",
+            "user.name=Ann",
+            "-c",
+            "user.email=ann@example.com",
+            "commit",
+            "-qam",
+            "Jam",
+        ],
     );
     browser.wait_text("article.note", "buy jam");
     assert_eq!(
-        browser.js("return [document.getElementById('search-input').value, document.activeElement.id]"),
+        browser.js(
+            "return [document.getElementById('search-input').value, document.activeElement.id]"
+        ),
         json!(["half typ", "search-input"])
     );
     let said = browser.text("#live");
     assert!(said.contains("Ann changed todo.md"), "{said}");
-    assert!(!said.contains("notes_changed") && !said.contains("commit"), "{said}");
+    assert!(
+        !said.contains("notes_changed") && !said.contains("commit"),
+        "{said}"
+    );
 
     // The status page: no artifact is not shown as good; dark mode is there.
     browser.goto(&format!("{}/ui/status", server.url));
@@ -995,7 +1052,13 @@ fn index_query_answers_one_result_per_note_with_a_readable_passage() {
             .collect()
     };
     // Without group, chunks as before: the long note's chunks crowd the answer.
-    assert!(paths(&chunks.body).iter().filter(|p| *p == "long.md").count() > 1);
+    assert!(
+        paths(&chunks.body)
+            .iter()
+            .filter(|p| *p == "long.md")
+            .count()
+            > 1
+    );
     assert!(chunks.body["chunks"][0].get("context").is_none());
     let notes = server.get("/mcp/index/query?q=graph%20view&limit=10&group=note");
     assert_eq!(notes.status, 200, "{notes:?}");
@@ -1033,7 +1096,10 @@ fn index_query_answers_one_result_per_note_with_a_readable_passage() {
                 text[s..e].iter().collect::<String>().to_lowercase()
             })
             .collect();
-        assert!(marked.contains(&"graph".to_string()), "{marked:?} {context}");
+        assert!(
+            marked.contains(&"graph".to_string()),
+            "{marked:?} {context}"
+        );
         assert!(marked.contains(&"view".to_string()), "{marked:?} {context}");
         // Whole words at both ends.
         let content: Vec<char> = entry["content"].as_str().unwrap().chars().collect();
@@ -1041,9 +1107,15 @@ fn index_query_answers_one_result_per_note_with_a_readable_passage() {
             context["start"].as_u64().unwrap() as usize,
             context["end"].as_u64().unwrap() as usize,
         );
-        assert!(start == 0 || !content[start - 1].is_alphanumeric(), "{context}");
-        assert!(end == content.len() || !content[end].is_alphanumeric(), "{context}");
-        assert_eq!(entry["other_chunks"].is_u64(), true);
+        assert!(
+            start == 0 || !content[start - 1].is_alphanumeric(),
+            "{context}"
+        );
+        assert!(
+            end == content.len() || !content[end].is_alphanumeric(),
+            "{context}"
+        );
+        assert!(entry["other_chunks"].is_u64());
     }
     // The passage of a section's chunk names its heading.
     let part = server.get("/mcp/index/query?q=graph%20view&group=note&path_prefix=long.md");
@@ -1169,7 +1241,10 @@ fn ten_tabs_share_one_change_stream_and_the_token() {
             .runtime
             .block_on(browser.c().switch_to_window(tab.clone()))
             .unwrap();
-        browser.runtime.block_on(browser.c().close_window()).unwrap();
+        browser
+            .runtime
+            .block_on(browser.c().close_window())
+            .unwrap();
     }
     browser
         .runtime

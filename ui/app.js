@@ -1066,7 +1066,7 @@ function homeView(root, d) {
       card("Index and sync",
         h("dl", { class: "kv" },
           h("dt", {}, "Index"), i ? h("dd", { class: !i.present || i.stale ? "warn" : "ok" },
-            !i.present ? "⚠ no artifact yet" : i.stale ? "⚠ stale, catching up" : "✓ fresh", ", " + (i.notes_indexed || 0) + " notes indexed")
+            !i.present ? "⚠ no artifact yet (search indexes on demand)" : (i.stale ? "⚠ stale, catching up" : "✓ fresh") + ", " + i.notes_indexed + " notes indexed")
             : h("dd", {}, "—"),
           h("dt", {}, "Sync"), r ? h("dd", { class: r.last_error ? "bad" : "" }, !r.remote ? "off (no remote)"
             : r.last_error ? "✗ " + r.last_error : "ahead " + r.ahead + ", behind " + r.behind + (r.last_pull ? ", pulled " + when(r.last_pull) : ""))

@@ -139,8 +139,10 @@ fn window(chars: &[char], found: &[(usize, usize, usize)]) -> (usize, usize) {
         let start = anchor.0.saturating_sub(LEAD_CHARS);
         let end = (start + CONTEXT_CHARS).min(len);
         let start = end.saturating_sub(CONTEXT_CHARS);
-        let within: Vec<&(usize, usize, usize)> =
-            found.iter().filter(|f| f.0 >= start && f.1 <= end).collect();
+        let within: Vec<&(usize, usize, usize)> = found
+            .iter()
+            .filter(|f| f.0 >= start && f.1 <= end)
+            .collect();
         let distinct = within.iter().map(|f| f.2).collect::<BTreeSet<_>>().len();
         if (distinct, within.len()) > (best.0, best.1) {
             best = (distinct, within.len(), start);
@@ -148,10 +150,7 @@ fn window(chars: &[char], found: &[(usize, usize, usize)]) -> (usize, usize) {
     }
     let start = best.2;
     let end = (start + CONTEXT_CHARS).min(len);
-    let first = found
-        .iter()
-        .find(|f| f.0 >= start)
-        .map_or(end, |f| f.0);
+    let first = found.iter().find(|f| f.0 >= start).map_or(end, |f| f.0);
     let last = found
         .iter()
         .filter(|f| f.1 <= end)
@@ -242,8 +241,12 @@ fn cleaned(
     let spans = terms
         .iter()
         .map(|&(s, e)| TermSpan {
-            start: at[s - start].saturating_sub(lead).min(kept - lead.min(kept)),
-            end: at[e - start].saturating_sub(lead).min(kept - lead.min(kept)),
+            start: at[s - start]
+                .saturating_sub(lead)
+                .min(kept - lead.min(kept)),
+            end: at[e - start]
+                .saturating_sub(lead)
+                .min(kept - lead.min(kept)),
         })
         .filter(|span| span.end > span.start)
         .collect();
@@ -265,7 +268,11 @@ mod tests {
     #[test]
     fn a_short_chunk_is_shown_whole_with_its_terms() {
         let t = Tokenizer::default();
-        let ctx = context(&t, "graph view", "## The **Graph** view\n\nShows `links` as a graph.");
+        let ctx = context(
+            &t,
+            "graph view",
+            "## The **Graph** view\n\nShows `links` as a graph.",
+        );
         assert_eq!(ctx.text, "The Graph view Shows links as a graph.");
         assert_eq!(shown(&ctx), ["Graph", "view", "graph"]);
         assert_eq!(ctx.heading.as_deref(), Some("The **Graph** view"));
@@ -280,10 +287,18 @@ mod tests {
         let ctx = context(&t, "basil tomatoes", &content);
         assert_eq!(shown(&ctx), ["tomatoes", "basil"]);
         let count = ctx.text.chars().count();
-        assert!((150..=CONTEXT_CHARS).contains(&count), "{count}: {}", ctx.text);
+        assert!(
+            (150..=CONTEXT_CHARS).contains(&count),
+            "{count}: {}",
+            ctx.text
+        );
         let words: Vec<&str> = ctx.text.split(' ').collect();
         for w in [words[0], words[words.len() - 1]] {
-            assert!(["lorem", "ipsum", "dolor", "sit", "amet", "the", "wall."].contains(&w), "{w}: {}", ctx.text);
+            assert!(
+                ["lorem", "ipsum", "dolor", "sit", "amet", "the", "wall."].contains(&w),
+                "{w}: {}",
+                ctx.text
+            );
         }
         assert!(ctx.start > 0 && ctx.end < content.chars().count());
         assert_eq!(ctx.heading.as_deref(), Some("Top"));
@@ -305,7 +320,10 @@ mod tests {
         assert!(parse_group(Some(&Value::from("note"))).unwrap());
         assert!(!parse_group(Some(&Value::from("chunk"))).unwrap());
         for bad in [Value::from("notes"), Value::from(1), Value::from("")] {
-            assert_eq!(parse_group(Some(&bad)).unwrap_err().code, ErrorCode::InvalidRequest);
+            assert_eq!(
+                parse_group(Some(&bad)).unwrap_err().code,
+                ErrorCode::InvalidRequest
+            );
         }
     }
 }

@@ -313,7 +313,15 @@ impl Operation for IndexQuery {
     const MALFORMED: ErrorCode = ErrorCode::InvalidQuery;
     const HTTP: HttpRoute = HttpRoute::get(
         "/mcp/index/query",
-        HttpInput::Query(&["q", "limit", "path_prefix", "mode", "tag", "offset", "group"]),
+        HttpInput::Query(&[
+            "q",
+            "limit",
+            "path_prefix",
+            "mode",
+            "tag",
+            "offset",
+            "group",
+        ]),
     );
     type Request = QueryRequest;
     type Response = QueryResponse;
@@ -450,9 +458,11 @@ impl Operation for IndexQuery {
                     .as_ref()
                     .map(|t| grouped::context(t, &query, &hit.content));
                 let tags = match (by_note, &vault) {
-                    (true, Some(vault)) => {
-                        Some(vault.note(&hit.path).map_or_else(Vec::new, |f| f.tags.clone()))
-                    }
+                    (true, Some(vault)) => Some(
+                        vault
+                            .note(&hit.path)
+                            .map_or_else(Vec::new, |f| f.tags.clone()),
+                    ),
                     _ => None,
                 };
                 QueryChunk {

@@ -113,15 +113,16 @@ fn shown<'a>(
     found: Option<&Option<String>>,
     closing: &mut Vec<Event<'static>>,
 ) -> Event<'a> {
-    let to_note = |note: &str, dest: &str, link_type, title, id, closing: &mut Vec<Event<'static>>| {
-        closing.push(Event::End(TagEnd::Link));
-        Event::Start(Tag::Link {
-            link_type,
-            dest_url: CowStr::from(note_address(note) + &fragment(dest)),
-            title,
-            id,
-        })
-    };
+    let to_note =
+        |note: &str, dest: &str, link_type, title, id, closing: &mut Vec<Event<'static>>| {
+            closing.push(Event::End(TagEnd::Link));
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url: CowStr::from(note_address(note) + &fragment(dest)),
+                title,
+                id,
+            })
+        };
     match event {
         Event::Start(Tag::Link {
             link_type,
@@ -347,7 +348,8 @@ mod tests {
 
     #[test]
     fn headings_stay_on_links_and_note_embeds_are_marked() {
-        let content = "See [[Plans#Later on]] and [x](plans.md#later%20on).\n\n![[Plans#Later on]]\n";
+        let content =
+            "See [[Plans#Later on]] and [x](plans.md#later%20on).\n\n![[Plans#Later on]]\n";
         let at = |needle: &str| content.find(needle).unwrap();
         let links = HashMap::from([
             (at("[[Plans"), Some("garden/plans.md".to_string())),
@@ -356,7 +358,8 @@ mod tests {
         ]);
         let html = render(content, 0, &links);
         assert_eq!(
-            html.matches("href=\"/ui/notes/garden/plans.md#Later%20on\"").count(),
+            html.matches("href=\"/ui/notes/garden/plans.md#Later%20on\"")
+                .count(),
             2,
             "{html}"
         );
@@ -365,9 +368,7 @@ mod tests {
             "{html}"
         );
         assert!(
-            html.contains(
-                "<a class=\"note-embed\" href=\"/ui/notes/garden/plans.md#Later%20on\">"
-            ),
+            html.contains("<a class=\"note-embed\" href=\"/ui/notes/garden/plans.md#Later%20on\">"),
             "{html}"
         );
     }
