@@ -7,7 +7,9 @@
 //! becomes a link to the page's view of that note (`/ui/notes/<path>`, each
 //! segment percent-encoded); one that resolves to nothing, or to an
 //! attachment (which the page cannot fetch with its token), is plain text in a
-//! `<span class="unresolved">`. Images are never loaded: each is its alt text
+//! `<span class="unresolved">`. A link's `#heading` stays on its address; an
+//! embed of a note (`![[note]]`) is a link marked `class="note-embed"`, which
+//! the page shows inline. Images are never loaded: each is its alt text
 //! in a `<span class="embed">` (a page that loads no image leaks no visit).
 //! External links keep their address when it is `http:`, `https:`, `mailto:`
 //! or relative (any other scheme, `javascript:` first, makes the link text).
@@ -34,7 +36,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, CONTROLS};
 use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
 
 /// What a path segment of a page address must encode: the URL's delimiters,
@@ -285,15 +287,16 @@ fn shown<'a>(
     found: Option<&Option<String>>,
     closing: &mut Vec<Event<'static>>,
 ) -> Event<'a> {
-    let to_note = |note: &str, link_type, title, id, closing: &mut Vec<Event<'static>>| {
-        closing.push(Event::End(TagEnd::Link));
-        Event::Start(Tag::Link {
-            link_type,
-            dest_url: CowStr::from(note_address(note)),
-            title,
-            id,
-        })
-    };
+    let to_note =
+        |note: &str, dest: &str, link_type, title, id, closing: &mut Vec<Event<'static>>| {
+            closing.push(Event::End(TagEnd::Link));
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url: CowStr::from(note_address(note) + &fragment(dest)),
+                title,
+                id,
+            })
+        };
     match event {
         Event::Start(Tag::Link {
             link_type,
@@ -302,7 +305,7 @@ fn shown<'a>(
             id,
         }) => match found {
             Some(Some(note)) if note.ends_with(".md") => {
-                to_note(note, link_type, title, id, closing)
+                to_note(note, &dest_url, link_type, title, id, closing)
             }
             Some(_) => unresolved(closing),
             None if matches!(link_type, LinkType::WikiLink { .. }) || !safe_href(&dest_url) => {
@@ -318,9 +321,14 @@ fn shown<'a>(
                 })
             }
         },
-        Event::Start(Tag::Image { link_type, .. }) => match found {
+        Event::Start(Tag::Image { dest_url, .. }) => match found {
             Some(Some(note)) if note.ends_with(".md") => {
-                to_note(note, link_type, CowStr::from(""), CowStr::from(""), closing)
+                // The address is percent-encoded but for `&`: escaped for the attribute.
+                let href = (note_address(note) + &fragment(&dest_url)).replace('&', "&amp;");
+                closing.push(Event::InlineHtml(CowStr::from("</a>")));
+                Event::InlineHtml(CowStr::from(format!(
+                    "<a class=\"note-embed\" href=\"{href}\">"
+                )))
             }
             _ => {
                 closing.push(Event::InlineHtml(CowStr::from("</span>")));
@@ -331,6 +339,18 @@ fn shown<'a>(
             closing.pop().unwrap_or(Event::InlineHtml(CowStr::from("")))
         }
         other => other,
+    }
+}
+
+/// The `#heading` (or `#^block`) of a link's target, percent-encoded for the
+/// page's address ("" when it has none).
+fn fragment(dest: &str) -> String {
+    match dest.split_once('#') {
+        Some((_, place)) if !place.is_empty() => {
+            let place = percent_decode_str(place).decode_utf8_lossy();
+            format!("#{}", utf8_percent_encode(&place, SEGMENT))
+        }
+        _ => String::new(),
     }
 }
 
@@ -372,6 +392,7 @@ fn sanitizer() -> &'static ammonia::Builder<'static> {
             .add_tags(&["input"])
             .add_tag_attributes("input", &["type", "checked", "disabled"])
             .add_allowed_classes("span", &["unresolved", "embed"])
+            .add_allowed_classes("a", &["note-embed"])
             .link_rel(Some("noopener noreferrer"));
         builder
     })
@@ -580,6 +601,33 @@ mod tests {
         assert_eq!(ids.len(), 2, "{html}");
         assert!(
             ids.iter().all(|id| id.starts_with(FOOTNOTE_PREFIX)),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn headings_stay_on_links_and_note_embeds_are_marked() {
+        let content =
+            "See [[Plans#Later on]] and [x](plans.md#later%20on).\n\n![[Plans#Later on]]\n";
+        let at = |needle: &str| content.find(needle).unwrap();
+        let links = HashMap::from([
+            (at("[[Plans"), Some("garden/plans.md".to_string())),
+            (at("[x]"), Some("garden/plans.md".to_string())),
+            (at("![["), Some("garden/plans.md".to_string())),
+        ]);
+        let html = render(content, 0, &links);
+        assert_eq!(
+            html.matches("href=\"/ui/notes/garden/plans.md#Later%20on\"")
+                .count(),
+            2,
+            "{html}"
+        );
+        assert!(
+            html.contains("href=\"/ui/notes/garden/plans.md#later%20on\""),
+            "{html}"
+        );
+        assert!(
+            html.contains("<a class=\"note-embed\" href=\"/ui/notes/garden/plans.md#Later%20on\">"),
             "{html}"
         );
     }
