@@ -82,19 +82,22 @@ fn settle(server: &TestServer) {
     }
 }
 
-/// Runs `rounds` of `write` (given the round) against a save of `target(round)`
-/// at a moment spread across the write's length, half in place and half by
-/// rename; asserts no save was lost and answers how many writes were made
-/// (200) and refused (409).
-fn race(
+/// Runs `rounds` of `write` against a save of `target(round)` at a moment
+/// spread across the write's length, half in place and half by rename;
+/// `prepare(round)` makes what the write needs (its diffs, a proposal, a
+/// commit to revert) before the race starts. Asserts no save was lost and
+/// answers how many writes were made (200) and refused (409).
+fn race<P>(
     server: &TestServer,
     rounds: usize,
     target: impl Fn(usize) -> String,
-    write: impl Fn(usize) -> Answer,
+    prepare: impl Fn(usize) -> P,
+    write: impl Fn(P) -> Answer,
 ) -> (usize, usize) {
     // One write alone first, to learn how long one takes here.
+    let prepared = prepare(0);
     let started = Instant::now();
-    let first = write(0);
+    let first = write(prepared);
     assert_eq!(first.status, 200, "{first:?}");
     let length = started.elapsed();
     settle(server);
@@ -108,8 +111,9 @@ fn race(
         } else {
             Save::ByRename
         };
+        let prepared = prepare(round);
         let person = save_later(server.root.clone(), rel.clone(), line.clone(), delay, how);
-        let answer = write(round);
+        let answer = write(prepared);
         person.join().unwrap();
         match answer.status {
             200 => made += 1,
@@ -144,17 +148,34 @@ fn saves_during_moves_of_a_note_with_200_linkers_are_never_lost() {
         &server,
         12,
         |round| format!("l{:03}.md", round * 17 % 200),
+        // Back and forth, from wherever the last round left it.
         |_| {
-            // Back and forth, from wherever the last round left it.
-            let (from, to) = if server.root.join("hub.md").exists() {
+            if server.root.join("hub.md").exists() {
                 ("hub.md", "hub2.md")
             } else {
                 ("hub2.md", "hub.md")
-            };
-            server.post_json("/mcp/notes/move", &json!({"from": from, "to": to}))
+            }
         },
+        |(from, to)| server.post_json("/mcp/notes/move", &json!({"from": from, "to": to})),
     );
     assert!(made > 0, "no move was ever made");
+}
+
+/// One diff per note `n00.md`.. of `count`, each adding a line, made by
+/// `patch.make` from the notes as they are now.
+fn appending(server: &TestServer, count: usize, round: usize) -> Vec<Value> {
+    (0..count)
+        .map(|i| {
+            let rel = format!("n{i:02}.md");
+            let now = std::fs::read_to_string(server.root.join(&rel)).unwrap();
+            let made = server.post_json(
+                "/mcp/patch/make",
+                &json!({"path": rel, "content": format!("{now}round {round}\n")}),
+            );
+            assert_eq!(made.status, 200, "{made:?}");
+            made.body["patch"].clone()
+        })
+        .collect()
 }
 
 #[test]
@@ -168,20 +189,8 @@ fn saves_during_a_changes_apply_of_50_notes_are_never_lost() {
         &server,
         12,
         |round| format!("n{:02}.md", round * 7 % 50),
-        |round| {
-            let patches: Vec<Value> = (0..50)
-                .map(|i| {
-                    let rel = format!("n{i:02}.md");
-                    let now = std::fs::read_to_string(server.root.join(&rel)).unwrap();
-                    let next = format!("{now}round {round}\n");
-                    let made =
-                        server.post_json("/mcp/patch/make", &json!({"path": rel, "content": next}));
-                    assert_eq!(made.status, 200, "{made:?}");
-                    made.body["patch"].clone()
-                })
-                .collect();
-            server.post_json("/mcp/changes/apply", &json!({"patches": patches}))
-        },
+        |round| appending(&server, 50, round),
+        |patches| server.post_json("/mcp/changes/apply", &json!({"patches": patches})),
     );
     assert!(made > 0, "no changes.apply was ever made");
 }
@@ -195,11 +204,13 @@ fn saves_during_one_note_edits_are_never_lost() {
         |_| "a.md".to_string(),
         |_| {
             let now = std::fs::read_to_string(server.root.join("a.md")).unwrap();
-            let (old, new) = if now.contains("state: one") {
+            if now.contains("state: one") {
                 ("state: one", "state: two")
             } else {
                 ("state: two", "state: one")
-            };
+            }
+        },
+        |(old, new)| {
             server.post_json(
                 "/mcp/notes/edit",
                 &json!({"path": "a.md", "edits": [{"old": old, "new": new}]}),
@@ -216,19 +227,17 @@ fn saves_during_reverts_are_never_lost() {
         &server,
         12,
         |_| "a.md".to_string(),
+        // A commit of mirai's to take back.
         |round| {
-            // A commit of mirai's to take back, then the revert of it.
             let now = std::fs::read_to_string(server.root.join("a.md")).unwrap();
             let wrote = server.post_json(
                 "/mcp/notes/write",
                 &json!({"path": "a.md", "content": format!("{now}mirai {round}\n")}),
             );
-            if wrote.status != 200 {
-                return wrote; // the save came during the write itself
-            }
-            let commit = wrote.body["commit"].as_str().unwrap().to_string();
-            server.post_json("/mcp/notes/revert", &json!({"commit": commit}))
+            assert_eq!(wrote.status, 200, "{wrote:?}");
+            wrote.body["commit"].as_str().unwrap().to_string()
         },
+        |commit| server.post_json("/mcp/notes/revert", &json!({"commit": commit})),
     );
     assert!(made > 0, "no revert was ever made");
 }
@@ -249,24 +258,14 @@ fn saves_during_approvals_are_never_lost() {
         &server,
         12,
         |round| format!("n{:02}.md", round * 7 % 20),
+        // A proposal touching every note, approved while the person saves one.
         |round| {
-            // A proposal touching every note, approved while the person saves one.
-            let patches: Vec<Value> = (0..20)
-                .map(|i| {
-                    let rel = format!("n{i:02}.md");
-                    let now = std::fs::read_to_string(server.root.join(&rel)).unwrap();
-                    let made = server.post_json(
-                        "/mcp/patch/make",
-                        &json!({"path": rel, "content": format!("{now}round {round}\n")}),
-                    );
-                    made.body["patch"].clone()
-                })
-                .collect();
+            let patches = appending(&server, 20, round);
             let proposed = server.post_json("/mcp/changes/apply", &json!({"patches": patches}));
-            if proposed.status != 202 {
-                return proposed; // the save came while the diffs were made
-            }
-            let id = proposed.body["proposal"].as_str().unwrap();
+            assert_eq!(proposed.status, 202, "{proposed:?}");
+            proposed.body["proposal"].as_str().unwrap().to_string()
+        },
+        |id| {
             send(
                 server
                     .raw()

@@ -553,7 +553,8 @@ function outline(article) {
   if (!heads.length) return null;
   const top = Math.min(...heads.map((x) => Number(x.tagName[1])));
   return h("nav", { class: "outline", "aria-label": "Outline" },
-    h("details", { open: window.matchMedia("(min-width: 56rem)").matches || heads.length <= 6 },
+    // Open while it is short enough not to push the note below the fold.
+    h("details", { open: heads.length <= (window.matchMedia("(min-width: 56rem)").matches ? 12 : 6) },
       h("summary", {}, "Outline"),
       h("ol", { class: "plain" }, heads.map((x) => h("li", { style: null, class: "lv" + (Number(x.tagName[1]) - top) },
         h("a", { href: "#" + x.id }, x.textContent))))));
