@@ -906,6 +906,12 @@ fn the_page_in_a_real_browser() {
     browser.goto(&format!("{}/ui/proposals/{revert}", server.url));
     browser.wait_text("main", "Applies now");
     browser.shot(&shots, "proposal-desktop", 1400, 900);
+    // The wide side-by-side view shows the diff's own file headers.
+    let split = browser.text(".proposal table.split");
+    assert!(
+        split.contains("--- a/garden/plans.md") && split.contains("+++ b/garden/plans.md"),
+        "{split}"
+    );
     browser.shot(&shots, "proposal-360", 360, 780);
     let head = server.head();
     browser.click("#approve");

@@ -192,6 +192,17 @@ function diffView(text, sideBySide) {
     for (let i = 0; i < n; i++) rows.push(h("tr", {}, side(dels[i], "del"), side(adds[i], "add")));
     dels = []; adds = [];
   };
+  // The diff's own file headers, each side under its own: what is applied is what is shown.
+  const heads = numbered.filter((r) => r.kind === "head");
+  const from = heads.find((r) => r.line.startsWith("--- "));
+  const to = heads.find((r) => r.line.startsWith("+++ "));
+  for (const r of heads) {
+    if (r !== from && r !== to) rows.push(h("tr", { class: "head" }, h("td", { colspan: 4 }, r.line)));
+  }
+  if (from || to) {
+    rows.push(h("tr", { class: "head" },
+      h("td", { colspan: 2 }, from ? from.line : ""), h("td", { colspan: 2 }, to ? to.line : "")));
+  }
   for (const r of numbered) {
     if (r.kind === "head") continue;
     if (r.kind === "hunk") { flush(); rows.push(h("tr", { class: "hunk" }, h("td", { colspan: 4 }, r.line))); }
