@@ -36,6 +36,9 @@ pub enum ErrorCode {
     TooManyProposals,
     /// As many change streams are open as `MIRAI_EVENTS_MAX_CLIENTS` allows.
     TooManyStreams,
+    /// Work the request needs is still under way in the background (a long
+    /// history walk): retry after the `Retry-After` seconds.
+    NotReady,
     /// The request body did not arrive in time (`MIRAI_BODY_TIMEOUT_MS`).
     RequestTimeout,
     GitError,
@@ -82,6 +85,7 @@ impl ErrorCode {
             ErrorCode::GuardRefused => "guard_refused",
             ErrorCode::TooManyProposals => "too_many_proposals",
             ErrorCode::TooManyStreams => "too_many_streams",
+            ErrorCode::NotReady => "not_ready",
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::GitError => "git_error",
             ErrorCode::InvalidIndexArtifact => "invalid_index_artifact",
@@ -99,7 +103,7 @@ impl ErrorCode {
     }
 
     /// Every code, for lookups by wire name.
-    pub const ALL: [ErrorCode; 31] = [
+    pub const ALL: [ErrorCode; 32] = [
         ErrorCode::InvalidPath,
         ErrorCode::InvalidExtension,
         ErrorCode::InvalidPatch,
@@ -118,6 +122,7 @@ impl ErrorCode {
         ErrorCode::GuardRefused,
         ErrorCode::TooManyProposals,
         ErrorCode::TooManyStreams,
+        ErrorCode::NotReady,
         ErrorCode::RequestTimeout,
         ErrorCode::GitError,
         ErrorCode::InvalidIndexArtifact,
@@ -162,7 +167,8 @@ impl ErrorCode {
             ErrorCode::GitError | ErrorCode::InvalidIndexArtifact | ErrorCode::Internal => 500,
             ErrorCode::LlmUnavailable
             | ErrorCode::RemoteUnavailable
-            | ErrorCode::TooManyStreams => 503,
+            | ErrorCode::TooManyStreams
+            | ErrorCode::NotReady => 503,
             ErrorCode::InsufficientStorage => 507,
             // A program's or a model's failure is reported inside a 200 answer
             // (docs/src/sandbox.md, docs/src/agent.md); these statuses apply

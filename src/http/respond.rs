@@ -15,7 +15,11 @@ fn status(err: &Error) -> StatusCode {
 
 /// `err` as an answer: its code's status and [`Error::to_json`]'s body.
 pub fn error_response(err: &Error) -> HttpResponse {
-    HttpResponse::build(status(err)).json(err.to_json())
+    let mut answer = HttpResponse::build(status(err));
+    if err.code == ErrorCode::NotReady {
+        answer.insert_header(("Retry-After", "1"));
+    }
+    answer.json(err.to_json())
 }
 
 impl actix_web::ResponseError for Error {

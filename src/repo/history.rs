@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, FixedOffset, SecondsFormat};
 use git2::{Delta, DiffFindOptions, DiffOptions, ErrorCode, ObjectType, Oid, Repository, Tree};
@@ -125,17 +126,27 @@ pub struct History {
     chain: Mutex<Arc<Chain>>,
     /// First-parent ids from one tip, newest first, as far as a `HEAD~N` has
     /// needed (ids only: what [`History::resolve`] walks when the chain is not
-    /// HEAD's). Held while it is extended, so one walk serves concurrent callers.
-    ancestry: Mutex<Ancestry>,
+    /// HEAD's). Held while it is extended, so one walk serves concurrent
+    /// callers; shared with the thread that goes on with a long walk.
+    ancestry: Arc<Mutex<Ancestry>>,
+    /// How long one request walks before the rest goes on in the background.
+    walk_slice: Duration,
 }
 
+/// How long a request spends walking first parents for `HEAD~N` before it
+/// answers 503 `not_ready` and the walk goes on in the background: well
+/// inside the one second of CPU a request may cost.
+pub const WALK_SLICE: Duration = Duration::from_millis(250);
+
 /// First-parent ids from `tip`, newest first (`ids[0]` is the tip); `ended`
-/// once the walk reached a commit with no parent (or a shallow end).
+/// once the walk reached a commit with no parent (or a shallow end);
+/// `walking` while a background thread extends it.
 #[derive(Default)]
 struct Ancestry {
     tip: Option<Oid>,
     ids: Vec<Oid>,
     ended: bool,
+    walking: bool,
 }
 
 impl History {
@@ -143,8 +154,15 @@ impl History {
         History {
             root: root.to_path_buf(),
             chain: Mutex::new(Arc::new(Chain::empty())),
-            ancestry: Mutex::new(Ancestry::default()),
+            ancestry: Arc::new(Mutex::new(Ancestry::default())),
+            walk_slice: WALK_SLICE,
         }
+    }
+
+    /// This history with another [`WALK_SLICE`] (tests walk none in the request).
+    pub fn with_walk_slice(mut self, slice: Duration) -> History {
+        self.walk_slice = slice;
+        self
     }
 
     /// The repository for one read (`None`: the notes root is not a repository,
@@ -217,17 +235,61 @@ impl History {
             )));
         };
         if kept.tip != head {
-            let mut ancestry = self
-                .ancestry
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            return reader.back(tip, steps, &mut ancestry);
+            return self.back(reader, tip, steps);
         }
         let known = kept.commits.len();
         match steps.checked_add(1).and_then(|n| known.checked_sub(n)) {
             Some(at) => Ok(kept.commits[at].id),
             None => Err(too_far(steps, known - 1)),
         }
+    }
+
+    /// `HEAD~steps` by first parents from `tip`: walked in this request for
+    /// at most the walk slice; a longer walk goes on in a background thread
+    /// (one at a time, its ids kept) and the request answers 503 `not_ready`
+    /// (the HTTP answer carries `Retry-After`), as does every request for a
+    /// step the walk has not reached while it runs.
+    fn back(&self, reader: &Reader, tip: Oid, steps: usize) -> Result<Oid> {
+        let mut ancestry = match self.ancestry.try_lock() {
+            Ok(ancestry) => ancestry,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Err(not_ready(steps, None)),
+        };
+        if ancestry.walking {
+            return match (ancestry.tip == Some(tip))
+                .then(|| ancestry.ids.get(steps))
+                .flatten()
+            {
+                Some(id) => Ok(*id),
+                None => Err(not_ready(steps, Some(ancestry.ids.len()))),
+            };
+        }
+        let deadline = Instant::now() + self.walk_slice;
+        if walk_back(&reader.git, tip, steps, &mut ancestry, Some(deadline))? {
+            return answer_at(&ancestry, steps);
+        }
+        ancestry.walking = true;
+        let walked = ancestry.ids.len();
+        drop(ancestry);
+        let (shared, root) = (Arc::clone(&self.ancestry), self.root.clone());
+        let started = std::thread::Builder::new()
+            .name("mirai-history".into())
+            .spawn(move || {
+                let mut ancestry = shared.lock().unwrap_or_else(|p| p.into_inner());
+                if let Ok(git) = Repository::open(&root) {
+                    if let Err(e) = walk_back(&git, tip, steps, &mut ancestry, None) {
+                        log::warn!("history: the walk to HEAD~{steps} stopped: {}", e.message);
+                    }
+                }
+                ancestry.walking = false;
+            });
+        if started.is_err() {
+            self.ancestry
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .walking = false;
+        }
+        Err(not_ready(steps, Some(walked)))
     }
 
     /// Up to `limit` commits that changed `path` (every commit without one),
@@ -503,39 +565,6 @@ impl Reader {
             }
             _ => git_error(&format!("cannot read commit {id}"), e),
         })
-    }
-
-    /// The commit `steps` first parents back from `tip`, reading only each
-    /// commit's parent ids on the way, from where `ancestry` (kept for `tip`)
-    /// left off.
-    fn back(&self, tip: Oid, steps: usize, ancestry: &mut Ancestry) -> Result<Oid> {
-        if ancestry.tip != Some(tip) || ancestry.ids.is_empty() {
-            *ancestry = Ancestry {
-                tip: Some(tip),
-                ids: vec![self.commit(tip)?.id()],
-                ended: false,
-            };
-        }
-        if ancestry.ids.len() <= steps && !ancestry.ended {
-            let mut current = self.commit(ancestry.ids[ancestry.ids.len() - 1])?;
-            while ancestry.ids.len() <= steps && !ancestry.ended {
-                let parent = current.parent_ids().next();
-                match parent.map(|parent| self.git.find_commit(parent)) {
-                    Some(Ok(found)) => {
-                        ancestry.ids.push(found.id());
-                        current = found;
-                    }
-                    // A root commit; or a shallow clone's history, which ends where its objects do.
-                    None => ancestry.ended = true,
-                    Some(Err(e)) if e.code() == ErrorCode::NotFound => ancestry.ended = true,
-                    Some(Err(e)) => return Err(git_error("cannot read a parent commit", e)),
-                }
-            }
-        }
-        match ancestry.ids.get(steps) {
-            Some(id) => Ok(*id),
-            None => Err(too_far(steps, ancestry.ids.len() - 1)),
-        }
     }
 
     /// The first-parent chain from `tip`, joining `known` at the first commit it holds.
@@ -874,6 +903,76 @@ impl Reader {
     }
 }
 
+/// Extends `ancestry` (kept for `tip`, started again for another) along
+/// first parents until it holds `steps` + 1 ids, the history ends, or
+/// `deadline` passes; reads only each commit's parent ids. Answers whether
+/// the walk got as far as it can (`false`: the deadline came first).
+fn walk_back(
+    git: &Repository,
+    tip: Oid,
+    steps: usize,
+    ancestry: &mut Ancestry,
+    deadline: Option<Instant>,
+) -> Result<bool> {
+    let cannot = |e| git_error("cannot read a parent commit", e);
+    if ancestry.tip != Some(tip) || ancestry.ids.is_empty() {
+        let walking = ancestry.walking;
+        *ancestry = Ancestry {
+            tip: Some(tip),
+            ids: vec![git.find_commit(tip).map_err(cannot)?.id()],
+            ended: false,
+            walking,
+        };
+    }
+    if ancestry.ids.len() > steps || ancestry.ended {
+        return Ok(true);
+    }
+    let mut current = git
+        .find_commit(ancestry.ids[ancestry.ids.len() - 1])
+        .map_err(cannot)?;
+    while ancestry.ids.len() <= steps && !ancestry.ended {
+        // The clock is read every 256 commits: a commit takes microseconds.
+        if ancestry.ids.len().is_multiple_of(256) && deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(false);
+        }
+        match current
+            .parent_ids()
+            .next()
+            .map(|parent| git.find_commit(parent))
+        {
+            Some(Ok(found)) => {
+                ancestry.ids.push(found.id());
+                current = found;
+            }
+            // A root commit; or a shallow clone's history, which ends where its objects do.
+            None => ancestry.ended = true,
+            Some(Err(e)) if e.code() == ErrorCode::NotFound => ancestry.ended = true,
+            Some(Err(e)) => return Err(cannot(e)),
+        }
+    }
+    Ok(true)
+}
+
+/// `HEAD~steps` from a walk that went as far as it can.
+fn answer_at(ancestry: &Ancestry, steps: usize) -> Result<Oid> {
+    match ancestry.ids.get(steps) {
+        Some(id) => Ok(*id),
+        None => Err(too_far(steps, ancestry.ids.len() - 1)),
+    }
+}
+
+/// 503 `not_ready`: `HEAD~steps` is still being walked to (`walked`: how far).
+fn not_ready(steps: usize, walked: Option<usize>) -> Error {
+    let so_far = walked.map_or(String::new(), |n| format!(" ({n} commits so far)"));
+    Error::new(
+        Code::NotReady,
+        format!(
+            "HEAD~{steps}: mirai is walking the history's first parents that far{so_far}; \
+             retry in a second (a commit id instead of HEAD~N answers at once)"
+        ),
+    )
+}
+
 /// `HEAD~steps` when HEAD has only `before` commits before it along first parents.
 fn too_far(steps: usize, before: usize) -> Error {
     Error::not_found(format!(
@@ -949,4 +1048,75 @@ fn rfc3339(time: git2::Time) -> String {
         .unwrap_or_default()
         .with_timezone(&offset)
         .to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository of `n` commits, one after the other; answers the ids,
+    /// newest first.
+    fn long_history(dir: &Path, n: usize) -> Vec<Oid> {
+        let git = Repository::init(dir).unwrap();
+        let who = git2::Signature::now("t", "t@t").unwrap();
+        let tree = git
+            .find_tree(git.index().unwrap().write_tree().unwrap())
+            .unwrap();
+        let mut ids = Vec::with_capacity(n);
+        for i in 0..n {
+            let parents: Vec<git2::Commit> = ids
+                .last()
+                .map(|&id| git.find_commit(id).unwrap())
+                .into_iter()
+                .collect();
+            let parents: Vec<&git2::Commit> = parents.iter().collect();
+            let id = git
+                .commit(Some("HEAD"), &who, &who, &format!("c{i}"), &tree, &parents)
+                .unwrap();
+            ids.push(id);
+        }
+        ids.reverse();
+        ids
+    }
+
+    #[test]
+    fn a_long_walk_to_head_n_goes_on_in_the_background_and_answers_not_ready_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let ids = long_history(dir.path(), 1500);
+        // A request walks nothing: the whole walk is the background's.
+        let history = History::new(dir.path()).with_walk_slice(Duration::ZERO);
+        let reader = history.reader().unwrap().unwrap();
+        let first = history.resolve(&reader, &Rev::Back(1400)).unwrap_err();
+        assert_eq!(first.code, Code::NotReady, "{}", first.message);
+        assert!(first.message.contains("HEAD~1400"), "{}", first.message);
+        let started = Instant::now();
+        let found = loop {
+            match history.resolve(&reader, &Rev::Back(1400)) {
+                Ok(id) => break id,
+                Err(e) if e.code == Code::NotReady => {
+                    assert!(started.elapsed() < Duration::from_secs(30), "never ready");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(e) => panic!("{}", e.message),
+            }
+        };
+        assert_eq!(found, ids[1400]);
+        // Kept: nearer steps answer at once, and past the end is 404.
+        assert_eq!(history.resolve(&reader, &Rev::Back(3)).unwrap(), ids[3]);
+        // Past the end: the walk's last 100 commits are read at once (the clock
+        // is read every 256), and HEAD~5000 is 404.
+        let past = history.resolve(&reader, &Rev::Back(5000)).unwrap_err();
+        assert_eq!(past.code, Code::NotFound, "{}", past.message);
+    }
+
+    #[test]
+    fn a_short_walk_to_head_n_answers_within_the_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let ids = long_history(dir.path(), 40);
+        let history = History::new(dir.path());
+        let reader = history.reader().unwrap().unwrap();
+        assert_eq!(history.resolve(&reader, &Rev::Back(39)).unwrap(), ids[39]);
+        let past = history.resolve(&reader, &Rev::Back(40)).unwrap_err();
+        assert_eq!(past.code, Code::NotFound, "{}", past.message);
+    }
 }
