@@ -1551,6 +1551,26 @@ mod tests {
     }
 
     #[test]
+    fn a_dead_fetchs_shallow_lock_is_swept_only_where_git_would_not_hold_one() {
+        let dir = seeded();
+        let root = dir.path();
+        // A killed fetch leaves libgit2's shallow.lock; git never takes it in a
+        // repository that is not shallow, so the start-up sweep removes it.
+        fs::write(root.join(".git/shallow.lock"), "").unwrap();
+        let repo = open_repo(root).unwrap();
+        repo.recover(true).unwrap();
+        assert!(!root.join(".git/shallow.lock").exists());
+        drop(repo);
+        // In a shallow repository a person's git may hold it: it stays.
+        let head = git(root, &["rev-parse", "HEAD"]);
+        fs::write(root.join(".git/shallow"), head).unwrap();
+        fs::write(root.join(".git/shallow.lock"), "").unwrap();
+        let repo = open_repo(root).unwrap();
+        repo.recover(true).unwrap();
+        assert!(root.join(".git/shallow.lock").exists());
+    }
+
+    #[test]
     fn replaced_files_are_released_after_the_commit_and_leftovers_swept_at_start() {
         let dir = seeded();
         let root = dir.path();

@@ -432,6 +432,16 @@ fn sweep_temps(git: &Repository, notes: &Notes, intents: &Dir, own: &str) -> usi
     }
     // Locks in mirai's own remote-tracking namespace (nobody else writes there).
     removed += remove_locks_under(&git.path().join("refs/remotes/mirai"), 8);
+    // libgit2 takes `shallow.lock` in every fetch; git itself only in a shallow
+    // repository. So in one that is not shallow, the lock is a dead mirai's
+    // fetch, and left there it would fail every fetch after it.
+    let shallow_lock = git.path().join("shallow.lock");
+    if !git.path().join("shallow").exists()
+        && fs::symlink_metadata(&shallow_lock).is_ok_and(|meta| meta.is_file())
+        && fs::remove_file(&shallow_lock).is_ok()
+    {
+        removed += 1;
+    }
     if removed > 0 {
         log::info!("recovery: removed {removed} temporary file(s) left by a mirai that died");
     }
