@@ -53,12 +53,12 @@ Example, over three answers:\n\
 pub const PROMPT_TOKEN_BUDGET: usize = 4000;
 
 /// The tokens `prompt` takes, counted for the budget: its o200k_base BPE
-/// count (the tokenizer [`crate::vault::tokens`] ships) plus a tenth, for the
+/// count (the tokenizer notes.read counts with) plus a tenth, for the
 /// tokenizers of the small open models (Qwen's, Llama's), which cut English
 /// and code a little finer. (Bytes / 3, the older estimate, overstates the
 /// BPE count of this prompt by about 30%.)
 pub fn prompt_tokens(prompt: &str) -> usize {
-    crate::vault::tokens::count(prompt) * 11 / 10
+    crate::ops::adapters::count_tokens(prompt) * 11 / 10
 }
 
 /// What the prompt states about the run it opens.
@@ -448,7 +448,7 @@ mod tests {
             println!(
                 "prompt (read_only {read_only}, dry_run {dry_run}, review {review}): {} bytes, {} o200k tokens, {tokens} with the allowance, of {PROMPT_TOKEN_BUDGET}",
                 prompt.len(),
-                crate::vault::tokens::count(&prompt)
+                crate::ops::adapters::count_tokens(&prompt)
             );
             assert!(
                 tokens <= PROMPT_TOKEN_BUDGET,

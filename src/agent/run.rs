@@ -18,7 +18,7 @@ use super::warnings::{self, Outcome};
 use super::{Agent, MAX_AGENT_STEPS, OBSERVATION_CAP};
 use crate::error::{Error, ErrorCode, Result};
 use crate::events::Events;
-use crate::notes::overlay::{NoteChange, Overlay};
+use crate::ops::adapters::{NoteChange, Overlay};
 use crate::ops::{begin_draft, file_draft, Class, Context, Draft, PolicyMode, Proposed};
 use crate::sandbox::{CallRecord, Evaluation};
 

@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::notes::suggest;
+use crate::ops::adapters::did_you_mean;
 
 /// What the run did, as the warnings need it.
 pub struct Outcome<'a> {
@@ -115,10 +115,9 @@ pub fn check(reply: &str, outcome: &Outcome<'_>) -> Vec<String> {
         {
             continue;
         }
-        let closest = suggest::closest_notes(&named, outcome.notes_after);
         warnings.push(format!(
             "the model's reply names {named}, but there is no note at that path{}",
-            suggest::did_you_mean(&closest)
+            did_you_mean(&named, outcome.notes_after)
         ));
     }
     warnings

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 use crate::ops::Context;
 use crate::sandbox::Sandbox;
-use crate::sync::{Synced, Ticket};
+use crate::ops::adapters::{Synced, Ticket};
 pub use rpc::{code, Era, RpcError};
 pub use subscriptions::{Listen, Notifier, Subscribed, Subscriptions, PER_SESSION};
 

@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::ops::guard::ALLOW_LARGE_DELETE;
 use crate::ops::{self, Class, Context, Input, OpEntry, TABLE};
 use crate::sandbox::{EvalRequest, Sandbox};
-use crate::sync::{Synced, Ticket};
+use crate::ops::adapters::{Synced, Ticket};
 
 /// The code-mode tool's name.
 pub const AGENT_EVAL: &str = "agent_eval";

@@ -8,6 +8,7 @@
 //! row is) at the bottom, one file per area of rows above them, and [`table`]
 //! (the table and `dispatch`, which name every row) on top.
 
+pub mod adapters;
 mod change;
 mod changes;
 mod context;
