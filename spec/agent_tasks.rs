@@ -53,7 +53,11 @@ fn failures_of_one_reply(task_name: &str, reply: &str) -> Vec<String> {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let prepared = suite::prepare(&task, dir.path());
-    let llm = FakeLlm::start(Script::answering(&[reply.to_string()]));
+    // The model says the same again when told the facts.
+    let llm = FakeLlm::start(Script {
+        repeat_last: true,
+        ..Script::answering(&[reply.to_string()])
+    });
     let base_url = llm.base_url.clone();
     let server = TestServer::start_in(dir, prepared.root.clone(), |config| {
         config.llm.base_url = base_url;

@@ -10,6 +10,7 @@
 mod common;
 
 mod agent;
+mod agent_outcome;
 mod agent_tasks;
 mod agentops;
 mod bounded;
@@ -21,6 +22,7 @@ mod docs;
 mod edges;
 mod events;
 mod foundation;
+mod front_matter;
 mod history;
 mod index;
 mod mcp;

@@ -125,7 +125,7 @@ pub fn check(reply: &str, outcome: &Outcome<'_>) -> Vec<String> {
 
 /// The first clause of `reply` that says something was changed and does not
 /// say it was not, trimmed to [`QUOTE_CHARS`].
-fn claimed_change(reply: &str) -> Option<String> {
+pub(super) fn claimed_change(reply: &str) -> Option<String> {
     CLAUSE_END
         .split(reply)
         .map(str::trim)

@@ -11,8 +11,8 @@ use super::peer::unless_gone;
 use super::respond::{error_response, gone, read_body, render};
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
-use crate::ops::{self, Input};
 use crate::ops::adapters::{webhook_verified, WEBHOOK_SIGNATURE_HEADER};
+use crate::ops::{self, Input};
 
 pub async fn push(app: web::Data<App>, req: HttpRequest, payload: web::Payload) -> HttpResponse {
     let (Some(secret), true) = (app.config.webhook_secret.clone(), app.ctx.sync.is_some()) else {
