@@ -5,7 +5,9 @@
 //! the failed writes); a reply claiming a change the record does not show (or
 //! calling a proposed change done, or code returning a success string with no
 //! write) answered once with the facts, then marked `reply_contradicted`;
-//! plain answers as replies; only an answer's first code block run.
+//! plain answers as replies; only an answer's first code block run; results
+//! that look wrong (a list of nulls, an object iterated) named with the
+//! answers' real shapes, and the same failing code twice shown a working call.
 
 use crate::common;
 
@@ -290,4 +292,65 @@ fn only_the_first_code_block_runs_and_the_rest_is_dropped_and_said() {
     assert_eq!(said.len(), 1);
     assert_eq!(said[0]["step"], 1);
     assert_eq!(said[0]["text"], dropped);
+}
+
+#[test]
+fn a_list_of_nulls_from_a_call_that_answered_names_the_real_shape() {
+    let llm = answers(&[
+        "<code>const list = await mirai.notes.list(); return list.notes.map(n => n.path);</code>",
+        "<reply>todo.md is the only note.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    ok_run(&server, "Which notes are there?");
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation.contains("Your result is a list of nothing but null")
+            && observation.contains(
+                "mirai.notes.list answers {notes: string[2]} (a list of plain strings: each entry is the value itself"
+            ),
+        "{observation}"
+    );
+}
+
+#[test]
+fn an_object_iterated_as_a_list_is_named() {
+    let llm = answers(&[
+        "<code>const out = []; for (const note of await mirai.notes.list()) { out.push(note); } return out;</code>",
+        "<reply>todo.md.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    ok_run(&server, "Which notes are there?");
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation.contains("Your code iterated an answer that is an object, not a list")
+            && observation.contains("mirai.notes.list answers {notes: string[2]}"),
+        "{observation}"
+    );
+}
+
+#[test]
+fn the_same_failing_code_twice_is_shown_a_working_call_from_the_table() {
+    let bad = r#"<code>return await mirai.notes.edit({path: "todo.md", edits: [{old: "- buy bread", new: "- rye"}]});</code>"#;
+    let llm = answers(&[
+        bad,
+        bad,
+        "<reply>I could not change it; nothing was changed.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    ok_run(&server, "Make the bread rye.");
+    let observation = last_message(&llm, 2);
+    let example = mirai::ops::find("notes.edit").unwrap().example;
+    assert!(example.starts_with("await mirai.notes.edit({"));
+    assert!(
+        observation.contains("You sent this same code 2 times")
+            && observation
+                .contains("A call of mirai.notes.edit that works, from the API's own examples")
+            && observation.contains(
+                &serde_json::to_string(example)
+                    .unwrap()
+                    .trim_matches('"')
+                    .to_string()
+            ),
+        "{observation}"
+    );
 }

@@ -17,7 +17,10 @@ use crate::sandbox::SandboxLimits;
 const CHOOSING: &str = "\n# Which operation\n\
 - A question about the notes: search with mirai.index.query first (never answer from memory), read what \
 it finds, and name each note's path in the reply.\n\
-- A long note: mirai.notes.outline, then read its `section`.\n\
+- A long note: `(await mirai.notes.outline({path: \"h.md\"})).headings`, then \
+`mirai.notes.read({path: \"h.md\", section: \"Part 3\"})`\n\
+- Tagged notes: `(await mirai.notes.list({tag: \"recipe\"})).notes` (paths)\n\
+- Backlinks: `(await mirai.notes.links({path: \"garden.md\"})).backlinks`\n\
 Example, over two answers:\n\
 <think>A question about the notes: search first.</think>\n\
 <code>const hits = await mirai.index.query({q: \"dentist\", limit: 3});\n\
@@ -33,6 +36,10 @@ const WRITING: &str = "\n# Writing\n\
 - Adding lines: mirai.notes.append (at the end) or mirai.notes.insert (under a heading, or after or before a line).\n\
 - Changing text: mirai.notes.edit, with `old` copied exactly from the note (long enough to occur once).\n\
 - Deleting a note: mirai.notes.delete.\n\
+- One section only: `mirai.notes.edit({path: \"j.md\", section: \"Monday\", edits: [{old: \"weekly\", new: \"daily\"}]})`\n\
+- A front matter field: `mirai.notes.front_matter({path: \"j.md\", set: {status: \"done\"}})` (or \
+`remove: [\"draft\"]`), never a rewrite.\n\
+- Rename or move (links follow): `mirai.notes.move({from: \"a.md\", to: \"old/a.md\"})`\n\
 - A new note, or a whole note rewritten: mirai.notes.write with the whole text.\n\
 - A unified diff you already hold: mirai.patch.apply.\n\
 - A write succeeded only when its answer has a `commit` and the observation shows no error. \
@@ -395,6 +402,13 @@ mod tests {
             "- Changing text: mirai.notes.edit",
             "- Deleting a note: mirai.notes.delete.",
             "allow_large_delete: true",
+            "mirai.notes.move({from: \"a.md\"",
+            "(await mirai.notes.list({tag: \"recipe\"})).notes",
+            "(await mirai.notes.links({path: \"garden.md\"})).backlinks",
+            "(await mirai.notes.outline({path: \"h.md\"})).headings",
+            "section: \"Part 3\"",
+            "section: \"Monday\", edits:",
+            "mirai.notes.front_matter({path: \"j.md\", set: {status: \"done\"}})",
         ] {
             assert!(prompt.contains(line), "{line}");
         }

@@ -915,7 +915,64 @@ fn observe(evaluation: &Evaluation, commits_so_far: usize, dry_run: bool, repeat
     if let Some(note) = lost_answers(evaluation) {
         add_note(&mut body, &note);
     }
+    if let Some(note) = looks_wrong(evaluation) {
+        add_note(&mut body, &note);
+    }
     body
+}
+
+/// For a result that looks wrong although the calls answered data: a list of
+/// nothing but null (fields read that the answer does not have), or an
+/// object answer iterated as if it were a list. Names the answers' real shape.
+fn looks_wrong(evaluation: &Evaluation) -> Option<String> {
+    let all_null = evaluation
+        .result
+        .as_array()
+        .is_some_and(|items| !items.is_empty() && items.iter().all(Value::is_null));
+    let iterated = evaluation
+        .error
+        .as_ref()
+        .is_some_and(|e| e.message.contains("not iterable"));
+    if !all_null && !iterated {
+        return None;
+    }
+    let shapes: Vec<String> = answered(evaluation)
+        .into_iter()
+        .map(|(op, outline)| {
+            let strings = outline.contains(": string[");
+            format!(
+                "mirai.{op} answers {outline}{}",
+                if strings {
+                    " (a list of plain strings: each entry is the value itself, e.g. the path, not an object with fields)"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect();
+    if shapes.is_empty() {
+        return None;
+    }
+    let what = if all_null {
+        "Your result is a list of nothing but null: the fields your code read are not in the answer, so this result says nothing about the notes."
+    } else {
+        "Your code iterated an answer that is an object, not a list: iterate its list field (e.g. `for (const path of answer.notes)`)."
+    };
+    Some(format!("{what} {}.", shapes.join("; ")))
+}
+
+/// Each successful call's row and answer outline, once each, at most three.
+fn answered(evaluation: &Evaluation) -> Vec<(&str, &str)> {
+    let mut found: Vec<(&str, &str)> = Vec::new();
+    for call in &evaluation.calls {
+        if let Some(outline) = &call.answered {
+            if !found.contains(&(call.op.as_str(), outline.as_str())) {
+                found.push((call.op.as_str(), outline.as_str()));
+            }
+        }
+    }
+    found.truncate(3);
+    found
 }
 
 /// The observation message for `body`.
@@ -1014,6 +1071,14 @@ fn lost_answers(evaluation: &Evaluation) -> Option<String> {
     if !(threw || (evaluation.error.is_none() && evaluation.result.is_null())) {
         return None;
     }
+    // An object iterated as a list is told by `looks_wrong`.
+    if evaluation
+        .error
+        .as_ref()
+        .is_some_and(|e| e.message.contains("not iterable"))
+    {
+        return None;
+    }
     let mut answered: Vec<String> = Vec::new();
     for call in &evaluation.calls {
         let Some(outline) = &call.answered else {
@@ -1044,9 +1109,24 @@ fn lost_answers(evaluation: &Evaluation) -> Option<String> {
 /// the same code.
 fn repeated(times: usize, evaluation: &Evaluation) -> String {
     if evaluation.error.is_some() {
+        // The row that failed (or the last one called): its own example from the table.
+        let failing = evaluation
+            .calls
+            .iter()
+            .rev()
+            .find(|call| !call.ok)
+            .or(evaluation.calls.last())
+            .and_then(|call| crate::ops::find(&call.op));
+        let example = failing.map_or(String::new(), |entry| {
+            format!(
+                " A call of mirai.{} that works, from the API's own examples (put in your note's \
+                 path and text): {}",
+                entry.name, entry.example
+            )
+        });
         format!(
             "You sent this same code {times} times and it failed the same way each time. Next: a \
-             <code> block with different code, fixed as the error message says."
+             <code> block with different code, fixed as the error message says.{example}"
         )
     } else if evaluation.result.is_null() {
         format!("You ran this same code {times} times and it returned nothing each time.")

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::change::check_size;
 use super::guard::GuardPolicy;
 use super::write::{write_through_patch, Written};
-use super::{Class, Context, HttpInput, HttpRoute, Operation};
+use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::{suggest, Existence};
 use crate::vault::front_matter_edit;
@@ -41,6 +41,8 @@ impl Operation for NotesFrontMatter {
         "Set or remove front matter fields; every other line (other fields, comments, the body) stays as it is. A note without front matter gets a block.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/front_matter", HttpInput::Body);
+    // The prompt's vault examples show it in use.
+    const PROMPT: PromptDetail = PromptDetail::Brief;
     type Request = FrontMatterRequest;
     type Response = Written;
 

@@ -41,7 +41,7 @@ pub struct Shrink {
 
 /// How a request tells the shrink guard that it means to remove much of a
 /// note; the prompt and MCP's tool descriptions say it too.
-pub const ALLOW_LARGE_DELETE: &str = "Writes that would remove more than half of a note of 20 or more lines, drop its front matter, all its headings or most of its links, keep less than half of a note of 5 or more lines, or that add a placeholder such as \"... rest unchanged ...\" instead of the real text, are refused (422 guard_refused); when you really mean to remove that much, send the same request with allow_large_delete: true.";
+pub const ALLOW_LARGE_DELETE: &str = "Writes that would remove most of a note, its front matter, all its headings or most of its links, or that add a placeholder such as \"... rest unchanged ...\" instead of the real text, are refused (422 guard_refused); when the task really asks for that, send the same request with allow_large_delete: true.";
 
 impl GuardPolicy {
     /// No guard: for writes the guards never apply to.
