@@ -17,6 +17,9 @@ pub struct Task {
     pub task: String,
     #[serde(default)]
     pub read_only: bool,
+    /// Review mode (MIRAI_POLICY_MODE=review): the run's writes become one proposal.
+    #[serde(default)]
+    pub review: bool,
     #[serde(default)]
     pub setup: Option<Setup>,
     pub expect: Expect,
@@ -31,6 +34,9 @@ pub struct Setup {
     pub external_change: Option<FileChange>,
     /// A long note committed with the vault (before the run's base).
     pub long_note: Option<LongNote>,
+    /// More notes committed with the vault: path -> text.
+    #[serde(default)]
+    pub notes: std::collections::BTreeMap<String, String>,
 }
 
 /// A generated note of `sections` sections (`## Part N`) of `lines` lines
@@ -152,6 +158,11 @@ pub fn prepare(task: &Task, dir: &Path) -> Prepared {
     if let Some(long) = task.setup.as_ref().and_then(|s| s.long_note.as_ref()) {
         std::fs::write(root.join(&long.path), long.text()).unwrap();
     }
+    for (path, text) in task.setup.iter().flat_map(|s| &s.notes) {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
     git(&root, &["init", "-q"]);
     mirai::repo::exclude_mirai_folder(&root.join(".git")).unwrap();
     commit_all(&root, "vault");
@@ -211,9 +222,9 @@ pub fn check(task: &Task, prepared: &Prepared, report: &Value) -> Vec<String> {
     for sha in &made {
         let message = git(root, &["log", "-1", "--format=%B", sha]);
         let mut lines = message.lines();
-        let subject_ok = lines
-            .next()
-            .is_some_and(|s| s.starts_with("mcp.patch_apply: "));
+        let subject_ok = lines.next().is_some_and(|s| {
+            s.starts_with("mcp.patch_apply: ") || s.starts_with("mcp.notes_move: ")
+        });
         if !subject_ok || !message.contains(&format!("\n\n{trailer}\n")) {
             failures.push(format!("commit {sha} has message {message:?}"));
         }
