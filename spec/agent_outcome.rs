@@ -354,3 +354,15 @@ fn the_same_failing_code_twice_is_shown_a_working_call_from_the_table() {
         "{observation}"
     );
 }
+
+#[test]
+fn a_contested_reply_is_kept_and_marked_when_the_run_cannot_go_on() {
+    // The script ends after the claim: the provider fails on the step with the facts.
+    let llm = answers(&["<reply>Note renamed and links updated.</reply>"]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Rename todo.md to tasks.md.");
+    assert_eq!(report["stopped"], "llm_error", "{report}");
+    assert_eq!(report["reply"], "Note renamed and links updated.");
+    assert_eq!(report["reply_contradicted"], true);
+    assert_eq!(report["outcome"]["kind"], "nothing");
+}

@@ -253,9 +253,19 @@ impl Agent {
             }
         };
         let Talk {
-            run, transcript, ..
+            mut run,
+            transcript,
+            ..
         } = talk;
         let mut transcript = transcript;
+        // A run that stopped right after its reply was contested (out of time, or the
+        // model unreachable) keeps that reply: it is marked as the record contradicts it.
+        if run.reply.is_none() {
+            run.reply = run
+                .steps
+                .last()
+                .and_then(|step| step.contested_reply.clone());
+        }
 
         let report = finish(ctx, writes, task, &notes_before, run_id, run, stopped);
         transcript.record(
