@@ -548,7 +548,9 @@ fn rewritten_then_moved(
 fn a_revert_into_notes_that_moved_is_refused_past_the_request_s_work() {
     // 20 notes whose 200 hunks each must be searched for over the whole note:
     // each note's inverse is within what one patch may take, all of them are not.
-    let server = TestServer::start();
+    // (Their text, 18 MB, passes 8 default request bodies, which notes.revert
+    // refuses up front: a larger body limit lets the request's work decide.)
+    let server = TestServer::start_with(|c| c.max_body_bytes = 4 * 1024 * 1024);
     let rewrite = rewritten_then_moved(&server, (20, 15_000, 75, 6_000));
     let before = repo_state(&server.root);
     // A debug build on a busy machine takes seconds for a request's whole budget: no
@@ -581,10 +583,11 @@ fn a_revert_into_notes_that_moved_is_refused_past_the_request_s_work() {
 #[test]
 fn a_revert_of_notes_that_stand_as_the_commit_left_them_puts_back_what_it_found() {
     // Every line of 50 notes rewritten: the inverse is the commit's own diff,
-    // which needs no search, whatever the notes' size.
+    // which needs no search, whatever the notes' size (their text, before and
+    // after, within the 8 request bodies a revert of several notes may rewrite).
     let server = TestServer::start();
     let note = |n: usize, word: &str| -> String {
-        (0..4_000)
+        (0..2_000)
             .map(|i| format!("{word} {n} line {i} of ordinary words\n"))
             .collect()
     };

@@ -212,12 +212,11 @@ fn loopback_and_listed_origins_pass_as_do_requests_without_one() {
             .assert_error(403, "origin_refused");
     }
     let applied = send(
-        plain_post(
-            &server,
-            "/mcp/patch/apply",
-            json!({"patch": PATCH}).to_string(),
-        )
-        .header("origin", "https://notes.example:8443"),
+        server
+            .raw()
+            .post(format!("{}/mcp/patch/apply", server.url))
+            .json(&json!({"patch": PATCH}))
+            .header("origin", "https://notes.example:8443"),
     );
     assert_eq!(applied.status, 200, "{applied:?}");
     assert_eq!(
@@ -234,6 +233,73 @@ fn loopback_and_listed_origins_pass_as_do_requests_without_one() {
     });
     let answer = send(get(&server, "/mcp/notes").header("origin", "https://old.example"));
     assert_eq!(answer.status, 200, "{answer:?}");
+}
+
+/// A body a page on another loopback origin may send without a preflight
+/// (`text/plain`, a form, none declared) is never read: 415
+/// `unsupported_media_type`, with what to send; JSON (with or without a
+/// charset) is served, and so is a POST without a body.
+#[test]
+fn a_post_body_not_declared_json_is_refused_before_it_is_read() {
+    let server = TestServer::with_note("a.md", NOTE);
+    let commits = server.commit_count();
+    let write_b = "await mirai.notes.write({path: 'b.md', content: 'owned\\n'}); return 1";
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "page", "version": "1"}}});
+    let bodies = [
+        ("/mcp/patch/apply", json!({"patch": PATCH}).to_string()),
+        (
+            "/mcp/notes/write",
+            json!({"path": "b.md", "content": "owned\n"}).to_string(),
+        ),
+        ("/agent/eval", json!({"code": write_b}).to_string()),
+        ("/mcp", initialize.to_string()),
+    ];
+    for (path, body) in &bodies {
+        for (origin, kind) in [
+            (Some("http://localhost:3000"), Some("text/plain")),
+            (
+                Some("http://127.0.0.1:8080"),
+                Some("application/x-www-form-urlencoded"),
+            ),
+            (None, Some("multipart/form-data; boundary=x")),
+            (None, Some("application/jsonx")),
+            (None, None),
+        ] {
+            let mut request = server
+                .raw()
+                .post(format!("{}{path}", server.url))
+                .body(body.clone());
+            if let Some(kind) = kind {
+                request = request.header("content-type", kind);
+            }
+            if let Some(origin) = origin {
+                request = request.header("origin", origin);
+            }
+            let answer = send(request);
+            answer.assert_error(415, "unsupported_media_type");
+            assert!(
+                message(&answer).contains("Content-Type: application/json"),
+                "{path} {kind:?}: {answer:?}"
+            );
+        }
+    }
+    assert_untouched(&server, commits);
+    let applied = send(
+        server
+            .raw()
+            .post(format!("{}/mcp/patch/apply", server.url))
+            .header("content-type", "Application/JSON; charset=utf-8")
+            .header("origin", "http://localhost:3000")
+            .body(json!({"patch": PATCH}).to_string()),
+    );
+    assert_eq!(applied.status, 200, "{applied:?}");
+    let invalidated = send(
+        server
+            .raw()
+            .post(format!("{}/mcp/index/invalidate", server.url)),
+    );
+    assert_eq!(invalidated.status, 200, "{invalidated:?}");
 }
 
 #[test]

@@ -350,6 +350,127 @@ fn a_stalled_client_gets_reset_and_is_closed_while_writes_go_on() {
     );
 }
 
+/// A raw `GET /events` on a connection of its own, once its answer's head has come.
+fn raw_stream(server: &TestServer, receive_buffer_small: bool) -> TcpStream {
+    let addr: std::net::SocketAddr = server.url.trim_start_matches("http://").parse().unwrap();
+    let mut stream = if receive_buffer_small {
+        stalled_client(addr)
+    } else {
+        TcpStream::connect(addr).unwrap()
+    };
+    write!(stream, "GET /events HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 200", "the stream opens");
+    stream
+}
+
+/// Whether `/events` accepts one more stream now (the probe is closed at once).
+fn accepts_a_stream(server: &TestServer) -> bool {
+    let answer = reqwest::blocking::Client::new()
+        .get(format!("{}/events?types=sync", server.url))
+        .timeout(Duration::from_millis(500))
+        .send();
+    answer.is_ok_and(|answer| answer.status() == 200)
+}
+
+/// A client that closes its stream gives its place back at once (its close
+/// is noticed without waiting for the next write), and MCP's streams take
+/// places under the same limit.
+#[test]
+fn a_closed_stream_frees_its_place_at_once_and_mcp_streams_count_too() {
+    let server = TestServer::start_with(|c| c.events.max_clients = 1);
+    let stream = raw_stream(&server, false);
+    let refused = send(server.raw().get(format!("{}/events", server.url)));
+    refused.assert_error(503, "too_many_streams");
+    let listen = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+        "notifications": {"resourcesListChanged": true},
+    }});
+    let listened = server
+        .raw()
+        .post(format!("{}/mcp", server.url))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "subscriptions/listen")
+        .json(&listen)
+        .timeout(Duration::from_secs(2))
+        .send()
+        .unwrap();
+    assert_eq!(listened.status().as_u16(), 503);
+    let answer: Value = listened.json().unwrap();
+    assert!(answer["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("MIRAI_EVENTS_MAX_CLIENTS"));
+    drop(stream);
+    // No write happens: the close alone gives the place back, within a moment.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !accepts_a_stream(&server) {
+        assert!(
+            Instant::now() < deadline,
+            "the closed stream kept its place"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A client that stops reading keeps its place while its socket is open,
+/// even after the hub dropped it for falling behind; a stream whose
+/// connection takes nothing for 20 s is then closed, which frees the place.
+#[test]
+fn a_stalled_stream_is_counted_until_its_connection_is_closed() {
+    let server = TestServer::start_with(|c| c.events.max_clients = 2);
+    let stalled = raw_stream(&server, true);
+    let watching = Stream::open(&server, "?types=index,commit", None);
+    let subject = server.dir.path().join("subject");
+    std::fs::write(&subject, "s".repeat(64 * 1024)).unwrap();
+    for _ in 0..100 {
+        let file = subject.to_str().unwrap();
+        person(&server.root, &["commit", "-q", "--allow-empty", "-F", file]);
+    }
+    for _ in 0..100 {
+        watching.until("commit", |d| d["source"] == "outside");
+    }
+    for _ in 0..1500 {
+        assert_eq!(
+            server.post_json("/mcp/index/invalidate", &json!({})).status,
+            200
+        );
+    }
+    for _ in 0..1500 {
+        watching.until("index", |_| true);
+    }
+    // The stalled stream fell behind (the hub feeds it no more) but its socket is open.
+    let refused = send(server.raw().get(format!("{}/events", server.url)));
+    refused.assert_error(503, "too_many_streams");
+    // Then its connection is closed for taking nothing, and its place is free.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !accepts_a_stream(&server) {
+        assert!(
+            Instant::now() < deadline,
+            "the stalled stream was never closed"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let mut rest = Vec::new();
+    let mut stalled = stalled;
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let ended = stalled.read_to_end(&mut rest);
+    assert!(
+        ended.is_ok()
+            || ended
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the server closed it: {ended:?}"
+    );
+}
+
 /// A TCP connection to `addr` whose receive buffer is as small as the kernel allows.
 fn stalled_client(addr: std::net::SocketAddr) -> TcpStream {
     use nix::sys::socket::{

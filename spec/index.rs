@@ -337,6 +337,35 @@ fn every_chunk_contains_a_query_term_and_terms_keep_query_order() {
 }
 
 #[test]
+fn matched_terms_are_the_normalized_query_tokens_once_in_query_order() {
+    // The original's contract: `Mango kiwi` answers ["mango", "kiwi"]. The
+    // page highlights from these case-insensitively, and from snippet_offset.
+    let server = TestServer::start();
+    server.write(
+        "fruit.md",
+        "# Fruit\n\nA ripe mango and a KIWI for breakfast.\n",
+    );
+    for q in ["Mango kiwi", "MANGO Kiwi mango KIWI"] {
+        let answer = query(&server, q, "");
+        assert_eq!(answer.status, 200, "{answer:?}");
+        let chunk = &answer.body["chunks"][0];
+        assert_eq!(
+            chunk["explanation"]["matched_terms"],
+            json!(["mango", "kiwi"]),
+            "{q}"
+        );
+        assert_eq!(chunk["explanation"]["matched_term_count"], 2, "{q}");
+        let content: Vec<char> = chunk["content"].as_str().unwrap().chars().collect();
+        let offset = &chunk["metadata"]["snippet_offset"];
+        let (start, end) = (
+            offset["start"].as_u64().unwrap() as usize,
+            offset["end"].as_u64().unwrap() as usize,
+        );
+        assert_eq!(content[start..end].iter().collect::<String>(), "mango");
+    }
+}
+
+#[test]
 fn cjk_text_is_findable() {
     let server = server_with_notes();
     rebuild(&server);

@@ -221,6 +221,29 @@ fn a_client_over_http_lists_calls_writes_fails_and_reads() {
 }
 
 #[test]
+fn a_tool_call_with_an_unknown_argument_is_refused_naming_the_right_one() {
+    let server = TestServer::with_note("a.md", "alpha\n");
+    let before = server.commit_count();
+    runtime().block_on(async {
+        let client = connect(&server, None).await.unwrap();
+        let result = call(
+            &client,
+            "notes_write",
+            json!({"path": "a.md", "content": "x\n", "base_comit": "HEAD"}),
+        )
+        .await;
+        assert_eq!(result.is_error, Some(true), "{result:?}");
+        assert_eq!(
+            text_of(&result),
+            "invalid_request: malformed request for notes.write: unknown field `base_comit`; did \
+             you mean `base_commit`?"
+        );
+        client.cancel().await.unwrap();
+    });
+    assert_eq!(server.commit_count(), before);
+}
+
+#[test]
 fn read_only_mode_lists_no_write_tools_and_refuses_them() {
     let server = TestServer::start_with(|config| config.policy = PolicyMode::ReadOnly);
     server.write("a.md", "a\n");
@@ -650,4 +673,118 @@ fn tool_descriptions_state_the_limits_the_server_uses() {
             && described.contains(&format!("1 to {}", mirai::index::MAX_LIMIT)),
         "{described}"
     );
+}
+
+/// `mirai serve` as a child process on a free loopback port, serving.
+fn serve_child(root: &std::path::Path) -> (std::process::Child, u16) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = mirai_cli()
+        .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
+        .arg("--notes-root")
+        .arg(root)
+        .env("MIRAI_CACHE_DIR", guest_cache())
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while reqwest::blocking::get(format!("http://127.0.0.1:{port}/health")).is_err() {
+        assert!(std::time::Instant::now() < deadline, "mirai never served");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    (child, port)
+}
+
+/// Sends `head` on a fresh connection and leaves it open.
+fn open_connection(port: u16, head: &str) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.write_all(head.as_bytes()).unwrap();
+    stream
+}
+
+#[test]
+fn a_stop_is_prompt_whatever_clients_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("notes");
+    let (mut child, port) = serve_child(&root);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    runtime().block_on(async {
+        // The session the issue measured: initialize, tools, a read, a failing
+        // and a good write, code mode, resources; then the client closes.
+        let client = client_config()
+            .serve(StreamableHttpClientTransport::from_config(
+                StreamableHttpClientTransportConfig::with_uri(url.clone()),
+            ))
+            .await
+            .unwrap();
+        assert!(!client.list_all_tools().await.unwrap().is_empty());
+        let read = call(&client, "notes_read", json!({"path": "welcome.md"})).await;
+        assert_eq!(read.is_error, Some(false), "{read:?}");
+        let failed = call(
+            &client,
+            "notes_write",
+            json!({"path": "../x.md", "content": "x"}),
+        )
+        .await;
+        assert_eq!(failed.is_error, Some(true), "{failed:?}");
+        let wrote = call(
+            &client,
+            "notes_write",
+            json!({"path": "kept.md", "content": "kept\n"}),
+        )
+        .await;
+        assert_eq!(wrote.is_error, Some(false), "{wrote:?}");
+        let eval = call(&client, "agent_eval", json!({"code": "return 1 + 1"})).await;
+        assert_eq!(eval.is_error, Some(false), "{eval:?}");
+        assert!(!client.list_all_resources().await.unwrap().is_empty());
+        client
+            .read_resource(ReadResourceRequestParams::new("mirai://notes/kept.md"))
+            .await
+            .unwrap();
+        client.cancel().await.unwrap();
+    });
+    // Besides: an open change stream, an idle keep-alive connection, and a
+    // request whose body never finishes arriving (in flight).
+    let _events = open_connection(port, "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    let _idle = open_connection(port, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    let _in_flight = open_connection(
+        port,
+        "POST /mcp/notes/write HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"pa",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let Some(status) = status else {
+        child.kill().unwrap();
+        child.wait().unwrap();
+        panic!("mirai serve was still running 3 s after SIGTERM");
+    };
+    assert!(status.success(), "{status:?}");
+    // The acknowledged write is there, committed; nothing is left half done.
+    assert_eq!(
+        std::fs::read_to_string(root.join("kept.md")).unwrap(),
+        "kept\n"
+    );
+    assert_eq!(common::git(&root, &["status", "--porcelain"]), "");
+    assert!(common::git(&root, &["log", "--format=%s"]).contains("mcp.patch_apply: kept.md"));
 }

@@ -72,7 +72,11 @@ fn every_documented_route_is_answered_by_the_live_server() {
         let url = format!("{}{}{query}", server.url, path);
         let request = match method.as_str() {
             "GET" => server.raw().get(url),
-            "POST" => server.raw().post(url).body("{}"),
+            "POST" => server
+                .raw()
+                .post(url)
+                .header("content-type", "application/json")
+                .body("{}"),
             "DELETE" => server.raw().delete(url),
             other => panic!("unexpected method {other}"),
         };
@@ -100,7 +104,11 @@ fn every_row_is_served_at_its_declared_route_by_that_row() {
         let url = format!("{}{}", server.url, op.http.path);
         let request = match op.http.verb {
             mirai::ops::Verb::Get => server.raw().get(url),
-            mirai::ops::Verb::Post => server.raw().post(url).body("{}"),
+            mirai::ops::Verb::Post => server
+                .raw()
+                .post(url)
+                .header("content-type", "application/json")
+                .body("{}"),
             mirai::ops::Verb::Delete => server.raw().delete(url),
         };
         let answer = common::send(request);

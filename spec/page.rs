@@ -310,6 +310,103 @@ fn notes_render_resolves_links_keeps_front_matter_as_data_and_runs_nothing() {
         .assert_error(404, "not_found");
 }
 
+/// The probe's costly shapes, each a note at the note limit (1 MiB): nested
+/// block HTML, a note of `>`, nested lists, a table whose rows its header
+/// pads. Each answers what fits, then a plain notice that points at the
+/// source, and an answer bounded by the note's size (benches/render.rs times them).
+#[test]
+fn notes_render_is_bounded_for_deep_and_huge_notes_at_the_note_limit() {
+    const LIMIT: usize = 1024 * 1024;
+    let server = TestServer::start_with(|c| c.max_note_bytes = LIMIT);
+    let fill = |head: &str, unit: &str| {
+        let mut note = head.to_string();
+        note.push_str(&unit.repeat((LIMIT - head.len()) / unit.len()));
+        note
+    };
+    let columns = 2000;
+    let header = format!("{}|\n{}|\n", "|a".repeat(columns), "|-".repeat(columns));
+    let shapes = [
+        ("div.md", fill("# Divs\n\n", "<div>"), "too deeply"),
+        ("ul.md", fill("", "<ul><li>"), "too deeply"),
+        ("dl.md", fill("", "<dl><dt>x<dd>"), "too deeply"),
+        ("blockquote.md", fill("", "<blockquote>"), "too deeply"),
+        ("section.md", fill("", "<section>"), "too deeply"),
+        ("quotes.md", fill("", ">"), "too deeply"),
+        ("lists.md", fill("", "+ "), "too deeply"),
+        ("table.md", fill(&header, "|b\n"), "too large"),
+    ];
+    for (path, note, _) in &shapes {
+        assert!(note.len() <= LIMIT && note.len() > LIMIT - 64, "{path}");
+        server.write(path, note);
+    }
+    for (path, note, why) in &shapes {
+        let answer = server.get(&format!("/mcp/notes/render?path={path}"));
+        assert_eq!(answer.status, 200, "{path}: {answer:?}");
+        assert_eq!(answer.body["bytes"], note.len());
+        let html = answer.body["html"].as_str().unwrap();
+        let notice = "<p class=\"render-cut\">The rest of this note is";
+        assert!(
+            html.contains(notice) && html.contains(why) && html.ends_with("see its source.</p>\n"),
+            "{path}: {}",
+            &html[html.len().saturating_sub(300)..]
+        );
+        assert_eq!(html.matches(notice).count(), 1, "{path}");
+        // Bounded by the note's size: eight times it, plus 256 KiB, at most.
+        assert!(
+            html.len() <= 8 * note.len() + 256 * 1024,
+            "{path}: {}",
+            html.len()
+        );
+    }
+    let divs = server.get("/mcp/notes/render?path=div.md");
+    let html = divs.body["html"].as_str().unwrap();
+    assert!(
+        html.starts_with("<h1>Divs</h1>"),
+        "what fits is rendered: {html:.200}"
+    );
+    assert!(html.len() < 64 * 1024, "{}", html.len());
+    let table = server.get("/mcp/notes/render?path=table.md");
+    let html = table.body["html"].as_str().unwrap();
+    assert!(
+        html.contains("<td>b</td>"),
+        "the rows that fit are rendered"
+    );
+}
+
+/// A footnote's name becomes an element id: prefixed, so a note's ids never
+/// equal the page's own (a note naming one `token-form` cannot take the
+/// token prompt's place).
+#[test]
+fn footnote_ids_from_a_note_never_equal_the_pages_own() {
+    let page_ids: Vec<&str> = include_str!("../ui/index.html")
+        .split(" id=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    assert!(page_ids.contains(&"token-form"), "{page_ids:?}");
+    let mut note = String::from("# Footnotes\n\n");
+    for id in &page_ids {
+        note.push_str(&format!("See[^{id}].\n\n"));
+    }
+    for id in &page_ids {
+        note.push_str(&format!("[^{id}]: about {id}\n"));
+    }
+    let server = TestServer::with_note("notes.md", &note);
+    let answer = server.get("/mcp/notes/render?path=notes.md");
+    let html = answer.body["html"].as_str().unwrap();
+    let ids: Vec<&str> = html
+        .split(" id=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    assert_eq!(ids.len(), page_ids.len(), "{html}");
+    for id in &ids {
+        assert!(!page_ids.contains(id), "{id} is the page's: {html}");
+        assert!(id.starts_with("note-fn-"), "{id}");
+    }
+    assert!(html.contains("href=\"#note-fn-token-form\""), "{html}");
+}
+
 #[test]
 fn a_note_past_the_size_limit_is_not_rendered() {
     let server = TestServer::start_with(|c| c.max_note_bytes = 1000);
@@ -325,6 +422,30 @@ fn agent_script() -> Script {
         "<think>Add a line to the todo list.</think>\n<code>\nconst r = await mirai.notes.append({path: \"todo.md\", text: \"- call mum\\n\"});\nreturn r.proposal;\n</code>".to_string(),
         "<think>Done.</think>\n<reply>I proposed adding \"call mum\" to todo.md.</reply>".to_string(),
     ])
+}
+
+/// The page's runs: the proposal run, then one whose reply after a failed step is
+/// held back (step 2), then one that runs out of steps.
+fn page_script() -> Script {
+    Script::answering(&[
+        "<think>Add a line to the todo list.</think>\n<code>\nconst r = await mirai.notes.append({path: \"todo.md\", text: \"- call mum\\n\"});\nreturn r.proposal;\n</code>".to_string(),
+        "<think>Done.</think>\n<reply>I proposed adding \"call mum\" to todo.md.</reply>".to_string(),
+        "<think>Try.</think>\n<code>\nthrow new Error(\"boom\");\n</code>".to_string(),
+        "<think>Give up.</think>\n<reply>Too early reply.</reply>".to_string(),
+        "<think>Really.</think>\n<reply>It could not be done.</reply>".to_string(),
+        "<think>Look.</think>\n<code>\nreturn 1;\n</code>".to_string(),
+    ])
+}
+
+const GUIDE: &str = "# Guide\n\nRead the [[guide#Far section|far section]] first.[^1]\n\n\
+> [!warning] Mind the frost\n> Cover the beds at night.\n\n![[plans#Later]]\n\n";
+
+/// The guide's tail: far below the fold, then the footnote.
+fn guide() -> String {
+    let filler: String = (0..60)
+        .map(|i| format!("Filler line {i} about nothing much.\n\n"))
+        .collect();
+    format!("{GUIDE}{filler}## Far section\n\nDeep words about compost.\n\n{filler}[^1]: The footnote text.\n")
 }
 
 #[test]
@@ -568,7 +689,7 @@ fn the_page_in_a_real_browser() {
         }
     };
     let shots = std::env::var_os("MIRAI_PAGE_SHOTS").map(PathBuf::from);
-    let llm = FakeLlm::start(agent_script());
+    let llm = FakeLlm::start(page_script());
     let base_url = llm.base_url.clone();
     let server = TestServer::start_with(|c| {
         review(c);
@@ -580,6 +701,7 @@ fn the_page_in_a_real_browser() {
     server.write("todo.md", TODO);
     server.write("hostile.md", HOSTILE);
     server.write("garden/beds/north.md", "# North bed\n\nShade plants.\n");
+    server.write("guide.md", guide());
     server.commit_all();
     server.write("garden/plans.md", PLANS_EDITED);
     git(
@@ -605,6 +727,12 @@ fn the_page_in_a_real_browser() {
         .as_str()
         .unwrap()
         .to_string();
+    // A run whose reply after a failed step is held back, and one out of steps.
+    let held = server.post_json("/agent/run", &json!({"task": "Try and fail."}));
+    assert_eq!(held.status, 200, "{held:?}");
+    let held_id = held.body["run_id"].as_str().unwrap().to_string();
+    let short = server.post_json("/agent/run", &json!({"task": "Too short.", "max_steps": 1}));
+    assert_eq!(short.body["stopped"], "max_steps", "{short:?}");
     let http = server.post_json(
         "/mcp/notes/append",
         &json!({"path": "welcome.md", "text": "A line from HTTP.\n"}),
@@ -626,11 +754,45 @@ fn the_page_in_a_real_browser() {
     browser.click(".tree details[data-prefix='garden/'] > summary");
     browser.wait_text(".tree", "beds/");
     browser.shot(&shots, "notes-tree-desktop", 1280, 900);
+    // The first page: newest commits, what waits, runs, index and sync, broken links.
+    let home = browser.wait_text(".home", "Add basil to the plans");
+    for shown in [
+        "Ann",
+        "2 proposals pending",
+        "Try and fail.",
+        "failed: max steps",
+        "1 broken link",
+        "Index",
+        "Sync",
+    ] {
+        assert!(
+            home.contains(shown),
+            "the first page lacks {shown:?}: {home}"
+        );
+    }
+    browser.shot(&shots, "home-360", 360, 780);
+    // "/" puts the cursor in the search box.
+    browser.js("document.body.focus(); return true");
+    let body = browser.wait("body");
+    browser.runtime.block_on(body.send_keys("/")).unwrap();
+    assert_eq!(
+        browser.js("return document.activeElement.id"),
+        json!("search-input")
+    );
+    browser.js("document.getElementById('search-input').blur(); return true");
 
     // Search, and open a hit at its chunk.
     browser.type_into("#search-input", "basil");
     browser.click("#search-form button");
     browser.wait(".hit-card mark");
+    // One result per note, its passage with the term marked from the answer's offsets.
+    assert_eq!(
+        browser.js("return document.querySelectorAll('.hit-card').length"),
+        json!(1)
+    );
+    assert_eq!(browser.text(".hit-card mark"), "basil");
+    assert!(browser.text(".hit-card").contains("garden/plans.md"));
+    browser.shot(&shots, "search-desktop", 1280, 900);
     assert!(
         browser.url().contains("/ui/search?q=basil"),
         "{}",
@@ -645,7 +807,10 @@ fn the_page_in_a_real_browser() {
         "{}",
         browser.url()
     );
-    browser.wait("article.note .hit");
+    assert_eq!(
+        browser.text("article.note .hit"),
+        "Plant tomatoes and basil by the south wall."
+    );
 
     // A note: rendered, its front matter as a table, a resolved link, the source.
     browser.goto(&format!("{}/ui/notes/welcome.md", server.url));
@@ -656,6 +821,15 @@ fn the_page_in_a_real_browser() {
     assert!(browser
         .text("article.note .unresolved")
         .contains("Missing note"));
+    // Its place in the vault: tags, outgoing links (the broken one marked).
+    let tags = browser.text(".note-head .tags");
+    assert!(
+        tags.contains("#start") && tags.contains("#garden"),
+        "{tags}"
+    );
+    let links = browser.text(".vault-links");
+    assert!(links.contains("broken: Missing note"), "{links}");
+    assert!(links.contains("plans"), "{links}");
     browser.shot(&shots, "note-desktop", 1280, 900);
     browser.shot(&shots, "note-360", 360, 780);
     browser.click(".note-head button[aria-pressed]");
@@ -664,6 +838,15 @@ fn the_page_in_a_real_browser() {
     browser.wait("article.note");
     browser.click("article.note a");
     browser.wait_text("main h1", "Plans");
+    // Backlinks, each with the line that links; the title once.
+    browser.wait_text(
+        ".vault-links",
+        "Read [[plans]] and [[Missing note]] before planting.",
+    );
+    assert_eq!(
+        browser.js("return document.querySelectorAll('main h1').length"),
+        json!(1)
+    );
 
     // Its history, a diff, and a revert (review mode: a proposal, approved below).
     browser.click(".note-head a[href^='/ui/history/']");
@@ -687,7 +870,7 @@ fn the_page_in_a_real_browser() {
     // The agent's run, step by step, with each mirai.* call's request and answer.
     browser.click(".top nav a[data-view=runs]");
     browser.wait_text("main", "Add call mum");
-    browser.click("main .card h3 a");
+    browser.click(&format!("main .card h3 a[href$='{run_id}']"));
     browser.wait_text(".step", "mirai.notes.append");
     assert!(browser.title().starts_with("Run "), "{}", browser.title());
     assert!(
@@ -703,8 +886,8 @@ fn the_page_in_a_real_browser() {
     );
     let run = browser.text(".run");
     for shown in [
-        "Stopped",
-        "reply",
+        "Ended",
+        "✓ replied",
         "Add a line to the todo list.",
         "await mirai.notes.append({path: \"todo.md\"",
         "I proposed adding",
@@ -742,8 +925,40 @@ fn the_page_in_a_real_browser() {
     // Reject the agent's proposal: the reviewer token is kept for the tab.
     browser.goto(&format!("{}/ui/proposals/{agents}", server.url));
     browser.wait("#reject");
-    let head = server.head();
     browser.type_into("#reject-reason", "not now");
+    // The proposal goes stale live: the view redraws, the half-typed reason stays.
+    let commit_as_ann = |message: &str| {
+        git(
+            &server.root,
+            &[
+                "-c",
+                "user.name=Ann",
+                "-c",
+                "user.email=ann@example.com",
+                "commit",
+                "-qam",
+                message,
+            ],
+        )
+    };
+    server.write("todo.md", "# Todo\n\n- buy eggs\n");
+    commit_as_ann("Eggs");
+    browser.wait_text("main", "no: the notes changed since");
+    assert_eq!(
+        browser.js("return document.getElementById('reject-reason').value"),
+        json!("not now")
+    );
+    server.write("todo.md", TODO);
+    commit_as_ann("Milk again");
+    let started = Instant::now();
+    while browser.text("main").contains("no: the notes changed since") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the proposal never applied again"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let head = server.head();
     browser.click("#reject");
     browser.wait_text("main", "Rejected.");
     assert_eq!(server.head(), head);
@@ -793,5 +1008,378 @@ fn the_page_in_a_real_browser() {
          document.querySelectorAll('article.note :is(script, svg, img, iframe, [onerror], [onload], [style])').length]",
     );
     assert_eq!(ran, json!(["undefined", "/ui/notes/hostile.md", 0]));
+
+    // Obsidian: a callout, an embedded section, the title once, an outline,
+    // a link to a heading, a footnote.
+    browser.goto(&format!("{}/ui/notes/guide.md", server.url));
+    browser.wait_text("article.note .embedded", "Beans.");
+    assert_eq!(
+        browser.text("article.note .callout-warning .callout-title"),
+        "Mind the frost"
+    );
+    assert!(!browser.text("article.note").contains("[!warning]"));
+    assert!(!browser
+        .text("article.note .embedded")
+        .contains("Plant tomatoes"));
+    assert_eq!(
+        browser.js("return document.querySelectorAll('main h1').length"),
+        json!(1)
+    );
+    assert!(browser.text(".outline").contains("Far section"));
+    browser.shot(&shots, "guide-desktop", 1280, 900);
+    browser.shot(&shots, "guide-360", 360, 780);
+    browser.click("article.note a[href*='#Far']");
+    browser.wait("#h-far-section.target");
+    assert!(
+        browser.url().ends_with("/ui/notes/guide.md#Far%20section"),
+        "{}",
+        browser.url()
+    );
+    let y = browser.js("return window.scrollY").as_f64().unwrap();
+    assert!(y > 500.0, "scrolled to {y}");
+    browser.goto(&format!("{}/ui/notes/guide.md", server.url));
+    browser.wait("article.note sup a");
+    browser.js("window.scrollTo(0, 0); return true");
+    browser.click("article.note sup a");
+    std::thread::sleep(Duration::from_millis(300));
+    let y = browser.js("return window.scrollY").as_f64().unwrap();
+    assert!(y > 1000.0, "the footnote is far down: {y}");
+    assert!(browser.text(".target").contains("The footnote text."));
+    assert!(
+        browser.url().contains("/ui/notes/guide.md#"),
+        "{}",
+        browser.url()
+    );
+
+    // Tags, a tag's notes, broken links and orphans.
+    browser.click(".top nav a[data-view=tags]");
+    browser.wait_text("main", "#garden");
+    browser.click("main a.tag[href='/ui/tags/start']");
+    browser.wait_text("main", "welcome.md");
+    browser.goto(&format!("{}/ui/links", server.url));
+    browser.wait_text("main table", "Missing note");
+    assert!(browser.text("main").contains("todo.md"), "an orphan");
+
+    // Runs: failures look like failures; a held-back reply sits under its own step.
+    browser.click(".top nav a[data-view=runs]");
+    browser.wait_text("main", "failed: max steps");
+    browser.goto(&format!("{}/ui/runs/{held_id}", server.url));
+    browser.wait_text(".step[aria-label='Step 2']", "Too early reply.");
+    assert!(!browser
+        .text(".step[aria-label='Step 3']")
+        .contains("Too early reply."));
+
+    // Live updates keep what a person types; the live region speaks words.
+    browser.goto(&format!("{}/ui/notes/todo.md", server.url));
+    browser.wait_text("article.note", "buy bread");
+    std::thread::sleep(Duration::from_millis(2000));
+    browser.type_into("#search-input", "half typ");
+    server.write("todo.md", "# Todo\n\n- buy jam\n");
+    git(
+        &server.root,
+        &[
+            "-c",
+            "user.name=Ann",
+            "-c",
+            "user.email=ann@example.com",
+            "commit",
+            "-qam",
+            "Jam",
+        ],
+    );
+    browser.wait_text("article.note", "buy jam");
+    assert_eq!(
+        browser.js(
+            "return [document.getElementById('search-input').value, document.activeElement.id]"
+        ),
+        json!(["half typ", "search-input"])
+    );
+    let said = browser.text("#live");
+    assert!(said.contains("Ann changed todo.md"), "{said}");
+    assert!(
+        !said.contains("notes_changed") && !said.contains("commit"),
+        "{said}"
+    );
+
+    // The status page: no artifact is not shown as good; dark mode is there.
+    browser.goto(&format!("{}/ui/status", server.url));
+    browser.wait_text("main", "State");
+    let state = browser.js(
+        "const dd = [...document.querySelectorAll('dl.kv dt')].find(d => d.textContent === 'State').nextElementSibling; \
+         return [dd.textContent, dd.className]",
+    );
+    if state[0].as_str().unwrap().contains("no artifact") {
+        assert_eq!(state[1], "warn", "{state}");
+    }
+    let dark = browser.js(
+        "return [...document.styleSheets].some(s => [...s.cssRules].some(r => r.media && r.media.mediaText.includes('prefers-color-scheme: dark')))",
+    );
+    assert_eq!(dark, json!(true));
     drop(llm);
+}
+
+#[test]
+fn index_query_answers_one_result_per_note_with_a_readable_passage() {
+    let server = TestServer::start();
+    let filler = "Plain words about the weather and nothing else at all. ".repeat(8);
+    let section = "Plain words about the weather and nothing else at all. ".repeat(40);
+    // One note matches in many sections; four others once each.
+    let mut long = String::from("---\ntags: [garden, plans]\n---\n# Graph view\n\n");
+    for i in 0..6 {
+        long.push_str(&format!(
+            "## Part {i}\n\n{section}The graph view shows links between notes.\n\n"
+        ));
+    }
+    server.write("long.md", &long);
+    for i in 0..4 {
+        server.write(
+            &format!("other{i}.md"),
+            format!("# Other {i}\n\n{filler}A graph of note {i}, seen in a view.\n"),
+        );
+    }
+    server.commit_all();
+    let chunks = server.get("/mcp/index/query?q=graph%20view&limit=10");
+    assert_eq!(chunks.status, 200, "{chunks:?}");
+    let paths = |answer: &Value| -> Vec<String> {
+        answer["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["metadata"]["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Without group, chunks as before: the long note's chunks crowd the answer.
+    assert!(
+        paths(&chunks.body)
+            .iter()
+            .filter(|p| *p == "long.md")
+            .count()
+            > 1
+    );
+    assert!(chunks.body["chunks"][0].get("context").is_none());
+    let notes = server.get("/mcp/index/query?q=graph%20view&limit=10&group=note");
+    assert_eq!(notes.status, 200, "{notes:?}");
+    let found = paths(&notes.body);
+    let mut distinct = found.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(found.len(), 5, "{found:?}");
+    assert_eq!(distinct.len(), 5, "one entry per note: {found:?}");
+    let first = &notes.body["chunks"][0];
+    assert_eq!(first["metadata"]["path"], "long.md", "{first}");
+    let all = server.get("/mcp/index/query?q=graph%20view&limit=50");
+    let long_chunks = paths(&all.body).iter().filter(|p| *p == "long.md").count();
+    assert!(long_chunks >= 6, "{long_chunks}");
+    assert_eq!(first["other_chunks"], long_chunks - 1, "{first}");
+    assert_eq!(first["metadata"]["tags"], json!(["garden", "plans"]));
+    for entry in notes.body["chunks"].as_array().unwrap() {
+        let context = &entry["context"];
+        let text: Vec<char> = context["text"].as_str().unwrap().chars().collect();
+        let whole = entry["content"].as_str().unwrap().chars().count();
+        assert!(
+            text.len() <= 240 && (whole < 240 || text.len() >= 100),
+            "{} chars: {context}",
+            text.len()
+        );
+        let marked: Vec<String> = context["terms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let (s, e) = (
+                    t["start"].as_u64().unwrap() as usize,
+                    t["end"].as_u64().unwrap() as usize,
+                );
+                text[s..e].iter().collect::<String>().to_lowercase()
+            })
+            .collect();
+        assert!(
+            marked.contains(&"graph".to_string()),
+            "{marked:?} {context}"
+        );
+        assert!(marked.contains(&"view".to_string()), "{marked:?} {context}");
+        // Whole words at both ends.
+        let content: Vec<char> = entry["content"].as_str().unwrap().chars().collect();
+        let (start, end) = (
+            context["start"].as_u64().unwrap() as usize,
+            context["end"].as_u64().unwrap() as usize,
+        );
+        assert!(
+            start == 0 || !content[start - 1].is_alphanumeric(),
+            "{context}"
+        );
+        assert!(
+            end == content.len() || !content[end].is_alphanumeric(),
+            "{context}"
+        );
+        assert!(entry["other_chunks"].is_u64());
+    }
+    // The passage of a section's chunk names its heading.
+    let part = server.get("/mcp/index/query?q=graph%20view&group=note&path_prefix=long.md");
+    assert_eq!(paths(&part.body), ["long.md"]);
+    // limit and offset count notes.
+    let page = server.get("/mcp/index/query?q=graph%20view&limit=2&offset=2&group=note");
+    assert_eq!(paths(&page.body), found[2..4].to_vec());
+    let chunked = server.get("/mcp/index/query?q=graph%20view&group=chunk&limit=10");
+    assert_eq!(paths(&chunked.body), paths(&chunks.body));
+    for bad in ["notes", "1", ""] {
+        server
+            .get(&format!("/mcp/index/query?q=graph&group={bad}"))
+            .assert_error(400, "invalid_request");
+    }
+}
+
+/// A browser window's handle, opening `url` in a new tab of the session.
+fn open_tab(browser: &Browser, url: &str) -> fantoccini::wd::WindowHandle {
+    let tab = browser
+        .runtime
+        .block_on(browser.c().new_window(true))
+        .unwrap();
+    browser
+        .runtime
+        .block_on(browser.c().switch_to_window(tab.handle.clone()))
+        .unwrap();
+    browser.goto(url);
+    tab.handle
+}
+
+#[test]
+fn ten_tabs_share_one_change_stream_and_the_token() {
+    let browser = match Browser::start() {
+        Ok(browser) => browser,
+        Err(why) => {
+            println!("SKIPPED: the browser test needs chromium and chromedriver: {why}");
+            return;
+        }
+    };
+    // A browser opens six connections per host: ten tabs that each held a
+    // stream would leave the seventh waiting for ever.
+    let server = TestServer::start_with(|c| c.api_token = Some(TOKEN.into()));
+    server.write("welcome.md", WELCOME);
+    server.write("garden/plans.md", PLANS);
+    server.write("todo.md", TODO);
+    server.commit_all();
+    browser.goto(&format!("{}/ui/notes/todo.md", server.url));
+    browser.wait("#token-dialog[open]");
+    browser.type_into("#token-input", TOKEN);
+    browser.click("#token-form button[type=submit]");
+    browser.wait_text("article.note", "buy milk");
+    let first = browser.runtime.block_on(browser.c().window()).unwrap();
+    let views = [
+        "/ui/notes/",
+        "/ui/notes/welcome.md",
+        "/ui/notes/garden/plans.md",
+        "/ui/history/todo.md",
+        "/ui/search?q=milk",
+        "/ui/runs",
+        "/ui/proposals",
+        "/ui/status",
+        "/ui/tags",
+    ];
+    let mut tabs = vec![first];
+    for view in views {
+        tabs.push(open_tab(&browser, &format!("{}{view}", server.url)));
+        // Each renders, with the token the first tab was given (no dialog).
+        browser.wait("main h1");
+        assert!(
+            !browser.text("main").contains("Loading"),
+            "{view}: {}",
+            browser.text("main")
+        );
+        let asked = browser.js("return document.getElementById('token-dialog').open");
+        assert_eq!(asked, json!(false), "{view} asked for the token again");
+    }
+    // Every tab is past its first look before the change.
+    std::thread::sleep(Duration::from_millis(1500));
+    server.write("todo.md", "# Todo\n\n- buy bread\n");
+    git(
+        &server.root,
+        &[
+            "-c",
+            "user.name=Ann",
+            "-c",
+            "user.email=ann@example.com",
+            "commit",
+            "-qam",
+            "Bread",
+        ],
+    );
+    let committed = Instant::now();
+    let mut waiting: Vec<_> = tabs.clone();
+    while !waiting.is_empty() {
+        waiting.retain(|tab| {
+            browser
+                .runtime
+                .block_on(browser.c().switch_to_window(tab.clone()))
+                .unwrap();
+            !browser.text("#live").contains("Ann changed todo.md")
+        });
+        assert!(
+            committed.elapsed() < Duration::from_millis(2000) || waiting.is_empty(),
+            "{} of 10 tabs did not show the commit within 2 s",
+            waiting.len()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The open note and its history follow the commit too.
+    browser
+        .runtime
+        .block_on(browser.c().switch_to_window(tabs[0].clone()))
+        .unwrap();
+    browser.wait_text("article.note", "buy bread");
+    browser
+        .runtime
+        .block_on(browser.c().switch_to_window(tabs[4].clone()))
+        .unwrap();
+    browser.wait_text("main", "Bread");
+    // Closing every tab but one leaves the stream working for the last.
+    for tab in &tabs[1..] {
+        browser
+            .runtime
+            .block_on(browser.c().switch_to_window(tab.clone()))
+            .unwrap();
+        browser
+            .runtime
+            .block_on(browser.c().close_window())
+            .unwrap();
+    }
+    browser
+        .runtime
+        .block_on(browser.c().switch_to_window(tabs[0].clone()))
+        .unwrap();
+    server.write("todo.md", "# Todo\n\n- buy cheese\n");
+    git(
+        &server.root,
+        &[
+            "-c",
+            "user.name=Ann",
+            "-c",
+            "user.email=ann@example.com",
+            "commit",
+            "-qam",
+            "Cheese",
+        ],
+    );
+    browser.wait_text("article.note", "buy cheese");
+}
+
+#[test]
+fn a_tab_without_a_stream_polls() {
+    let browser = match Browser::start() {
+        Ok(browser) => browser,
+        Err(why) => {
+            println!("SKIPPED: the browser test needs chromium and chromedriver: {why}");
+            return;
+        }
+    };
+    // No stream at all for this browser: every tab falls back to polling within 2 s.
+    let server = TestServer::start_with(|c| c.events.max_clients = 0);
+    server.write("todo.md", TODO);
+    server.commit_all();
+    browser.goto(&format!("{}/ui/notes/todo.md", server.url));
+    browser.wait_text("article.note", "buy milk");
+    std::thread::sleep(Duration::from_millis(2500));
+    server.write("todo.md", "# Todo\n\n- buy bread\n");
+    server.commit_all();
+    browser.wait_text("article.note", "buy bread");
 }

@@ -515,3 +515,36 @@ fn head_and_head_tilde_n_name_the_commits_a_person_types() {
             .contains("HEAD~N"));
     }
 }
+
+#[test]
+fn a_revert_of_many_large_notes_is_refused_up_front_and_one_note_at_a_time_works() {
+    // 8 request bodies of text (before and after) at most for several notes:
+    // here 8 x 4 KiB, and the commit rewrote three notes of 12 KB.
+    let server = TestServer::start_with(|c| c.max_body_bytes = 4096);
+    let note = |word: &str| format!("{word} line of the note\n").repeat(500);
+    for n in 0..3 {
+        server.write(&format!("big{n}.md"), note("first"));
+    }
+    server.commit_all();
+    for n in 0..3 {
+        server.write(&format!("big{n}.md"), note("second"));
+    }
+    server.commit_all();
+    let rewrite = server.head();
+    let before = repo_state(&server.root);
+    let answer = revert(&server, json!({"commit": rewrite}));
+    answer.assert_error(400, "invalid_request");
+    let message = answer.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("rewrites 3 notes") && message.contains("give `path`"),
+        "{message}"
+    );
+    assert_eq!(repo_state(&server.root), before);
+    let answer = revert(&server, json!({"commit": rewrite, "path": "big1.md"}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("big1.md")).unwrap(),
+        note("first")
+    );
+    assert_clean(&server.root);
+}

@@ -674,6 +674,100 @@ fn hostile_proposal_files_are_refused_and_never_followed() {
     assert_eq!(approve(&server, &good).status, 200);
 }
 
+/// A planted proposal file whose change is listed as one note while its
+/// diff's headers name another is refused whole: never listed, shown or
+/// approved, so what a person approves is what they were shown.
+#[test]
+fn a_proposal_whose_diff_names_another_note_than_it_lists_is_refused() {
+    let server = server();
+    server.write("important.md", "keep me\n");
+    server.commit_all();
+    let good = proposed(&server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "harmless.md", "content": "hello\n"}),
+    ));
+    let folder = server.root.join(".mirai/proposals");
+    let text = std::fs::read_to_string(folder.join(format!("{good}.json"))).unwrap();
+    let stored: Value = serde_json::from_str(&text).unwrap();
+    let planted = |id: &str, diff: &str| {
+        let mut forged = stored.clone();
+        forged["id"] = json!(id);
+        forged["changes"][0]["diff"] = json!(diff);
+        std::fs::write(
+            folder.join(format!("{id}.json")),
+            serde_json::to_string_pretty(&forged).unwrap(),
+        )
+        .unwrap();
+    };
+    let both = uuid::Uuid::now_v7().to_string();
+    planted(
+        &both,
+        "--- a/important.md\n+++ b/important.md\n@@ -1 +1 @@\n-keep me\n+owned\n",
+    );
+    let git_header = uuid::Uuid::now_v7().to_string();
+    planted(
+        &git_header,
+        "diff --git a/important.md b/important.md\n--- a/important.md\n+++ b/important.md\n\
+         @@ -1 +1 @@\n-keep me\n+owned\n",
+    );
+    let created = uuid::Uuid::now_v7().to_string();
+    planted(
+        &created,
+        "--- /dev/null\n+++ b/./other.md\n@@ -0,0 +1 @@\n+owned\n",
+    );
+    let head = server.head();
+    for id in [&both, &git_header, &created] {
+        let detail = server.get(&format!("/mcp/proposals/get?id={id}"));
+        detail.assert_error(409, "conflict");
+        assert!(
+            detail.body.to_string().contains("harmless.md"),
+            "{detail:?}"
+        );
+        approve(&server, id).assert_error(409, "conflict");
+    }
+    let page = server.get("/mcp/proposals");
+    assert_eq!(page.body["unreadable"], 3, "{page:?}");
+    assert_eq!(pending_ids(&server), vec![good.clone()]);
+    assert_eq!(server.head(), head);
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("important.md")).unwrap(),
+        "keep me\n"
+    );
+    assert!(!server.root.join("other.md").exists());
+    assert_eq!(approve(&server, &good).status, 200);
+}
+
+/// A request's message is bounded when it is proposed, and a listing shows
+/// a short summary of it (proposals.get shows it whole).
+#[test]
+fn a_proposals_message_is_bounded_at_filing_and_listed_short() {
+    let server = server();
+    let patch = |line: &str| {
+        format!("--- a/todo.md\n+++ b/todo.md\n@@ -4 +4 @@\n-- water the plants\n+{line}\n")
+    };
+    let long = "m".repeat(4097);
+    let refused = server.post_json(
+        "/mcp/changes/apply",
+        &json!({"patches": [patch("- x")], "message": long}),
+    );
+    refused.assert_error(400, "invalid_request");
+    assert!(refused.body.to_string().contains("4096"), "{refused:?}");
+    assert!(pending_ids(&server).is_empty());
+    let message = "word ".repeat(800);
+    let id = proposed(&server.post_json(
+        "/mcp/changes/apply",
+        &json!({"patches": [patch("- y")], "message": message}),
+    ));
+    let page = server.get("/mcp/proposals");
+    let listed = page.body["proposals"][0]["requested_by"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(listed.chars().count() <= 201, "{listed}");
+    assert!(listed.ends_with('…') && message.starts_with(listed.trim_end_matches('…')));
+    let detail = server.get(&format!("/mcp/proposals/get?id={id}"));
+    assert_eq!(detail.body["requested_by"]["message"], message);
+}
+
 #[test]
 fn sigkill_during_approvals_never_applies_a_proposal_twice() {
     let rounds: usize = std::env::var("MIRAI_CRASH_KILLS")
@@ -780,4 +874,83 @@ fn sigkill_during_approvals_never_applies_a_proposal_twice() {
         mirai.kill();
         approver.join().unwrap();
     }
+}
+
+/// Proposals that create, delete or move an empty note (diffs of headers
+/// alone, which no patch carries) are approved as `notes.write` lands them
+/// outside review mode; one whose note changed meanwhile stays pending.
+#[test]
+fn proposals_of_empty_notes_created_deleted_and_moved_are_approved() {
+    let server = server();
+    let created = proposed(&server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "empty.md", "content": ""}),
+    ));
+    let approved = approve(&server, &created);
+    assert_eq!(approved.status, 200, "{approved:?}");
+    assert_eq!(std::fs::read(server.root.join("empty.md")).unwrap(), b"");
+    assert_eq!(git(&server.root, &["show", "HEAD:empty.md"]), "");
+
+    let moved = proposed(&server.post_json(
+        "/mcp/notes/move",
+        &json!({"from": "empty.md", "to": "still-empty.md"}),
+    ));
+    let approved = approve(&server, &moved);
+    assert_eq!(approved.status, 200, "{approved:?}");
+    assert!(!server.root.join("empty.md").exists());
+    assert_eq!(
+        std::fs::read(server.root.join("still-empty.md")).unwrap(),
+        b""
+    );
+
+    let deleted =
+        proposed(&server.post_json("/mcp/notes/delete", &json!({"path": "still-empty.md"})));
+    // The note is no longer empty: the deletion stays pending, the note stays.
+    server.write("still-empty.md", "now it says something\n");
+    server.commit_all();
+    let refused = approve(&server, &deleted);
+    refused.assert_error(409, "conflict");
+    assert!(pending_ids(&server).contains(&deleted));
+    std::fs::write(server.root.join("still-empty.md"), "").unwrap();
+    server.commit_all();
+    let approved = approve(&server, &deleted);
+    assert_eq!(approved.status, 200, "{approved:?}");
+    assert!(!server.root.join("still-empty.md").exists());
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+}
+
+/// A move proposal is approved only while it is still the whole move: a note
+/// that gained a link to the moved note since is named and the approval
+/// refused, rather than left with a broken link.
+#[test]
+fn approving_a_move_refuses_when_notes_gained_links_since() {
+    let server = server();
+    server.write("hub.md", "# Hub\n");
+    server.write("l1.md", "see [[hub]]\n");
+    server.commit_all();
+    let id = proposed(&server.post_json(
+        "/mcp/notes/move",
+        &json!({"from": "hub.md", "to": "hub2.md"}),
+    ));
+    server.write("l2.md", "also [[hub]]\n");
+    server.commit_all();
+    let refused = approve(&server, &id);
+    refused.assert_error(409, "conflict");
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("l2.md") && !message.contains("l1.md"),
+        "{message}"
+    );
+    assert!(pending_ids(&server).contains(&id));
+    assert!(server.root.join("hub.md").exists());
+
+    // Without the new link, the same move approves.
+    std::fs::remove_file(server.root.join("l2.md")).unwrap();
+    server.commit_all();
+    let approved = approve(&server, &id);
+    assert_eq!(approved.status, 200, "{approved:?}");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("l1.md")).unwrap(),
+        "see [[hub2]]\n"
+    );
 }

@@ -801,7 +801,8 @@ fn the_push_webhook_needs_a_good_signature_and_then_pulls() {
         let mut request = server
             .raw()
             .post(format!("{}/hooks/push", server.url))
-            .header("content-type", "application/json")
+            // A forge may send its webhooks form-encoded: the signature is the credential.
+            .header("content-type", "application/x-www-form-urlencoded")
             .body(body.to_vec());
         if let Some(signature) = signature {
             request = request.header("X-Hub-Signature-256", signature);
@@ -1612,4 +1613,204 @@ fn a_pulled_note_past_the_note_limit_is_on_disk_but_never_indexed_or_parsed() {
     let links = server.get("/mcp/notes/links?path=small.md");
     assert_eq!(links.body["outgoing"][0]["resolved"], "big.md", "{links:?}");
     assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+}
+
+/// A person folds edits into mirai's move commit before it is pushed (`git
+/// commit --amend`); the remote moved on meanwhile. The replay runs the move
+/// again and then what else the commit changed: every byte of it reaches the
+/// branch and the remote.
+#[test]
+fn edits_folded_into_a_move_commit_survive_its_replay() {
+    let world = World::new();
+    world.person_pushes(
+        &[
+            ("people/ann.md", Some("# Ann\n")),
+            ("l1.md", Some("[[ann]] and [her](people/ann.md)\n")),
+        ],
+        "person: ann",
+    );
+    let server = world.mirai(|_| {});
+    assert_eq!(server.read("l1.md").status, 200);
+    let theirs = world.person_pushes(
+        &[(
+            "people/ann.md",
+            Some("# Ann\n\nNew text from the person.\n"),
+        )],
+        "person: ann grows",
+    );
+    let moved = server.post_json(
+        "/mcp/notes/move",
+        &json!({"from": "people/ann.md", "to": "team/ann-lee.md"}),
+    );
+    assert_eq!(moved.status, 200, "{moved:?}");
+    // Before the push, the person amends mirai's commit with two edits.
+    std::fs::write(server.root.join("b.md"), "beta\nfolded in\n").unwrap();
+    std::fs::write(server.root.join("c.md"), "# C\n\nalso folded in\n").unwrap();
+    person_git(&server.root, &["add", "b.md", "c.md"]);
+    person_git(&server.root, &["commit", "-q", "--amend", "--no-edit"]);
+
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["unmerged"], json!([]), "{answer:?}");
+    let head = server.head();
+    wait_until("the replayed move is pushed", || {
+        world.remote_head() == head
+    });
+    assert_eq!(commits_between(&server.root, &theirs, &head).len(), 1);
+    let file = |rel: &str| std::fs::read_to_string(server.root.join(rel)).unwrap();
+    assert_eq!(
+        file("team/ann-lee.md"),
+        "# Ann\n\nNew text from the person.\n"
+    );
+    assert!(!server.root.join("people/ann.md").exists());
+    assert_eq!(file("l1.md"), "[[ann-lee]] and [her](team/ann-lee.md)\n");
+    assert_eq!(file("b.md"), "beta\nfolded in\n");
+    assert_eq!(file("c.md"), "# C\n\nalso folded in\n");
+    for (rel, want) in [
+        ("b.md", "beta\nfolded in\n"),
+        ("c.md", "# C\n\nalso folded in\n"),
+    ] {
+        assert_eq!(git(&world.remote, &["show", &format!("main:{rel}")]), want);
+    }
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    assert_fsck(&server.root);
+}
+
+/// A replayed move finds links the remote added in any spelling that
+/// resolves to the note (percent-encoded, as `notes.move` itself writes
+/// them), and a move made with `update_links: false` rewrites none on replay.
+#[test]
+fn a_replayed_move_follows_percent_encoded_links_and_honours_update_links() {
+    for update_links in [true, false] {
+        let world = World::new();
+        world.person_pushes(&[("p (1).md", Some("# P\n"))], "person: p");
+        let server = world.mirai(|_| {});
+        assert_eq!(server.read("p (1).md").status, 200);
+        let theirs = world.person_pushes(
+            &[
+                ("enc.md", Some("see [y](p%20%281%29.md)\n")),
+                ("wiki.md", Some("see [[p (1)]]\n")),
+            ],
+            "person: two new links",
+        );
+        let moved = server.post_json(
+            "/mcp/notes/move",
+            &json!({"from": "p (1).md", "to": "q.md", "update_links": update_links}),
+        );
+        assert_eq!(moved.status, 200, "{moved:?}");
+        let answer = server.post_json("/mcp/repo/sync", &json!({}));
+        assert_eq!(answer.status, 200, "{answer:?}");
+        assert_eq!(answer.body["unmerged"], json!([]), "{answer:?}");
+        let head = server.head();
+        assert_eq!(commits_between(&server.root, &theirs, &head).len(), 1);
+        let file = |rel: &str| std::fs::read_to_string(server.root.join(rel)).unwrap();
+        assert_eq!(file("q.md"), "# P\n");
+        let (enc, wiki) = if update_links {
+            ("see [y](q.md)\n", "see [[q]]\n")
+        } else {
+            ("see [y](p%20%281%29.md)\n", "see [[p (1)]]\n")
+        };
+        assert_eq!(file("enc.md"), enc, "update_links {update_links}");
+        assert_eq!(file("wiki.md"), wiki, "update_links {update_links}");
+        assert_fsck(&server.root);
+    }
+}
+
+/// A local write into a folder that the remote meanwhile made a plain file
+/// cannot replay: it is kept back on an unmerged branch, the branch takes the
+/// remote's file, and later syncs pull and push as before.
+#[test]
+fn a_write_into_a_folder_the_remote_made_a_file_is_kept_back_and_syncs_go_on() {
+    let world = World::new();
+    let server = world.mirai(|_| {});
+    assert_eq!(server.read("a.md").status, 200);
+    let theirs = world.person_pushes(&[("x", Some("a plain file\n"))], "person: x is a file");
+    let local = write_note(&server, "x/note.md", "# In x\n");
+
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let unmerged = answer.body["unmerged"].as_array().unwrap().clone();
+    assert_eq!(unmerged.len(), 1, "{answer:?}");
+    let branch = unmerged[0]["branch"].as_str().unwrap().to_string();
+    assert!(reachable(&server.root, &local, &branch));
+    assert_eq!(server.head(), theirs);
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("x")).unwrap(),
+        "a plain file\n"
+    );
+    assert_eq!(
+        git(&server.root, &["show", &format!("{branch}:x/note.md")]),
+        "# In x\n"
+    );
+
+    // Later writes sync both ways again.
+    let later = write_note(&server, "later.md", "# Later\n");
+    let again = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(again.status, 200, "{again:?}");
+    wait_until("the later write is pushed", || world.remote_head() == later);
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    assert_fsck(&server.root);
+}
+
+/// An approved proposal whose commit a sync keeps back (the remote changed the
+/// same lines meanwhile) is not in the notes: it reads as pending again,
+/// saying why, and can be approved once more against the notes as they are.
+#[test]
+fn a_proposal_whose_commit_a_sync_kept_back_is_pending_again() {
+    const REVIEWER: &str = "reviewer-s3cret";
+    let world = World::new();
+    let server = world.mirai(|config| {
+        config.policy = PolicyMode::Review;
+        config.reviewer_token = Some(REVIEWER.into());
+    });
+    assert_eq!(server.read("a.md").status, 200);
+    let proposed = server.post_json(
+        "/mcp/notes/write",
+        &json!({"path": "a.md", "content": "alpha, as mirai proposed\n"}),
+    );
+    assert_eq!(proposed.status, 202, "{proposed:?}");
+    let id = proposed.body["proposal"].as_str().unwrap().to_string();
+    let theirs = world.person_pushes(
+        &[("a.md", Some("alpha, as the person wrote\n"))],
+        "person: a",
+    );
+    let reviewer = |path: &str, body: Value| {
+        send(
+            server
+                .raw()
+                .post(format!("{}{path}", server.url))
+                .bearer_auth(REVIEWER)
+                .json(&body),
+        )
+    };
+    let approved = reviewer("/mcp/proposals/approve", json!({"id": id}));
+    assert_eq!(approved.status, 200, "{approved:?}");
+    let kept = approved.body["commit"].as_str().unwrap().to_string();
+
+    let answer = reviewer("/mcp/repo/sync", json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let branch = answer.body["unmerged"][0]["branch"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(reachable(&server.root, &kept, &branch));
+    assert_eq!(server.head(), theirs);
+
+    let detail = server.get(&format!("/mcp/proposals/get?id={id}"));
+    assert_eq!(detail.body["status"], "pending", "{detail:?}");
+    assert_eq!(detail.body["commit"], Value::Null, "{detail:?}");
+    let why = detail.body["reason"].as_str().unwrap();
+    assert!(
+        why.contains(&kept) && why.contains("mirai/unmerged/"),
+        "{why}"
+    );
+    let listed = server.get("/mcp/proposals?status=pending");
+    assert_eq!(listed.body["proposals"][0]["id"], id.as_str(), "{listed:?}");
+    // Approved again, it no longer applies to the person's text: it stays pending.
+    let again = reviewer("/mcp/proposals/approve", json!({"id": id}));
+    again.assert_error(409, "conflict");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("a.md")).unwrap(),
+        "alpha, as the person wrote\n"
+    );
 }

@@ -934,6 +934,34 @@ fn list_stats_answer_each_notes_bytes_lines_and_tokens_per_version() {
     assert_eq!(tagged.body, json!({"notes": [], "stats": []}));
 }
 
+/// Moving a note nothing links to reads none of the many notes that link to
+/// other notes of its name: the link graph says their links keep their
+/// targets, so `MIRAI_MOVE_MAX_NOTES` (which counts every note read) is not
+/// reached; moving the note they do reach rewrites them, within the bound.
+#[test]
+fn a_move_reads_only_the_notes_whose_links_it_changes() {
+    let mut notes: Vec<(String, String)> = vec![
+        ("x.md".into(), "# Root x\n".into()),
+        ("deep/x.md".into(), "# Deep x\n".into()),
+    ];
+    notes.extend((0..30).map(|i| (format!("n/{i:02}.md"), format!("{i} links [[x]]\n"))));
+    let refs: Vec<(&str, &str)> = notes
+        .iter()
+        .map(|(p, c)| (p.as_str(), c.as_str()))
+        .collect();
+    let server = seeded(&refs, |config| config.max_move_notes = 2);
+    let moved = move_note(&server, json!({"from": "deep/x.md", "to": "deep/y.md"}));
+    assert_eq!(moved.status, 200, "{moved:?}");
+    assert_eq!(moved.body["rewritten"], json!([]));
+    assert_eq!(file(&server, "n/07.md"), "7 links [[x]]\n");
+    let past = move_note(&server, json!({"from": "x.md", "to": "z.md"}));
+    past.assert_error(400, "invalid_request");
+    assert!(
+        past.body.to_string().contains("MIRAI_MOVE_MAX_NOTES"),
+        "{past:?}"
+    );
+}
+
 #[test]
 fn a_move_refuses_a_stale_base_commit_and_a_linker_with_uncommitted_changes() {
     let server = seeded(&[("a.md", "# A\n"), ("l1.md", "[[a]]\n")], |_| {});

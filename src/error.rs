@@ -24,6 +24,9 @@ pub enum ErrorCode {
     MethodNotAllowed,
     Conflict,
     PayloadTooLarge,
+    /// A POST body sent without `Content-Type: application/json` (a browser's
+    /// simple request that no preflight guards).
+    UnsupportedMediaType,
     /// A note larger than `MIRAI_MAX_NOTE_BYTES`: never read, indexed or written by mirai.
     NoteTooLarge,
     /// A write a guard refused: it would wipe much of a note, or it adds an
@@ -74,6 +77,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::Conflict => "conflict",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::NoteTooLarge => "note_too_large",
             ErrorCode::GuardRefused => "guard_refused",
             ErrorCode::TooManyProposals => "too_many_proposals",
@@ -95,7 +99,7 @@ impl ErrorCode {
     }
 
     /// Every code, for lookups by wire name.
-    pub const ALL: [ErrorCode; 30] = [
+    pub const ALL: [ErrorCode; 31] = [
         ErrorCode::InvalidPath,
         ErrorCode::InvalidExtension,
         ErrorCode::InvalidPatch,
@@ -109,6 +113,7 @@ impl ErrorCode {
         ErrorCode::MethodNotAllowed,
         ErrorCode::Conflict,
         ErrorCode::PayloadTooLarge,
+        ErrorCode::UnsupportedMediaType,
         ErrorCode::NoteTooLarge,
         ErrorCode::GuardRefused,
         ErrorCode::TooManyProposals,
@@ -151,6 +156,7 @@ impl ErrorCode {
             ErrorCode::RequestTimeout => 408,
             ErrorCode::Conflict => 409,
             ErrorCode::PayloadTooLarge | ErrorCode::NoteTooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::GuardRefused => 422,
             ErrorCode::TooManyProposals => 429,
             ErrorCode::GitError | ErrorCode::InvalidIndexArtifact | ErrorCode::Internal => 500,

@@ -11,7 +11,7 @@
 //! of git, HTTP or MCP.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{json, Value};
@@ -130,7 +130,22 @@ pub struct Events {
     backlog_cap: usize,
     queue_cap: usize,
     max_clients: usize,
+    /// Counted streams open now (each holds a [`Slot`]).
+    open: Arc<AtomicUsize>,
     inner: Mutex<Inner>,
+}
+
+/// One counted stream's place under `MIRAI_EVENTS_MAX_CLIENTS`, given back
+/// when dropped: held by whatever serves the stream for as long as its
+/// connection lives, whether or not the hub still feeds it (a stream dropped
+/// for falling behind keeps its place until its socket is gone).
+#[derive(Debug)]
+pub struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 struct Inner {
@@ -145,8 +160,6 @@ struct Subscriber {
     tx: mpsc::Sender<Arc<Event>>,
     /// The counter of the event that did not fit (0: none yet).
     overflowed: Arc<AtomicU64>,
-    /// A stream counted against `max_clients` (`GET /events`).
-    counted: bool,
 }
 
 impl Events {
@@ -159,6 +172,7 @@ impl Events {
             backlog_cap,
             queue_cap: MIN_QUEUE.max(backlog_cap),
             max_clients,
+            open: Arc::new(AtomicUsize::new(0)),
             inner: Mutex::new(Inner {
                 next: 1,
                 backlog: VecDeque::with_capacity(backlog_cap.min(4096)),
@@ -216,35 +230,41 @@ impl Events {
         });
     }
 
+    /// A place for one more counted stream (`GET /events`, MCP's streams
+    /// over HTTP), or the limit when every place is taken.
+    pub fn slot(&self) -> Result<Slot, TooManyClients> {
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max_clients).then_some(n + 1)
+            })
+            .map(|_| Slot(self.open.clone()))
+            .map_err(|_| TooManyClients(self.max_clients))
+    }
+
     /// A stream counted against the client limit (`GET /events`), starting
-    /// after `last_id` when given (from the backlog, or with a `reset`).
+    /// after `last_id` when given (from the backlog, or with a `reset`); its
+    /// place is held until the subscription is dropped.
     pub fn stream(
         &self,
         filter: Filter,
         last_id: Option<&str>,
     ) -> Result<Subscription, TooManyClients> {
+        let slot = self.slot()?;
         let mut inner = self.pruned();
-        if inner.subscribers.iter().filter(|s| s.counted).count() >= self.max_clients {
-            return Err(TooManyClients(self.max_clients));
-        }
-        Ok(self.subscriber(&mut inner, filter, last_id, true))
+        let mut sub = self.subscriber(&mut inner, filter, last_id);
+        sub.slot = Some(slot);
+        Ok(sub)
     }
 
-    /// A subscription not counted against the client limit (an MCP session,
-    /// whose subscriptions have limits of their own), from now on.
+    /// A subscription not counted against the client limit (what serves it
+    /// takes a [`Slot`] where it must), from now on.
     pub fn subscribe(&self, filter: Filter) -> Subscription {
         let mut inner = self.pruned();
-        self.subscriber(&mut inner, filter, None, false)
+        self.subscriber(&mut inner, filter, None)
     }
 
     /// A new subscriber, with the backlog after `last_id` (or a reset) first.
-    fn subscriber(
-        &self,
-        inner: &mut Inner,
-        filter: Filter,
-        last_id: Option<&str>,
-        counted: bool,
-    ) -> Subscription {
+    fn subscriber(&self, inner: &mut Inner, filter: Filter, last_id: Option<&str>) -> Subscription {
         let newest = format!("{}-{}", self.prefix, inner.next - 1);
         let mut pending = VecDeque::new();
         if let Some(last) = last_id {
@@ -265,7 +285,6 @@ impl Events {
             filter,
             tx,
             overflowed: overflowed.clone(),
-            counted,
         });
         Subscription {
             pending,
@@ -273,6 +292,7 @@ impl Events {
             overflowed,
             ended: false,
             prefix: self.prefix.clone(),
+            slot: None,
         }
     }
 
@@ -312,6 +332,8 @@ pub struct Subscription {
     overflowed: Arc<AtomicU64>,
     ended: bool,
     prefix: String,
+    /// A counted stream's place, given back with the subscription.
+    slot: Option<Slot>,
 }
 
 impl Subscription {
@@ -534,6 +556,30 @@ mod tests {
             Some(TooManyClients(2))
         );
         drop(first);
+        let slot = hub.slot().unwrap();
+        assert_eq!(hub.slot().err(), Some(TooManyClients(2)));
+        drop(slot);
+        assert!(hub.stream(Filter::default(), None).is_ok());
+    }
+
+    /// A stream dropped for falling behind keeps its place until whatever
+    /// serves it lets the subscription go.
+    #[test]
+    fn an_overflowed_stream_is_counted_until_it_is_dropped() {
+        let hub = Events::new(10, 1);
+        let slow = hub.stream(Filter::default(), None).unwrap();
+        for i in 0..=MIN_QUEUE {
+            hub.publish("index", json!(i), None);
+        }
+        assert!(
+            hub.inner().subscribers.is_empty(),
+            "the hub feeds it no more"
+        );
+        assert_eq!(
+            hub.stream(Filter::default(), None).err(),
+            Some(TooManyClients(1))
+        );
+        drop(slow);
         assert!(hub.stream(Filter::default(), None).is_ok());
     }
 }

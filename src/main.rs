@@ -870,8 +870,8 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
         }
     );
     let ctx = app.ctx.clone();
-    let served =
-        actix_web::rt::System::new().block_on(async move { http::serve(app, listener)?.await });
+    let served = actix_web::rt::System::new()
+        .block_on(async move { http::stop::serve_until_signal(http::serve(app, listener)?).await });
     // Applies since the last background persist reach the artifact before we go.
     app::persist_index(&ctx, "at shutdown");
     served.map_err(|e| Failure {

@@ -4,9 +4,12 @@
 //! whole (temp file, fsync, rename) and read back as hostile input: opened from
 //! the root handle without following a symlink, a regular file under a size
 //! cap, strict JSON (no repeated or unknown keys), its id equal to its name,
-//! every path a plain note path, its status consistent. What a file says is
-//! cached by its identity (inode, size, mtime), so listing a thousand pending
-//! proposals reads only the files that changed. Knows nothing of operations.
+//! every path a plain note path whose diff names that path and no other, its
+//! status consistent. Only a file's [`Summary`] (no diffs, its message cut
+//! short) is kept in memory, by the file's identity (inode, size, mtime), so
+//! listing a thousand pending proposals reads only the files that changed and
+//! holds none of their diffs; [`Proposals::load`] reads one whole from its
+//! file when it is asked for. Knows nothing of operations.
 //!
 //! The change stream hears of each proposal filed, applied or rejected from
 //! here: in this process when a file is saved, from another process (the CLI
@@ -34,6 +37,10 @@ const FOLDER: &str = "proposals";
 pub const MAX_FILES: usize = 20_000;
 /// Room in a proposal file beyond its diffs and message (ids, times, names).
 const FILE_SLACK: u64 = 64 * 1024;
+/// The longest request message a proposal keeps, in bytes (as a rejection's reason).
+pub const MAX_MESSAGE_BYTES: usize = 4096;
+/// The most characters of a message, subject or reason a [`Summary`] keeps.
+pub const SUMMARY_CHARS: usize = 200;
 
 /// Where a proposal stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -111,6 +118,77 @@ pub struct Proposal {
     pub decided_at: Option<String>,
 }
 
+/// What a listing shows of a proposal, kept in memory: everything but its
+/// diffs, with its message, subject and reason cut at [`SUMMARY_CHARS`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub id: String,
+    pub status: Status,
+    pub created_at: String,
+    pub base_commit: Option<String>,
+    pub requested_by: Requester,
+    /// The row that asked.
+    pub operation: String,
+    /// The subject of the commit it makes.
+    pub subject: String,
+    /// The notes it changes.
+    pub paths: Vec<String>,
+    pub commit: Option<String>,
+    pub reason: Option<String>,
+    pub decided_at: Option<String>,
+}
+
+impl Summary {
+    pub fn of(p: &Proposal) -> Summary {
+        Summary {
+            id: p.id.clone(),
+            status: p.status,
+            created_at: p.created_at.clone(),
+            base_commit: p.base_commit.clone(),
+            requested_by: Requester {
+                adapter: short(&p.requested_by.adapter),
+                run_id: p.requested_by.run_id.as_deref().map(short),
+                message: p.requested_by.message.as_deref().map(short),
+            },
+            operation: short(&p.operation.name),
+            subject: short(&p.operation.subject),
+            paths: p.changes.iter().map(|c| c.path.clone()).collect(),
+            commit: p.commit.clone(),
+            reason: p.reason.as_deref().map(short),
+            decided_at: p.decided_at.clone(),
+        }
+    }
+}
+
+/// `text` cut after [`SUMMARY_CHARS`] characters, with `…` where it was cut.
+fn short(text: &str) -> String {
+    match text.char_indices().nth(SUMMARY_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// Why `change` cannot stand in a proposal: its diff is not one file's diff
+/// whose headers (both of them) name `change.path`. What a proposal lists is
+/// then exactly what approving it changes.
+pub fn check_change(change: &Change) -> std::result::Result<(), String> {
+    // An empty note created or deleted: the headers alone, naming the path.
+    if crate::patch::empty_note_change(&change.path, &change.diff).is_some() {
+        return Ok(());
+    }
+    let patch = crate::patch::parse(&change.diff)
+        .map_err(|e| format!("the diff of {:?} is not a diff: {}", change.path, e.message))?;
+    match crate::notes::path::lexical(&patch.path) {
+        Ok(named) if named == change.path => Ok(()),
+        _ => Err(format!(
+            "the change listed as {:?} has a diff whose headers name {:?}: a change's diff must \
+             name its own path and no other",
+            change.path,
+            short(&patch.path)
+        )),
+    }
+}
+
 /// Now, as proposals record times.
 pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -121,8 +199,8 @@ pub struct Proposals {
     notes: Notes,
     /// The largest file believed: the diffs are bounded by the body limit.
     read_cap: u64,
-    /// What each file said, by name, while its identity stays the same.
-    cache: Mutex<HashMap<String, (Stamp, Arc<Proposal>)>>,
+    /// What each file said, summed up, by name, while its identity stays the same.
+    cache: Mutex<HashMap<String, (Stamp, Arc<Summary>)>>,
     /// The change stream, and the status last told of each proposal (`None`:
     /// not read yet; filled from the files before the first change is told).
     events: Arc<Events>,
@@ -161,7 +239,7 @@ impl Stamp {
 
 /// A listing: the proposals that could be read, newest first, and how many files could not.
 pub struct Listing {
-    pub proposals: Vec<Arc<Proposal>>,
+    pub proposals: Vec<Arc<Summary>>,
     pub unreadable: usize,
 }
 
@@ -201,12 +279,12 @@ impl Proposals {
     }
 
     /// Tells the change stream of `proposal` when its status is news.
-    fn tell(&self, told: &mut HashMap<String, Status>, proposal: &Proposal) {
+    fn tell(&self, told: &mut HashMap<String, Status>, proposal: &Summary) {
         if told.get(&proposal.id) == Some(&proposal.status) {
             return;
         }
         told.insert(proposal.id.clone(), proposal.status);
-        let paths: Vec<String> = proposal.changes.iter().map(|c| c.path.clone()).collect();
+        let paths = proposal.paths.clone();
         self.events.publish(
             "proposal",
             serde_json::json!({"id": proposal.id, "status": proposal.status.as_str(), "paths": paths}),
@@ -240,8 +318,14 @@ impl Proposals {
     }
 
     /// Writes `proposal` whole: a temp file beside it, synced, renamed into place.
+    /// A change whose diff names another path is refused (500: mirai made it).
     pub fn save(&self, proposal: &Proposal) -> Result<()> {
         let name = file_name(&proposal.id)?;
+        for change in &proposal.changes {
+            check_change(change).map_err(|why| {
+                Error::internal(format!("proposal {} was not written: {why}", proposal.id))
+            })?;
+        }
         let mut told = self.told();
         let dir = self
             .folder(true)?
@@ -262,19 +346,22 @@ impl Proposals {
             )
         };
         durable::replace(&dir, &name, &bytes).map_err(failed)?;
-        self.tell(told.get_or_insert_with(HashMap::new), proposal);
+        self.tell(
+            told.get_or_insert_with(HashMap::new),
+            &Summary::of(proposal),
+        );
         Ok(())
     }
 
-    /// Proposal `id`: 404 when there is none (or `id` is no UUID), 409 when its
-    /// file cannot be believed.
-    pub fn load(&self, id: &str) -> Result<Arc<Proposal>> {
+    /// Proposal `id` whole, read from its file: 404 when there is none (or
+    /// `id` is no UUID), 409 when its file cannot be believed.
+    pub fn load(&self, id: &str) -> Result<Proposal> {
         let name = file_name(id).map_err(|_| missing(id))?;
         let Some(dir) = self.folder(false)? else {
             return Err(missing(id));
         };
-        match self.read(&dir, &name) {
-            Ok(Some(proposal)) => Ok(proposal),
+        match self.read_whole(&dir, &name) {
+            Ok(Some((proposal, _))) => Ok(proposal),
             Ok(None) => Err(missing(id)),
             Err(why) => Err(Error::conflict(format!(
                 "the file of proposal {id} (.mirai/{FOLDER}/{name}) cannot be used: {why}; \
@@ -351,18 +438,27 @@ impl Proposals {
         Ok(Decision { _file: file })
     }
 
-    /// The file `name` in `dir` as a proposal (`None`: no such file), from the
+    /// The summary of file `name` in `dir` (`None`: no such file), from the
     /// cache while its identity is unchanged; `Err` says why it cannot be believed.
-    fn read(&self, dir: &Dir, name: &str) -> std::result::Result<Option<Arc<Proposal>>, String> {
+    fn read(&self, dir: &Dir, name: &str) -> std::result::Result<Option<Arc<Summary>>, String> {
         // A file read before and unchanged since (same inode, size and time) is
-        // not opened again: its checked contents are cached.
-        if let (Some(stamp), Some((cached, proposal))) =
-            (Stamp::lstat(dir, name), self.cached(name))
+        // not opened again: its checked summary is cached.
+        if let (Some(stamp), Some((cached, summary))) = (Stamp::lstat(dir, name), self.cached(name))
         {
             if cached == stamp {
-                return Ok(Some(proposal));
+                return Ok(Some(summary));
             }
         }
+        Ok(self.read_whole(dir, name)?.map(|(_, summary)| summary))
+    }
+
+    /// The file `name` in `dir` read whole and checked (`None`: no such
+    /// file), its summary cached; `Err` says why it cannot be believed.
+    fn read_whole(
+        &self,
+        dir: &Dir,
+        name: &str,
+    ) -> std::result::Result<Option<(Proposal, Arc<Summary>)>, String> {
         let mut file = match open_regular_in(dir, name) {
             Ok(file) => file,
             Err(crate::notes::root::Refusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -372,11 +468,6 @@ impl Proposals {
         };
         let meta = file.metadata().map_err(|e| e.to_string())?;
         let stamp = Stamp::of(&meta);
-        if let Some((cached, proposal)) = self.cached(name) {
-            if cached == stamp {
-                return Ok(Some(proposal));
-            }
-        }
         if meta.len() > self.read_cap {
             return Err(format!(
                 "{} bytes, more than a proposal may hold ({})",
@@ -393,15 +484,16 @@ impl Proposals {
             return Err("it grew past what a proposal may hold".to_string());
         }
         let proposal = parse(&bytes, name)?;
-        let proposal = Arc::new(proposal);
+        drop(bytes);
+        let summary = Arc::new(Summary::of(&proposal));
         self.cache
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(name.to_string(), (stamp, Arc::clone(&proposal)));
-        Ok(Some(proposal))
+            .insert(name.to_string(), (stamp, Arc::clone(&summary)));
+        Ok(Some((proposal, summary)))
     }
 
-    fn cached(&self, name: &str) -> Option<(Stamp, Arc<Proposal>)> {
+    fn cached(&self, name: &str) -> Option<(Stamp, Arc<Summary>)> {
         self.cache
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -432,6 +524,7 @@ fn parse(bytes: &[u8], name: &str) -> std::result::Result<Proposal, String> {
                 change.path
             ));
         }
+        check_change(change)?;
     }
     let commit_ok = |c: &Option<String>| {
         c.as_deref()

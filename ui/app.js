@@ -1,14 +1,16 @@
 // mirai's page: plain JavaScript, no framework, no build step.
 // Every note, run and proposal comes from the HTTP API with the token kept in
-// this tab's sessionStorage, sent in the Authorization header (never a cookie).
-// Text from the API is put into the page as text; the one HTML it inserts is a
-// note rendered and sanitized by the server (notes.render).
+// this tab's sessionStorage (and shared with the browser's other mirai tabs
+// through worker.js, in memory), sent in the Authorization header (never a
+// cookie). Text from the API is put into the page as text; the one HTML it
+// inserts is a note rendered and sanitized by the server (notes.render).
 "use strict";
 
 const TOKEN = "mirai.token";
 const REVIEWER = "mirai.reviewer";
 const PAGE = 10; // search results per page
 const POLL_MS = 1500;
+const STREAM_WAIT_MS = 2000; // a tab whose stream is not open by then polls
 
 const main = document.getElementById("main");
 const live = document.getElementById("live");
@@ -85,6 +87,7 @@ function askToken(kind, why) {
       event.preventDefault();
       if (!input.value.trim()) return;
       sessionStorage.setItem(kind, input.value.trim());
+      share(kind, input.value.trim());
       done(true);
     };
     const cancel = document.getElementById("token-cancel");
@@ -126,6 +129,7 @@ async function api(path, opts = {}) {
     const wrongToken = res.status === 401 || (opts.reviewer && res.status === 403 && error.code === "policy_denied");
     if (wrongToken) {
       sessionStorage.removeItem(kind);
+      share(kind, null);
       await askToken(kind, error.message);
       continue;
     }
@@ -150,34 +154,60 @@ function diffClass(line) {
   return "ctx";
 }
 
-/** A unified diff, coloured; and side by side where the view offers it. */
+/**
+ * A unified diff with each line's old and new numbers and its +/- marker
+ * (never colour alone); side by side too where the view offers it.
+ */
 function diffView(text, sideBySide) {
   const lines = (text || "").replace(/\n$/, "").split("\n");
+  let oldNo = 0, newNo = 0;
+  const numbered = lines.map((line) => {
+    const kind = diffClass(line);
+    const at = kind === "hunk" && /^@@ -(\d+)(?:,\d+)? \+(\d+)/.exec(line);
+    if (at) { oldNo = Number(at[1]); newNo = Number(at[2]); }
+    const row = { kind, line, old: "", new: "" };
+    if (kind === "del") row.old = oldNo++;
+    else if (kind === "add") row.new = newNo++;
+    else if (kind === "ctx") { row.old = oldNo++; row.new = newNo++; }
+    return row;
+  });
+  const marker = { add: "+", del: "−", ctx: " " };
   const unified = h("div", { class: "diff unified", role: "group", "aria-label": "Unified diff" },
-    lines.map((line) => h("span", { class: "l " + diffClass(line) }, line)));
+    numbered.map((r) => r.kind === "head" || r.kind === "hunk"
+      ? h("span", { class: "l " + r.kind }, r.line)
+      : h("span", { class: "l " + r.kind },
+        h("span", { class: "n", "aria-hidden": "true" }, String(r.old)),
+        h("span", { class: "n", "aria-hidden": "true" }, String(r.new)),
+        h("span", { class: "m" }, marker[r.kind]),
+        h("span", { class: "t" }, r.line.slice(1)))));
   if (!sideBySide) return unified;
   const rows = [];
   let dels = [], adds = [];
+  const side = (r, kind) => r === undefined
+    ? [h("td", { class: "n" }), h("td", {}, "\u00a0")]
+    : [h("td", { class: "n" }, String(kind === "del" ? r.old : r.new)),
+      h("td", { class: kind }, h("span", { class: "m" }, marker[kind]), cell(r.line.slice(1)))];
   const flush = () => {
     const n = Math.max(dels.length, adds.length);
-    for (let i = 0; i < n; i++) {
-      rows.push(h("tr", {},
-        h("td", { class: dels[i] !== undefined ? "del" : "" }, cell(dels[i])),
-        h("td", { class: adds[i] !== undefined ? "add" : "" }, cell(adds[i]))));
-    }
+    for (let i = 0; i < n; i++) rows.push(h("tr", {}, side(dels[i], "del"), side(adds[i], "add")));
     dels = []; adds = [];
   };
-  for (const line of lines) {
-    const kind = diffClass(line);
-    if (kind === "head") continue;
-    if (kind === "hunk") { flush(); rows.push(h("tr", { class: "hunk" }, h("td", { colspan: 2 }, line))); }
-    else if (kind === "del") dels.push(line.slice(1));
-    else if (kind === "add") adds.push(line.slice(1));
-    else { flush(); const t = cell(line.slice(1)); rows.push(h("tr", {}, h("td", {}, t), h("td", {}, t))); }
+  for (const r of numbered) {
+    if (r.kind === "head") continue;
+    if (r.kind === "hunk") { flush(); rows.push(h("tr", { class: "hunk" }, h("td", { colspan: 4 }, r.line))); }
+    else if (r.kind === "del") dels.push(r);
+    else if (r.kind === "add") adds.push(r);
+    else {
+      flush();
+      const t = cell(r.line.slice(1));
+      rows.push(h("tr", {}, h("td", { class: "n" }, String(r.old)), h("td", {}, t), h("td", { class: "n" }, String(r.new)), h("td", {}, t)));
+    }
   }
   flush();
   return h("div", {}, unified,
-    h("div", { class: "diff" }, h("table", { class: "split", "aria-label": "Side-by-side diff" }, h("tbody", {}, rows))));
+    h("div", { class: "diff" }, h("table", { class: "split", "aria-label": "Side-by-side diff" },
+      h("colgroup", {}, h("col", { class: "nc" }), h("col", {}), h("col", { class: "nc" }), h("col", {})),
+      h("tbody", {}, rows))));
 }
 
 /** A side-by-side cell's text: a blank line keeps its height. */
@@ -214,6 +244,9 @@ function parseRoute(url) {
   if (path === "/ui/proposals" || path === "/ui/proposals/") return { name: "proposals" };
   if (path.startsWith("/ui/proposals/")) return { name: "proposal", id: rest("/ui/proposals/") };
   if (path === "/ui/status") return { name: "status" };
+  if (path === "/ui/tags" || path === "/ui/tags/") return { name: "tags" };
+  if (path.startsWith("/ui/tags/")) return { name: "tag", tag: rest("/ui/tags/") };
+  if (path === "/ui/links") return { name: "links" };
   return { name: "missing" };
 }
 
@@ -230,8 +263,47 @@ document.addEventListener("click", (event) => {
   const url = new URL(a.getAttribute("href"), location.href);
   if (url.origin !== location.origin || !url.pathname.startsWith("/ui/")) return;
   event.preventDefault();
+  // A place in the view shown (a footnote, the outline): go there, no reload.
+  if (url.pathname === location.pathname && url.search === location.search && url.hash) {
+    history.pushState(null, "", url.hash);
+    jumpTo(decodeURIComponent(url.hash.slice(1)));
+    return;
+  }
   go(url.pathname + url.search + url.hash);
 });
+
+// "/" puts the cursor in the search box, unless one is typing already.
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey) return;
+  const t = event.target;
+  if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+  event.preventDefault();
+  const input = document.getElementById("search-input");
+  input.focus();
+  input.select();
+});
+
+/** A heading's id: its words, lowercased, joined by dashes. */
+function slug(text) {
+  return "h-" + String(text).toLowerCase().normalize("NFKD").replace(/[\u0300-\u036f]/g, "")
+    .replace(/[^\p{L}\p{N}]+/gu, "-").replace(/^-+|-+$/g, "");
+}
+
+/** Scrolls to a place in the note: an id (a footnote), a heading's text, or a block's ^id. */
+function jumpTo(place) {
+  if (!place) return false;
+  let el = document.getElementById(place) || document.getElementById(slug(place));
+  if (!el && place.startsWith("^")) {
+    el = [...main.querySelectorAll("article.note :is(p, li, td, blockquote)")].find((b) => b.textContent.includes(place));
+  }
+  if (!el) return false;
+  for (const old of main.querySelectorAll(".target")) old.classList.remove("target");
+  el.classList.add("target");
+  if (!el.hasAttribute("tabindex")) el.setAttribute("tabindex", "-1");
+  el.focus({ preventScroll: true });
+  el.scrollIntoView({ block: "start" });
+  return true;
+}
 
 window.addEventListener("popstate", () => show(false));
 
@@ -242,7 +314,8 @@ document.getElementById("search-form").addEventListener("submit", (event) => {
 });
 
 function markNav(name) {
-  const section = { notes: "notes", history: "notes", runs: "runs", run: "runs", proposals: "proposals", proposal: "proposals", status: "status" }[name];
+  const section = { notes: "notes", history: "notes", runs: "runs", run: "runs", proposals: "proposals", proposal: "proposals",
+    status: "status", tags: "tags", tag: "tags", links: "tags" }[name];
   for (const a of document.querySelectorAll(".top nav a")) {
     if (a.dataset.view === section) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
@@ -256,7 +329,8 @@ async function show(refresh) {
   const view = VIEWS[route.name];
   const key = location.pathname + location.search;
   markNav(route.name);
-  if (route.name === "search") document.getElementById("search-input").value = route.q;
+  // A redraw never touches what a person is typing in the search box.
+  if (route.name === "search" && !refresh) document.getElementById("search-input").value = route.q;
   if (!refresh) {
     say("");
     current = { key, route, data: null };
@@ -276,7 +350,9 @@ async function show(refresh) {
   if (refresh && current.data === fingerprint) return;
   current.data = fingerprint;
   const y = window.scrollY;
+  const typed = typing();
   main.replaceChildren(view.draw(data, route));
+  retype(typed);
   if (view.title.length && data) document.title = view.title(route, data) + " · mirai";
   if (refresh) window.scrollTo(0, y);
   else {
@@ -284,6 +360,27 @@ async function show(refresh) {
     if (view.after) view.after(data, route); else window.scrollTo(0, 0);
   }
   startLive();
+}
+
+/** What a person has typed into the view's fields (by id), and where the cursor is. */
+function typing() {
+  return [...main.querySelectorAll("input[id], textarea[id]")]
+    .filter((el) => el.type !== "checkbox" && el.value)
+    .map((el) => ({ id: el.id, value: el.value, focused: document.activeElement === el,
+      from: el.selectionStart, to: el.selectionEnd }));
+}
+
+/** Puts typed text back into the redrawn view's fields of the same id. */
+function retype(typed) {
+  for (const t of typed) {
+    const el = document.getElementById(t.id);
+    if (!el || el.disabled) continue;
+    el.value = t.value;
+    if (t.focused) {
+      el.focus({ preventScroll: true });
+      try { el.setSelectionRange(t.from, t.to); } catch (_) { /* not a text field */ }
+    }
+  }
 }
 
 // ---------- views ----------
@@ -340,11 +437,151 @@ function tree(root, selected) {
     h("summary", {}, "Folders"), folderList(root, selected));
 }
 
-function frontMatter(fm) {
+/** The front matter as a table; a `[[wikilink]]` in it links where notes.links resolves it. */
+function frontMatter(fm, resolved) {
   if (!fm || !Object.keys(fm).length) return null;
+  const text = (v) => typeof v === "string" ? v
+    : Array.isArray(v) && v.every((x) => typeof x !== "object") ? v.join(", ") : JSON.stringify(v);
+  const linked = (value) => {
+    const out = [];
+    let last = 0;
+    for (const m of value.matchAll(/\[\[([^\[\]|#]+)(#[^\[\]|]*)?(?:\|([^\[\]]*))?\]\]/g)) {
+      const target = resolved.get(m[1].trim()) || resolved.get(m[1].trim() + (m[2] || ""));
+      out.push(value.slice(last, m.index));
+      out.push(target ? h("a", { href: noteHref(target) + (m[2] ? "#" + encodeURIComponent(m[2].slice(1)) : "") }, m[3] || m[1])
+        : h("span", { class: "unresolved" }, m[3] || m[1]));
+      last = m.index + m[0].length;
+    }
+    out.push(value.slice(last));
+    return out;
+  };
   return h("table", { class: "fm", "aria-label": "Front matter" }, h("tbody", {},
-    Object.entries(fm).map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k),
-      h("td", {}, typeof v === "string" ? v : Array.isArray(v) && v.every((x) => typeof x !== "object") ? v.join(", ") : JSON.stringify(v))))));
+    Object.entries(fm).map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k), h("td", {}, linked(text(v)))))));
+}
+
+function tagLink(tag) {
+  return h("a", { class: "tag", href: "/ui/tags/" + encodeURIComponent(tag) }, "#" + tag);
+}
+
+const CALLOUTS = { note: "Note", info: "Info", tip: "Tip", hint: "Tip", important: "Important", success: "Success",
+  check: "Success", done: "Success", question: "Question", help: "Question", faq: "Question", warning: "Warning",
+  caution: "Warning", attention: "Warning", failure: "Failure", fail: "Failure", missing: "Failure", danger: "Danger",
+  error: "Danger", bug: "Bug", example: "Example", quote: "Quote", cite: "Quote", abstract: "Summary", summary: "Summary",
+  tldr: "Summary", todo: "Todo" };
+
+/**
+ * The server's sanitized HTML, made ready to read: headings get ids (their
+ * words), Obsidian callouts (`> [!warning] Title`) become titled boxes, and
+ * an opening h1 that repeats the note's title is not shown twice.
+ */
+function noteArticle(html, title) {
+  const article = h("article", { class: "note" });
+  article.innerHTML = html; // sanitized by the server (notes.render)
+  const first = article.firstElementChild;
+  if (first && first.tagName === "H1" && first.textContent.trim().toLowerCase() === String(title).trim().toLowerCase()) first.remove();
+  const seen = new Map();
+  for (const el of article.querySelectorAll("h1, h2, h3, h4, h5, h6")) {
+    if (el.id) continue;
+    const base = slug(el.textContent);
+    const n = seen.get(base) || 0;
+    seen.set(base, n + 1);
+    el.id = n ? base + "-" + n : base;
+  }
+  for (const quote of article.querySelectorAll("blockquote")) {
+    const p = quote.firstElementChild;
+    const node = p && p.tagName === "P" ? p.firstChild : null;
+    const m = node && node.nodeType === Node.TEXT_NODE && /^\s*\[!([A-Za-z-]+)\]([+-]?)[ \t]*([^\n]*)\n?/.exec(node.data);
+    if (!m) continue;
+    const kind = m[1].toLowerCase();
+    const label = CALLOUTS[kind] || (kind.charAt(0).toUpperCase() + kind.slice(1));
+    node.data = node.data.slice(m[0].length);
+    // The rest of the title line, up to the paragraph's first line break.
+    const titleParts = [];
+    let next = node.nextSibling;
+    if (m[3] === "" && !node.data) {
+      while (next && next.nodeName !== "BR" && !(next.nodeType === Node.TEXT_NODE && next.data.includes("\n"))) {
+        const after = next.nextSibling; titleParts.push(next); next = after;
+      }
+    }
+    if (!p.textContent.trim() && !p.querySelector("a, img, code")) p.remove();
+    const head = h("div", { class: "callout-title" }, h("strong", {}, m[3] ? m[3] : titleParts.length ? titleParts : label));
+    quote.classList.add("callout", "callout-" + (CALLOUTS[kind] || "Note").toLowerCase());
+    quote.setAttribute("data-callout", kind);
+    quote.prepend(head);
+  }
+  return article;
+}
+
+/** Embedded notes (`![[note]]`, `![[note#Heading]]`): shown inline, one level deep, ten at most. */
+async function fillEmbeds(article) {
+  const embeds = [...article.querySelectorAll("a.note-embed")].slice(0, 10);
+  await Promise.all(embeds.map(async (a) => {
+    const url = new URL(a.getAttribute("href"), location.origin);
+    const path = url.pathname.slice(10).split("/").map(decodeURIComponent).join("/");
+    const box = h("div", { class: "embedded", role: "group", "aria-label": "Embedded: " + path },
+      h("div", { class: "embedded-title" }, h("a", { href: a.getAttribute("href") }, a.textContent || path)));
+    try {
+      const n = (await api("/mcp/notes/render?" + q({ path }))).data;
+      const body = h("div", {});
+      body.innerHTML = n.html; // sanitized by the server (notes.render)
+      for (const inner of body.querySelectorAll("a.note-embed")) inner.classList.remove("note-embed");
+      const heading = url.hash ? decodeURIComponent(url.hash.slice(1)) : "";
+      if (heading) {
+        const all = [...body.querySelectorAll("h1, h2, h3, h4, h5, h6")];
+        const at = all.find((x) => slug(x.textContent) === slug(heading));
+        if (at) {
+          const level = Number(at.tagName[1]);
+          const part = [at];
+          for (let el = at.nextElementSibling; el && !(/^H[1-6]$/.test(el.tagName) && Number(el.tagName[1]) <= level); el = el.nextElementSibling) part.push(el);
+          body.replaceChildren(...part);
+        }
+      }
+      for (const x of body.querySelectorAll("[id]")) x.removeAttribute("id");
+      box.append(body);
+    } catch (err) {
+      box.append(h("p", { class: "error" }, err.message));
+    }
+    const holder = a.parentElement && a.parentElement.tagName === "P" && a.parentElement.textContent.trim() === a.textContent.trim()
+      ? a.parentElement : a;
+    holder.replaceWith(box);
+  }));
+}
+
+/** The outline of the note: a link to each heading. */
+function outline(article) {
+  const heads = [...article.querySelectorAll("h1, h2, h3, h4, h5, h6")];
+  if (!heads.length) return null;
+  const top = Math.min(...heads.map((x) => Number(x.tagName[1])));
+  return h("nav", { class: "outline", "aria-label": "Outline" },
+    h("details", { open: window.matchMedia("(min-width: 56rem)").matches || heads.length <= 6 },
+      h("summary", {}, "Outline"),
+      h("ol", { class: "plain" }, heads.map((x) => h("li", { style: null, class: "lv" + (Number(x.tagName[1]) - top) },
+        h("a", { href: "#" + x.id }, x.textContent))))));
+}
+
+/** Outgoing links (broken ones marked) and backlinks with the line that links. */
+function linksOf(links) {
+  if (!links) return null;
+  const seen = new Set();
+  const out = links.outgoing.filter((l) => !seen.has(l.target) && seen.add(l.target));
+  const broken = out.filter((l) => !l.resolved).length;
+  return h("div", { class: "vault-links" },
+    h("section", { "aria-labelledby": "out-h" },
+      h("h2", { id: "out-h" }, "Links from this note (" + out.length + (broken ? ", " + broken + " broken" : "") + ")"),
+      out.length ? h("ul", { class: "links" }, out.map((l) => h("li", { class: l.resolved ? "" : "broken" },
+        l.resolved && l.resolved.endsWith(".md")
+          ? h("a", { href: noteHref(l.resolved) + (l.target.includes("#") ? "#" + encodeURIComponent(l.target.split("#")[1]) : "") }, l.text || l.target)
+          : l.resolved ? h("span", {}, l.text || l.target, " ", h("span", { class: "muted" }, "(attachment)"))
+          : [h("span", { class: "bad" }, "✗ broken: "), h("span", { class: "mono" }, l.target)],
+        " ", h("span", { class: "muted" }, "line " + l.line))))
+        : h("p", { class: "muted" }, "None."),
+      links.outgoing_omitted ? h("p", { class: "muted" }, links.outgoing_omitted + " more not listed.") : null),
+    h("section", { "aria-labelledby": "back-h" },
+      h("h2", { id: "back-h" }, "Backlinks (" + (links.backlinks.length + (links.backlinks_omitted || 0)) + ")"),
+      links.backlinks.length ? h("ul", { class: "links" }, links.backlinks.map((b) => h("li", {},
+        h("a", { href: noteHref(b.path) }, b.path), " ", h("span", { class: "muted" }, "line " + b.line),
+        h("div", { class: "context" }, b.context))))
+        : h("p", { class: "muted" }, "No note links here.")));
 }
 
 let showSource = false;
@@ -354,51 +591,104 @@ const VIEWS = {
     title: (r, d) => r.path ? "Note: " + ((d && d.note && d.note.title) || r.path) : "Notes",
     async load(r) {
       if (r.refreshTree) folderCache.clear();
-      const root = await folder("");
-      let note = null, source = null;
-      if (r.path) {
-        note = (await api("/mcp/notes/render?" + q({ path: r.path }))).data;
-        if (showSource) source = (await api("/mcp/notes/read?" + q({ path: r.path }))).data.content;
+      if (!r.path) {
+        const [root, home] = await Promise.all([folder(""), homeData()]);
+        return { root, home };
       }
-      return { root, note, source };
+      const [root, note, links] = await Promise.all([folder(""),
+        api("/mcp/notes/render?" + q({ path: r.path })).then((x) => x.data),
+        api("/mcp/notes/links?" + q({ path: r.path })).then((x) => x.data, () => null)]);
+      const source = showSource ? (await api("/mcp/notes/read?" + q({ path: r.path }))).data.content : null;
+      return { root, note, links, source };
     },
     draw(d, r) {
       const side = tree(d.root, r.path);
-      if (!d.note) {
-        const total = (d.root.notes || []).length + (d.root.folders || []).reduce((n, f) => n + f.notes, 0);
-        return h("div", { class: "notes" }, side, h("section", {},
-          h("h1", {}, "Notes"), h("p", { class: "muted" }, total + " notes. Choose one, or search above.")));
-      }
+      if (!d.note) return h("div", { class: "notes" }, side, homeView(d.root, d.home));
       const n = d.note;
       const toggle = h("button", { type: "button", "aria-pressed": showSource ? "true" : "false",
         onclick: () => { showSource = !showSource; show(false); } }, showSource ? "Rendered" : "Source");
-      const body = showSource
-        ? h("pre", { class: "source", "aria-label": "Markdown source" }, d.source)
-        : h("article", { class: "note" });
-      if (!showSource) body.innerHTML = n.html; // sanitized by the server (notes.render)
-      return h("div", { class: "notes" }, side, h("section", {},
-        h("div", { class: "note-head" }, h("div", {}, h("h1", {}, n.title), h("div", { class: "path" }, n.path)),
+      const resolved = new Map((d.links ? d.links.outgoing : []).filter((l) => l.resolved).map((l) => [l.target, l.resolved]));
+      let body, contents = null;
+      if (showSource) body = h("pre", { class: "source", "aria-label": "Markdown source" }, d.source);
+      else {
+        body = noteArticle(n.html, n.title);
+        contents = outline(body);
+      }
+      const view = h("div", { class: "notes" }, side, h("section", { class: "note-view" },
+        h("div", { class: "note-head" }, h("div", {}, h("h1", {}, n.title), h("div", { class: "path" }, n.path),
+          n.tags && n.tags.length ? h("div", { class: "tags", "aria-label": "Tags" }, n.tags.map(tagLink)) : null),
           h("div", { class: "actions" }, toggle, h("a", { class: "button", href: "/ui/history/" + enc(n.path) }, "History"))),
         n.front_matter_error ? h("p", { class: "error" }, "Front matter: " + n.front_matter_error) : null,
-        frontMatter(n.front_matter),
+        frontMatter(n.front_matter, resolved),
+        contents,
         body,
-        h("p", { class: "muted" }, n.line_count + " lines, " + n.bytes + " bytes")));
+        h("p", { class: "muted" }, n.line_count + " lines, " + n.bytes + " bytes"),
+        linksOf(d.links)));
+      view.ready = showSource ? Promise.resolve() : fillEmbeds(body);
+      return view;
     },
-    after(d) {
-      const hash = decodeURIComponent(location.hash.slice(1));
-      if (!hash.startsWith("find=") || !d.note) return window.scrollTo(0, 0);
-      const probes = hash.slice(5).split("|").filter(Boolean);
-      const blocks = main.querySelectorAll("article.note :is(p, li, h1, h2, h3, h4, h5, h6, td, pre, blockquote)");
-      for (const probe of probes) {
-        const p = probe.toLowerCase();
-        for (const el of blocks) {
-          if (el.textContent.replace(/\s+/g, " ").toLowerCase().includes(p)) {
-            el.classList.add("hit");
-            el.scrollIntoView({ block: "center" });
-            return;
-          }
-        }
-      }
+    async after(d) {
+      if (!d.note) return window.scrollTo(0, 0);
+      const drawn = main.firstElementChild;
+      if (drawn && drawn.ready) await drawn.ready;
+      const hash = location.hash.slice(1);
+      if (hash.startsWith("find=") || hash.startsWith("section=")) return findHit(new URLSearchParams(hash));
+      if (!jumpTo(decodeURIComponent(hash))) window.scrollTo(0, 0);
+    },
+  },
+
+  tags: {
+    title: () => "Tags",
+    async load() { return (await api("/mcp/notes/tags")).data; },
+    draw(d) {
+      return h("section", {}, h("h1", {}, "Tags"),
+        h("p", { class: "meta" }, h("span", {}, d.tags.length + " tags"), h("a", { href: "/ui/links" }, "Broken links and orphans")),
+        d.tags.length ? h("ul", { class: "tag-list plain" }, d.tags.map((t) => h("li", {},
+          tagLink(t.tag), " ", h("span", { class: "count" }, String(t.count)))))
+          : h("p", { class: "muted" }, "No note has a tag yet."));
+    },
+  },
+
+  tag: {
+    title: (r) => "Tag: #" + r.tag,
+    async load(r) { return (await api("/mcp/notes?" + q({ tag: r.tag }))).data; },
+    draw(d, r) {
+      return h("section", {}, h("h1", {}, "Notes tagged #" + r.tag),
+        h("p", { class: "meta" }, h("span", {}, d.notes.length + " notes"), h("a", { href: "/ui/tags" }, "All tags")),
+        d.notes.length ? h("ul", { class: "note-list" }, d.notes.map((p) => h("li", {}, h("a", { href: noteHref(p) }, p))))
+          : h("p", { class: "muted" }, "No note has this tag."));
+    },
+  },
+
+  links: {
+    title: () => "Broken links and orphans",
+    async load() { return (await api("/mcp/notes/graph?" + q({ limit: 200 }))).data; },
+    draw(d) {
+      const broken = h("tbody", {});
+      const orphans = h("ul", { class: "note-list" });
+      const add = (page) => {
+        for (const b of page.broken) broken.append(h("tr", {}, h("td", {}, h("a", { href: noteHref(b.path) }, b.path)),
+          h("td", {}, String(b.line)), h("td", { class: "mono" }, b.target)));
+        for (const o of page.orphans) orphans.append(h("li", {}, h("a", { href: noteHref(o) }, o)));
+      };
+      add(d);
+      let cursor = d.next_cursor;
+      const more = h("button", { type: "button", hidden: !cursor, onclick: async () => {
+        more.disabled = true;
+        try {
+          const next = (await api("/mcp/notes/graph?" + q({ limit: 200, cursor }))).data;
+          add(next);
+          cursor = next.next_cursor;
+          more.hidden = !cursor;
+        } catch (err) { say(err.message); }
+        more.disabled = false;
+      } }, "More");
+      return h("section", {}, h("h1", {}, "Broken links and orphans"),
+        h("h2", {}, "Broken links"),
+        h("div", { class: "scroll" }, h("table", { class: "grid" }, h("thead", {}, h("tr", {}, h("th", {}, "Note"), h("th", {}, "Line"), h("th", {}, "Link to"))), broken)),
+        d.broken.length ? null : h("p", { class: "muted" }, "No broken links."),
+        h("h2", {}, "Orphans"), h("p", { class: "muted" }, "Notes no other note links to and that link nowhere."),
+        orphans, more);
     },
   },
 
@@ -432,7 +722,7 @@ const VIEWS = {
     title: (r) => "Search: " + r.q,
     async load(r) {
       if (!r.q) return null;
-      return (await api("/mcp/index/query?" + q({ q: r.q, limit: PAGE, offset: r.offset || null }))).data;
+      return (await api("/mcp/index/query?" + q({ q: r.q, limit: PAGE, offset: r.offset || null, group: "note" }))).data;
     },
     draw(d, r) {
       if (!d) return h("section", {}, h("h1", {}, "Search"), h("p", { class: "muted" }, "Type words in the box above."));
@@ -440,7 +730,7 @@ const VIEWS = {
       return h("section", {},
         h("h1", {}, "Search: ", r.q),
         h("p", { class: "meta" }, h("span", {}, "Mode: " + d.mode), d.degraded ? h("span", { class: "warn" }, d.degraded) : null,
-          h("span", {}, "Results " + (r.offset + 1) + "–" + (r.offset + d.chunks.length))),
+          h("span", {}, d.chunks.length ? "Notes " + (r.offset + 1) + "–" + (r.offset + d.chunks.length) : "No notes")),
         d.chunks.length ? h("ol", { class: "plain results", start: r.offset + 1 }, d.chunks.map(hit)) :
           h("p", { class: "muted" }, r.offset ? "No more results." : "Nothing matches."),
         h("nav", { class: "pager", "aria-label": "Result pages" },
@@ -457,8 +747,7 @@ const VIEWS = {
         runs.length ? null : h("p", { class: "muted" }, "No agent runs yet."),
         runs.map((run) => h("div", { class: "card" },
           h("h3", {}, h("a", { href: "/ui/runs/" + encodeURIComponent(run.run_id) }, run.task || run.run_id)),
-          h("div", { class: "meta" }, h("span", {}, when(run.started_at)),
-            h("span", { class: run.stopped === "reply" ? "ok" : run.stopped ? "warn" : "" }, run.stopped ? "stopped: " + run.stopped : "running or cut off"),
+          h("div", { class: "meta" }, h("span", {}, when(run.started_at)), runEnding(run),
             h("span", { class: "mono" }, run.run_id)))));
     },
   },
@@ -474,6 +763,7 @@ const VIEWS = {
     async load() {
       const [pending, applied, rejected] = await Promise.all(["pending", "applied", "rejected"].map(
         (status) => api("/mcp/proposals?" + q({ status, limit: status === "pending" ? 100 : 20 })).then((x) => x.data.proposals)));
+      await loadRunTasks();
       return { pending, decided: applied.concat(rejected).sort((a, b) => (b.decided_at || "").localeCompare(a.decided_at || "")) };
     },
     draw(d) {
@@ -487,7 +777,10 @@ const VIEWS = {
 
   proposal: {
     title: (r) => "Proposal " + r.id.slice(0, 13),
-    async load(r) { return (await api("/mcp/proposals/get?" + q({ id: r.id }))).data; },
+    async load(r) {
+      const [p] = await Promise.all([api("/mcp/proposals/get?" + q({ id: r.id })), runTasks.size ? null : loadRunTasks()]);
+      return p.data;
+    },
     draw: proposalView,
   },
 
@@ -549,71 +842,125 @@ function commitCard(c, path) {
     h("div", { class: "actions" }, showDiff, revert), result.box, diffBox);
 }
 
+/** One note of a search answer (group=note): its title, path, tags, and the passage with each term marked. */
 function hit(chunk) {
   const m = chunk.metadata;
-  const chars = Array.from(chunk.content);
-  const off = m.snippet_offset;
-  let snippet = off ? chars.slice(off.start, off.end).join("") : chars.slice(0, 240).join("");
-  if (off && off.start > 0) snippet = "…" + snippet;
-  if (off && off.end < chars.length) snippet += "…";
-  const terms = chunk.explanation.matched_terms || [];
-  const words = snippet.replace(/[*_`#>\[\]|]/g, " ").replace(/\s+/g, " ").replace(/^…/, "").trim().split(" ");
-  const probes = [words.slice(0, 6).join(" "), ...terms].filter(Boolean).map((p) => p.slice(0, 60));
-  const href = noteHref(m.path) + "#find=" + encodeURIComponent(probes.join("|"));
+  const ctx = chunk.context || { text: chunk.content.slice(0, 200), start: 0, end: 0, terms: [], heading: null };
+  const chars = Array.from(ctx.text);
+  const parts = [];
+  let last = 0;
+  for (const t of ctx.terms) {
+    if (t.start < last) continue;
+    parts.push(chars.slice(last, t.start).join(""), h("mark", {}, chars.slice(t.start, t.end).join("")));
+    last = t.end;
+  }
+  parts.push(chars.slice(last).join(""));
+  const more = ctx.end < Array.from(chunk.content).length;
+  // Where the note opens: the section of the hit, and a few words around its first term.
+  const first = ctx.terms[0];
+  const around = first ? chars.slice(0, first.start).join("").split(" ").slice(-3).join(" ") + chars.slice(first.start).join("").split(" ").slice(0, 4).join(" ") : "";
+  const place = new URLSearchParams();
+  if (ctx.heading) place.set("section", ctx.heading);
+  if (around) place.set("find", around.trim());
+  if (first) place.set("term", chars.slice(first.start, first.end).join(""));
+  const href = noteHref(m.path) + (place.toString() ? "#" + place.toString() : "");
+  const others = chunk.other_chunks || 0;
   return h("li", { class: "card hit-card" },
-    h("h3", {}, h("a", { href }, m.title), " ", h("span", { class: "muted mono" }, m.path)),
-    h("p", {}, highlight(snippet, terms)),
-    h("div", { class: "meta" }, h("span", {}, "score " + chunk.score.toFixed(3)), terms.length ? h("span", {}, "matched: " + terms.join(", ")) : null));
+    h("h3", {}, h("a", { href }, m.title)),
+    h("div", { class: "meta" }, h("span", { class: "mono" }, m.path), (m.tags || []).map(tagLink)),
+    h("p", { class: "snippet" }, ctx.start > 0 ? "…" : "", parts, more ? "…" : ""),
+    h("div", { class: "meta" }, ctx.heading ? h("span", {}, "in “" + ctx.heading + "”") : null,
+      others ? h("span", {}, others + (others === 1 ? " other part" : " other parts") + " of this note match") : null));
 }
 
-/** `text` with each word that starts with a matched term in <mark>. */
-function highlight(text, terms) {
-  const clean = terms.filter((t) => t && t.length > 1).map((t) => t.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
-  if (!clean.length) return text;
-  const re = new RegExp("(?<![\\p{L}\\p{N}])(" + clean.join("|") + ")[\\p{L}\\p{N}]*", "giu");
-  const out = [];
-  let last = 0;
-  for (const m of text.matchAll(re)) {
-    out.push(text.slice(last, m.index), h("mark", {}, m[0]));
-    last = m.index + m[0].length;
+/** Opens a note at a search hit: in its section, the block holding the words around the term. */
+function findHit(params) {
+  const norm = (t) => t.replace(/\s+/g, " ").trim().toLowerCase();
+  const blocks = [...main.querySelectorAll("article.note :is(p, li, h1, h2, h3, h4, h5, h6, td, th, pre, blockquote)")];
+  const section = params.get("section");
+  let from = 0;
+  if (section) {
+    const at = blocks.findIndex((b) => /^H[1-6]$/.test(b.tagName) && slug(b.textContent) === slug(section));
+    if (at >= 0) from = at;
   }
-  out.push(text.slice(last));
-  return out;
+  const term = norm(params.get("term") || "");
+  const probes = [params.get("find"), params.get("find") && params.get("find").split(" ").slice(1, -1).join(" "), term]
+    .filter(Boolean).map(norm);
+  let found = null;
+  for (const probe of probes) {
+    found = blocks.slice(from).find((b) => !b.querySelector("p, li") && norm(b.textContent).includes(probe));
+    if (found) break;
+  }
+  found = found || (section && from > 0 ? blocks[from] : null);
+  if (!found) return window.scrollTo(0, 0);
+  found.classList.add("hit");
+  found.scrollIntoView({ block: "center" });
+}
+
+/** How a run ended, in words: replied, failed (and why), or still going. */
+function runEnding(run) {
+  const contradicted = run.contradicted || (run.outcome && run.outcome.contradicted);
+  if (!run.stopped) return h("span", { class: "run-state" }, "⋯ running, or cut off");
+  if (run.stopped === "reply" && contradicted) return h("span", { class: "run-state bad" }, "✗ replied, but the record contradicts the reply");
+  if (run.stopped === "reply") return h("span", { class: "run-state" }, "✓ replied");
+  return h("span", { class: "run-state bad" }, "✗ failed: " + run.stopped.replace(/_/g, " "));
+}
+
+/** mirai's own outcome of a run (issue 43), whatever shape it comes in; null when absent. */
+function outcomeView(outcome) {
+  if (outcome === undefined || outcome === null) return null;
+  if (typeof outcome === "string") return h("p", {}, outcome);
+  if (typeof outcome !== "object") return h("p", {}, String(outcome));
+  const lead = outcome.summary || outcome.text || outcome.message || outcome.line;
+  const rest = Object.entries(outcome).filter(([k, v]) => !["summary", "text", "message", "line", "contradicted"].includes(k) && v !== null && !(Array.isArray(v) && !v.length));
+  return [lead ? h("p", {}, String(lead)) : null,
+    rest.length ? h("dl", { class: "kv" }, rest.map(([k, v]) => [h("dt", {}, k.replace(/_/g, " ")),
+      h("dd", {}, typeof v === "string" ? v : Array.isArray(v) && v.every((x) => typeof x !== "object") ? v.join(", ") : JSON.stringify(v))])) : null];
 }
 
 function runView(d) {
   const byStep = new Map();
-  let start = null, end = null;
+  let start = null, end = null, lastAnswered = null;
   for (const e of d.events) {
     if (e.type === "run_start") start = e;
     else if (e.type === "run_end") end = e;
     else if (e.step) {
-      if (!byStep.has(e.step)) byStep.set(e.step, []);
-      byStep.get(e.step).push(e);
+      // A held-back reply belongs to the step whose answer held it.
+      const step = e.type === "reply_held" && lastAnswered ? lastAnswered : e.step;
+      if (e.type === "llm_response") lastAnswered = e.step;
+      if (!byStep.has(step)) byStep.set(step, []);
+      byStep.get(step).push(e);
     }
   }
   const steps = [...byStep.entries()].map(([n, events]) => h("section", { class: "step", "aria-label": "Step " + n },
     h("h3", {}, "Step " + n),
     events.map(stepEvent)));
   const warnings = (end && end.warnings) || [];
+  const outcome = d.outcome !== undefined ? d.outcome : end && end.outcome;
+  const contradicted = d.contradicted || (end && end.contradicted) || (outcome && outcome.contradicted);
   return h("section", { class: "run" },
     h("h1", {}, "Run: ", (start && start.task) || d.run_id),
     h("dl", { class: "kv" },
       h("dt", {}, "Run"), h("dd", { class: "mono" }, d.run_id),
       h("dt", {}, "Started"), h("dd", {}, when(start && start.at)),
       start && start.model ? [h("dt", {}, "Model"), h("dd", {}, start.model)] : null,
-      h("dt", {}, "Stopped"), h("dd", { class: end && end.stopped === "reply" ? "ok" : "warn" },
-        end ? end.stopped + (end.stop_detail ? ": " + end.stop_detail : "") : "still running, or cut off"),
+      h("dt", {}, "Ended"), h("dd", {}, runEnding({ stopped: end && end.stopped, contradicted }),
+        end && end.stop_detail ? " (" + end.stop_detail + ")" : ""),
       start && start.dry_run ? [h("dt", {}, "Dry run"), h("dd", {}, "yes: nothing was written")] : null),
+    outcome !== undefined && outcome !== null ? h("section", { class: "outcome card", "aria-label": "What mirai recorded" },
+      h("h2", {}, "What happened (mirai's record)"), outcomeView(outcome)) : null,
+    end && end.reply ? [h("h2", {}, "The model's reply"),
+      contradicted ? h("p", { class: "error contradicted" }, "✗ The record contradicts this reply: trust the outcome above.") : null,
+      h("pre", { class: contradicted ? "contradicted" : "" }, end.reply)] : null,
     warnings.length ? h("div", { class: "error" }, h("strong", {}, "Warnings"), h("ul", {}, warnings.map((w) => h("li", {}, typeof w === "string" ? w : JSON.stringify(w))))) : null,
-    steps,
-    end && end.reply ? [h("h2", {}, "Reply"), h("pre", {}, end.reply)] : null,
     h("h2", {}, "What it changed"),
     d.commits && d.commits.length ? h("ul", {}, d.commits.map((c) => h("li", {},
       h("span", { class: "mono" }, short(c.commit)), " ", c.subject, " — ",
       (c.paths || []).map((p, i) => [i ? ", " : "", h("a", { href: "/ui/history/" + enc(p.path) }, p.path)]))))
       : end && end.proposal ? h("p", {}, "Filed proposal ", h("a", { href: "/ui/proposals/" + encodeURIComponent(end.proposal) }, end.proposal))
-      : h("p", { class: "muted" }, "No commits."));
+      : h("p", { class: "muted" }, "No commits."),
+    h("h2", {}, "Steps"),
+    steps);
 }
 
 function stepEvent(e) {
@@ -645,17 +992,92 @@ function stepEvent(e) {
   }
 }
 
+/** The tasks of recent runs by run id: what a run's proposal was for. */
+const runTasks = new Map();
+async function loadRunTasks() {
+  try { for (const r of (await api("/agent/runs")).data) if (r.task) runTasks.set(r.run_id, r.task); } catch (_) { /* a nicety */ }
+}
+
+const ADAPTERS = { agent: "an agent run", sandbox: "a program (agent/eval)", mcp: "an MCP client", http: "an HTTP caller", cli: "the command line" };
+
+/** Who asked for a proposal, in words, with its run. */
 function who(p) {
   const r = p.requested_by || {};
-  return [r.adapter || "?", r.run_id ? [" ", h("a", { href: "/ui/runs/" + encodeURIComponent(r.run_id) }, "run " + r.run_id.slice(0, 8))] : null,
-    r.message ? " — " + r.message : null];
+  return [ADAPTERS[r.adapter] || r.adapter || "someone",
+    r.run_id ? [" (", h("a", { href: "/ui/runs/" + encodeURIComponent(r.run_id) }, "run " + r.run_id.slice(0, 8)), ")"] : null];
+}
+
+/** What a proposal is for: its run's task, else the request's message, else its commit subject. */
+function what(p) {
+  const r = p.requested_by || {};
+  return (r.run_id && runTasks.get(r.run_id)) || r.message || p.subject;
 }
 
 function proposalCard(p) {
   return h("div", { class: "card proposal-card", "data-id": p.id },
-    h("h3", {}, h("a", { href: "/ui/proposals/" + encodeURIComponent(p.id) }, p.subject)),
+    h("h3", {}, h("a", { href: "/ui/proposals/" + encodeURIComponent(p.id) }, what(p))),
     h("div", { class: "meta" }, h("span", { class: "status-" + p.status }, p.status), h("span", {}, when(p.created_at)),
-      h("span", {}, "asked by ", who(p)), h("span", {}, p.paths.join(", "))));
+      h("span", {}, "asked by ", who(p)), h("span", {}, p.paths.join(", ")),
+      p.status === "applied" ? h("span", {}, "approved by the reviewer") : p.status === "rejected" ? h("span", {}, "rejected by the reviewer") : null),
+    what(p) !== p.subject ? h("div", { class: "meta mono" }, p.subject) : null);
+}
+
+/** What the first page shows: each part may fail alone. */
+async function homeData() {
+  const get = (path) => api(path).then((x) => x.data, () => null);
+  const [commits, pending, runs, index, repo, graph] = await Promise.all([
+    get("/mcp/notes/history?" + q({ limit: 8 })), get("/mcp/proposals?" + q({ status: "pending", limit: 100 })),
+    get("/agent/runs"), get("/mcp/index/status"), get("/mcp/repo/status"), get("/mcp/notes/graph?" + q({ limit: 1000 }))]);
+  for (const r of runs || []) if (r.task) runTasks.set(r.run_id, r.task);
+  return { commits, pending, runs, index, repo, graph };
+}
+
+/** The first page: what happened lately, what waits, and the state of the index, sync and links. */
+function homeView(root, d) {
+  const total = (root.notes || []).length + (root.folders || []).reduce((n, f) => n + f.notes, 0);
+  const card = (title, ...body) => h("section", { class: "card home-card", "aria-label": title }, h("h2", {}, title), body);
+  const commits = d.commits ? d.commits.commits : [];
+  const pending = d.pending ? d.pending.proposals : [];
+  const runs = (d.runs || []).slice(0, 5);
+  const i = d.index, r = d.repo, g = d.graph;
+  const broken = g ? g.broken.length : null;
+  return h("section", { class: "home" },
+    h("h1", {}, "Notes"),
+    h("p", { class: "muted" }, total + " notes. Choose one, or search above (press /)."),
+    h("div", { class: "home-grid" },
+      card("Latest changes",
+        commits.length ? h("ul", { class: "plain changes" }, commits.map((c) => h("li", {},
+          h("div", {}, h("strong", {}, c.author), " ", c.subject),
+          h("div", { class: "meta" }, h("span", {}, when(c.time)),
+            c.run_id ? h("a", { href: "/ui/runs/" + encodeURIComponent(c.run_id) }, "run: " + (runTasks.get(c.run_id) || c.run_id.slice(0, 8))) : null,
+            (c.paths || []).slice(0, 3).map((p) => p.status === "D" ? h("span", { class: "mono" }, p.path + " (deleted)")
+              : h("a", { href: noteHref(p.path) }, p.path)),
+            (c.paths || []).length > 3 ? h("span", {}, "+" + (c.paths.length - 3) + " more") : null))))
+          : h("p", { class: "muted" }, d.commits ? "No commits yet." : "History is not available.")),
+      card("Waiting for review",
+        h("p", {}, h("a", { href: "/ui/proposals" }, pending.length >= 100 ? "100+ proposals" : pending.length + (pending.length === 1 ? " proposal" : " proposals")),
+          pending.length ? " pending." : " pending: nothing waits."),
+        pending.length ? h("ul", {}, pending.slice(0, 5).map((p) => h("li", {}, h("a", { href: "/ui/proposals/" + encodeURIComponent(p.id) }, what(p))))) : null),
+      card("Latest agent runs",
+        runs.length ? h("ul", { class: "plain changes" }, runs.map((run) => h("li", {},
+          h("a", { href: "/ui/runs/" + encodeURIComponent(run.run_id) }, run.task || run.run_id),
+          h("div", { class: "meta" }, h("span", {}, when(run.started_at)), runEnding(run)))))
+          : h("p", { class: "muted" }, "No agent runs yet.")),
+      card("Index and sync",
+        h("dl", { class: "kv" },
+          h("dt", {}, "Index"), i ? h("dd", { class: !i.present || i.stale ? "warn" : "ok" },
+            !i.present ? "⚠ no artifact yet (search indexes on demand)" : (i.stale ? "⚠ stale, catching up" : "✓ fresh") + ", " + i.notes_indexed + " notes indexed")
+            : h("dd", {}, "—"),
+          h("dt", {}, "Sync"), r ? h("dd", { class: r.last_error ? "bad" : "" }, !r.remote ? "off (no remote)"
+            : r.last_error ? "✗ " + r.last_error : "ahead " + r.ahead + ", behind " + r.behind + (r.last_pull ? ", pulled " + when(r.last_pull) : ""))
+            : h("dd", {}, "—"),
+          h("dt", {}, "Branch"), h("dd", { class: "mono" }, r ? (r.branch || "—") + " @ " + short(r.head) : "—")),
+        h("p", {}, h("a", { href: "/ui/status" }, "Status in full"))),
+      card("Links and tags",
+        h("p", {}, broken === null ? "Links are not available."
+          : [h("a", { href: "/ui/links" }, (g.next_cursor && !g.orphans.length ? broken + "+" : String(broken)) + (broken === 1 ? " broken link" : " broken links")),
+            broken ? "" : " ✓", g.next_cursor ? "" : ", " + g.orphans.length + (g.orphans.length === 1 ? " orphan note." : " orphan notes.")]),
+        h("p", {}, h("a", { href: "/ui/tags" }, "Every tag")))));
 }
 
 function proposalView(d) {
@@ -686,13 +1108,14 @@ function proposalView(d) {
     h("h1", {}, "Proposal: ", p.operation.subject),
     h("dl", { class: "kv" },
       h("dt", {}, "Status"), h("dd", { class: "status-" + p.status, id: "proposal-status" }, p.status),
+      h("dt", {}, "For"), h("dd", {}, what(p)),
       h("dt", {}, "Asked by"), h("dd", {}, who(p)),
       h("dt", {}, "Made"), h("dd", {}, when(p.created_at)),
       h("dt", {}, "Operation"), h("dd", { class: "mono" }, p.operation.name),
       p.status === "pending" ? [h("dt", {}, "Applies now"), h("dd", { class: d.applies ? "ok" : "bad" }, d.applies ? "yes" : "no: the notes changed since")] : null,
       p.commit ? [h("dt", {}, "Commit"), h("dd", { class: "mono" }, short(p.commit))] : null,
       p.reason ? [h("dt", {}, "Reason"), h("dd", {}, p.reason)] : null,
-      p.decided_at ? [h("dt", {}, "Decided"), h("dd", {}, when(p.decided_at))] : null),
+      p.decided_at ? [h("dt", {}, "Decided"), h("dd", {}, when(p.decided_at) + " by the reviewer")] : null),
     (d.conflicts || []).map((c) => h("p", { class: "error" }, c.path + ": " + c.message)),
     buttons.length ? h("div", { class: "actions" }, buttons, reason) : null,
     result.box,
@@ -707,7 +1130,7 @@ function statusView(d) {
     h("dl", { class: "kv" }, row("Mode", c.policy_mode), row("Token required", c.auth_required ? "yes" : "no"), row("Version", c.version)),
     h("h2", {}, "Index"),
     h("dl", { class: "kv" },
-      row("State", !i.present ? "no artifact yet" : i.stale ? "stale" : "fresh", i.stale ? "warn" : "ok"),
+      row("State", !i.present ? "⚠ no artifact yet (search indexes on demand)" : i.stale ? "⚠ stale" : "✓ fresh", !i.present || i.stale ? "warn" : "ok"),
       i.stale_reason ? row("Why", i.stale_reason) : null,
       row("Notes", i.notes_present), row("Notes indexed", i.notes_indexed), row("Chunks", i.chunks_indexed),
       row("Too large to index", i.notes_too_large), row("Built", when(i.generated_at)),
@@ -720,15 +1143,97 @@ function statusView(d) {
       row("Unmerged branches", r.unmerged.length ? r.unmerged.map((u) => u.branch).join(", ") : "none", r.unmerged.length ? "warn" : "")));
 }
 
-// ---------- live updates ----------
+// ---------- live updates: one change stream per browser ----------
 
 let liveStarted = false;
 let refreshTimer = null;
+let hub = null; // the port of worker.js, which every mirai tab of this browser shares
+let streamOpen = false;
+let polling = false;
+let waitTimer = null;
 
-/** Something changed (`why`; null: maybe, while live updates were starting): redraw what differs. */
+/** Tells the other tabs a token typed (or dropped) here. */
+function share(kind, value) {
+  if (hub) hub.postMessage({ type: "token", kind, value });
+}
+
+/**
+ * Joins the browser's shared worker: it hands over the tokens another tab was
+ * given and relays the one change stream. Resolves once the tokens are known
+ * (or at once where there is no SharedWorker: the tab then keeps a stream of its own).
+ */
+function joinHub() {
+  return new Promise((resolve) => {
+    if (typeof SharedWorker !== "function") return resolve(false);
+    let worker;
+    try { worker = new SharedWorker("/ui/assets/worker.js", { name: "mirai" }); } catch (_) { return resolve(false); }
+    let settled = false;
+    const settle = (ok) => { if (!settled) { settled = true; resolve(ok); } };
+    hub = worker.port;
+    hub.onmessage = (m) => {
+      const msg = m.data || {};
+      if (msg.type === "tokens") {
+        for (const [kind, value] of Object.entries(msg.tokens || {})) if (value) sessionStorage.setItem(kind, value);
+        settle(true);
+      } else if (msg.type === "open") streamState(true);
+      else if (msg.type === "closed") streamState(false);
+      else if (msg.type === "event") changed(words(msg.event, msg.data));
+    };
+    worker.addEventListener("error", () => { hub = null; settle(false); });
+    hub.start();
+    const hello = () => hub && hub.postMessage({ type: "hello",
+      tokens: { [TOKEN]: sessionStorage.getItem(TOKEN), [REVIEWER]: sessionStorage.getItem(REVIEWER) } });
+    hello();
+    // A closed tab leaves at once; one restored from the back-forward cache comes back.
+    window.addEventListener("pagehide", () => hub && hub.postMessage({ type: "bye" }));
+    window.addEventListener("pageshow", (e) => { if (e.persisted) hello(); });
+    setTimeout(() => settle(false), 1000);
+  });
+}
+
+/** The stream opened (catch up, stop polling) or closed (poll unless it is back within 2 s). */
+function streamState(open) {
+  if (open) {
+    clearTimeout(waitTimer);
+    waitTimer = null;
+    const was = streamOpen;
+    streamOpen = true;
+    if (!was) changed(null);
+    return;
+  }
+  streamOpen = false;
+  waitForStream();
+}
+
+function waitForStream() {
+  if (waitTimer) return;
+  waitTimer = setTimeout(() => { waitTimer = null; if (!streamOpen) poll(); }, STREAM_WAIT_MS);
+}
+
+/** What an event means, in words for the live region (null: nothing worth saying). */
+function words(type, data) {
+  const d = data || {};
+  const paths = (list) => {
+    const names = (list || []).map((p) => (typeof p === "string" ? p : p.path));
+    return names.length > 2 ? names.slice(0, 2).join(", ") + " and " + (names.length - 2) + " more" : names.join(" and ");
+  };
+  switch (type) {
+    case "commit":
+      return (d.author || "Someone") + " changed " + (paths(d.paths) || "the notes") + (d.subject ? ": " + d.subject : "");
+    case "notes_changed": return "Notes changed on disk: " + (paths(d.paths) || "several notes");
+    case "head_moved": return "The notes' branch moved";
+    case "proposal": return "A proposal is now " + (d.status || "changed");
+    case "run": return d.status === "ended" ? "An agent run ended" : d.status === "started" ? "An agent run started" : null;
+    case "sync": return "Synced with the remote";
+    case "reset": return "Catching up with changes";
+    default: return null;
+  }
+}
+
+/** Something changed (`why`: words to announce, or null): redraw what differs. */
 function changed(why) {
   folderCache.clear();
-  if (why) say("Updated: " + why);
+  if (why) say(why);
   clearTimeout(refreshTimer);
   refreshTimer = setTimeout(() => { show(true); refreshPending(); }, 150);
 }
@@ -748,10 +1253,11 @@ function startLive() {
   if (liveStarted) return;
   liveStarted = true;
   refreshPending();
-  stream(null);
+  waitForStream();
+  if (!hub) stream(null);
 }
 
-/** The change stream (GET /events), read with fetch so the token travels in a header. */
+/** This tab's own change stream, where there is no shared worker (GET /events read by fetch). */
 async function stream(lastId) {
   let res;
   try {
@@ -760,8 +1266,8 @@ async function stream(lastId) {
   } catch (_) {
     return setTimeout(() => stream(lastId), POLL_MS);
   }
-  if (res.status !== 200 || !res.body) return poll();
-  changed(null);
+  if (res.status !== 200 || !res.body) return streamState(false);
+  streamState(true);
   const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   try {
@@ -773,24 +1279,31 @@ async function stream(lastId) {
       while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
         const block = buffer.slice(0, cut);
         buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
-        let type = "message", id = null;
+        let type = "message", id = null, data = "";
         for (const line of block.split(/\r?\n/)) {
           if (line.startsWith("event:")) type = line.slice(6).trim();
           else if (line.startsWith("id:")) id = line.slice(3).trim();
+          else if (line.startsWith("data:")) data += line.slice(5).trim();
         }
         if (id) lastId = id;
         if (block.split(/\r?\n/).every((l) => l.startsWith(":"))) continue;
-        changed(type);
+        let parsed = null;
+        try { parsed = JSON.parse(data); } catch (_) { parsed = null; }
+        changed(words(type, parsed));
       }
     }
   } catch (_) { /* reconnect below */ }
+  streamState(false);
   setTimeout(() => stream(lastId), POLL_MS);
 }
 
-/** Before the change stream exists: index.status and repo.status every 1.5 s. */
+/** Without an open stream: index.status, repo.status and the pending proposals every 1.5 s. */
 function poll() {
+  if (polling) return;
+  polling = true;
   let last = null;
   const tick = async () => {
+    if (streamOpen) { polling = false; return; }
     if (!document.hidden) {
       try {
         const [i, r, p] = await Promise.all([api("/mcp/index/status"), api("/mcp/repo/status"),
@@ -799,7 +1312,7 @@ function poll() {
           i.data.notes_indexed, p.data.proposals.map((x) => x.id)]);
         // The first look catches what changed between the view's load and now.
         if (last === null) changed(null);
-        else if (now !== last) changed("notes changed");
+        else if (now !== last) changed("Notes changed");
         last = now;
       } catch (_) { /* try again next tick */ }
     }
@@ -808,4 +1321,5 @@ function poll() {
   tick();
 }
 
-show(false);
+joinHub().then(() => show(false));
+

@@ -5,7 +5,10 @@
 //! Events within [`SPACING`] of a stream's last write go out in one write.
 //! The stream reads a subscription of the hub ([`crate::events`]): it never
 //! slows a writer, and ends after a `reset` when it fell too far behind.
-//! Past `MIRAI_EVENTS_MAX_CLIENTS` streams, 503 `too_many_streams`.
+//! Past `MIRAI_EVENTS_MAX_CLIENTS` streams (MCP's streams over HTTP count
+//! too), 503 `too_many_streams`; a stream keeps its place until its
+//! connection is gone, which [`peer::watched`] notices at once when the
+//! client closes it and forces when the client stops reading.
 
 use std::time::{Duration, Instant};
 
@@ -14,6 +17,7 @@ use actix_web::web::Bytes;
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures_util::future::{select, Either};
 
+use super::peer;
 use super::respond::error_response;
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
@@ -165,7 +169,7 @@ pub async fn stream(app: web::Data<App>, req: HttpRequest) -> HttpResponse {
         .content_type("text/event-stream")
         .insert_header((header::CACHE_CONTROL, "no-cache"))
         .insert_header(("X-Accel-Buffering", "no"))
-        .streaming(opening.chain(events))
+        .streaming(peer::watched(&req, opening.chain(events)))
 }
 
 #[cfg(test)]

@@ -17,9 +17,10 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 
-use super::peer::unless_gone;
+use super::peer::{unless_gone, watched};
 use super::respond::{error_response, gone, read_body};
 use crate::app::App;
+use crate::events::TooManyClients;
 use crate::mcp::{code, requested_version, Mcp, Subscribed, PROTOCOL_VERSIONS};
 
 const SESSION_HEADER: &str = "Mcp-Session-Id";
@@ -151,7 +152,7 @@ pub async fn post(
         }
     }
     if stateless && method == "subscriptions/listen" {
-        return listen(&app, &message);
+        return listen(&app, &req, &message);
     }
     let mcp = app.mcp.clone();
     // A repo_sync call waits for its sync holding no thread, as the HTTP row does;
@@ -171,7 +172,11 @@ pub async fn post(
     .await;
     let Ok((message, response)) = answered else {
         log::error!("/mcp panicked; answered 500");
-        return rpc_error(StatusCode::INTERNAL_SERVER_ERROR, -32603, "internal error");
+        return rpc_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            code::INTERNAL_ERROR,
+            "internal error",
+        );
     };
     let Some(response) = response else {
         return HttpResponse::Accepted().finish();
@@ -239,10 +244,27 @@ fn decode_header(value: &str) -> Option<String> {
     }
 }
 
+/// The answer when every place under `MIRAI_EVENTS_MAX_CLIENTS` (`max`) is
+/// taken and one of MCP's streams was asked for.
+fn too_many_streams(max: usize) -> HttpResponse {
+    rpc_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        code::INTERNAL_ERROR,
+        &format!(
+            "too_many_streams: {max} change streams are open (GET /events and MCP's streams \
+             together), as many as MIRAI_EVENTS_MAX_CLIENTS allows; close one and try again"
+        ),
+    )
+}
+
 /// 2026-07-28's `subscriptions/listen`: the answer is a stream of
 /// server-sent events, the acknowledgement first, then the notifications of
-/// the listen's subscriptions; closing it ends them.
-fn listen(app: &App, message: &Value) -> HttpResponse {
+/// the listen's subscriptions; closing it ends them. Counted as `GET /events` is.
+fn listen(app: &App, req: &HttpRequest, message: &Value) -> HttpResponse {
+    let slot = match app.ctx.events.slot() {
+        Ok(slot) => slot,
+        Err(TooManyClients(max)) => return too_many_streams(max),
+    };
     let id = message.get("id").cloned().unwrap_or(Value::Null);
     let (ack, listen) = match app.mcp.listen(id, &message["params"]) {
         Ok(opened) => opened,
@@ -257,7 +279,7 @@ fn listen(app: &App, message: &Value) -> HttpResponse {
     let opening = futures_util::stream::once(async move {
         Ok::<_, actix_web::Error>(web::Bytes::from(format!("event: message\ndata: {ack}\n\n")))
     });
-    let stream = futures_util::stream::unfold(listen, |mut listen| async move {
+    let stream = futures_util::stream::unfold((listen, slot), |(mut listen, slot)| async move {
         use futures_util::future::{select, Either};
         let chunk = {
             let next = listen.next();
@@ -271,13 +293,13 @@ fn listen(app: &App, message: &Value) -> HttpResponse {
                 Either::Right(_) => web::Bytes::from_static(b": keep-alive\n\n"),
             }
         };
-        Some((Ok::<_, actix_web::Error>(chunk), listen))
+        Some((Ok::<_, actix_web::Error>(chunk), (listen, slot)))
     });
     use futures_util::StreamExt;
     HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header((header::CACHE_CONTROL, "no-cache"))
-        .streaming(opening.chain(stream))
+        .streaming(watched(req, opening.chain(stream)))
 }
 
 /// How long the session stream stays silent before a comment line.
@@ -333,8 +355,12 @@ pub async fn get(
         );
     }
     let streaming = Streaming(session.streaming.clone());
+    let slot = match app.ctx.events.slot() {
+        Ok(slot) => slot,
+        Err(TooManyClients(max)) => return too_many_streams(max),
+    };
     let notifier = app.mcp.notifier(session.subscribed.clone());
-    let state = (notifier, streaming, sessions.clone(), id);
+    let state = (notifier, streaming, sessions.clone(), id, slot);
     let stream = futures_util::stream::unfold(state, |mut state| async move {
         // A session ended (DELETE, or forgotten as the oldest) ends its stream.
         state.2.get(&state.3)?;
@@ -348,7 +374,7 @@ pub async fn get(
     HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header((header::CACHE_CONTROL, "no-cache"))
-        .streaming(opening.chain(stream))
+        .streaming(watched(&req, opening.chain(stream)))
 }
 
 /// `DELETE /mcp`: the client ends its session.

@@ -1,6 +1,7 @@
 //! Edges every request passes: a log line, the browser check (`Origin`, and
-//! `Host` while no token is set), the bearer token, and a net that turns a
-//! panic into a plain 500 instead of a dropped connection.
+//! `Host` while no token is set), the bearer token, a POST body's
+//! `Content-Type`, and a net that turns a panic into a plain 500 instead of a
+//! dropped connection.
 //!
 //! The `Origin` rule, as the web page amends it (issue 31): a loopback origin,
 //! one listed in `MIRAI_ALLOWED_ORIGINS`, or exactly the `scheme://host:port`
@@ -226,6 +227,52 @@ fn same_token(sent: &str, expected: &str) -> bool {
     let sent = Sha256::digest(sent.as_bytes());
     let expected = Sha256::digest(expected.as_bytes());
     sent.ct_eq(&expected).into()
+}
+
+/// POSTs whose body need not be declared JSON: `/hooks/push`, whose HMAC
+/// signature proves its sender (a forge may send its webhooks form-encoded).
+const ANY_BODY: &[&str] = &["/hooks/push"];
+
+/// Refuses a POST with a body that is not declared `application/json` (415
+/// `unsupported_media_type`): a page on another loopback origin can send a
+/// `text/plain` or form body without a preflight, but never a JSON one, so
+/// mirai reads no body such a page could send blind. MCP's Streamable HTTP
+/// sends `application/json` too.
+pub async fn require_json(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let headers = req.headers();
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim() != "0");
+    if req.method() == actix_web::http::Method::POST && has_body && !ANY_BODY.contains(&req.path())
+    {
+        let sent = headers
+            .get(header::CONTENT_TYPE)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let media = sent
+            .as_deref()
+            .and_then(|v| v.split(';').next())
+            .map(str::trim);
+        if !media.is_some_and(|m| m.eq_ignore_ascii_case("application/json")) {
+            let got = match sent {
+                Some(sent) => format!("Content-Type {:?}", shorten(&sent)),
+                None => "no Content-Type".to_string(),
+            };
+            let err = Error::new(
+                ErrorCode::UnsupportedMediaType,
+                format!(
+                    "a POST body must be JSON sent with the header Content-Type: application/json \
+                     (this one had {got}); nothing was done"
+                ),
+            );
+            return Ok(req.into_response(error_response(&err)));
+        }
+    }
+    Ok(next.call(req).await?.map_into_boxed_body())
 }
 
 /// A panic anywhere below answers 500 `internal`, with nothing of the panic in it.

@@ -4,12 +4,13 @@
 //! Cross-cutting edges live here and nowhere else: the browser check
 //! (`Origin` and `Host`: ARCHITECTURE.md, "Browsers are not callers") and then
 //! the bearer token (ARCHITECTURE.md, "The token guards the network"), both
-//! before routing; one log line per request; body limits and the time a body
+//! before routing; POST bodies declared JSON; one log line per request; body limits and the time a body
 //! may take to arrive; and turning a panic into a plain 500.
 //!
 //! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp`, `events`, `ui` ->
-//! `respond`; `middleware` -> `respond`, `ui`; `row`, `hooks` -> `peer`; this file ->
-//! `routes`, `middleware`, `mcp`, `peer`. `openapi` (the generated document)
+//! `respond`; `middleware` -> `respond`, `ui`; `row`, `hooks`, `events`, `mcp` -> `peer`; this file ->
+//! `routes`, `middleware`, `mcp`, `peer`; `stop` (signals, for `mirai serve`)
+//! imports none of them. `openapi` (the generated document)
 //! stands apart: it reads the operation table and its own base file.
 
 mod agent;
@@ -22,6 +23,7 @@ mod peer;
 mod respond;
 mod routes;
 mod row;
+pub mod stop;
 mod ui;
 
 pub use crate::ops::Verb;
@@ -35,11 +37,15 @@ use actix_web::{web, HttpServer};
 use crate::app::App;
 
 /// Builds the server for `app` on an already-bound listener (port 0 in tests).
+/// It does not listen for signals itself: `mirai serve` stops it through
+/// [`stop::serve_until_signal`], promptly; a caller that drives it alone
+/// stops it by its handle (requests in flight get a second).
 pub fn serve(app: App, listener: TcpListener) -> std::io::Result<Server> {
     let browsers = web::Data::new(middleware::Browsers::new(&app.config));
     let sessions = web::Data::new(mcp::Sessions::default());
     let app = web::Data::new(app);
-    // The last `wrap` runs first: log, then the browser check, then the token.
+    // The last `wrap` runs first: log, then the browser check, then the token,
+    // then a POST body's Content-Type.
     let server = HttpServer::new(move || {
         actix_web::App::new()
             .app_data(app.clone())
@@ -48,11 +54,14 @@ pub fn serve(app: App, listener: TcpListener) -> std::io::Result<Server> {
             .configure(routes::configure)
             .default_service(web::to(routes::unknown_route))
             .wrap(actix_web::middleware::from_fn(middleware::catch_panic))
+            .wrap(actix_web::middleware::from_fn(middleware::require_json))
             .wrap(actix_web::middleware::from_fn(middleware::require_token))
             .wrap(actix_web::middleware::from_fn(middleware::refuse_browsers))
             .wrap(actix_web::middleware::from_fn(middleware::log_request))
     })
     .on_connect(peer::remember)
+    .disable_signals()
+    .shutdown_timeout(1)
     .listen(listener)?
     .run();
     Ok(server)

@@ -5,15 +5,27 @@
 //! ([`remember`]), and [`unless_gone`] stops waiting once the peer has closed
 //! or reset its side, dropping what it waited on (a sync's ticket, which
 //! gives up the caller's place in the queue).
+//!
+//! A streamed answer (the change stream, MCP's streams) is [`watched`]: it
+//! ends as soon as its client has closed the connection (not at the next
+//! write), and a stream the connection stops taking chunks from for
+//! [`STALLED_AFTER`] (a client that reads nothing, so every buffer on the way
+//! is full) has its connection shut down, so whatever the stream holds (its
+//! place under `MIRAI_EVENTS_MAX_CLIENTS`) is given back with it.
 
 use std::any::Any;
 use std::future::Future;
 use std::os::fd::{AsRawFd, RawFd};
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use actix_web::dev::Extensions;
 use actix_web::HttpRequest;
 use futures_util::future::{select, Either};
+use futures_util::{Stream, StreamExt};
+use tokio::sync::Notify;
 
 /// How often a waiting handler looks at its connection.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
@@ -43,6 +55,120 @@ impl PeerSocket {
         #[allow(unsafe_code)]
         let ready = unsafe { libc::poll(&mut poll, 1, 0) };
         ready > 0 && poll.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+    }
+
+    /// Shuts the connection down both ways: the server's next read or write
+    /// on it fails, so it drops the connection and the answer it was writing.
+    fn shut_down(self) {
+        // SAFETY: the descriptor is the connection's own and open (see watch).
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::shutdown(self.0, libc::SHUT_RDWR);
+        }
+    }
+}
+
+/// How long a streamed answer may wait for its connection to take the next
+/// chunk before the connection is shut down.
+pub const STALLED_AFTER: Duration = Duration::from_secs(20);
+
+/// How often a streamed answer's connection is looked at.
+const LOOK_STREAM_EVERY: Duration = Duration::from_millis(250);
+
+/// A streamed answer's state, shared with the task that watches its connection.
+struct Pulse {
+    born: Instant,
+    /// Whether the connection is waiting for the next chunk (the stream is polled).
+    asking: AtomicBool,
+    /// When `asking` last changed, in ms since `born`.
+    since: AtomicU64,
+    /// Told when the stream must end (its client left).
+    end: Notify,
+    ended: AtomicBool,
+}
+
+impl Pulse {
+    fn mark(&self, asking: bool) {
+        let now = self.born.elapsed().as_millis() as u64;
+        self.since.store(now, Ordering::Release);
+        self.asking.store(asking, Ordering::Release);
+    }
+
+    /// Whether a chunk has waited longer than [`STALLED_AFTER`] for the connection to take it.
+    fn stalled(&self) -> bool {
+        let idle = self.born.elapsed().as_millis() as u64 - self.since.load(Ordering::Acquire);
+        !self.asking.load(Ordering::Acquire) && idle > STALLED_AFTER.as_millis() as u64
+    }
+
+    fn finish(&self) {
+        self.ended.store(true, Ordering::Release);
+        self.end.notify_one();
+    }
+}
+
+/// `body` as the answer to `req`, watched: it ends once the client has
+/// closed the connection, and the connection is shut down when it has not
+/// taken a chunk for [`STALLED_AFTER`]. Whatever `body` holds is dropped with it.
+pub fn watched<S, T>(req: &HttpRequest, body: S) -> impl Stream<Item = T> + 'static
+where
+    S: Stream<Item = T> + 'static,
+    T: 'static,
+{
+    let pulse = Arc::new(Pulse {
+        born: Instant::now(),
+        asking: AtomicBool::new(false),
+        since: AtomicU64::new(0),
+        end: Notify::new(),
+        ended: AtomicBool::new(false),
+    });
+    if let Some(peer) = req.conn_data::<PeerSocket>().copied() {
+        actix_web::rt::spawn(watch(peer, Arc::downgrade(&pulse)));
+    }
+    let body: Pin<Box<S>> = Box::pin(body);
+    futures_util::stream::unfold((body, pulse), |(mut body, pulse)| async move {
+        if pulse.ended.load(Ordering::Acquire) {
+            return None;
+        }
+        pulse.mark(true);
+        let item = {
+            let next = body.next();
+            let end = pulse.end.notified();
+            futures_util::pin_mut!(next, end);
+            match select(next, end).await {
+                Either::Left((Some(item), _)) => item,
+                _ => return None,
+            }
+        };
+        pulse.mark(false);
+        Some((item, (body, pulse)))
+    })
+}
+
+/// Watches one streamed answer's connection until the answer is dropped:
+/// ends it when the client has gone, shuts the connection down when it has
+/// stalled. Runs on the connection's own worker thread, so between finding
+/// the answer alive and shutting the socket down nothing else runs: the
+/// descriptor is still the connection's.
+async fn watch(peer: PeerSocket, pulse: Weak<Pulse>) {
+    loop {
+        actix_web::rt::time::sleep(LOOK_STREAM_EVERY).await;
+        let Some(pulse) = pulse.upgrade() else {
+            return;
+        };
+        if peer.closed() {
+            pulse.finish();
+            peer.shut_down();
+            return;
+        }
+        if pulse.stalled() {
+            log::warn!(
+                "a streamed answer's client took nothing for {}s; its connection was closed",
+                STALLED_AFTER.as_secs()
+            );
+            pulse.finish();
+            peer.shut_down();
+            return;
+        }
     }
 }
 

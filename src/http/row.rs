@@ -8,7 +8,7 @@
 //! runs as a reviewer's; a write review mode proposed answers 202.
 
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::middleware::Reviewer;
 use super::peer::unless_gone;
@@ -32,8 +32,8 @@ pub async fn serve(
     payload: web::Payload,
 ) -> HttpResponse {
     let input = match op.http.input {
-        HttpInput::Nothing => OwnedInput::Json(json!({})),
-        HttpInput::Query(names) => match query_object(&req, names) {
+        // A row that takes no fields still refuses parameters it would ignore.
+        HttpInput::Nothing | HttpInput::Query(_) => match query_object(&req) {
             Ok(request) => OwnedInput::Json(request),
             Err(why) => return error_response(&Error::new(op.malformed, why)),
         },
@@ -78,16 +78,17 @@ pub async fn serve(
     render(outcome, op.name)
 }
 
-/// Builds a JSON object from the named query parameters (first value wins;
-/// absent ones are left out, so the operation reports them as missing).
-fn query_object(req: &HttpRequest, names: &[&str]) -> Result<Value, String> {
+/// Builds a JSON object from the query string's parameters (first value wins;
+/// absent ones are left out, so the operation reports them as missing). Every
+/// parameter is kept, not only the row's `names`: one the row does not take
+/// is refused by `ops::dispatch` (no field is silently ignored), so a
+/// misspelt `limt=` is never dropped without a word.
+fn query_object(req: &HttpRequest) -> Result<Value, String> {
     let pairs = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
         .map_err(|e| format!("the query string could not be decoded: {e}"))?;
     let mut object = Map::new();
     for (key, value) in pairs.into_inner() {
-        if names.contains(&key.as_str()) && !object.contains_key(&key) {
-            object.insert(key, Value::String(value));
-        }
+        object.entry(key).or_insert(Value::String(value));
     }
     Ok(Value::Object(object))
 }

@@ -47,11 +47,17 @@ static PAGE: Asset = asset(
     include_bytes!("../../ui/index.html"),
 );
 
-static ASSETS: [Asset; 3] = [
+static ASSETS: [Asset; 4] = [
     asset(
         "app.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../../ui/app.js"),
+    ),
+    // The SharedWorker every tab of one browser shares: the one change stream.
+    asset(
+        "worker.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../ui/worker.js"),
     ),
     asset(
         "style.css",

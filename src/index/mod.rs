@@ -141,8 +141,10 @@ pub struct Hit {
     /// The earliest matched query term in `content`: (start, end) in characters,
     /// end exclusive.
     pub snippet_offset: Option<(usize, usize)>,
-    /// Each query term found in `content`, once, in query order, spelled as the
-    /// caller typed it (its first spelling when several normalize alike).
+    /// Each query token found in `content`, once, in query order, lowercased as
+    /// the original service answers it (`Mango kiwi`: `["mango", "kiwi"]`; the
+    /// first spelling when several analyze alike). Not stemmed, so the page can
+    /// still find it in the text (case-insensitively) to highlight it.
     pub matched_terms: Vec<String>,
 }
 
@@ -435,7 +437,7 @@ mod tests {
         let hits = idx.query("Jumps QUICK zebra", 5, None);
         assert_eq!(hits.len(), 1);
         let h = &hits[0];
-        assert_eq!(h.matched_terms, vec!["Jumps", "QUICK"]);
+        assert_eq!(h.matched_terms, vec!["jumps", "quick"]);
         let chars: Vec<char> = h.content.chars().collect();
         let (s, e) = h.snippet_offset.unwrap();
         assert_eq!(chars[s..e].iter().collect::<String>(), "quick");

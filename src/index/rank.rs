@@ -743,12 +743,14 @@ impl Index {
                     }
                 }
             });
-        let matched_terms = query
-            .iter()
-            .zip(&found)
-            .filter(|(_, &f)| f)
-            .map(|(q, _)| q.surface.clone())
-            .collect();
+        // The original's contract: each matched query token once, lowercased, in query order.
+        let mut matched_terms: Vec<String> = Vec::new();
+        for (q, _) in query.iter().zip(&found).filter(|(_, &f)| f) {
+            let token = q.surface.to_lowercase();
+            if !matched_terms.contains(&token) {
+                matched_terms.push(token);
+            }
+        }
         Some(Hit {
             content: chunk.content.clone(),
             score,

@@ -9,6 +9,7 @@ pub mod code {
     pub const INVALID_REQUEST: i64 = -32600;
     pub const METHOD_NOT_FOUND: i64 = -32601;
     pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
     pub const RESOURCE_NOT_FOUND: i64 = -32002;
     /// 2026-07-28: an HTTP header does not match the body, or is missing.
     pub const HEADER_MISMATCH: i64 = -32020;

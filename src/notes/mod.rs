@@ -439,6 +439,11 @@ pub fn refused(rel: &str, refusal: Refusal) -> Error {
         Refusal::Folder => {
             Error::conflict(format!("{rel} is a folder; a note cannot be written there"))
         }
+        Refusal::Changed => Error::conflict(format!(
+            "{rel} was changed on disk by someone else while mirai was writing it (a save \
+             during the write); nothing was written and their version is kept: read the note \
+             again and retry"
+        )),
         Refusal::TooLarge { size, limit } => too_large(rel, size, limit),
         Refusal::Io(e) => Error::internal(format!("cannot access {rel:?}: {e}")),
     }

@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_fs_ext::{DirExt, FollowSymlinks, OpenOptionsFollowExt};
 use cap_std::fs::{Dir, File, FileType, OpenOptions, OpenOptionsExt};
+use rustix::fs::{renameat_with, RenameFlags};
+use rustix::io::Errno;
 
 /// How many symlinks one lookup may pass through before it is called a loop.
 const MAX_LINK_HOPS: usize = 40;
@@ -42,6 +44,10 @@ pub enum Refusal {
     Raced,
     /// A note larger than the read limit (its size, from `fstat`): never read.
     TooLarge { size: u64, limit: u64 },
+    /// The note changed on disk while a write was under way (someone saved
+    /// it, in place or by rename, or deleted or created it): the write put it
+    /// back and left their version in place.
+    Changed,
     /// Anything else the file system said.
     Io(io::Error),
 }
@@ -543,11 +549,7 @@ impl Slot {
             Ok(meta) if meta.is_file() => Some(meta.permissions()),
             _ => None,
         };
-        let temp = format!(
-            "{TEMP_PREFIX}{}-{}.tmp",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
+        let temp = temp_name();
         let mut options = OpenOptions::new();
         options
             .write(true)
@@ -587,24 +589,130 @@ impl Slot {
         }
     }
 
+    /// Puts `prepared` in the note's place only if the note still holds
+    /// `expected` (`None`: there is still no note), closing the window
+    /// between reading a note and replacing it: the two files are swapped in
+    /// one step (`renameat2(RENAME_EXCHANGE)`), what came out is compared
+    /// with `expected` byte for byte, and on any difference they are swapped
+    /// back, so a save made before the swap, in place or by rename (a new
+    /// inode), is never overwritten ([`Refusal::Changed`]; the temp file is
+    /// removed). A note created meanwhile is never replaced (a new note is
+    /// renamed in with `RENAME_NOREPLACE`). Answers the new file's metadata.
+    pub fn install_checked(
+        &self,
+        prepared: Prepared,
+        expected: Option<&[u8]>,
+    ) -> Result<std::fs::Metadata, Refusal> {
+        let Prepared { temp, file } = prepared;
+        let swapped = match expected {
+            Some(expected) => self.swap_in(&self.dir, &temp, expected),
+            None => rename_new(&self.dir, &temp, &self.dir, &self.name),
+        };
+        match swapped {
+            Ok(()) => Ok(file.metadata()?),
+            Err(refusal) => {
+                let _ = self.dir.remove_file(&temp);
+                Err(refusal)
+            }
+        }
+    }
+
+    /// Swaps the file `ours` (in `from`) with the note and keeps the swap
+    /// only when what came out holds `expected`: the old file is then removed
+    /// under `ours`'s name. Otherwise the swap is undone and the note, which
+    /// someone changed, stays as they left it.
+    fn swap_in(&self, from: &Dir, ours: &str, expected: &[u8]) -> Result<(), Refusal> {
+        match renameat_with(from, ours, &self.dir, &self.name, RenameFlags::EXCHANGE) {
+            Ok(()) => {}
+            // The note is gone: someone deleted or moved it.
+            Err(e) if e == Errno::NOENT => return Err(Refusal::Changed),
+            Err(e) if exchange_unsupported(e) => {
+                // A file system without the atomic swap: compare, then rename
+                // (a window of one comparison rather than none).
+                if !holds(&self.dir, &self.name, expected) {
+                    return Err(Refusal::Changed);
+                }
+                return Ok(from.rename(ours, &self.dir, &self.name)?);
+            }
+            Err(e) => return Err(Refusal::Io(e.into())),
+        }
+        if holds(from, ours, expected) {
+            let _ = from.remove_file(ours);
+            return Ok(());
+        }
+        match renameat_with(from, ours, &self.dir, &self.name, RenameFlags::EXCHANGE) {
+            Ok(()) => Err(Refusal::Changed),
+            Err(e) => Err(Refusal::Io(io::Error::other(format!(
+                "the note changed during the write, and putting the changed version back \
+                 failed ({e}); it is kept as {ours} beside the note"
+            )))),
+        }
+    }
+
+    /// Deletes the note only if it still holds `expected`: it is renamed
+    /// aside in one step, compared, and renamed back on any difference
+    /// ([`Refusal::Changed`]). A symlink, folder or special file at the
+    /// note's name is refused, never removed.
+    pub fn remove_checked(&self, expected: &[u8]) -> Result<(), Refusal> {
+        self.check_removable()?;
+        let aside = temp_name();
+        match rename_new(&self.dir, &self.name, &self.dir, &aside) {
+            Ok(()) => {}
+            Err(Refusal::Io(e)) if is_missing(&e) => return Err(Refusal::Changed),
+            Err(refusal) => return Err(refusal),
+        }
+        if holds(&self.dir, &aside, expected) {
+            let _ = self.dir.remove_file(&aside);
+            return Ok(());
+        }
+        match rename_new(&self.dir, &aside, &self.dir, &self.name) {
+            Ok(()) => Err(Refusal::Changed),
+            Err(_) => Err(Refusal::Io(io::Error::other(format!(
+                "the note changed during the write and a new file took its name meanwhile; \
+                 the changed version is kept as {aside} beside it"
+            )))),
+        }
+    }
+
+    /// A failed write's undo of one note, without taking anyone's save: the
+    /// old version `name` in `from` (a hard link) goes back in the note's
+    /// place only while the note still holds `installed`, what the write put
+    /// there (`None`: the write deleted it, and the old version comes back
+    /// only while no new file took the name). Answers whether it went back;
+    /// when it did not, the note keeps what someone saved over the write, and
+    /// the old version stays at `name` for the caller to release.
+    pub fn take_back_checked(
+        &self,
+        from: &Dir,
+        name: &str,
+        installed: Option<&[u8]>,
+    ) -> io::Result<bool> {
+        let done = match installed {
+            Some(installed) => self.swap_in(from, name, installed),
+            None => rename_new(from, name, &self.dir, &self.name),
+        };
+        went_back(done)
+    }
+
     /// Removes a prepared temp file that will not be installed.
     pub fn discard(&self, prepared: Prepared) {
         let _ = self.dir.remove_file(&prepared.temp);
     }
 
-    /// Puts the file `name` in `from` (a hard link to the note as it was)
-    /// back in the note's place by a rename, which needs no free space.
-    pub fn take_back(&self, from: &Dir, name: &str) -> io::Result<()> {
-        from.rename(name, &self.dir, &self.name)
-    }
-
     /// Deletes the note (a regular file; anything else is refused).
     pub fn remove(&self) -> Result<(), Refusal> {
+        self.check_removable()?;
+        Ok(self.dir.remove_file(&self.name)?)
+    }
+
+    /// Whether the note's name holds a regular file (the only kind of file
+    /// a write deletes).
+    fn check_removable(&self) -> Result<(), Refusal> {
         match self.dir.symlink_metadata(&self.name) {
             Ok(meta) if meta.file_type().is_symlink() => Err(Refusal::Symlink),
             Ok(meta) if meta.is_dir() => Err(Refusal::Folder),
             Ok(meta) if !meta.is_file() => Err(Refusal::NotRegular),
-            Ok(_) => Ok(self.dir.remove_file(&self.name)?),
+            Ok(_) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
@@ -615,21 +723,131 @@ impl Slot {
         self.dir.hard_link(&self.name, into, name)
     }
 
-    /// Puts the note back as it was: `before`'s bytes, or no file.
-    pub fn restore(&self, before: Option<&[u8]>) -> io::Result<()> {
-        match before {
-            Some(bytes) => self.write(bytes).map(|_| ()),
-            None => match self.dir.remove_file(&self.name) {
-                Err(e) if !is_missing(&e) => Err(e),
-                _ => Ok(()),
-            },
+    /// Puts the note back as it was (`before`'s bytes, or no file) while it
+    /// still holds `installed`, what a failed write put there (`None`: it
+    /// deleted the note); a save someone made over the write is kept.
+    /// Answers whether the note went back.
+    pub fn restore_checked(
+        &self,
+        before: Option<&[u8]>,
+        installed: Option<&[u8]>,
+    ) -> io::Result<bool> {
+        let done = match (before, installed) {
+            (Some(bytes), installed) => {
+                let prepared = self.prepare(bytes)?;
+                self.install_checked(prepared, installed).map(|_| ())
+            }
+            (None, Some(installed)) => self.remove_checked(installed),
+            (None, None) => Ok(()),
+        };
+        went_back(done)
+    }
+
+    /// Whether a folder (not a symlink to one) stands at the note's name.
+    pub fn holds_folder(&self) -> bool {
+        self.dir
+            .symlink_metadata(&self.name)
+            .is_ok_and(|meta| meta.is_dir())
+    }
+
+    /// How many files (anything but a folder: regular files, symlinks,
+    /// special files) the folder at the note's name holds, at any depth,
+    /// counted without following a symlink; `None` past `limit` entries.
+    pub fn files_in_folder(&self, limit: usize) -> io::Result<Option<usize>> {
+        let folder = self.dir.open_dir_nofollow(&self.name)?;
+        let (mut files, mut seen) = (0, 0);
+        let mut pending = vec![folder];
+        while let Some(dir) = pending.pop() {
+            for entry in dir.entries()? {
+                let entry = entry?;
+                seen += 1;
+                if seen > limit {
+                    return Ok(None);
+                }
+                if entry.file_type()?.is_dir() {
+                    pending.push(dir.open_dir_nofollow(entry.file_name())?);
+                } else {
+                    files += 1;
+                }
+            }
         }
+        Ok(Some(files))
+    }
+
+    /// Removes the folder at the note's name when it holds folders alone (a
+    /// file whose folder a pull makes a file again: its files were removed
+    /// first); any file left in it stops this, and nothing of it is removed
+    /// but empty folders.
+    pub fn remove_empty_folder(&self) -> io::Result<()> {
+        fn empty_out(dir: &Dir) -> io::Result<()> {
+            for entry in dir.entries()? {
+                let entry = entry?;
+                if entry.file_type()?.is_dir() {
+                    let name = entry.file_name();
+                    empty_out(&dir.open_dir_nofollow(&name)?)?;
+                    dir.remove_dir(&name)?;
+                }
+            }
+            Ok(())
+        }
+        empty_out(&self.dir.open_dir_nofollow(&self.name)?)?;
+        self.dir.remove_dir(&self.name)
     }
 
     /// Removes the folders this write made, if they are still empty.
     pub fn remove_created_folders(&self) {
         remove_created(&self.created);
     }
+}
+
+/// A fresh name for a temp file beside a note (the start-up sweep knows its
+/// form: [`TEMP_PREFIX`], the process id, a counter).
+fn temp_name() -> String {
+    format!(
+        "{TEMP_PREFIX}{}-{}.tmp",
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Renames `from`/`old` to `to`/`new` unless `new` exists
+/// (`RENAME_NOREPLACE`: [`Refusal::Changed`] when it does). Where the file
+/// system lacks the flag, the name is checked first, then renamed.
+fn rename_new(from: &Dir, old: &str, to: &Dir, new: &str) -> Result<(), Refusal> {
+    match renameat_with(from, old, to, new, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(e) if e == Errno::EXIST => Err(Refusal::Changed),
+        Err(e) if exchange_unsupported(e) => match to.symlink_metadata(new) {
+            Ok(_) => Err(Refusal::Changed),
+            Err(missing) if is_missing(&missing) => Ok(from.rename(old, to, new)?),
+            Err(e) => Err(e.into()),
+        },
+        Err(e) => Err(Refusal::Io(e.into())),
+    }
+}
+
+/// An undo's step as its caller sees it: done (`true`), or not done because
+/// someone changed the note meanwhile (`false`), or an I/O failure.
+fn went_back(done: Result<(), Refusal>) -> io::Result<bool> {
+    match done {
+        Ok(()) => Ok(true),
+        Err(Refusal::Changed) => Ok(false),
+        Err(Refusal::Io(e)) => Err(e),
+        Err(other) => Err(io::Error::other(format!("{other:?}"))),
+    }
+}
+
+/// Whether `renameat2` refused a flag this file system does not support.
+fn exchange_unsupported(e: Errno) -> bool {
+    e == Errno::INVAL || e == Errno::NOSYS || e == Errno::NOTSUP
+}
+
+/// Whether `name` in `dir` is a regular file holding exactly `expected`
+/// (read no further than one byte past it).
+fn holds(dir: &Dir, name: &str, expected: &[u8]) -> bool {
+    open_regular(dir, name)
+        .and_then(|file| read_all(file, expected.len() as u64))
+        .is_ok_and(|bytes| bytes == expected)
 }
 
 /// Removes `created` (parent, name), deepest first, each only if still empty:

@@ -136,6 +136,41 @@ pub(super) fn plan_text(
     plan_parsed(ctx, &diff, &parsed, note, current, guard, budget)
 }
 
+/// Plans a diff mirai recorded (a proposal's) as [`plan_patch`] does, except
+/// the diff of headers alone that [`plan_text`] makes when an empty note is
+/// created or deleted, which no patch can carry (it has no hunk): that is
+/// planned as the creation (the note must still be missing) or the deletion
+/// (the note must still be there and empty), as `notes.write` would.
+pub(super) fn plan_recorded(
+    ctx: &Context,
+    path: &str,
+    diff: &str,
+    guard: &GuardPolicy,
+    budget: &Budget,
+) -> Result<Plan> {
+    let Some(creates) = patch::empty_note_change(path, diff) else {
+        return plan_patch(ctx, diff, guard, budget);
+    };
+    let existence = if creates {
+        Existence::MayBeMissing
+    } else {
+        Existence::MustExist
+    };
+    let note = ctx.view.resolve_for_write(path, existence)?;
+    match (creates, ctx.view.current_text(&note)?) {
+        (true, None) => plan_text(ctx, note, None, Some(""), guard, budget),
+        (false, Some(current)) if current.is_empty() => {
+            plan_text(ctx, note, Some(current), None, guard, budget)
+        }
+        (true, Some(_)) => Err(Error::conflict(format!(
+            "{path} exists now, and this change creates it (empty)"
+        ))),
+        (false, _) => Err(Error::conflict(format!(
+            "{path} is no longer empty, and this change deletes it as an empty note"
+        ))),
+    }
+}
+
 /// Plans deleting the note at `raw_path`: the `+++ /dev/null` diff, planned as
 /// any diff is (deletions are never guarded). An empty note, which no diff can
 /// delete, gets the diff's headers alone.

@@ -216,6 +216,17 @@ impl Context {
     /// agent run, the run's `Mirai-Run: <run_id>` trailer as a paragraph of its
     /// own; it ends with a newline.
     pub fn commit_message(&self, subject: &str, body: &str) -> String {
+        self.commit_message_with(subject, body, &[])
+    }
+
+    /// [`Context::commit_message`] with `trailers` (key, value) of the
+    /// operation's own before the run's, in the same last paragraph.
+    pub fn commit_message_with(
+        &self,
+        subject: &str,
+        body: &str,
+        trailers: &[(&str, &str)],
+    ) -> String {
         let mut message = format!("{subject}\n");
         let body = body.trim_end_matches('\n');
         if !body.is_empty() {
@@ -223,8 +234,12 @@ impl Context {
             message.push_str(body);
             message.push('\n');
         }
-        if let Some(run) = &self.run_id {
-            message.push_str(&format!("\nMirai-Run: {run}\n"));
+        let run = self.run_id.as_deref().map(|run| ("Mirai-Run", run));
+        for (i, (key, value)) in trailers.iter().copied().chain(run).enumerate() {
+            if i == 0 {
+                message.push('\n');
+            }
+            message.push_str(&format!("{key}: {value}\n"));
         }
         message
     }

@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::grouped::{self, Passage};
 use super::tags::{tag_param, tagged};
 use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
@@ -198,6 +199,20 @@ pub struct QueryRequest {
     #[serde(default)]
     #[schemars(with = "Option<u32>", extend("default" = 0))]
     pub offset: Option<Value>,
+    /// "note": one result per note (its best chunk, with `other_chunks`,
+    /// `context` and the note's `tags`), `limit` and `offset` counting notes;
+    /// "chunk" (the default): one result per chunk.
+    #[serde(default)]
+    #[schemars(with = "Option<QueryGroup>")]
+    pub group: Option<Value>,
+}
+
+/// `index.query`'s `group` values.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum QueryGroup {
+    Chunk,
+    Note,
 }
 
 /// The most chunks `offset` may skip: paging stops 1,000 chunks down.
@@ -243,6 +258,14 @@ pub struct QueryChunk {
     pub score: f64,
     pub metadata: ChunkMetadata,
     pub explanation: Explanation,
+    /// With `group=note`: how many other chunks of this note the ranking holds
+    /// (among its best few thousand chunks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_chunks: Option<usize>,
+    /// With `group=note`: a passage of about 200 characters on whole words
+    /// around the best match, with each matched term's place in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Passage>,
 }
 
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
@@ -252,6 +275,9 @@ pub struct ChunkMetadata {
     pub title: String,
     pub chunk_index: usize,
     pub snippet_offset: Option<SnippetOffset>,
+    /// With `group=note`: the note's tags (lowercased, without #).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
 }
 
 /// Characters (Unicode scalar values) from the start of the chunk, end exclusive.
@@ -287,7 +313,15 @@ impl Operation for IndexQuery {
     const MALFORMED: ErrorCode = ErrorCode::InvalidQuery;
     const HTTP: HttpRoute = HttpRoute::get(
         "/mcp/index/query",
-        HttpInput::Query(&["q", "limit", "path_prefix", "mode", "tag", "offset"]),
+        HttpInput::Query(&[
+            "q",
+            "limit",
+            "path_prefix",
+            "mode",
+            "tag",
+            "offset",
+            "group",
+        ]),
     );
     type Request = QueryRequest;
     type Response = QueryResponse;
@@ -310,6 +344,7 @@ impl Operation for IndexQuery {
         };
         let prefix = index::validate_path_prefix(request.path_prefix.as_deref())?;
         let offset = parse_offset(request.offset.as_ref())?;
+        let by_note = grouped::parse_group(request.group.as_ref())?;
         // The page asked for is the tail of the best `offset + limit`.
         let (page, limit) = (limit, limit + offset);
         let mode = match &request.mode {
@@ -328,7 +363,7 @@ impl Operation for IndexQuery {
         // query after start-up), titles are read from the hits' own notes
         // rather than waiting for every note to be read.
         let vault = match (&tag, ctx.index.vault_built()) {
-            (None, false) => None,
+            (None, false) if !by_note => None,
             _ => Some(ctx.index.vault_as_if(&unsaved)?),
         };
         let tagged = match (tag, &vault) {
@@ -337,8 +372,11 @@ impl Operation for IndexQuery {
         };
         // With a tag, rank more chunks than asked for and keep the tagged ones,
         // ranking more again while the tagged ones do not fill the answer, up
-        // to the best MAX_TAGGED_CHUNKS (the work stays bounded).
-        let mut fetch = if tagged.is_some() {
+        // to the best MAX_TAGGED_CHUNKS (the work stays bounded). Grouped by
+        // note, the same while the notes found do not fill the answer.
+        let mut fetch = if by_note {
+            limit.saturating_mul(8).clamp(200, MAX_TAGGED_CHUNKS)
+        } else if tagged.is_some() {
             limit.max(index::MAX_LIMIT)
         } else {
             limit
@@ -358,18 +396,42 @@ impl Operation for IndexQuery {
                     )),
                 ),
             })?;
-            let Some(tagged) = &tagged else { break answer };
+            if tagged.is_none() && !by_note {
+                break answer;
+            }
             let ranked = answer.hits.len();
-            answer
-                .hits
-                .retain(|ranked| tagged.contains(&ranked.hit.path));
-            if answer.hits.len() >= limit || ranked < fetch || fetch >= MAX_TAGGED_CHUNKS {
-                answer.hits.truncate(limit);
+            if let Some(tagged) = &tagged {
+                answer
+                    .hits
+                    .retain(|ranked| tagged.contains(&ranked.hit.path));
+            }
+            let found = if by_note {
+                grouped::notes_in(&answer.hits)
+            } else {
+                answer.hits.len()
+            };
+            if found >= limit || ranked < fetch || fetch >= MAX_TAGGED_CHUNKS {
+                if !by_note {
+                    answer.hits.truncate(limit);
+                }
                 break answer;
             }
             fetch = fetch.saturating_mul(4).min(MAX_TAGGED_CHUNKS);
         };
-        answer.hits.drain(..offset.min(answer.hits.len()));
+        // One entry per note (each with its other chunks counted) or per chunk.
+        let mut entries: Vec<(embed::Ranked, Option<usize>)> = if by_note {
+            let mut notes = grouped::by_note(std::mem::take(&mut answer.hits));
+            notes.truncate(limit);
+            notes.into_iter().map(|(r, n)| (r, Some(n))).collect()
+        } else {
+            answer.hits.drain(..).map(|r| (r, None)).collect()
+        };
+        entries.drain(..offset.min(entries.len()));
+        let tokenizer = if by_note {
+            Some(ctx.index.as_if(&[], |idx| idx.tokenizer().clone())?)
+        } else {
+            None
+        };
         let title = |path: &str| {
             let from_text = |content: &str| {
                 crate::vault::facts::title(
@@ -388,18 +450,31 @@ impl Operation for IndexQuery {
                     .map_or_else(|_| from_text(""), |(_, content)| from_text(&content)),
             }
         };
-        let chunks = answer
-            .hits
+        let chunks = entries
             .into_iter()
-            .map(|ranked| {
+            .map(|(ranked, other_chunks)| {
                 let hit = ranked.hit;
+                let context = tokenizer
+                    .as_ref()
+                    .map(|t| grouped::context(t, &query, &hit.content));
+                let tags = match (by_note, &vault) {
+                    (true, Some(vault)) => Some(
+                        vault
+                            .note(&hit.path)
+                            .map_or_else(Vec::new, |f| f.tags.clone()),
+                    ),
+                    _ => None,
+                };
                 QueryChunk {
+                    other_chunks,
+                    context,
                     content: hit.content,
                     score: hit.score,
                     metadata: ChunkMetadata {
                         title: title(&hit.path),
                         path: hit.path,
                         chunk_index: hit.chunk_index,
+                        tags,
                         snippet_offset: hit
                             .snippet_offset
                             .map(|(start, end)| SnippetOffset { start, end }),

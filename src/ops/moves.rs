@@ -6,11 +6,12 @@
 //! `changes.apply`'s, so guards, dirty notes, `base_commit`, dry runs and
 //! crash records behave the same.
 //!
-//! Which notes may need a rewrite comes from the live index's link graph
-//! (the notes holding a link filed under either path's names, and the moved
-//! note); each is then read as it is now and its links found again, so the
+//! Which notes need a rewrite comes from the live index's link graph first
+//! (the notes holding a link filed under either path's names whose target
+//! the move changes, by the links the graph holds, and the moved note); only
+//! those are read as they are now and their links found again, so the
 //! rewrite works on the current text. At most `MIRAI_MOVE_MAX_NOTES` notes
-//! besides the moved one are rewritten.
+//! besides the moved one are read (and so rewritten).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -24,7 +25,7 @@ use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::Existence;
 use crate::patch::Budget;
-use crate::repo::MOVE_SUBJECT;
+use crate::repo::{LINKS_UNCHANGED, MOVE_LINKS_TRAILER, MOVE_SUBJECT};
 use crate::vault::resolve::Files;
 use crate::vault::rewrite::Move;
 
@@ -95,9 +96,16 @@ impl Operation for NotesMove {
             },
             |plans| {
                 let (from, to) = &*names.borrow();
-                ctx.commit_message(
+                // A move that left links alone says so, so a replay does too.
+                let trailers: &[(&str, &str)] = if request.update_links {
+                    &[]
+                } else {
+                    &[(MOVE_LINKS_TRAILER, LINKS_UNCHANGED)]
+                };
+                ctx.commit_message_with(
                     &format!("{MOVE_SUBJECT}{from} -> {to}"),
                     &status_lines(plans),
+                    trailers,
                 )
             },
         )?;
@@ -109,6 +117,36 @@ impl Operation for NotesMove {
             rewritten: rewritten.into_inner(),
         })
     }
+}
+
+/// The notes a move of `from` to `to` would change now: the two paths and
+/// every note whose links it would rewrite (an approval compares them with
+/// what a move proposal shows).
+pub(super) fn paths_changed_now(
+    ctx: &Context,
+    (from, to): (&str, &str),
+    update_links: bool,
+    budget: &Budget,
+) -> Result<Vec<String>> {
+    let request = MoveRequest {
+        from: from.to_string(),
+        to: to.to_string(),
+        update_links,
+        base_commit: None,
+    };
+    let (plans, _) = plan_move(ctx, &request, budget)?;
+    Ok(plans.into_iter().map(|plan| plan.note.rel).collect())
+}
+
+/// The refusal of a move whose links reach more than `max` other notes.
+fn too_many(from: &str, max: usize) -> Error {
+    Error::new(
+        ErrorCode::InvalidRequest,
+        format!(
+            "moving {from} rewrites links in more than {max} notes (MIRAI_MOVE_MAX_NOTES); \
+             move with update_links: false and fix the links in smaller steps"
+        ),
+    )
 }
 
 /// The move's plans (the deletion of `from`, the creation of `to`, then each
@@ -166,10 +204,18 @@ fn plan_move(
             before: &before,
             after: &after,
         };
-        for path in vault.move_candidates(&from.rel, &to.rel) {
+        let mut read = 0usize;
+        for path in vault.move_candidates(&from.rel, &to.rel, |path, link| {
+            mv.wanted(path, link).is_some()
+        }) {
             let (note, current) = if path == from.rel {
                 (from.clone(), text.clone())
             } else {
+                // Every note read counts, rewritten or not.
+                read += 1;
+                if read > ctx.max_move_notes {
+                    return Err(too_many(&from.rel, ctx.max_move_notes));
+                }
                 let Ok(note) = ctx.view.resolve_for_write(&path, Existence::MustExist) else {
                     continue; // gone since the graph saw it
                 };
@@ -194,16 +240,6 @@ fn plan_move(
             if path == from.rel {
                 moved_text = done.content;
                 continue;
-            }
-            if others.len() >= ctx.max_move_notes {
-                return Err(Error::new(
-                    ErrorCode::InvalidRequest,
-                    format!(
-                        "moving {} rewrites links in more than {} notes (MIRAI_MOVE_MAX_NOTES); \
-                         move with update_links: false and fix the links in smaller steps",
-                        from.rel, ctx.max_move_notes
-                    ),
-                ));
             }
             others.push(plan_text(
                 ctx,

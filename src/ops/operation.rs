@@ -52,10 +52,12 @@ impl Verb {
 /// Where HTTP finds a row's request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HttpInput {
-    /// None: the row takes no fields and the body is not read.
+    /// None: the row takes no fields and the body is not read (a query
+    /// parameter is refused, as any field the row does not take).
     Nothing,
-    /// The query string: these parameters, each a string (the first value wins;
-    /// others are ignored). One that cannot be decoded gets the row's `MALFORMED` code.
+    /// The query string: these parameters, each a string (the first value wins).
+    /// A query string that cannot be decoded, or a parameter the row does not
+    /// take, gets the row's `MALFORMED` code.
     Query(&'static [&'static str]),
     /// The JSON body, parsed once the policy allows the row.
     Body,

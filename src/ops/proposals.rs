@@ -13,15 +13,16 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::change::{land_all, plan_patch, Plan};
+use super::change::{land_all, plan_recorded, Plan};
 use super::changes::check_message;
 use super::guard::GuardPolicy;
 use super::history::page_limit;
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::patch::Budget;
-use crate::proposals::{self, Change, Proposal, Requester, Status};
+use crate::proposals::{self, check_change, Change, Proposal, Requester, Status, Summary};
 use crate::repo::history::{PROPOSAL_TRAILER, RUN_TRAILER};
+use crate::repo::{LINKS_UNCHANGED, MOVE_LINKS_TRAILER};
 
 /// Proposals one page lists by default.
 pub const DEFAULT_PROPOSALS_LIMIT: usize = 20;
@@ -30,7 +31,8 @@ pub const MAX_PROPOSALS_LIMIT: usize = 100;
 /// The longest reason a rejection keeps, in bytes.
 pub const MAX_REASON_BYTES: usize = 4096;
 
-/// A proposal as a listing shows it: everything but its diffs.
+/// A proposal as a listing shows it: everything but its diffs, its message,
+/// subject and reason cut at 200 characters (`…` where cut; proposals.get has them whole).
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ProposalSummary {
     pub id: String,
@@ -50,16 +52,16 @@ pub struct ProposalSummary {
     pub decided_at: Option<String>,
 }
 
-fn summary(p: &Proposal) -> ProposalSummary {
+fn summary(p: &Summary) -> ProposalSummary {
     ProposalSummary {
         id: p.id.clone(),
         status: p.status,
         created_at: p.created_at.clone(),
         base_commit: p.base_commit.clone(),
         requested_by: p.requested_by.clone(),
-        operation: p.operation.name.clone(),
-        subject: p.operation.subject.clone(),
-        paths: p.changes.iter().map(|c| c.path.clone()).collect(),
+        operation: p.operation.clone(),
+        subject: p.subject.clone(),
+        paths: p.paths.clone(),
         commit: p.commit.clone(),
         reason: p.reason.clone(),
         decided_at: p.decided_at.clone(),
@@ -136,7 +138,7 @@ impl Operation for ProposalsList {
             let proposal = applied
                 .iter()
                 .find(|p| p.id == proposal.id)
-                .unwrap_or(proposal);
+                .unwrap_or(proposal.as_ref());
             if proposal.status != status {
                 continue;
             }
@@ -205,7 +207,13 @@ impl Operation for ProposalsGet {
             let disk = on_disk(ctx);
             let budget = Budget::request();
             for change in &proposal.changes {
-                if let Err(e) = plan_patch(&disk, &change.diff, &GuardPolicy::UNGUARDED, &budget) {
+                if let Err(e) = plan_recorded(
+                    &disk,
+                    &change.path,
+                    &change.diff,
+                    &GuardPolicy::UNGUARDED,
+                    &budget,
+                ) {
                     conflicts.push(ProposalConflict {
                         path: change.path.clone(),
                         code: e.code.as_str().to_string(),
@@ -216,7 +224,7 @@ impl Operation for ProposalsGet {
         }
         Ok(ProposalDetail {
             applies: proposal.status == Status::Pending && conflicts.is_empty(),
-            proposal: Arc::unwrap_or_clone(proposal),
+            proposal,
             conflicts,
         })
     }
@@ -273,6 +281,7 @@ impl Operation for ProposalsApprove {
         let proposal = pending(ctx, request.id.trim(), "approved")?;
         let message = commit_message(&proposal, note.as_deref());
         let disk = on_disk(ctx);
+        check_move_still_whole(&disk, &proposal)?;
         let (_, commit) = land_all(
             &disk,
             None,
@@ -286,11 +295,21 @@ impl Operation for ProposalsApprove {
                 proposal.id
             ))
         })?;
-        let mut applied = Arc::unwrap_or_clone(proposal);
+        let mut applied = proposal;
         applied.status = Status::Applied;
         applied.commit = Some(commit.clone());
         applied.decided_at = Some(proposals::now());
-        ctx.proposals.save(&applied)?;
+        // The commit landed, and its Mirai-Proposal trailer is the truth about
+        // it: a file that cannot be updated now (a full disk) is marked
+        // applied when it is next read, and the approval stands.
+        if let Err(e) = ctx.proposals.save(&applied) {
+            log::warn!(
+                "proposal {} was applied in commit {commit}, but its file could not be updated \
+                 ({}); it is marked applied when next read",
+                applied.id,
+                e.message
+            );
+        }
         Ok(Decided {
             id: applied.id,
             status: Status::Applied,
@@ -318,7 +337,7 @@ impl Operation for ProposalsReject {
         let reason = request.reason.as_deref().map(check_reason).transpose()?;
         let _decision = ctx.proposals.decide()?;
         let proposal = pending(ctx, request.id.trim(), "rejected")?;
-        let mut rejected = Arc::unwrap_or_clone(proposal);
+        let mut rejected = proposal;
         rejected.status = Status::Rejected;
         rejected.reason = reason.filter(|r| !r.is_empty());
         rejected.decided_at = Some(proposals::now());
@@ -344,7 +363,7 @@ fn on_disk(ctx: &Context) -> Context {
 
 /// Proposal `id`, once it is known to be pending (409 otherwise, saying what
 /// it is), under the decision lock.
-fn pending(ctx: &Context, id: &str, verb: &str) -> Result<Arc<Proposal>> {
+fn pending(ctx: &Context, id: &str, verb: &str) -> Result<Proposal> {
     let proposal = reconcile(ctx, ctx.proposals.load(id)?)?;
     match proposal.status {
         Status::Pending => Ok(proposal),
@@ -358,57 +377,138 @@ fn pending(ctx: &Context, id: &str, verb: &str) -> Result<Arc<Proposal>> {
     }
 }
 
-/// `proposal`, marked applied (and saved so) when it is pending but a commit
-/// on the branch carries its `Mirai-Proposal` trailer: an approval killed
-/// after its commit and before the file was updated.
-fn reconcile(ctx: &Context, proposal: Arc<Proposal>) -> Result<Arc<Proposal>> {
-    if proposal.status != Status::Pending {
+/// `proposal` as the branch tells it, saved so when that changed it: the
+/// `Mirai-Proposal` trailer on the branch is the truth ([`follow`]).
+fn reconcile(ctx: &Context, proposal: Proposal) -> Result<Proposal> {
+    if proposal.status == Status::Rejected {
         return Ok(proposal);
     }
-    let Some(commit) = ctx
+    let on_branch = ctx
         .history
         .commit_of_proposal(&proposal.id)
-        .map_err(|e| ctx.history.scrub(e))?
-    else {
-        return Ok(proposal);
-    };
-    mark_applied(ctx, &proposal, commit)
+        .map_err(|e| ctx.history.scrub(e))?;
+    Ok(follow(ctx, proposal, on_branch)?.unwrap_or_else(|same| same))
 }
 
-/// The pending proposals of `listing` that a commit's trailer says were applied, marked so.
-fn reconcile_all(ctx: &Context, listing: &[Arc<Proposal>]) -> Result<Vec<Arc<Proposal>>> {
-    if !listing.iter().any(|p| p.status == Status::Pending) {
+/// The proposals of `listing` whose status the branch contradicts, as
+/// [`follow`] corrected (and saved) them, each read whole from its file.
+fn reconcile_all(ctx: &Context, listing: &[Arc<Summary>]) -> Result<Vec<Summary>> {
+    if listing.iter().all(|p| p.status == Status::Rejected) {
         return Ok(Vec::new());
     }
     let applied = ctx
         .history
         .proposal_commits()
         .map_err(|e| ctx.history.scrub(e))?;
-    let mut marked = Vec::new();
-    for proposal in listing.iter().filter(|p| p.status == Status::Pending) {
-        if let Some(commit) = applied.get(&proposal.id) {
-            marked.push(mark_applied(ctx, proposal, commit.clone())?);
+    let mut changed = Vec::new();
+    for proposal in listing.iter().filter(|p| p.status != Status::Rejected) {
+        let on_branch = applied.get(&proposal.id);
+        let agrees = match proposal.status {
+            Status::Pending => on_branch.is_none(),
+            _ => on_branch.is_some() && on_branch == proposal.commit.as_ref(),
+        };
+        if agrees {
+            continue;
+        }
+        let whole = ctx.proposals.load(&proposal.id)?;
+        if let Ok(corrected) = follow(ctx, whole, on_branch.cloned())? {
+            changed.push(Summary::of(&corrected));
         }
     }
-    Ok(marked)
+    Ok(changed)
 }
 
-fn mark_applied(ctx: &Context, proposal: &Proposal, commit: String) -> Result<Arc<Proposal>> {
-    let mut applied = proposal.clone();
-    applied.status = Status::Applied;
-    applied.commit = Some(commit);
-    applied.decided_at = Some(proposals::now());
-    ctx.proposals.save(&applied)?;
-    Ok(Arc::new(applied))
+/// `proposal` corrected by where its commit is (`on_branch`: the commit on
+/// the branch carrying its trailer) and saved, or `Err(proposal)` when it
+/// already agrees: a pending one whose commit is on the branch was applied
+/// (an approval killed before its file was updated); an applied one whose
+/// commit is not is pending again, saying why (a sync kept the commit back on
+/// a `mirai/unmerged/` branch, or someone reset the branch), since the
+/// change is not in the notes; an applied one whose commit was replayed names
+/// the replayed commit.
+fn follow(
+    ctx: &Context,
+    mut proposal: Proposal,
+    on_branch: Option<String>,
+) -> Result<std::result::Result<Proposal, Proposal>> {
+    match (proposal.status, on_branch) {
+        (Status::Pending, Some(commit)) => {
+            proposal.status = Status::Applied;
+            proposal.commit = Some(commit);
+            proposal.decided_at = Some(proposals::now());
+        }
+        (Status::Applied, None) => {
+            proposal.reason = Some(format!(
+                "approved in commit {}, which is no longer on the branch (a sync kept it back on \
+                 a mirai/unmerged/ branch, or the branch was reset): pending again; approve it \
+                 to apply it to the notes as they are now",
+                proposal.commit.as_deref().unwrap_or("?")
+            ));
+            proposal.status = Status::Pending;
+            proposal.commit = None;
+            proposal.decided_at = None;
+        }
+        (Status::Applied, Some(commit)) if proposal.commit.as_ref() != Some(&commit) => {
+            proposal.commit = Some(commit);
+        }
+        _ => return Ok(Err(proposal)),
+    }
+    ctx.proposals.save(&proposal)?;
+    Ok(Ok(proposal))
+}
+
+/// A move proposal is approved only while the move it shows is still the
+/// whole move: a note that gained a link to the moved note since would be
+/// left with a broken link by the old diffs, so the approval is refused (409)
+/// naming those notes, and the reviewer rejects it and moves again.
+fn check_move_still_whole(ctx: &Context, proposal: &Proposal) -> Result<()> {
+    if proposal.operation.name != super::NotesMove::NAME {
+        return Ok(());
+    }
+    let side = |marker: &str| {
+        proposal
+            .changes
+            .iter()
+            .find(|change| change.diff.lines().any(|line| line == marker))
+            .map(|change| change.path.as_str())
+    };
+    let (Some(from), Some(to)) = (side("+++ /dev/null"), side("--- /dev/null")) else {
+        return Ok(());
+    };
+    let update_links = !proposal
+        .operation
+        .body
+        .lines()
+        .any(|line| line == format!("{MOVE_LINKS_TRAILER}: {LINKS_UNCHANGED}"));
+    let now = super::moves::paths_changed_now(ctx, (from, to), update_links, &Budget::request())?;
+    let gained: Vec<&str> = now
+        .iter()
+        .map(String::as_str)
+        .filter(|path| !proposal.changes.iter().any(|change| change.path == *path))
+        .collect();
+    if gained.is_empty() {
+        return Ok(());
+    }
+    Err(Error::conflict(format!(
+        "since this move was proposed, {} gained links to {from}; the proposed diffs would leave \
+         them broken: reject the proposal and move the note again (the proposal stays pending)",
+        gained.join(", ")
+    )))
 }
 
 /// Plans every diff as `patch.apply` would (unguarded: the guards ran when it
-/// was proposed, and a person approves what they read), naming the failing one.
+/// was proposed, and a person approves what they read), naming the failing
+/// one; a diff that names another path than its change lists is refused.
 fn plan_all(ctx: &Context, changes: &[Change], budget: &Budget) -> Result<Vec<Plan>> {
     changes
         .iter()
         .map(|change| {
-            plan_patch(ctx, &change.diff, &GuardPolicy::UNGUARDED, budget).map_err(|e| {
+            check_change(change).map_err(|why| {
+                Error::conflict(format!(
+                    "{why}; the proposal stays pending: reject it"
+                ))
+            })?;
+            plan_recorded(ctx, &change.path, &change.diff, &GuardPolicy::UNGUARDED, budget).map_err(|e| {
                 Error::new(
                     e.code,
                     format!(

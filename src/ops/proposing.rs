@@ -21,7 +21,7 @@ use super::draft::{Draft, Proposed};
 use super::operation::{Class, OpEntry};
 use super::settings::PolicyMode;
 use crate::error::{Error, ErrorCode, Result};
-use crate::proposals::Requester;
+use crate::proposals::{Requester, MAX_MESSAGE_BYTES};
 
 /// A draft for the writes made through `ctx` (its adapter and run), from HEAD.
 pub fn begin_draft(ctx: &Context) -> Result<Arc<Draft>> {
@@ -118,6 +118,16 @@ pub(super) fn propose(
         .get("message")
         .and_then(Value::as_str)
         .map(str::to_string);
+    if let Some(long) = message.as_ref().filter(|m| m.len() > MAX_MESSAGE_BYTES) {
+        return Err(Error::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "message is {} bytes; a proposal keeps at most {MAX_MESSAGE_BYTES}: nothing was \
+                 proposed, shorten the message",
+                long.len()
+            ),
+        ));
+    }
     if let Some(draft) = ctx.draft() {
         admit(draft, ctx)?;
         let before = draft.landings();

@@ -44,6 +44,8 @@ pub struct RenderResponse {
     pub line_count: usize,
     /// Bytes of the whole note.
     pub bytes: usize,
+    /// The note's tags (front matter and inline #tags), lowercased, without #.
+    pub tags: Vec<String>,
 }
 
 impl Operation for NotesRender {
@@ -80,6 +82,7 @@ impl Operation for NotesRender {
         Ok(RenderResponse {
             html: render::render(&content, front.body_start(), &links),
             title: facts.title.clone(),
+            tags: facts.tags.clone(),
             front_matter: front.fields().cloned(),
             front_matter_error: front.error().map(str::to_string),
             line_count: line_count(&content),

@@ -200,6 +200,7 @@ fn check_notes(ctx: &Context, commits: &[CommitChanges]) -> Result<()> {
             notes.insert(file.path.as_str());
         }
     }
+    check_text(ctx, commits, notes.len())?;
     // The largest bound of the commits taken back: a move's is its own.
     let (max, setting) = commits
         .iter()
@@ -217,6 +218,46 @@ fn check_notes(ctx: &Context, commits: &[CommitChanges]) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// How many times the request body limit of text (each changed note before
+/// and after, summed over the commits taken back) one revert of several notes
+/// may rewrite. The work of a revert grows with that text (the diffs, the
+/// index's update, hashing); this keeps it within about a second of CPU.
+const REVERT_TEXT_BODIES: usize = 8;
+
+/// Refuses, before any work, a revert of several notes whose text passes
+/// [`REVERT_TEXT_BODIES`] request bodies: one note at a time (`path`) is the
+/// way. A single note is never refused for its size (no smaller unit exists;
+/// MIRAI_MAX_NOTE_BYTES bounds it).
+fn check_text(ctx: &Context, commits: &[CommitChanges], notes: usize) -> Result<()> {
+    if notes <= 1 {
+        return Ok(());
+    }
+    let bytes: usize = commits
+        .iter()
+        .flat_map(|commit| &commit.files)
+        .map(|file| {
+            file.before.as_ref().map_or(0, Vec::len) + file.after.as_ref().map_or(0, Vec::len)
+        })
+        .sum();
+    let max = ctx.max_content_bytes.saturating_mul(REVERT_TEXT_BODIES);
+    if bytes <= max {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorCode::InvalidRequest,
+        format!(
+            "taking this back rewrites {notes} notes holding {} of text (before and after);              one revert of several notes may rewrite at most {} ({REVERT_TEXT_BODIES} times              MIRAI_MAX_BODY_BYTES): give `path` to take back one note at a time",
+            megabytes(bytes),
+            megabytes(max)
+        ),
+    ))
+}
+
+/// `bytes` in MiB, one decimal.
+fn megabytes(bytes: usize) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
 /// One note while the inverses apply: its text now, and as the inverses leave it.

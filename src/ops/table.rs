@@ -1,9 +1,14 @@
 //! The table itself and [`dispatch`], the one door every adapter calls:
-//! policy first, then parsing, then the row (or, in review mode, a proposal).
+//! policy first, then parsing (a field the row does not know refused, see
+//! [`fields`]), then the row (or, in review mode, a proposal).
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use schemars::{schema_for, Schema};
 use serde_json::{json, Value};
 
+use super::fields;
 use super::settings::PolicyMode;
 use super::*;
 use crate::error::{Error, ErrorCode, Result};
@@ -19,11 +24,18 @@ const fn entry<O: Operation>() -> OpEntry {
         http: O::HTTP,
         prompt: O::PROMPT,
         reviewed: O::REVIEWED,
-        request_schema: || schema_for!(O::Request),
+        request_schema: request_schema::<O>,
         response_schema: response_schema::<O>,
         committed_schema: || schema_for!(O::Response),
         call: call_typed::<O>,
     }
+}
+
+/// A row's request schema: every object in it closed to fields it does not
+/// name (`additionalProperties: false`), as [`admit`] enforces.
+fn request_schema<O: Operation>() -> Schema {
+    let closed = fields::strict(schema_for!(O::Request).to_value());
+    Schema::try_from(closed).unwrap_or_else(|_| schema_for!(O::Request))
 }
 
 /// A row's answer schema: for a write that review mode proposes, either its
@@ -171,7 +183,27 @@ fn admit(ctx: &Context, name: &str, input: Input<'_>) -> Result<(&'static OpEntr
             )
         })?,
     };
+    if let Some(why) = known_schema(op).and_then(|schema| fields::unknown(schema, &request)) {
+        return Err(Error::new(
+            op.malformed,
+            format!("malformed request for {}: {why}", op.name),
+        ));
+    }
     Ok((op, request))
+}
+
+/// Row `op`'s request schema as JSON, made once for every row of [`TABLE`]
+/// (the unknown-field check reads it on every call).
+fn known_schema(op: &OpEntry) -> Option<&'static Value> {
+    static SCHEMAS: OnceLock<HashMap<&'static str, Value>> = OnceLock::new();
+    SCHEMAS
+        .get_or_init(|| {
+            TABLE
+                .iter()
+                .map(|row| (row.name, (row.request_schema)().to_value()))
+                .collect()
+        })
+        .get(op.name)
 }
 
 /// `err`, with the notes holding the words of the missing note's name added
@@ -260,6 +292,21 @@ mod tests {
             Some("recipes sour dough bread")
         );
         assert_eq!(name_words("--.md"), None);
+    }
+
+    #[test]
+    fn every_row_refuses_a_field_it_does_not_know() {
+        for op in TABLE {
+            let schema = known_schema(op).unwrap();
+            let why = fields::unknown(schema, &json!({"zz_unknown": 1}));
+            assert!(
+                why.as_deref()
+                    .is_some_and(|why| why.starts_with("unknown field `zz_unknown`")),
+                "{}: {why:?} {schema}",
+                op.name
+            );
+            assert_eq!(schema["additionalProperties"], json!(false), "{}", op.name);
+        }
     }
 
     #[test]

@@ -32,6 +32,20 @@ pub fn make(path: &str, old: Option<&str>, new: Option<&str>) -> Option<String> 
     make_within(path, old, new, &Budget::request())
 }
 
+/// Whether `diff` is the diff of headers alone that [`make`] writes when an
+/// empty note at `path` is created (`Some(true)`) or deleted (`Some(false)`):
+/// no patch carries such a change (it has no hunk), so mirai's own records
+/// of one (a proposal's) are recognized by their exact text.
+pub fn empty_note_change(path: &str, diff: &str) -> Option<bool> {
+    if make(path, None, Some("")).as_deref() == Some(diff) {
+        Some(true)
+    } else if make(path, Some(""), None).as_deref() == Some(diff) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
 /// [`make`], its exact diffing drawn from `budget` too.
 pub fn make_within(
     path: &str,

@@ -14,6 +14,12 @@ use crate::error::{Error, ErrorCode, Result};
 /// back is bound by `MIRAI_MOVE_MAX_NOTES`, not `MIRAI_CHANGES_MAX_PATCHES`.
 pub const MOVE_SUBJECT: &str = "mcp.notes_move: ";
 
+/// The trailer of a move made with `update_links: false` (value
+/// [`LINKS_UNCHANGED`]): a replay of it moves the note and rewrites nothing.
+pub const MOVE_LINKS_TRAILER: &str = "Mirai-Move-Links";
+/// [`MOVE_LINKS_TRAILER`]'s one value.
+pub const LINKS_UNCHANGED: &str = "unchanged";
+
 /// How many paths a commit taken back may change: `changes` for any commit,
 /// `move_notes` rewritten notes (plus the moved note's two paths) for a move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -123,6 +123,19 @@ pub struct History {
     /// The chain of the HEAD seen last; held while a new HEAD is walked, so
     /// concurrent callers wait for one walk instead of each making their own.
     chain: Mutex<Arc<Chain>>,
+    /// First-parent ids from one tip, newest first, as far as a `HEAD~N` has
+    /// needed (ids only: what [`History::resolve`] walks when the chain is not
+    /// HEAD's). Held while it is extended, so one walk serves concurrent callers.
+    ancestry: Mutex<Ancestry>,
+}
+
+/// First-parent ids from `tip`, newest first (`ids[0]` is the tip); `ended`
+/// once the walk reached a commit with no parent (or a shallow end).
+#[derive(Default)]
+struct Ancestry {
+    tip: Option<Oid>,
+    ids: Vec<Oid>,
+    ended: bool,
 }
 
 impl History {
@@ -130,6 +143,7 @@ impl History {
         History {
             root: root.to_path_buf(),
             chain: Mutex::new(Arc::new(Chain::empty())),
+            ancestry: Mutex::new(Ancestry::default()),
         }
     }
 
@@ -180,27 +194,39 @@ impl History {
 
     /// The commit `rev` names; a commit that is not there is 404 `not_found`,
     /// an abbreviation more than one object starts with 400 `invalid_request`.
-    /// `HEAD~N` is read from the kept chain (walked once per HEAD, as
-    /// [`History::page`] walks it), never by walking the commits again for
-    /// each request.
+    /// `HEAD~N` is read from the kept chain when it is HEAD's (walked once per
+    /// HEAD, as [`History::page`] walks it); otherwise the first parents are
+    /// followed from HEAD, N of them and no further, reading each commit's
+    /// parents only (no summary, no tree compared), and the ids are kept for
+    /// the next `HEAD~N` of the same HEAD. So the first `HEAD~N` on a long
+    /// history costs a walk of N commits' headers, not the chain's summaries.
     pub fn resolve(&self, reader: &Reader, rev: &Rev) -> Result<Oid> {
         let steps = match rev {
             Rev::Id(hex) => return reader.by_id(hex),
             Rev::Back(steps) => *steps,
         };
-        let chain = self.current(reader)?;
-        let known = chain.commits.len();
-        if known == 0 {
+        let head = reader.head()?;
+        let kept = self
+            .chain
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        let Some(tip) = head else {
             return Err(Error::not_found(format!(
                 "HEAD~{steps}: the notes repository has no commits yet"
             )));
+        };
+        if kept.tip != head {
+            let mut ancestry = self
+                .ancestry
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            return reader.back(tip, steps, &mut ancestry);
         }
+        let known = kept.commits.len();
         match steps.checked_add(1).and_then(|n| known.checked_sub(n)) {
-            Some(at) => Ok(chain.commits[at].id),
-            None => Err(Error::not_found(format!(
-                "HEAD~{steps}: HEAD has only {} commit(s) before it along first parents",
-                known - 1
-            ))),
+            Some(at) => Ok(kept.commits[at].id),
+            None => Err(too_far(steps, known - 1)),
         }
     }
 
@@ -477,6 +503,39 @@ impl Reader {
             }
             _ => git_error(&format!("cannot read commit {id}"), e),
         })
+    }
+
+    /// The commit `steps` first parents back from `tip`, reading only each
+    /// commit's parent ids on the way, from where `ancestry` (kept for `tip`)
+    /// left off.
+    fn back(&self, tip: Oid, steps: usize, ancestry: &mut Ancestry) -> Result<Oid> {
+        if ancestry.tip != Some(tip) || ancestry.ids.is_empty() {
+            *ancestry = Ancestry {
+                tip: Some(tip),
+                ids: vec![self.commit(tip)?.id()],
+                ended: false,
+            };
+        }
+        if ancestry.ids.len() <= steps && !ancestry.ended {
+            let mut current = self.commit(ancestry.ids[ancestry.ids.len() - 1])?;
+            while ancestry.ids.len() <= steps && !ancestry.ended {
+                let parent = current.parent_ids().next();
+                match parent.map(|parent| self.git.find_commit(parent)) {
+                    Some(Ok(found)) => {
+                        ancestry.ids.push(found.id());
+                        current = found;
+                    }
+                    // A root commit; or a shallow clone's history, which ends where its objects do.
+                    None => ancestry.ended = true,
+                    Some(Err(e)) if e.code() == ErrorCode::NotFound => ancestry.ended = true,
+                    Some(Err(e)) => return Err(git_error("cannot read a parent commit", e)),
+                }
+            }
+        }
+        match ancestry.ids.get(steps) {
+            Some(id) => Ok(*id),
+            None => Err(too_far(steps, ancestry.ids.len() - 1)),
+        }
     }
 
     /// The first-parent chain from `tip`, joining `known` at the first commit it holds.
@@ -815,6 +874,13 @@ impl Reader {
     }
 }
 
+/// `HEAD~steps` when HEAD has only `before` commits before it along first parents.
+fn too_far(steps: usize, before: usize) -> Error {
+    Error::not_found(format!(
+        "HEAD~{steps}: HEAD has only {before} commit(s) before it along first parents"
+    ))
+}
+
 fn is_folder(entry: &git2::TreeEntry<'_>) -> bool {
     entry.filemode() == 0o040000
 }
@@ -866,7 +932,7 @@ fn entry_in(tree: &Tree<'_>, rel: &str) -> Result<Entry> {
 }
 
 /// The trailer `key` of a commit message.
-fn trailer(message: &str, key: &str) -> Option<String> {
+pub(super) fn trailer(message: &str, key: &str) -> Option<String> {
     let trailers = git2::message_trailers_strs(message).ok()?;
     let value = trailers
         .iter()

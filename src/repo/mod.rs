@@ -32,9 +32,11 @@ use git2::build::TreeUpdateBuilder;
 use git2::{FileMode, IndexEntry, IndexTime, Oid, Repository, Signature};
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::notes::root::{Prepared, Slot};
+use crate::notes::root::{Prepared, Refusal, Slot};
 use crate::notes::{refused, Notes};
-pub use commits::{CommitChanges, FileBound, FileChange, MOVE_SUBJECT};
+pub use commits::{
+    CommitChanges, FileBound, FileChange, LINKS_UNCHANGED, MOVE_LINKS_TRAILER, MOVE_SUBJECT,
+};
 use index_file::{Entries, Kept};
 use index_lock::{held_error, IndexLock, LOCK_WAIT};
 use intent::{Journal, NoteIntent, Recovery, Stage};
@@ -991,18 +993,18 @@ fn write_and_commit_recorded(
     };
     let mut written = Vec::with_capacity(opened.len());
     for (touched, note) in opened.iter().enumerate() {
-        let result = match ready[touched].temp.take() {
-            Some(temp) => note
-                .slot
-                .install(temp)
-                .map(Some)
-                .map_err(|e| io_failure(&format!("cannot write {}", note.rel), &e)),
-            None => note
-                .slot
-                .remove()
-                .map(|()| None)
-                .map_err(|r| refused(note.rel, r)),
-        };
+        // Each note is replaced (or deleted) only while it still holds the
+        // bytes read under the lock: a save made since is never overwritten.
+        let before = note.before.as_deref();
+        let result = match (ready[touched].temp.take(), before) {
+            (Some(temp), _) => note.slot.install_checked(temp, before).map(Some),
+            (None, Some(before)) => note.slot.remove_checked(before).map(|()| None),
+            (None, None) => note.slot.remove().map(|()| None),
+        }
+        .map_err(|r| match r {
+            Refusal::Io(e) => io_failure(&format!("cannot write {}", note.rel), &e),
+            r => refused(note.rel, r),
+        });
         match result {
             Ok(meta) => written.push(meta),
             Err(e) => return Err(undo_or_keep(repo, journal, &opened, ready, touched, e)),
@@ -1138,19 +1140,29 @@ fn finish_undo(
 ) -> String {
     let mut failed = String::new();
     for (i, note) in opened.iter().enumerate().take(touched).rev() {
+        // Each note goes back only while it holds what the write put there: a
+        // save someone made since stays (uncommitted, as any edit of theirs).
+        let installed = note.content.map(str::as_bytes);
         let held = ready.get_mut(i).and_then(|r| r.held.take());
         let restored = match held {
-            Some(held) => match held.put_back(&note.slot) {
-                Ok(()) => Ok(()),
+            Some(held) => match held.put_back(&note.slot, installed) {
+                Ok(None) => Ok(()),
+                Ok(Some(kept)) => {
+                    repo.releaser.release(kept);
+                    Ok(())
+                }
                 Err((held, e)) => {
-                    let again = note.slot.restore(note.before.as_deref());
+                    let again = note.slot.restore_checked(note.before.as_deref(), installed);
                     repo.releaser.release(held);
-                    again.map_err(|again| format!("{e}; then {again}"))
+                    again
+                        .map(drop)
+                        .map_err(|again| format!("{e}; then {again}"))
                 }
             },
             None => note
                 .slot
-                .restore(note.before.as_deref())
+                .restore_checked(note.before.as_deref(), installed)
+                .map(drop)
                 .map_err(|e| e.to_string()),
         };
         if let Err(e) = restored {

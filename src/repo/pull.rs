@@ -30,6 +30,7 @@ use super::{
     blob_id, git_error, index_entry, unheld, unstatted_entry, Author, Repo, Source, SKIP_WORKTREE,
 };
 use crate::error::{Error, Result};
+use crate::notes::root::{Refusal, Slot};
 use crate::notes::{path, refused};
 
 /// What a pull found and did.
@@ -314,7 +315,23 @@ impl Repo {
             }
             let slot = self.notes.existing_slot(&change.path);
             let bytes = match slot {
-                Ok(Some(slot)) => slot.read().map_err(|r| refused(&change.path, r))?,
+                Ok(Some(slot)) => match slot.read() {
+                    Ok(bytes) => bytes,
+                    // A folder where the pull puts a file (a local commit kept
+                    // back made it): clean when the pull removes every file in it.
+                    Err(Refusal::Folder) if change.new.is_some() => {
+                        if !emptied_by(&slot, &change.path, changes) {
+                            return Ok(Err(format!(
+                                "{} is a folder holding files of someone's that the pull would \
+                                 replace with a file; move them away, then sync again (nothing \
+                                 was changed)",
+                                change.path
+                            )));
+                        }
+                        None
+                    }
+                    Err(r) => return Err(refused(&change.path, r)),
+                },
                 Ok(None) => None,
                 Err(e) => return Ok(Err(e.message)),
             };
@@ -344,7 +361,12 @@ impl Repo {
         let mut entries: Vec<(String, Option<IndexEntry>)> = Vec::with_capacity(changes.len());
         let mut notes = Vec::new();
         let mut too_large = Vec::new();
-        for (change, work_id) in changes.iter().zip(work) {
+        // Deletions first, so a folder they empty can become a file.
+        let (deletions, writes): (Vec<_>, Vec<_>) = changes
+            .iter()
+            .zip(work)
+            .partition(|(change, _)| change.new.is_none());
+        for (change, work_id) in deletions.into_iter().chain(writes) {
             let Some(work_id) = work_id else {
                 let entry = change
                     .new
@@ -359,6 +381,15 @@ impl Repo {
                         .find_blob(id)
                         .map_err(|e| git_error(&format!("cannot read {}", change.path), e))?;
                     let slot = self.notes.slot(&change.path, true)?;
+                    if slot.holds_folder() {
+                        slot.remove_empty_folder().map_err(|e| {
+                            Error::conflict(format!(
+                                "{} is a folder the pull must replace with a file, and it is \
+                                 not empty ({e}); move its files away, then sync again",
+                                change.path
+                            ))
+                        })?;
+                    }
                     let meta = if work_id == Some(id) {
                         slot.stat().map_err(|r| refused(&change.path, r))?
                     } else {
@@ -399,3 +430,17 @@ impl Repo {
         })
     }
 }
+
+/// Whether the pull's deletions remove every file of the folder `slot`
+/// names (`path`), so the file the pull puts there can take its place.
+fn emptied_by(slot: &Slot, path: &str, changes: &[Change]) -> bool {
+    let prefix = format!("{path}/");
+    let deleted = changes
+        .iter()
+        .filter(|c| c.visible && c.new.is_none() && c.path.starts_with(&prefix))
+        .count();
+    matches!(slot.files_in_folder(FOLDER_ENTRIES_LIMIT), Ok(Some(files)) if files == deleted)
+}
+
+/// The most entries [`emptied_by`] looks at in a folder.
+const FOLDER_ENTRIES_LIMIT: usize = 10_000;

@@ -348,11 +348,21 @@ fn roll_back(repo: &Repo, head: Option<&git2::Tree>, note: &OnDisk, pid: u32) ->
                 .and_then(|bytes| blob_id(&bytes).ok())
                 .is_some_and(|id| Some(id) == note.before)
         });
+    // Only while the note still holds mirai's write: an edit made since stays.
+    let installed = note.work.as_deref();
     let put_back = match held {
-        Some(held) => held.put_back(&slot).map_err(|(held, e)| {
-            repo.releaser.release(held);
-            e
-        }),
+        Some(held) => match held.put_back(&slot, installed) {
+            Ok(None) => Ok(()),
+            Ok(Some(kept)) => {
+                repo.releaser.release(kept);
+                log::warn!("recovery: {rel} was edited while mirai started; the edit is kept");
+                return Ok(false);
+            }
+            Err((held, e)) => {
+                repo.releaser.release(held);
+                Err(e)
+            }
+        },
         None => Err(std::io::Error::other("no held link")),
     };
     if put_back.is_err() {

@@ -84,10 +84,19 @@ impl Held {
     }
 
     /// Renames the old version back into the note's place (no free space
-    /// needed); on failure the link stays held for the caller to release.
-    pub fn put_back(self, slot: &Slot) -> Result<(), (Held, io::Error)> {
-        match slot.take_back(&self.dir, &self.name) {
-            Ok(()) => Ok(()),
+    /// needed), but only while the note still holds `installed`, what the
+    /// write put there (`None`: it deleted the note), so a save someone made
+    /// over the write is kept ([`Slot::take_back_checked`]). `Ok(None)`: it
+    /// went back; `Ok(Some(held))`: the note keeps someone's save and the
+    /// link is the caller's to release, as it is on failure.
+    pub fn put_back(
+        self,
+        slot: &Slot,
+        installed: Option<&[u8]>,
+    ) -> Result<Option<Held>, (Held, io::Error)> {
+        match slot.take_back_checked(&self.dir, &self.name, installed) {
+            Ok(true) => Ok(None),
+            Ok(false) => Ok(Some(self)),
             Err(e) => Err((self, e)),
         }
     }

@@ -130,7 +130,7 @@ impl Repo {
                 continue;
             }
             let again = match self.move_of(&commit)? {
-                Some((from, to)) => self.replay_move(&commit, (&from, &to), &tip, committer),
+                Some(mv) => self.replay_move(&commit, &mv, &tip, committer),
                 None => self.replay_one(&commit, &tip, committer),
             };
             match again {
@@ -298,13 +298,12 @@ impl Repo {
     /// Makes `commit` again on top of `onto`: its change against its first
     /// parent applied to `onto`'s tree. A path that cannot take it is a 409
     /// `conflict` naming it.
-    fn replay_one(
+    pub(super) fn replay_one(
         &self,
         commit: &Commit<'_>,
         onto: &Commit<'_>,
         committer: &Author,
     ) -> Result<Oid> {
-        let git = &self.git;
         let cannot = |e| git_error(&format!("cannot replay commit {}", short(commit.id())), e);
         let tree = commit.tree().map_err(cannot)?;
         let parent_tree = match commit.parent(0) {
@@ -312,10 +311,26 @@ impl Repo {
             Err(_) => None,
         };
         let base = onto.tree().map_err(cannot)?;
+        let update = self.changes_onto(parent_tree.as_ref(), &tree, &base)?;
+        self.commit_replayed(commit, onto, committer, (&base, update), "its paths")
+    }
+
+    /// The change from `old` to `new`, path by path, as an update of `base`:
+    /// a path `base` holds as `old` did takes `new`'s version, one already
+    /// holding `new`'s is left alone, and a note both changed is merged
+    /// ([`Repo::merge_note`]); anything else is a 409 `conflict`.
+    pub(super) fn changes_onto(
+        &self,
+        old: Option<&git2::Tree<'_>>,
+        new: &git2::Tree<'_>,
+        base: &git2::Tree<'_>,
+    ) -> Result<TreeUpdateBuilder> {
+        let cannot = |e| git_error("cannot compare the trees of a commit to replay", e);
         let mut options = DiffOptions::new();
         options.include_typechange(true);
-        let diff = git
-            .diff_tree_to_tree(parent_tree.as_ref(), Some(&tree), Some(&mut options))
+        let diff = self
+            .git
+            .diff_tree_to_tree(old, Some(new), Some(&mut options))
             .map_err(cannot)?;
         let mut update = TreeUpdateBuilder::new();
         for delta in diff.deltas() {
@@ -353,11 +368,12 @@ impl Repo {
                 None => {}
             }
         }
-        self.commit_replayed(commit, onto, committer, update, "its paths")
+        Ok(update)
     }
 
-    /// Commits `update` applied to `onto`'s tree as `commit` replayed there:
-    /// its author and message, `committer` now, `onto` the one parent. Paths
+    /// Commits `update` applied to `base` (`onto`'s tree, or one made from it)
+    /// as `commit` replayed there: its author and message, `committer` now,
+    /// `onto` the one parent. Paths
     /// that do not fit the remote's folders (`what`, e.g. "its paths") are a
     /// 409 `conflict`.
     pub(super) fn commit_replayed(
@@ -365,14 +381,13 @@ impl Repo {
         commit: &Commit<'_>,
         onto: &Commit<'_>,
         committer: &Author,
-        mut update: TreeUpdateBuilder,
+        (base, mut update): (&git2::Tree<'_>, TreeUpdateBuilder),
         what: &str,
     ) -> Result<Oid> {
         let git = &self.git;
         let cannot = |e| git_error(&format!("cannot replay commit {}", short(commit.id())), e);
-        let base = onto.tree().map_err(cannot)?;
         let new_tree = update
-            .create_updated(git, &base)
+            .create_updated(git, base)
             .and_then(|id| git.find_tree(id))
             .map_err(|e| {
                 Error::conflict(format!(

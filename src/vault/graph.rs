@@ -173,17 +173,37 @@ impl Vault {
         &self.files
     }
 
-    /// The notes whose links a move of `from` to `to` may change: those
-    /// holding a link filed under a key of either path (what resolves to
-    /// `from` now, and what `to` could take), and `from` itself, sorted.
-    pub fn move_candidates(&self, from: &str, to: &str) -> BTreeSet<String> {
-        let mut found: BTreeSet<String> = BTreeSet::new();
-        for key in resolve::keys_of(from)
+    /// The notes whose links a move of `from` to `to` changes, by the links
+    /// the vault holds: those with a link filed under a key of either path
+    /// (what resolves to `from` now, and what `to` could take) for which
+    /// `changes(note, link)` holds, and `from` itself, sorted. A note whose
+    /// links only name other notes of the same name is left out unread.
+    pub fn move_candidates(
+        &self,
+        from: &str,
+        to: &str,
+        changes: impl Fn(&str, &Link) -> bool,
+    ) -> BTreeSet<String> {
+        let keys: Vec<Key> = resolve::keys_of(from)
             .into_iter()
             .chain(resolve::keys_of(to))
-        {
-            if let Some(sources) = self.linking.get(&key) {
-                found.extend(sources.iter().map(|source| source.to_string()));
+            .collect();
+        let mut found: BTreeSet<String> = BTreeSet::new();
+        for key in &keys {
+            for source in self.linking.get(key).into_iter().flatten() {
+                if found.contains(&**source) {
+                    continue;
+                }
+                let Some(facts) = self.notes.get(&**source) else {
+                    continue;
+                };
+                let changed = facts.links.iter().any(|link| {
+                    resolve::link_key(source, link).is_some_and(|k| keys.contains(&k))
+                        && changes(source, link)
+                });
+                if changed {
+                    found.insert(source.to_string());
+                }
             }
         }
         found.insert(from.to_string());
@@ -390,6 +410,34 @@ mod tests {
         assert!(v.backlinks("x/b.md").is_empty());
     }
 
+    /// A move's candidates are the notes whose links it changes: not every
+    /// note naming a note of the same name.
+    #[test]
+    fn move_candidates_are_the_notes_whose_links_the_move_changes() {
+        let mut notes: Vec<(String, String)> = vec![
+            ("x.md".into(), "root x\n".into()),
+            ("deep/x.md".into(), "deep x\n".into()),
+            ("deep/near.md".into(), "[here](x.md)\n".into()),
+        ];
+        notes.extend((0..50).map(|i| (format!("n{i}.md"), "see [[x]]\n".to_string())));
+        let v = Vault::build(&notes, Vec::new());
+        let candidates = |from: &str, to: &str| {
+            let after = v.files().moved(from, to);
+            let mv = crate::vault::rewrite::Move {
+                from,
+                to,
+                before: v.files(),
+                after: &after,
+            };
+            v.move_candidates(from, to, |path, link| mv.wanted(path, link).is_some())
+        };
+        let unlinked: Vec<String> = candidates("deep/x.md", "deep/y.md").into_iter().collect();
+        assert_eq!(unlinked, ["deep/near.md", "deep/x.md"]);
+        let linked = candidates("x.md", "z.md");
+        assert_eq!(linked.len(), 51, "{linked:?}");
+        assert!(linked.contains("n7.md") && linked.contains("x.md"));
+    }
+
     #[test]
     fn orphans_broken_links_and_attachments() {
         let mut v = vault(
@@ -443,8 +491,8 @@ mod tests {
         assert_eq!(built.broken(), one_by_one.broken());
         assert_eq!(built.orphans(), one_by_one.orphans());
         assert_eq!(
-            built.move_candidates("f0/n0.md", "x.md"),
-            one_by_one.move_candidates("f0/n0.md", "x.md")
+            built.move_candidates("f0/n0.md", "x.md", |_, _| true),
+            one_by_one.move_candidates("f0/n0.md", "x.md", |_, _| true)
         );
     }
 

@@ -7,7 +7,9 @@
 //! becomes a link to the page's view of that note (`/ui/notes/<path>`, each
 //! segment percent-encoded); one that resolves to nothing, or to an
 //! attachment (which the page cannot fetch with its token), is plain text in a
-//! `<span class="unresolved">`. Images are never loaded: each is its alt text
+//! `<span class="unresolved">`. A link's `#heading` stays on its address; an
+//! embed of a note (`![[note]]`) is a link marked `class="note-embed"`, which
+//! the page shows inline. Images are never loaded: each is its alt text
 //! in a `<span class="embed">` (a page that loads no image leaks no visit).
 //! External links keep their address when it is `http:`, `https:`, `mailto:`
 //! or relative (any other scheme, `javascript:` first, makes the link text).
@@ -18,11 +20,23 @@
 //! whole, balanced HTML. The other blocks skip it: their HTML is only what
 //! pulldown-cmark writes (text and attributes escaped), with every link's
 //! address checked here, which is as safe and many times cheaper for a long note.
+//!
+//! Bounded whatever a note holds: nesting deeper than [`MAX_DEPTH`] (markdown
+//! blocks and inlines inside each other, plus the raw HTML elements open in a
+//! block) or HTML past [`output_budget`] (eight times the body, plus 256 KiB) is not
+//! rendered: what came before is, its open elements closed, then a plain
+//! paragraph saying the rest is too deep or too large to show (see the
+//! source). So ammonia never sees deep nesting, where its cost grows with the
+//! square of the depth, and a note of `>` or of table rows the header pads
+//! answers a page, not a flood.
+//!
+//! Footnote names become element ids and fragment links: each is prefixed
+//! ([`FOOTNOTE_PREFIX`]) so no id a note brings can equal one of the page's own.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, CONTROLS};
 use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
 
 /// What a path segment of a page address must encode: the URL's delimiters,
@@ -51,6 +65,43 @@ pub fn note_address(path: &str) -> String {
     format!("/ui/notes/{}", segments.join("/"))
 }
 
+/// The deepest nesting rendered: markdown elements inside each other plus
+/// the raw HTML elements open in a top-level block.
+pub const MAX_DEPTH: usize = 64;
+/// What every id a note's footnotes make starts with (the page's own ids never do).
+pub const FOOTNOTE_PREFIX: &str = "note-fn-";
+/// What an event costs beside its text: its tag, about.
+const EVENT_COST: usize = 10;
+
+/// The most HTML (by [`cost`]) a body of `len` bytes renders to: eight times
+/// its length, plus 256 KiB (a note's HTML is rarely twice its length).
+pub fn output_budget(len: usize) -> usize {
+    len.saturating_mul(8).saturating_add(256 * 1024)
+}
+
+/// Why the rest of a note was not rendered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    TooDeep,
+    TooLarge,
+}
+
+impl Cut {
+    /// The plain block that stands for the rest of the note.
+    fn notice(self) -> &'static str {
+        match self {
+            Cut::TooDeep => {
+                "<p class=\"render-cut\">The rest of this note is nested too deeply to render \
+                 here; see its source.</p>\n"
+            }
+            Cut::TooLarge => {
+                "<p class=\"render-cut\">The rest of this note is too large to render here; \
+                 see its source.</p>\n"
+            }
+        }
+    }
+}
+
 /// `content`'s body from byte `body_start`, as sanitized HTML. `links` maps
 /// the byte where each link of the note starts (as [`super::scan`] found it,
 /// in `content`) to the file it resolves to, if any.
@@ -61,31 +112,156 @@ pub fn render(content: &str, body_start: usize, links: &HashMap<usize, Option<St
         | Options::ENABLE_STRIKETHROUGH
         | Options::ENABLE_TASKLISTS
         | Options::ENABLE_FOOTNOTES;
+    let budget = output_budget(body.len());
+    let mut spent = 0usize;
     // What each open link or image closes with, innermost last.
     let mut closing: Vec<Event<'static>> = Vec::new();
-    // The events of the top-level block being read, and whether it holds raw HTML.
+    // The events of the top-level block being read, whether it holds raw
+    // HTML, and how deep the raw HTML in it nests.
     let mut block: Vec<Event> = Vec::new();
     let mut raw = false;
-    let mut depth = 0usize;
+    let mut raw_depth = 0usize;
+    // The markdown elements open now, innermost last.
+    let mut open: Vec<TagEnd> = Vec::new();
     let mut shown_events: Vec<Event> = Vec::new();
+    let mut cut = None;
     for (event, range) in Parser::new_ext(body, options).into_offset_iter() {
-        match event {
-            Event::Start(_) => depth += 1,
-            Event::End(_) => depth = depth.saturating_sub(1),
-            Event::Html(_) | Event::InlineHtml(_) => raw = true,
+        match &event {
+            Event::Start(_) if open.len() + 1 + raw_depth > MAX_DEPTH => {
+                cut = Some(Cut::TooDeep);
+                break;
+            }
+            Event::Html(html) | Event::InlineHtml(html) => {
+                let (after, deepest) = raw_nesting(html, raw_depth);
+                if open.len() + deepest > MAX_DEPTH {
+                    cut = Some(Cut::TooDeep);
+                    break;
+                }
+                raw_depth = after;
+                raw = true;
+            }
             _ => {}
         }
+        let starts_link = matches!(event, Event::Start(Tag::Link { .. } | Tag::Image { .. }));
+        let tag = match &event {
+            Event::Start(tag) => Some(tag.to_end()),
+            _ => None,
+        };
+        let ends = matches!(event, Event::End(_));
         let found = links.get(&(range.start + body_start));
-        block.push(shown(event, found, &mut closing));
-        if depth == 0 {
+        let event = footnote_prefixed(shown(event, found, &mut closing));
+        spent = spent.saturating_add(cost(&event));
+        if spent > budget {
+            if starts_link {
+                closing.pop();
+            }
+            cut = Some(Cut::TooLarge);
+            break;
+        }
+        if let Some(tag) = tag {
+            open.push(tag);
+        } else if ends {
+            open.pop();
+        }
+        block.push(event);
+        if open.is_empty() {
             settle(&mut block, raw, &mut shown_events);
             raw = false;
+            raw_depth = 0;
+        }
+    }
+    if cut.is_some() {
+        // Close what is open, innermost first, as the parser would have.
+        while let Some(end) = open.pop() {
+            block.push(shown(Event::End(end), None, &mut closing));
         }
     }
     settle(&mut block, raw, &mut shown_events);
-    let mut html = String::with_capacity(body.len() * 3 / 2);
+    let mut html = String::with_capacity(body.len().min(budget) * 3 / 2);
     pulldown_cmark::html::push_html(&mut html, shown_events.into_iter());
+    if let Some(cut) = cut {
+        html.push_str(cut.notice());
+    }
     html
+}
+
+/// What `event` adds to the HTML, about: its text and its tags.
+fn cost(event: &Event) -> usize {
+    let text = match event {
+        Event::Text(t)
+        | Event::Code(t)
+        | Event::Html(t)
+        | Event::InlineHtml(t)
+        | Event::InlineMath(t)
+        | Event::DisplayMath(t)
+        | Event::FootnoteReference(t) => t.len(),
+        Event::Start(Tag::Link {
+            dest_url, title, ..
+        }) => dest_url.len() + title.len(),
+        Event::Start(Tag::FootnoteDefinition(name)) => name.len(),
+        _ => 0,
+    };
+    text.saturating_add(EVENT_COST)
+}
+
+/// HTML elements that never hold themselves (a browser closes the open one
+/// first) or hold nothing: they do not deepen the nesting.
+const FLAT: &[&str] = &[
+    "area", "base", "br", "col", "colgroup", "dd", "dt", "embed", "hr", "img", "input", "li",
+    "link", "meta", "option", "p", "param", "rp", "rt", "source", "tbody", "td", "tfoot", "th",
+    "thead", "tr", "track", "wbr",
+];
+
+/// The raw HTML `html` read from nesting `depth`: the depth after it and the
+/// deepest it reached. Every start tag of an element that can hold others
+/// opens one, every end tag closes one; comments and declarations count for
+/// nothing. An overestimate is safe: it only cuts sooner.
+fn raw_nesting(html: &str, mut depth: usize) -> (usize, usize) {
+    let mut deepest = depth;
+    let bytes = html.as_bytes();
+    let mut i = 0;
+    while let Some(at) = bytes[i..].iter().position(|&b| b == b'<') {
+        i += at + 1;
+        let closing = bytes.get(i) == Some(&b'/');
+        let name_start = if closing { i + 1 } else { i };
+        let name_len = bytes[name_start..]
+            .iter()
+            .take_while(|b| b.is_ascii_alphanumeric())
+            .count();
+        if name_len == 0 || !bytes[name_start].is_ascii_alphabetic() {
+            continue;
+        }
+        let name = html[name_start..name_start + name_len].to_ascii_lowercase();
+        let end = bytes[name_start..]
+            .iter()
+            .position(|&b| b == b'>')
+            .map_or(bytes.len(), |at| name_start + at);
+        let self_closing = end > 0 && bytes.get(end - 1) == Some(&b'/');
+        if FLAT.contains(&name.as_str()) || (self_closing && !closing) {
+            continue;
+        }
+        if closing {
+            depth = depth.saturating_sub(1);
+        } else {
+            depth += 1;
+            deepest = deepest.max(depth);
+        }
+        i = end.min(bytes.len());
+    }
+    (depth, deepest)
+}
+
+/// `event` with a footnote's name prefixed ([`FOOTNOTE_PREFIX`]): the name
+/// becomes the definition's id and the reference's `#` link.
+fn footnote_prefixed(event: Event<'_>) -> Event<'_> {
+    let prefixed = |name: &str| CowStr::from(format!("{FOOTNOTE_PREFIX}{name}"));
+    match event {
+        Event::FootnoteReference(name) => Event::FootnoteReference(prefixed(&name)),
+        Event::Start(Tag::FootnoteDefinition(name)) => {
+            Event::Start(Tag::FootnoteDefinition(prefixed(&name)))
+        }
+        other => other,
+    }
 }
 
 /// Moves a finished top-level block's events to `out`: as they are, or,
@@ -111,15 +287,16 @@ fn shown<'a>(
     found: Option<&Option<String>>,
     closing: &mut Vec<Event<'static>>,
 ) -> Event<'a> {
-    let to_note = |note: &str, link_type, title, id, closing: &mut Vec<Event<'static>>| {
-        closing.push(Event::End(TagEnd::Link));
-        Event::Start(Tag::Link {
-            link_type,
-            dest_url: CowStr::from(note_address(note)),
-            title,
-            id,
-        })
-    };
+    let to_note =
+        |note: &str, dest: &str, link_type, title, id, closing: &mut Vec<Event<'static>>| {
+            closing.push(Event::End(TagEnd::Link));
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url: CowStr::from(note_address(note) + &fragment(dest)),
+                title,
+                id,
+            })
+        };
     match event {
         Event::Start(Tag::Link {
             link_type,
@@ -128,7 +305,7 @@ fn shown<'a>(
             id,
         }) => match found {
             Some(Some(note)) if note.ends_with(".md") => {
-                to_note(note, link_type, title, id, closing)
+                to_note(note, &dest_url, link_type, title, id, closing)
             }
             Some(_) => unresolved(closing),
             None if matches!(link_type, LinkType::WikiLink { .. }) || !safe_href(&dest_url) => {
@@ -144,9 +321,14 @@ fn shown<'a>(
                 })
             }
         },
-        Event::Start(Tag::Image { link_type, .. }) => match found {
+        Event::Start(Tag::Image { dest_url, .. }) => match found {
             Some(Some(note)) if note.ends_with(".md") => {
-                to_note(note, link_type, CowStr::from(""), CowStr::from(""), closing)
+                // The address is percent-encoded but for `&`: escaped for the attribute.
+                let href = (note_address(note) + &fragment(&dest_url)).replace('&', "&amp;");
+                closing.push(Event::InlineHtml(CowStr::from("</a>")));
+                Event::InlineHtml(CowStr::from(format!(
+                    "<a class=\"note-embed\" href=\"{href}\">"
+                )))
             }
             _ => {
                 closing.push(Event::InlineHtml(CowStr::from("</span>")));
@@ -157,6 +339,18 @@ fn shown<'a>(
             closing.pop().unwrap_or(Event::InlineHtml(CowStr::from("")))
         }
         other => other,
+    }
+}
+
+/// The `#heading` (or `#^block`) of a link's target, percent-encoded for the
+/// page's address ("" when it has none).
+fn fragment(dest: &str) -> String {
+    match dest.split_once('#') {
+        Some((_, place)) if !place.is_empty() => {
+            let place = percent_decode_str(place).decode_utf8_lossy();
+            format!("#{}", utf8_percent_encode(&place, SEGMENT))
+        }
+        _ => String::new(),
     }
 }
 
@@ -198,6 +392,7 @@ fn sanitizer() -> &'static ammonia::Builder<'static> {
             .add_tags(&["input"])
             .add_tag_attributes("input", &["type", "checked", "disabled"])
             .add_allowed_classes("span", &["unresolved", "embed"])
+            .add_allowed_classes("a", &["note-embed"])
             .link_rel(Some("noopener noreferrer"));
         builder
     })
@@ -323,6 +518,118 @@ mod tests {
             "{html}"
         );
         assert!(!html.contains("tracker.example"), "{html}");
+    }
+
+    /// The probe's shapes at the note limit: nested block HTML, `>`, lists
+    /// and a table whose rows the header pads. Each renders what fits, then
+    /// the plain notice; the HTML stays within the budget.
+    #[test]
+    fn deep_or_huge_notes_render_what_fits_then_a_notice() {
+        const LIMIT: usize = 1024 * 1024;
+        let fill = |unit: &str| unit.repeat(LIMIT / unit.len());
+        let deep = [
+            fill("<div>"),
+            fill("<ul><li>"),
+            fill("<dl><dd>"),
+            fill("<blockquote>"),
+            fill("<section>"),
+            format!("<div>\n{}", fill("<div>a")),
+            fill(">"),
+            fill("+ "),
+            fill("1. "),
+            fill("> - "),
+        ];
+        for (n, note) in deep.iter().enumerate() {
+            let html = plain(note);
+            assert!(
+                html.ends_with(Cut::TooDeep.notice()),
+                "shape {n}: {}",
+                &html[html.len().saturating_sub(300)..]
+            );
+            assert!(html.len() < 64 * 1024, "shape {n}: {} bytes", html.len());
+        }
+        let columns = 2000;
+        let mut table = format!("{}|\n{}|\n", "|a".repeat(columns), "|-".repeat(columns));
+        table.push_str(&"|b\n".repeat((LIMIT - table.len()) / 3));
+        let html = plain(&table);
+        assert!(
+            html.ends_with(Cut::TooLarge.notice()),
+            "{}",
+            &html[html.len() - 200..]
+        );
+        assert!(
+            html.len() <= output_budget(table.len()) * 2,
+            "{} bytes",
+            html.len()
+        );
+        assert!(html.contains("<td>"), "the rows that fit are rendered");
+    }
+
+    #[test]
+    fn nesting_within_the_bound_renders_whole() {
+        let note = format!(
+            "{}deep{}\n\n{} quoted\n\n- a\n  - b\n    - c\n",
+            "<div>".repeat(MAX_DEPTH - 2),
+            "</div>".repeat(MAX_DEPTH - 2),
+            ">".repeat(MAX_DEPTH - 2)
+        );
+        let html = plain(&note);
+        assert!(!html.contains("render-cut"), "{html}");
+        assert!(html.contains("deep") && html.contains("quoted") && html.contains("<li>c</li>"));
+        assert_eq!(
+            raw_nesting("<p>a<br><img src=x/><div><span>x</span>", 0),
+            (1, 2)
+        );
+    }
+
+    #[test]
+    fn footnote_ids_never_equal_the_pages_own() {
+        let html = plain("See[^token-form] and[^main].\n\n[^token-form]: one\n[^main]: two\n");
+        assert!(
+            html.contains(&format!("id=\"{FOOTNOTE_PREFIX}token-form\"")),
+            "{html}"
+        );
+        assert!(
+            html.contains(&format!("href=\"#{FOOTNOTE_PREFIX}main\"")),
+            "{html}"
+        );
+        let ids: Vec<&str> = html
+            .split(" id=\"")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .collect();
+        assert_eq!(ids.len(), 2, "{html}");
+        assert!(
+            ids.iter().all(|id| id.starts_with(FOOTNOTE_PREFIX)),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn headings_stay_on_links_and_note_embeds_are_marked() {
+        let content =
+            "See [[Plans#Later on]] and [x](plans.md#later%20on).\n\n![[Plans#Later on]]\n";
+        let at = |needle: &str| content.find(needle).unwrap();
+        let links = HashMap::from([
+            (at("[[Plans"), Some("garden/plans.md".to_string())),
+            (at("[x]"), Some("garden/plans.md".to_string())),
+            (at("![["), Some("garden/plans.md".to_string())),
+        ]);
+        let html = render(content, 0, &links);
+        assert_eq!(
+            html.matches("href=\"/ui/notes/garden/plans.md#Later%20on\"")
+                .count(),
+            2,
+            "{html}"
+        );
+        assert!(
+            html.contains("href=\"/ui/notes/garden/plans.md#later%20on\""),
+            "{html}"
+        );
+        assert!(
+            html.contains("<a class=\"note-embed\" href=\"/ui/notes/garden/plans.md#Later%20on\">"),
+            "{html}"
+        );
     }
 
     #[test]

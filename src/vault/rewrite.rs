@@ -60,6 +60,15 @@ impl Move<'_> {
         }
     }
 
+    /// Where `link` of note `path` (its path before the move) must reach after
+    /// the move when the move would change what it reaches (`None`: it was
+    /// broken before, or it reaches the same file after): its file's new path.
+    pub fn wanted(&self, path: &str, link: &Link) -> Option<&str> {
+        let reached = self.before.resolve(path, link)?;
+        let want = self.new_path(reached);
+        (self.after.resolve(self.new_path(path), link) != Some(want)).then_some(want)
+    }
+
     /// Note `path` (its path before the move), whose text is `content`,
     /// with every link the move would break rewritten; `None` when no link
     /// needs it.
@@ -72,13 +81,9 @@ impl Move<'_> {
             let Some(span) = link.path_span.clone() else {
                 continue; // reference-style: its definition is rewritten
             };
-            let Some(reached) = self.before.resolve(path, link) else {
-                continue; // broken before the move: left as written
+            let Some(want) = self.wanted(path, link) else {
+                continue; // broken before the move, or it still reaches its file
             };
-            let want = self.new_path(reached);
-            if self.after.resolve(new_path, link) == Some(want) {
-                continue;
-            }
             let written = self
                 .candidates(link, &content[span.clone()], want, new_path)
                 .into_iter()
