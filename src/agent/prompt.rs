@@ -36,9 +36,9 @@ const WRITING: &str = "\n# Writing\n\
 - Adding lines: mirai.notes.append (at the end) or mirai.notes.insert (under a heading, or after or before a line).\n\
 - Changing text: mirai.notes.edit, with `old` copied exactly from the note (long enough to occur once).\n\
 - Deleting a note: mirai.notes.delete.\n\
-- One section only: `mirai.notes.edit({path: \"j.md\", section: \"Monday\", edits: [{old: \"weekly\", new: \"daily\"}]})`\n\
-- A front matter field: `mirai.notes.front_matter({path: \"j.md\", set: {status: \"done\"}})` (or \
-`remove: [\"draft\"]`), never a rewrite.\n\
+- One section only: notes.edit with `section: \"Monday\"`.\n\
+- A front matter field: `mirai.notes.front_matter({path, set: {status: \"done\"}})` (or `remove: [\"draft\"]`), \
+never a rewrite.\n\
 - Rename or move (links follow): `mirai.notes.move({from: \"a.md\", to: \"old/a.md\"})`\n\
 - A new note, or a whole note rewritten: mirai.notes.write with the whole text.\n\
 - A unified diff you already hold: mirai.patch.apply.\n\
@@ -407,8 +407,8 @@ mod tests {
             "(await mirai.notes.links({path: \"garden.md\"})).backlinks",
             "(await mirai.notes.outline({path: \"h.md\"})).headings",
             "section: \"Part 3\"",
-            "section: \"Monday\", edits:",
-            "mirai.notes.front_matter({path: \"j.md\", set: {status: \"done\"}})",
+            "notes.edit with `section: \"Monday\"`",
+            "mirai.notes.front_matter({path, set: {status: \"done\"}})",
         ] {
             assert!(prompt.contains(line), "{line}");
         }

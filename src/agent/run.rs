@@ -416,7 +416,8 @@ impl Agent {
     fn contest(&self, talk: &mut Talk<'_>, ctx: &Context, writes: &Writes, run_id: &str) -> bool {
         let run = &mut talk.run;
         let unsent = run.unsent_observation.take();
-        if run.facts_given {
+        // A run with commits made a change: no claim of one contradicts it.
+        if run.facts_given || !run.commits.is_empty() {
             return false;
         }
         let Some(reply) = run.reply.clone() else {
