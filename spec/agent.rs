@@ -160,7 +160,7 @@ fn a_malformed_answer_gets_one_correction_and_counts_as_a_step() {
     assert!(correction.contains("<reply>"), "{correction}");
     assert_eq!(
         requests[1]["messages"][2]["content"],
-        "Sure! I have updated your note."
+        "<think>I should look at the note first.</think>"
     );
 }
 
@@ -232,18 +232,58 @@ fn a_reply_claiming_a_change_that_failed_shows_no_commits_and_the_failed_call() 
     let llm = FakeLlm::fixture("false-claim");
     let server = server_for(&llm, |_| {});
     let head = server.head();
-    let report = ok_run(&server, json!({"task": "Make the bread rye bread."}));
-    // The reply is the model's; the report shows what really happened.
+    let text = server
+        .raw()
+        .post(format!("{}/agent/run", server.url))
+        .json(&json!({"task": "Make the bread rye bread."}))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    // The answer leads with mirai's record; the reply, still the model's, is marked.
+    let run_id_end = text.find("\",\"").unwrap();
+    assert!(
+        text[run_id_end..].starts_with("\",\"outcome\":{\"kind\":\"nothing\""),
+        "{text}"
+    );
+    let report: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(report["stopped"], "reply");
     assert_eq!(report["reply"], "I changed bread to rye bread in todo.md.");
+    assert_eq!(report["reply_contradicted"], true);
     assert_eq!(report["commits"], json!([]));
+    let failed = &report["outcome"]["failed"][0];
+    assert_eq!(report["outcome"]["kind"], "nothing");
+    assert_eq!(
+        (
+            failed["op"].as_str(),
+            failed["path"].as_str(),
+            failed["code"].as_str()
+        ),
+        (Some("notes.edit"), Some("todo.md"), Some("conflict"))
+    );
+    assert_eq!(
+        report["outcome"]["summary"],
+        "Nothing was changed. 1 write failed: notes.edit todo.md (conflict)."
+    );
     // ... and says where the two disagree.
     assert_eq!(
         report["warnings"],
         json!([
             "a write was refused or failed (notes.edit) and no write succeeded: commits is empty",
             "the model's reply describes a change (\"I changed bread to rye bread in todo.md\"), but no write succeeded: commits is empty",
+            "the model claims a change (\"I changed bread to rye bread in todo.md\"), but mirai's record shows that nothing was changed; the outcome above is mirai's record",
         ])
+    );
+    // The contradicting reply was answered once with the facts.
+    assert_eq!(
+        report["steps"][2]["contested_reply"],
+        "I changed bread to rye bread in todo.md."
+    );
+    let facts = message(&llm, 3, 7);
+    assert!(
+        facts.starts_with("Your reply was not given to the user: the model claims a change")
+            && facts.contains("mirai's record of this run: Nothing was changed."),
+        "{facts}"
     );
     assert_eq!(
         report["steps"][0]["calls"],
@@ -283,6 +323,7 @@ fn a_read_only_claim_and_an_invented_path_are_warned_of_in_the_answer_and_the_tr
     let llm = FakeLlm::start(Script::answering(&[
         r#"<think>Append it.</think><code>return await mirai.notes.append({path: "todo.md", text: "- bread"});</code>"#.into(),
         "<think>Done.</think><reply>Added the bullet to todo.md; see also shopping/list.md and tdo.md.</reply>".into(),
+        "<think>Done.</think><reply>Added the bullet to todo.md; see also shopping/list.md and tdo.md.</reply>".into(),
     ]));
     let server = server_for(&llm, |config| config.policy = PolicyMode::ReadOnly);
     let report = ok_run(&server, json!({"task": "Add \"- bread\" to todo.md."}));
@@ -296,14 +337,25 @@ fn a_read_only_claim_and_an_invented_path_are_warned_of_in_the_answer_and_the_tr
         "the model's reply describes a change (\"Added the bullet to todo.md\"), but no write succeeded: commits is empty",
         "the model's reply names shopping/list.md, but there is no note at that path",
         "the model's reply names tdo.md, but there is no note at that path; did you mean \"todo.md\"?",
+        "the model claims a change (\"Added the bullet to todo.md\"), but mirai's record shows that nothing was changed; the outcome above is mirai's record",
     ]);
     assert_eq!(report["warnings"], expected);
+    assert_eq!(report["reply_contradicted"], true);
     let run_id = report["run_id"].as_str().unwrap();
     let transcript =
         std::fs::read_to_string(server.root.join(format!(".mirai/runs/{run_id}.jsonl"))).unwrap();
     let end: Value = serde_json::from_str(transcript.lines().last().unwrap()).unwrap();
     assert_eq!(end["type"], "run_end");
     assert_eq!(end["warnings"], expected);
+    assert_eq!(end["outcome"], report["outcome"]);
+    assert_eq!(end["reply_contradicted"], true);
+    let contested: Vec<Value> = transcript
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|event| event["type"] == "reply_contested")
+        .collect();
+    assert_eq!(contested.len(), 1, "{transcript}");
+    assert_eq!(contested[0]["outcome"]["kind"], "nothing");
 }
 
 #[test]

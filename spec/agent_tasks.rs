@@ -14,18 +14,30 @@ use serde_json::json;
 #[test]
 fn every_task_passes_with_its_scripted_model() {
     let tasks = suite::load_all();
-    assert!(tasks.len() >= 22, "the suite has {} tasks", tasks.len());
+    assert!(tasks.len() >= 34, "the suite has {} tasks", tasks.len());
+    assert!(
+        tasks
+            .iter()
+            .filter(|t| t.name.starts_with("vault-"))
+            .count()
+            >= 10,
+        "at least 10 vault tasks"
+    );
     let mut failed = Vec::new();
     for task in &tasks {
         let dir = tempfile::tempdir().unwrap();
         let prepared = suite::prepare(task, dir.path());
         let llm = FakeLlm::start(Script::answering(&prepared.script));
         let base_url = llm.base_url.clone();
-        let read_only = task.read_only;
+        let (read_only, review) = (task.read_only, task.review);
         let server = TestServer::start_in(dir, prepared.root.clone(), |config| {
             config.llm.base_url = base_url;
             if read_only {
                 config.policy = PolicyMode::ReadOnly;
+            }
+            if review {
+                config.policy = PolicyMode::Review;
+                config.reviewer_token = Some("reviewer".into());
             }
         });
         let answer = server.post_json("/agent/run", &json!({"task": prepared.task}));
@@ -53,7 +65,11 @@ fn failures_of_one_reply(task_name: &str, reply: &str) -> Vec<String> {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let prepared = suite::prepare(&task, dir.path());
-    let llm = FakeLlm::start(Script::answering(&[reply.to_string()]));
+    // The model says the same again when told the facts.
+    let llm = FakeLlm::start(Script {
+        repeat_last: true,
+        ..Script::answering(&[reply.to_string()])
+    });
     let base_url = llm.base_url.clone();
     let server = TestServer::start_in(dir, prepared.root.clone(), |config| {
         config.llm.base_url = base_url;

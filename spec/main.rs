@@ -10,6 +10,7 @@
 mod common;
 
 mod agent;
+mod agent_outcome;
 mod agent_tasks;
 mod agentops;
 mod bounded;
@@ -22,6 +23,7 @@ mod edges;
 mod events;
 mod fields;
 mod foundation;
+mod front_matter;
 mod history;
 mod index;
 mod mcp;

@@ -2,7 +2,9 @@
 //! depend on each other, directly or around a longer loop. And it has walls:
 //! only the entry (`main.rs`, `app`, the HTTP adapter) imports `config`, and
 //! the domain (notes, repo, index, vault, patch, ops, proposals, embed, sync)
-//! imports no adapter (http, mcp, sandbox, agent), nor `app` or `bootstrap`.
+//! imports no adapter (http, mcp, sandbox, agent), nor `app` or `bootstrap`;
+//! and the adapters reach the notes only through ops: they import ops, the
+//! error vocabulary, each other and the edge modules, never the rest of the domain.
 //!
 //! Every file under `src/` is parsed (syn); each path it names that starts at
 //! `crate::`, `super::`, `self::` or one of its own submodules becomes an edge to
@@ -367,6 +369,31 @@ fn the_domain_imports_no_adapter_and_no_start_up() {
     );
 }
 
+/// The adapters: they reach the notes through `ops` alone.
+const ADAPTERS: [&str; 4] = ["http", "mcp", "sandbox", "agent"];
+
+/// Whether `module` is in the domain below `ops`, which the adapters never import.
+fn below_ops(module: &Module) -> bool {
+    DOMAIN
+        .iter()
+        .any(|area| *area != "ops" && within(module, area))
+}
+
+#[test]
+fn the_adapters_reach_the_notes_only_through_ops() {
+    let graph = graph(&src());
+    let found = crossings(
+        &graph,
+        |m| ADAPTERS.iter().any(|area| within(m, area)),
+        below_ops,
+    );
+    assert!(
+        found.is_empty(),
+        "an adapter imports the domain below ops: {found:?}; give ops what the adapter needs \
+         (a row, or a helper in ops/adapters.rs) and import that"
+    );
+}
+
 #[test]
 fn a_wall_names_each_edge_that_crosses_it() {
     let mut graph: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
@@ -386,6 +413,15 @@ fn a_wall_names_each_edge_that_crosses_it() {
     let domain = |m: &Module| DOMAIN.iter().any(|area| within(m, area));
     let above = |t: &Module| ABOVE_DOMAIN.iter().any(|area| within(t, area));
     assert_eq!(crossings(&graph, domain, above), ["notes::view -> sandbox"]);
+    graph
+        .entry(module("agent::prompt"))
+        .or_default()
+        .extend([module("vault::tokens"), module("ops")]);
+    let adapter = |m: &Module| ADAPTERS.iter().any(|area| within(m, area));
+    assert_eq!(
+        crossings(&graph, adapter, below_ops),
+        ["agent::prompt -> vault::tokens"]
+    );
 }
 
 fn module(name: &str) -> Module {

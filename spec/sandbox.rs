@@ -280,6 +280,17 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
         &json!({"from": "moved/c.md", "to": "c.md", "commit": server.head(), "rewritten": []})
     );
     assert_eq!(server.commit_count(), before + 11);
+    let text = std::fs::read_to_string(server.root.join("c.md")).unwrap();
+    let answer = eval(
+        &server,
+        "return await mirai.notes.front_matter({path: 'c.md', set: {status: 'done'}})",
+    );
+    covered.insert("notes.front_matter".into());
+    assert_eq!(result(&answer)["commit"], json!(server.head()));
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("c.md")).unwrap(),
+        format!("---\nstatus: done\n---\n{text}")
+    );
 
     let answer = eval(&server, "return await mirai.index.rebuild()");
     covered.insert("index.rebuild".into());

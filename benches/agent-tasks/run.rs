@@ -1,6 +1,7 @@
 //! Runs the agent task suite against a model and prints, per task and in
 //! total: success, steps, prompt and completion tokens, wall time, and why
-//! the run stopped. Each task gets a fresh copy of the vault and its own
+//! the run stopped; and how many final answers were untrue (a change stated
+//! that the record does not show, with no outcome leading it; target 0). Each task gets a fresh copy of the vault and its own
 //! release server.
 //!
 //! cargo bench --bench agent_tasks                       # the scripted fake model
@@ -84,6 +85,7 @@ fn main() {
         "task", "ok", "steps", "prompt", "compl", "wall s"
     );
     let (mut passed, mut steps, mut prompt, mut completion, mut wall) = (0, 0, 0, 0, 0.0);
+    let mut untrue = 0;
     for task in &tasks {
         let dir = tempfile::tempdir().unwrap();
         let prepared = suite::prepare(task, dir.path());
@@ -114,6 +116,10 @@ fn main() {
         }
         if task.read_only {
             env.push(("MIRAI_POLICY_MODE", "read_only"));
+        }
+        if task.review {
+            env.push(("MIRAI_POLICY_MODE", "review"));
+            env.push(("MIRAI_REVIEWER_TOKEN", "bench-reviewer"));
         }
         let server = Server::start_with_env(&prepared.root, &env);
         let mut report = Value::Null;
@@ -154,6 +160,7 @@ fn main() {
             print_steps(&report);
         }
         passed += usize::from(failures.is_empty());
+        untrue += usize::from(suite::untrue_answer(&report).is_some());
         steps += n;
         prompt += p;
         completion += c;
@@ -168,6 +175,8 @@ fn main() {
         completion,
         wall
     );
+    // A final answer stating a change its record lacks, with no outcome leading it: a failure of the system.
+    println!("untrue final answers: {untrue} (target 0)");
 }
 
 /// What the model did, step by step, so a failure can be read without the transcript.

@@ -17,6 +17,9 @@ pub struct Task {
     pub task: String,
     #[serde(default)]
     pub read_only: bool,
+    /// Review mode (MIRAI_POLICY_MODE=review): the run's writes become one proposal.
+    #[serde(default)]
+    pub review: bool,
     #[serde(default)]
     pub setup: Option<Setup>,
     pub expect: Expect,
@@ -31,6 +34,9 @@ pub struct Setup {
     pub external_change: Option<FileChange>,
     /// A long note committed with the vault (before the run's base).
     pub long_note: Option<LongNote>,
+    /// More notes committed with the vault: path -> text.
+    #[serde(default)]
+    pub notes: std::collections::BTreeMap<String, String>,
 }
 
 /// A generated note of `sections` sections (`## Part N`) of `lines` lines
@@ -86,6 +92,15 @@ pub struct Expect {
     /// Absent: not checked.
     #[serde(default)]
     pub warnings: Option<Vec<String>>,
+    /// The run's `outcome.kind` from mirai's record (committed, proposed, dry_run, nothing).
+    #[serde(default)]
+    pub outcome: Option<String>,
+    /// Notes `outcome.notes` must name (the notes changed, proposed or kept aside).
+    #[serde(default)]
+    pub outcome_notes: Vec<String>,
+    /// Whether the reply must be marked `reply_contradicted`; absent: it must not be.
+    #[serde(default)]
+    pub contradicted: bool,
     /// Operations the run's code must call, in this order (others may come between).
     #[serde(default)]
     pub calls: Vec<String>,
@@ -142,6 +157,11 @@ pub fn prepare(task: &Task, dir: &Path) -> Prepared {
     copy_dir(&suite_dir().join("vault"), &root);
     if let Some(long) = task.setup.as_ref().and_then(|s| s.long_note.as_ref()) {
         std::fs::write(root.join(&long.path), long.text()).unwrap();
+    }
+    for (path, text) in task.setup.iter().flat_map(|s| &s.notes) {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
     }
     git(&root, &["init", "-q"]);
     mirai::repo::exclude_mirai_folder(&root.join(".git")).unwrap();
@@ -202,9 +222,9 @@ pub fn check(task: &Task, prepared: &Prepared, report: &Value) -> Vec<String> {
     for sha in &made {
         let message = git(root, &["log", "-1", "--format=%B", sha]);
         let mut lines = message.lines();
-        let subject_ok = lines
-            .next()
-            .is_some_and(|s| s.starts_with("mcp.patch_apply: "));
+        let subject_ok = lines.next().is_some_and(|s| {
+            s.starts_with("mcp.patch_apply: ") || s.starts_with("mcp.notes_move: ")
+        });
         if !subject_ok || !message.contains(&format!("\n\n{trailer}\n")) {
             failures.push(format!("commit {sha} has message {message:?}"));
         }
@@ -239,6 +259,34 @@ pub fn check(task: &Task, prepared: &Prepared, report: &Value) -> Vec<String> {
         if !status.trim().is_empty() {
             failures.push(format!("the working tree changed: {status}"));
         }
+    }
+    if let Some(kind) = &expect.outcome {
+        if report["outcome"]["kind"] != kind.as_str() {
+            failures.push(format!(
+                "the outcome is {} (expected {kind})",
+                report["outcome"]
+            ));
+        }
+    }
+    for note in &expect.outcome_notes {
+        let named = report["outcome"]["notes"]
+            .as_array()
+            .is_some_and(|notes| notes.iter().any(|n| n == note.as_str()));
+        if !named {
+            failures.push(format!(
+                "the outcome does not name {note}: {}",
+                report["outcome"]
+            ));
+        }
+    }
+    if report["reply_contradicted"].as_bool() != Some(expect.contradicted) {
+        failures.push(format!(
+            "reply_contradicted is {} (expected {})",
+            report["reply_contradicted"], expect.contradicted
+        ));
+    }
+    if let Some(untrue) = untrue_answer(report) {
+        failures.push(untrue);
     }
     let reply = report["reply"].as_str().unwrap_or_default().to_lowercase();
     for needle in &expect.reply_contains {
@@ -290,6 +338,35 @@ pub fn check(task: &Task, prepared: &Prepared, report: &Value) -> Vec<String> {
         }
     }
     failures
+}
+
+/// Words a reply uses to say something was changed.
+const CHANGE_WORDS: [&str; 12] = [
+    "added", "appended", "changed", "created", "deleted", "removed", "renamed", "moved", "updated",
+    "set ", "replaced", "fixed",
+];
+
+/// A final answer that states a change its record does not show, with no
+/// outcome leading it (`reply_contradicted` unset): a failure of the system,
+/// whatever the model did. Checked apart from mirai's own check, by words.
+pub fn untrue_answer(report: &Value) -> Option<String> {
+    let reply = report["reply"].as_str()?.to_lowercase();
+    let changed_nothing = report["outcome"]["kind"] == "nothing";
+    let negated = [
+        "not ",
+        "n't",
+        "nothing",
+        "no change",
+        "unable",
+        "cannot",
+        "could not",
+    ]
+    .iter()
+    .any(|word| reply.contains(word));
+    let claims = CHANGE_WORDS.iter().any(|word| reply.contains(word));
+    (changed_nothing && claims && !negated && report["reply_contradicted"] != true).then(|| {
+        format!("UNTRUE ANSWER: the reply states a change, the record shows none, and nothing marks it: {reply:?}")
+    })
 }
 
 fn copy_dir(from: &Path, to: &Path) {

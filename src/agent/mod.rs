@@ -7,6 +7,7 @@
 //! actor").
 
 pub mod llm;
+pub mod outcome;
 pub mod prompt;
 pub mod protocol;
 mod run;

@@ -17,7 +17,10 @@ use crate::sandbox::SandboxLimits;
 const CHOOSING: &str = "\n# Which operation\n\
 - A question about the notes: search with mirai.index.query first (never answer from memory), read what \
 it finds, and name each note's path in the reply.\n\
-- A long note: mirai.notes.outline, then read its `section`.\n\
+- A long note: `(await mirai.notes.outline({path: \"h.md\"})).headings`, then \
+`mirai.notes.read({path: \"h.md\", section: \"Part 3\"})`\n\
+- Tagged notes: `(await mirai.notes.list({tag: \"recipe\"})).notes` (paths)\n\
+- Backlinks: `(await mirai.notes.links({path: \"garden.md\"})).backlinks`\n\
 Example, over two answers:\n\
 <think>A question about the notes: search first.</think>\n\
 <code>const hits = await mirai.index.query({q: \"dentist\", limit: 3});\n\
@@ -33,6 +36,10 @@ const WRITING: &str = "\n# Writing\n\
 - Adding lines: mirai.notes.append (at the end) or mirai.notes.insert (under a heading, or after or before a line).\n\
 - Changing text: mirai.notes.edit, with `old` copied exactly from the note (long enough to occur once).\n\
 - Deleting a note: mirai.notes.delete.\n\
+- One section only: notes.edit with `section: \"Monday\"`.\n\
+- A front matter field: `mirai.notes.front_matter({path, set: {status: \"done\"}})` (or `remove: [\"draft\"]`), \
+never a rewrite.\n\
+- Rename or move (links follow): `mirai.notes.move({from: \"a.md\", to: \"old/a.md\"})`\n\
 - A new note, or a whole note rewritten: mirai.notes.write with the whole text.\n\
 - A unified diff you already hold: mirai.patch.apply.\n\
 - A write succeeded only when its answer has a `commit` and the observation shows no error. \
@@ -53,12 +60,12 @@ Example, over three answers:\n\
 pub const PROMPT_TOKEN_BUDGET: usize = 4000;
 
 /// The tokens `prompt` takes, counted for the budget: its o200k_base BPE
-/// count (the tokenizer [`crate::vault::tokens`] ships) plus a tenth, for the
+/// count (the tokenizer notes.read counts with) plus a tenth, for the
 /// tokenizers of the small open models (Qwen's, Llama's), which cut English
 /// and code a little finer. (Bytes / 3, the older estimate, overstates the
 /// BPE count of this prompt by about 30%.)
 pub fn prompt_tokens(prompt: &str) -> usize {
-    crate::vault::tokens::count(prompt) * 11 / 10
+    crate::ops::adapters::count_tokens(prompt) * 11 / 10
 }
 
 /// What the prompt states about the run it opens.
@@ -395,6 +402,13 @@ mod tests {
             "- Changing text: mirai.notes.edit",
             "- Deleting a note: mirai.notes.delete.",
             "allow_large_delete: true",
+            "mirai.notes.move({from: \"a.md\"",
+            "(await mirai.notes.list({tag: \"recipe\"})).notes",
+            "(await mirai.notes.links({path: \"garden.md\"})).backlinks",
+            "(await mirai.notes.outline({path: \"h.md\"})).headings",
+            "section: \"Part 3\"",
+            "notes.edit with `section: \"Monday\"`",
+            "mirai.notes.front_matter({path, set: {status: \"done\"}})",
         ] {
             assert!(prompt.contains(line), "{line}");
         }
@@ -448,7 +462,7 @@ mod tests {
             println!(
                 "prompt (read_only {read_only}, dry_run {dry_run}, review {review}): {} bytes, {} o200k tokens, {tokens} with the allowance, of {PROMPT_TOKEN_BUDGET}",
                 prompt.len(),
-                crate::vault::tokens::count(&prompt)
+                crate::ops::adapters::count_tokens(&prompt)
             );
             assert!(
                 tokens <= PROMPT_TOKEN_BUDGET,

@@ -2,9 +2,12 @@
 //! `<code>…</code>` (JavaScript for the sandbox) and/or `<reply>…</reply>`.
 //!
 //! Parsing is forgiving where models are sloppy and strict where it matters:
-//! a markdown fence inside `<code>` is unwrapped, a tag left open by a stop
-//! sequence runs to the end of the answer, and anything after the code but a
-//! reply right after it (a model writing the next turn itself) is dropped.
+//! a markdown fence inside `<code>` is unwrapped, a JavaScript fence without
+//! tags is the code, a tag left open by a stop sequence runs to the end of the
+//! answer, and anything after the first code block but a reply right after it
+//! (more code, an invented observation, a reply after code that never ran) is
+//! dropped and handed back as [`Answer::dropped`], for the transcript. An
+//! answer in plain words, with neither tag, is a reply ([`Answer::plain`]).
 
 /// What the model asked for in one answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +15,10 @@ pub struct Answer {
     pub think: Option<String>,
     pub code: Option<String>,
     pub reply: Option<String>,
+    /// What followed the first code block and was dropped (not run, not kept).
+    pub dropped: Option<String>,
+    /// The reply was written in plain words, without `<reply>` tags.
+    pub plain: bool,
 }
 
 /// Stop sequences sent with every request: the model's turn ends at its
@@ -23,27 +30,102 @@ pub const STOP_SEQUENCES: [&str; 4] = ["</reply>", "<observation>", "<|im_start|
 pub struct Broken(pub String);
 
 pub fn parse(text: &str) -> Result<Answer, Broken> {
-    let text = own_turn(text);
-    let think = section(text, "think").map(|s| s.trim().to_string());
-    let code = section(text, "code")
+    let fenced = fenced_code(text);
+    let text = match &fenced {
+        Some(tagged) => tagged.as_str(),
+        None => text,
+    };
+    let own = own_turn(text);
+    let dropped = Some(text[own.len()..].trim())
+        .filter(|rest| !rest.is_empty())
+        .map(str::to_string);
+    let think = section(own, "think").map(|s| s.trim().to_string());
+    let code = section(own, "code")
         .map(unfence)
         .filter(|code| !code.trim().is_empty());
-    let reply = section(text, "reply")
+    let mut reply = section(own, "reply")
         .map(|s| s.trim().to_string())
         .filter(|reply| !reply.is_empty());
+    let mut plain = false;
     if code.is_none() && reply.is_none() {
-        let why = if text.trim().is_empty() {
-            "Your answer was empty."
-        } else if text.contains("<code>") {
-            "Your <code> block was empty."
-        } else {
-            "Your answer had neither a <code> block nor a <reply>."
-        };
-        return Err(Broken(format!(
-            "{why} Answer with <think>your reasoning</think> and then either <code>JavaScript to run</code> or <reply>your final answer to the user</reply>."
-        )));
+        let words = without_think(own);
+        if words.is_empty() || own.contains("<code>") {
+            let why = if own.trim().is_empty() {
+                "Your answer was empty."
+            } else if own.contains("<code>") {
+                "Your <code> block was empty."
+            } else {
+                "Your answer had only your reasoning."
+            };
+            return Err(Broken(format!(
+                "{why} Answer with <think>your reasoning</think> and then either <code>JavaScript to run</code> or <reply>your final answer to the user</reply>."
+            )));
+        }
+        reply = Some(words);
+        plain = true;
     }
-    Ok(Answer { think, code, reply })
+    Ok(Answer {
+        think,
+        code,
+        reply,
+        dropped,
+        plain,
+    })
+}
+
+/// Whether a reply in plain words reads as a thought the model has not
+/// finished (a plan, or a sentence that announces something): such a reply
+/// gets one reminder before it stands.
+pub fn looks_unfinished(reply: &str) -> bool {
+    const OPENINGS: [&str; 9] = [
+        "let me",
+        "i will",
+        "i'll",
+        "i need to",
+        "i am going to",
+        "i'm going to",
+        "first",
+        "next,",
+        "to do this",
+    ];
+    let lower = reply.trim().to_lowercase();
+    OPENINGS.iter().any(|opening| lower.starts_with(opening))
+        || lower.ends_with(':')
+        || lower.ends_with("...")
+        || lower.ends_with('…')
+}
+
+/// An answer with no `<code>` tag whose JavaScript sits in a markdown fence
+/// (```js or ```javascript): the same answer with that fence as its code.
+fn fenced_code(text: &str) -> Option<String> {
+    if text.contains("<code>") {
+        return None;
+    }
+    let start = ["```javascript", "```js"]
+        .iter()
+        .filter_map(|fence| text.find(fence).map(|at| (at, fence.len())))
+        .min()?;
+    let body_start = start.0 + start.1;
+    let end = text[body_start..].find("```").map(|at| body_start + at)?;
+    Some(format!(
+        "{}<code>{}</code>{}",
+        &text[..start.0],
+        &text[body_start..end],
+        &text[end + 3..]
+    ))
+}
+
+/// The answer without its `<think>` section, trimmed.
+fn without_think(text: &str) -> String {
+    match (text.find("<think>"), text.find("</think>")) {
+        (Some(open), Some(close)) if open < close => {
+            format!("{}{}", &text[..open], &text[close + "</think>".len()..])
+                .trim()
+                .to_string()
+        }
+        (Some(_), None) => String::new(),
+        _ => text.trim().to_string(),
+    }
 }
 
 /// The answer up to the end of its code, and of a `<reply>` that follows the
@@ -161,15 +243,65 @@ mod tests {
     }
 
     #[test]
-    fn answers_without_tags_are_broken_with_a_corrective_message() {
-        for text in [
-            "Sure! I changed the note.",
-            "",
-            "<think>only thinking</think>",
-            "<code>  </code>",
-        ] {
+    fn empty_answers_are_broken_with_a_corrective_message() {
+        for text in ["", "<think>only thinking</think>", "<code>  </code>"] {
             let Broken(message) = parse(text).unwrap_err();
             assert!(message.contains("<reply>"), "{text:?}: {message}");
         }
+    }
+
+    #[test]
+    fn plain_words_are_a_reply() {
+        let answer =
+            parse("<think>read-only</think>The deployment is read-only: nothing was changed.")
+                .unwrap();
+        assert!(answer.plain);
+        assert_eq!(answer.code, None);
+        assert_eq!(
+            answer.reply.as_deref(),
+            Some("The deployment is read-only: nothing was changed.")
+        );
+        assert!(!looks_unfinished(answer.reply.as_deref().unwrap()));
+        for unfinished in [
+            "Let me read the note first.",
+            "I will now do this:",
+            "Reading...",
+        ] {
+            assert!(looks_unfinished(unfinished), "{unfinished}");
+        }
+    }
+
+    #[test]
+    fn a_javascript_fence_without_tags_is_the_code() {
+        let answer = parse(
+            "I'll list them.\n```javascript\nreturn await mirai.notes.list();\n```\nThen reply.",
+        )
+        .unwrap();
+        assert_eq!(
+            answer.code.as_deref(),
+            Some("return await mirai.notes.list();")
+        );
+        assert_eq!(answer.dropped.as_deref(), Some("Then reply."));
+        assert!(!answer.plain);
+    }
+
+    #[test]
+    fn only_the_first_code_block_runs_and_the_rest_is_dropped() {
+        let answer = parse(
+            "<code>return 1</code>\n(the observation shows a commit)\n<code>return 2</code>\n<reply>Done.</reply>",
+        )
+        .unwrap();
+        assert_eq!(answer.code.as_deref(), Some("return 1"));
+        assert_eq!(answer.reply, None);
+        assert_eq!(
+            answer.dropped.as_deref(),
+            Some("(the observation shows a commit)\n<code>return 2</code>\n<reply>Done.</reply>")
+        );
+        assert_eq!(
+            parse("<code>return 1</code><reply>ok</reply>")
+                .unwrap()
+                .dropped,
+            None
+        );
     }
 }

@@ -1,5 +1,8 @@
 //! One agent run: the loop, its bounds, the observations the model sees, and
-//! the report the caller gets. In review mode the run's writes gather into one
+//! the report the caller gets, led by the run's `outcome` from mirai's record
+//! (see [`super::outcome`]). A reply that contradicts the record gets one more
+//! step with the facts; if the next reply still does, the report marks it
+//! `reply_contradicted`. In review mode the run's writes gather into one
 //! proposal (filed when it ends, in the report's `proposal`), and a proposed
 //! write is observed as a dry run's write is.
 
@@ -11,14 +14,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::llm::Message;
+use super::outcome::{self, contradiction, facts_message, failed_write, Kind, RunOutcome};
 use super::prompt::{self, system_prompt, PromptFacts};
 use super::protocol::{self, Broken};
 use super::transcript::{Event, Transcript};
-use super::warnings::{self, Outcome};
+use super::warnings::{self, claimed_change, Outcome};
 use super::{Agent, MAX_AGENT_STEPS, OBSERVATION_CAP};
 use crate::error::{Error, ErrorCode, Result};
 use crate::events::Events;
-use crate::notes::overlay::{NoteChange, Overlay};
+use crate::ops::adapters::{NoteChange, Overlay};
 use crate::ops::{begin_draft, file_draft, Class, Context, Draft, PolicyMode, Proposed};
 use crate::sandbox::{CallRecord, Evaluation};
 
@@ -53,10 +57,18 @@ pub struct Step {
     pub console: Vec<String>,
     pub calls: Vec<CallRecord>,
     pub llm_ms: f64,
-    /// A reply given right after a failed step with nothing written yet: not
-    /// given to the user; the model was asked to try again (once per run).
+    /// A reply not given to the user: one right after a failed step with
+    /// nothing written yet, or one in plain words that read as unfinished;
+    /// the model was asked to go on (once per run each).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held_reply: Option<String>,
+    /// A reply that contradicted mirai's record: not given to the user; the
+    /// model was told the facts and had one more step (once per run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contested_reply: Option<String>,
+    /// What the answer wrote after its first code block, dropped unrun.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -69,6 +81,11 @@ pub struct Usage {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
     pub run_id: String,
+    /// What the run did, from mirai's record; the answer leads with it.
+    pub outcome: RunOutcome,
+    /// The reply claims a change the record does not show (or calls a proposed
+    /// change done), even after the model was told the facts: read `outcome`.
+    pub reply_contradicted: bool,
     pub reply: Option<String>,
     pub stopped: Stopped,
     /// Why the run stopped, in words, when it was not a reply.
@@ -182,38 +199,79 @@ impl Agent {
                 }
             };
             talk.run.broken_in_a_row = 0;
-            let Some(code) = answer.code else {
-                let hold = !facts.read_only && talk.run.may_hold_a_reply(max_steps, overlay);
-                if talk.run.replied(answer.think, answer.reply, llm_ms, hold) {
-                    break Stopped::Reply;
-                }
+            if let Some(dropped) = &answer.dropped {
                 let step = talk.run.steps.len() + 1;
                 talk.transcript.record(
-                    "reply_held",
-                    json!({"step": step, "reply": talk.run.held()}),
+                    "dropped",
+                    json!({"step": step, "text": dropped, "why": DROPPED}),
                 );
-                talk.messages.push(Message::user(TRY_AGAIN.to_string()));
+            }
+            let Some(code) = answer.code else {
+                let reply = answer.reply.clone().unwrap_or_default();
+                let remind = answer.plain
+                    && !talk.run.reminded
+                    && talk.run.steps.len() + 1 < max_steps
+                    && protocol::looks_unfinished(&reply);
+                let hold =
+                    remind || (!facts.read_only && talk.run.may_hold_a_reply(max_steps, overlay));
+                if talk
+                    .run
+                    .replied(answer.think, answer.reply, answer.dropped, llm_ms, hold)
+                {
+                    if self.contest(&mut talk, ctx, &writes, &run_id) {
+                        continue;
+                    }
+                    break Stopped::Reply;
+                }
+                let step = talk.run.steps.len();
+                let (why, next) = if remind {
+                    talk.run.reminded = true;
+                    ("unfinished", UNFINISHED)
+                } else {
+                    talk.run.held_a_reply = true;
+                    ("after_a_failed_step", TRY_AGAIN)
+                };
+                talk.transcript.record(
+                    "reply_held",
+                    json!({"step": step, "reply": talk.run.held(), "why": why}),
+                );
+                talk.messages.push(Message::user(next.to_string()));
                 continue;
             };
             let ran = Ran {
                 think: answer.think,
                 code,
                 reply: answer.reply,
+                dropped: answer.dropped,
                 llm_ms,
             };
             if let Some(stopped) = self.run_code(&mut talk, run_ctx, ran, writes_stay) {
+                if stopped == Stopped::Reply && self.contest(&mut talk, ctx, &writes, &run_id) {
+                    continue;
+                }
                 break stopped;
             }
         };
         let Talk {
-            run, transcript, ..
+            mut run,
+            transcript,
+            ..
         } = talk;
         let mut transcript = transcript;
+        // A run that stopped right after its reply was contested (out of time, or the
+        // model unreachable) keeps that reply: it is marked as the record contradicts it.
+        if run.reply.is_none() {
+            run.reply = run
+                .steps
+                .last()
+                .and_then(|step| step.contested_reply.clone());
+        }
 
         let report = finish(ctx, writes, task, &notes_before, run_id, run, stopped);
         transcript.record(
             "run_end",
-            json!({"stopped": report.stopped, "reply": report.reply, "stop_detail": report.stop_detail,
+            json!({"outcome": report.outcome, "reply_contradicted": report.reply_contradicted,
+                   "stopped": report.stopped, "reply": report.reply, "stop_detail": report.stop_detail,
                    "commits": report.commits, "changes": report.changes,
                    "proposal": report.proposal.as_ref().map(|p| &p.proposal), "usage": report.usage,
                    "warnings": report.warnings}),
@@ -294,6 +352,23 @@ impl Agent {
         let (evaluation, mut body) =
             self.execute(run_ctx, &ran.code, step, run, transcript, writes_stay);
         let failed = evaluation.error.is_some();
+        if let Some(claim) = code_claim(&evaluation) {
+            add_note(
+                &mut body,
+                &format!(
+                    "Your code returned {claim:?}, but no write succeeded in it: returning words changes \
+                     nothing. Only a write call whose answer has a commit changes a note."
+                ),
+            );
+            run.code_claim = Some(claim);
+        }
+        if ran.dropped.is_some() {
+            add_note(
+                &mut body,
+                "Only your first <code> block ran; what you wrote after it was dropped. Write one \
+                 <code> block per answer and wait for its observation.",
+            );
+        }
         run.steps.push(Step {
             think: ran.think,
             code: Some(ran.code),
@@ -303,10 +378,14 @@ impl Agent {
             calls: evaluation.calls,
             llm_ms: ran.llm_ms,
             held_reply: None,
+            contested_reply: None,
+            dropped: ran.dropped,
         });
         if ran.reply.is_some() {
             if !failed {
                 run.reply = ran.reply;
+                // Told with the facts if the reply is contested (see `contest`).
+                run.unsent_observation = Some(render(&body));
                 return Some(Stopped::Reply);
             }
             // A reply written before its code ran cannot know the code failed.
@@ -328,6 +407,42 @@ impl Agent {
         }
         messages.push(Message::user(render(&body)));
         None
+    }
+
+    /// Holds the reply back once per run when it contradicts mirai's record
+    /// of the run so far: the model is told the facts (after the observation
+    /// it has not seen, if the reply came with code) and has one more step.
+    /// `true` when the run goes on.
+    fn contest(&self, talk: &mut Talk<'_>, ctx: &Context, writes: &Writes, run_id: &str) -> bool {
+        let run = &mut talk.run;
+        let unsent = run.unsent_observation.take();
+        // A run with commits made a change: no claim of one contradicts it.
+        if run.facts_given || !run.commits.is_empty() {
+            return false;
+        }
+        let Some(reply) = run.reply.clone() else {
+            return false;
+        };
+        let record = record_of(ctx, writes, run, run_id, Ended::No);
+        let Some(why) = contradiction(&reply, run.code_claim.as_deref(), &record) else {
+            return false;
+        };
+        run.facts_given = true;
+        run.reply = None;
+        let step = run.steps.len();
+        if let Some(last) = run.steps.last_mut() {
+            last.contested_reply = Some(reply.clone());
+        }
+        talk.transcript.record(
+            "reply_contested",
+            json!({"step": step, "reply": reply, "why": why, "outcome": record}),
+        );
+        let facts = facts_message(&record, &why);
+        talk.messages.push(Message::user(match unsent {
+            Some(observation) => format!("{observation}\n{facts}"),
+            None => facts,
+        }));
+        true
     }
 
     /// The model could not be reached at the first step: the run ends with
@@ -431,7 +546,10 @@ fn finish(
 ) -> RunReport {
     let (changes, filed) = match &writes.draft {
         Some(draft) => (None, file_draft(draft, ctx)),
-        None => (writes.overlay.map(|overlay| overlay.changes()), Ok(None)),
+        None => (
+            writes.overlay.as_ref().map(|overlay| overlay.changes()),
+            Ok(None),
+        ),
     };
     let (proposal, unfiled) = match filed {
         Ok(proposal) => (proposal, None),
@@ -462,9 +580,24 @@ fn finish(
         ),
         None => Vec::new(),
     };
-    let warnings = warnings.into_iter().chain(unfiled).collect();
+    let warnings: Vec<String> = warnings.into_iter().chain(unfiled).collect();
+    let record = record_of(ctx, &writes, &run, &run_id, Ended::Filed(proposal.as_ref()));
+    let contradicted = run
+        .reply
+        .as_deref()
+        .and_then(|reply| contradiction(reply, run.code_claim.as_deref(), &record));
+    let warnings = warnings
+        .into_iter()
+        .chain(
+            contradicted
+                .iter()
+                .map(|why| format!("{why}; the outcome above is mirai's record")),
+        )
+        .collect();
     RunReport {
         run_id,
+        outcome: record,
+        reply_contradicted: contradicted.is_some(),
         reply: run.reply,
         stopped,
         stop_detail: run.stop_detail,
@@ -475,6 +608,92 @@ fn finish(
         usage: run.usage,
         warnings,
     }
+}
+
+/// The run's outcome from mirai's record: its commits and the notes git says
+/// they changed, or its proposal (`filed`, when the run has ended; the draft
+/// so far before), or a dry run's notes kept aside; and its failed writes.
+fn record_of(
+    ctx: &Context,
+    writes: &Writes,
+    run: &Progress,
+    run_id: &str,
+    ended: Ended<'_>,
+) -> RunOutcome {
+    let filed = match ended {
+        Ended::Filed(filed) => filed,
+        Ended::No => None,
+    };
+    let failed: Vec<outcome::FailedWrite> = run
+        .steps
+        .iter()
+        .flat_map(|step| &step.calls)
+        .filter(|call| !call.ok && is_write(&call.op))
+        .map(|call| failed_write(&call.op, &call.request, &call.answer))
+        .collect();
+    if !run.commits.is_empty() {
+        let notes = committed_notes(ctx, run_id, &run.commits);
+        return RunOutcome::new(Kind::Committed, notes, run.commits.clone(), None, failed);
+    }
+    if let Some(proposed) = filed {
+        let notes = proposed.changes.iter().map(|c| c.path.clone());
+        let id = Some(proposed.proposal.clone());
+        return RunOutcome::new(Kind::Proposed, notes, Vec::new(), id, failed);
+    }
+    let kept: Vec<String> = writes
+        .overlay
+        .as_ref()
+        .map(|overlay| overlay.changes().into_iter().map(|c| c.path).collect())
+        .unwrap_or_default();
+    match (&writes.draft, kept.is_empty()) {
+        (_, true) => RunOutcome::new(Kind::Nothing, kept, Vec::new(), None, failed),
+        // Before the run ends its draft is not filed yet; once it has ended, `filed` says.
+        (Some(draft), false) if matches!(ended, Ended::No) => {
+            let id = Some(draft.id().to_string());
+            RunOutcome::new(Kind::Proposed, kept, Vec::new(), id, failed)
+        }
+        (Some(_), false) => RunOutcome::new(Kind::Nothing, Vec::new(), Vec::new(), None, failed),
+        (None, false) => RunOutcome::new(Kind::DryRun, kept, Vec::new(), None, failed),
+    }
+}
+
+/// Whether a run's outcome is read after it ended, with the proposal its
+/// draft made when filed (review mode), or while it goes on.
+#[derive(Clone, Copy)]
+enum Ended<'a> {
+    No,
+    Filed(Option<&'a Proposed>),
+}
+
+/// The notes `commits` changed, as git's history of run `run_id` has them
+/// (a rename names both paths).
+fn committed_notes(ctx: &Context, run_id: &str, commits: &[String]) -> Vec<String> {
+    match crate::ops::run_commits(ctx, run_id) {
+        Ok(found) => found
+            .into_iter()
+            .filter(|c| commits.contains(&c.commit))
+            .flat_map(|c| c.paths)
+            .flat_map(|p| [Some(p.path), p.from])
+            .flatten()
+            .collect(),
+        Err(e) => {
+            log::warn!("run {run_id}: its commits' notes could not be read: {e}");
+            Vec::new()
+        }
+    }
+}
+
+/// The change a program's returned string claims when no write of the
+/// program succeeded (a hard-coded "Note renamed."): a claim like a reply's.
+fn code_claim(evaluation: &Evaluation) -> Option<String> {
+    let wrote = evaluation
+        .calls
+        .iter()
+        .any(|call| call.ok && is_write(&call.op));
+    if wrote || evaluation.error.is_some() {
+        return None;
+    }
+    claimed_change(evaluation.result.as_str()?)
 }
 
 /// The conversation of a run as it goes: what the model has been told, what
@@ -490,6 +709,7 @@ struct Ran {
     think: Option<String>,
     code: String,
     reply: Option<String>,
+    dropped: Option<String>,
     llm_ms: f64,
 }
 
@@ -506,6 +726,14 @@ struct Progress {
     repeats: usize,
     /// Whether a reply has been held back already (see [`TRY_AGAIN`]).
     held_a_reply: bool,
+    /// Whether a plain reply that read as unfinished has had its reminder (see [`UNFINISHED`]).
+    reminded: bool,
+    /// Whether a contradicted reply has been answered with the facts (see `contest`).
+    facts_given: bool,
+    /// The last change a program claimed in the string it returned with no write behind it.
+    code_claim: Option<String>,
+    /// The observation of the step whose reply ended the run, not yet sent.
+    unsent_observation: Option<String>,
 }
 
 impl Progress {
@@ -516,7 +744,8 @@ impl Progress {
         deadline: Instant,
         deadline_ms: u64,
     ) -> Option<Stopped> {
-        if self.steps.len() >= max_steps {
+        // A reply answered with the facts gets its one more step.
+        if self.steps.len() >= max_steps + usize::from(self.facts_given) {
             self.stop_detail = Some(format!(
                 "the model did not reply within {max_steps} steps (max_steps)"
             ));
@@ -537,6 +766,7 @@ impl Progress {
         &mut self,
         think: Option<String>,
         reply: Option<String>,
+        dropped: Option<String>,
         llm_ms: f64,
         hold: bool,
     ) -> bool {
@@ -549,10 +779,11 @@ impl Progress {
             calls: Vec::new(),
             llm_ms,
             held_reply: if hold { reply.clone() } else { None },
+            contested_reply: None,
+            dropped,
         });
         self.repeats = 0;
         if hold {
-            self.held_a_reply = true;
             return false;
         }
         self.reply = reply;
@@ -578,6 +809,8 @@ impl Progress {
             calls: Vec::new(),
             llm_ms,
             held_reply: None,
+            contested_reply: None,
+            dropped: None,
         });
         self.broken_in_a_row += 1;
         self.repeats = 0;
@@ -611,6 +844,15 @@ const TRY_AGAIN: &str = "Your reply was not given to the user: your last code fa
      has been changed, so the task is not done yet. Next: a <code> block that tries again, fixed as \
      the error message says; to find a note you do not know the path of, search for its words with \
      mirai.index.query.";
+
+/// What the model is told when its reply in plain words reads as a thought
+/// it has not finished (once per run).
+const UNFINISHED: &str = "Your answer had no <code> block and reads as unfinished, so it was not given \
+     to the user. Next: a <code> block that does the next step, or a <reply> with your final answer.";
+
+/// Why the transcript's `dropped` event dropped text.
+const DROPPED: &str = "only an answer's first <code> block runs: what follows it (more code, an \
+     observation or a turn the model wrote itself, a reply after code that had not run) is dropped";
 
 /// The sampling temperature after the model sent the same code to the same
 /// outcome: at 0 it would most likely send that code again.
@@ -684,7 +926,64 @@ fn observe(evaluation: &Evaluation, commits_so_far: usize, dry_run: bool, repeat
     if let Some(note) = lost_answers(evaluation) {
         add_note(&mut body, &note);
     }
+    if let Some(note) = looks_wrong(evaluation) {
+        add_note(&mut body, &note);
+    }
     body
+}
+
+/// For a result that looks wrong although the calls answered data: a list of
+/// nothing but null (fields read that the answer does not have), or an
+/// object answer iterated as if it were a list. Names the answers' real shape.
+fn looks_wrong(evaluation: &Evaluation) -> Option<String> {
+    let all_null = evaluation
+        .result
+        .as_array()
+        .is_some_and(|items| !items.is_empty() && items.iter().all(Value::is_null));
+    let iterated = evaluation
+        .error
+        .as_ref()
+        .is_some_and(|e| e.message.contains("not iterable"));
+    if !all_null && !iterated {
+        return None;
+    }
+    let shapes: Vec<String> = answered(evaluation)
+        .into_iter()
+        .map(|(op, outline)| {
+            let strings = outline.contains(": string[");
+            format!(
+                "mirai.{op} answers {outline}{}",
+                if strings {
+                    " (a list of plain strings: each entry is the value itself, e.g. the path, not an object with fields)"
+                } else {
+                    ""
+                }
+            )
+        })
+        .collect();
+    if shapes.is_empty() {
+        return None;
+    }
+    let what = if all_null {
+        "Your result is a list of nothing but null: the fields your code read are not in the answer, so this result says nothing about the notes."
+    } else {
+        "Your code iterated an answer that is an object, not a list: iterate its list field (e.g. `for (const path of answer.notes)`)."
+    };
+    Some(format!("{what} {}.", shapes.join("; ")))
+}
+
+/// Each successful call's row and answer outline, once each, at most three.
+fn answered(evaluation: &Evaluation) -> Vec<(&str, &str)> {
+    let mut found: Vec<(&str, &str)> = Vec::new();
+    for call in &evaluation.calls {
+        if let Some(outline) = &call.answered {
+            if !found.contains(&(call.op.as_str(), outline.as_str())) {
+                found.push((call.op.as_str(), outline.as_str()));
+            }
+        }
+    }
+    found.truncate(3);
+    found
 }
 
 /// The observation message for `body`.
@@ -783,6 +1082,14 @@ fn lost_answers(evaluation: &Evaluation) -> Option<String> {
     if !(threw || (evaluation.error.is_none() && evaluation.result.is_null())) {
         return None;
     }
+    // An object iterated as a list is told by `looks_wrong`.
+    if evaluation
+        .error
+        .as_ref()
+        .is_some_and(|e| e.message.contains("not iterable"))
+    {
+        return None;
+    }
     let mut answered: Vec<String> = Vec::new();
     for call in &evaluation.calls {
         let Some(outline) = &call.answered else {
@@ -813,9 +1120,24 @@ fn lost_answers(evaluation: &Evaluation) -> Option<String> {
 /// the same code.
 fn repeated(times: usize, evaluation: &Evaluation) -> String {
     if evaluation.error.is_some() {
+        // The row that failed (or the last one called): its own example from the table.
+        let failing = evaluation
+            .calls
+            .iter()
+            .rev()
+            .find(|call| !call.ok)
+            .or(evaluation.calls.last())
+            .and_then(|call| crate::ops::find(&call.op));
+        let example = failing.map_or(String::new(), |entry| {
+            format!(
+                " A call of mirai.{} that works, from the API's own examples (put in your note's \
+                 path and text): {}",
+                entry.name, entry.example
+            )
+        });
         format!(
             "You sent this same code {times} times and it failed the same way each time. Next: a \
-             <code> block with different code, fixed as the error message says."
+             <code> block with different code, fixed as the error message says.{example}"
         )
     } else if evaluation.result.is_null() {
         format!("You ran this same code {times} times and it returned nothing each time.")

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::notes::root::open_folder;
+use crate::ops::adapters::open_folder;
 
 /// The most bytes of one string field a transcript line keeps.
 pub const FIELD_CAP: usize = 64 * 1024;
@@ -136,7 +136,7 @@ impl Runs {
         let mut dir = Dir::open_ambient_dir(&self.notes_root, cap_std::ambient_authority())?;
         for name in [".mirai", "runs"] {
             dir = match open_folder(&dir, name, create) {
-                Ok(Some((next, _))) => next,
+                Ok(Some(next)) => next,
                 Ok(None) => return Ok(None),
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
                     return Err(io::Error::other(

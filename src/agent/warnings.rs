@@ -15,7 +15,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::notes::suggest;
+use crate::ops::adapters::did_you_mean;
 
 /// What the run did, as the warnings need it.
 pub struct Outcome<'a> {
@@ -115,10 +115,9 @@ pub fn check(reply: &str, outcome: &Outcome<'_>) -> Vec<String> {
         {
             continue;
         }
-        let closest = suggest::closest_notes(&named, outcome.notes_after);
         warnings.push(format!(
             "the model's reply names {named}, but there is no note at that path{}",
-            suggest::did_you_mean(&closest)
+            did_you_mean(&named, outcome.notes_after)
         ));
     }
     warnings
@@ -126,7 +125,7 @@ pub fn check(reply: &str, outcome: &Outcome<'_>) -> Vec<String> {
 
 /// The first clause of `reply` that says something was changed and does not
 /// say it was not, trimmed to [`QUOTE_CHARS`].
-fn claimed_change(reply: &str) -> Option<String> {
+pub(super) fn claimed_change(reply: &str) -> Option<String> {
     CLAUSE_END
         .split(reply)
         .map(str::trim)

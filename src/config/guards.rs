@@ -38,6 +38,9 @@ pub(super) fn read(env: Env, config: &mut Config) -> Result<(), ConfigError> {
     if let Some(on) = env.switch("MIRAI_GUARD_PLACEHOLDERS")? {
         config.guards.placeholders = on;
     }
+    if let Some(on) = env.switch("MIRAI_GUARD_STRUCTURE")? {
+        config.guards.structure = on;
+    }
     if let Some(n) = env.positive("MIRAI_GUARD_MIN_LINES", "a positive number of lines")? {
         config.guards.min_lines = as_usize(n);
     }
@@ -61,6 +64,7 @@ mod tests {
                 ("MIRAI_GUARD_MAX_DELETE_RATIO", "0.8"),
                 ("MIRAI_GUARD_MIN_LINES", "5"),
                 ("MIRAI_GUARD_PLACEHOLDERS", "off"),
+                ("MIRAI_GUARD_STRUCTURE", "off"),
             ]))
             .unwrap();
         assert_eq!(
@@ -70,6 +74,7 @@ mod tests {
                 max_delete_ratio: 0.8,
                 min_lines: 5,
                 placeholders: false,
+                structure: false,
             }
         );
         for (name, bad) in [
@@ -79,6 +84,7 @@ mod tests {
             ("MIRAI_GUARD_MAX_DELETE_RATIO", "half"),
             ("MIRAI_GUARD_MIN_LINES", "0"),
             ("MIRAI_GUARD_PLACEHOLDERS", "no"),
+            ("MIRAI_GUARD_STRUCTURE", "maybe"),
         ] {
             let pairs: &'static [(&str, &str)] = Box::leak(Box::new([(name, bad)]));
             let err = Config::new("n")

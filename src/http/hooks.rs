@@ -11,8 +11,8 @@ use super::peer::unless_gone;
 use super::respond::{error_response, gone, read_body, render};
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
+use crate::ops::adapters::{webhook_verified, WEBHOOK_SIGNATURE_HEADER};
 use crate::ops::{self, Input};
-use crate::sync::webhook;
 
 pub async fn push(app: web::Data<App>, req: HttpRequest, payload: web::Payload) -> HttpResponse {
     let (Some(secret), true) = (app.config.webhook_secret.clone(), app.ctx.sync.is_some()) else {
@@ -26,9 +26,9 @@ pub async fn push(app: web::Data<App>, req: HttpRequest, payload: web::Payload) 
     };
     let signature = req
         .headers()
-        .get(webhook::SIGNATURE_HEADER)
+        .get(WEBHOOK_SIGNATURE_HEADER)
         .and_then(|value| value.to_str().ok());
-    if !webhook::verify(&secret, &body, signature) {
+    if !webhook_verified(&secret, &body, signature) {
         return error_response(&Error::new(
             ErrorCode::Unauthorized,
             "missing or wrong webhook signature: the forge must sign the body with \

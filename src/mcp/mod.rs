@@ -20,9 +20,9 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::ops::adapters::{Synced, Ticket};
 use crate::ops::Context;
 use crate::sandbox::Sandbox;
-use crate::sync::{Synced, Ticket};
 pub use rpc::{code, Era, RpcError};
 pub use subscriptions::{Listen, Notifier, Subscribed, Subscriptions, PER_SESSION};
 

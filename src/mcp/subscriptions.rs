@@ -144,9 +144,7 @@ fn note_path(uri: &str) -> Result<String, RpcError> {
         )
     };
     let path = super::resources::path_of(uri).ok_or_else(|| bad("not a note URI".into()))?;
-    let path = crate::notes::path::lexical(&path).map_err(|e| bad(e.message))?;
-    crate::notes::path::check_visible_note(&path).map_err(|e| bad(e.message))?;
-    Ok(path)
+    crate::ops::adapters::note_path(&path).map_err(|e| bad(e.message))
 }
 
 /// Turns the change stream into one session's notifications.

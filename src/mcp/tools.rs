@@ -8,10 +8,10 @@ use serde_json::{json, Value};
 use super::rpc::{code, RpcError};
 use crate::agent::prompt::api_reference;
 use crate::error::Error;
+use crate::ops::adapters::{Synced, Ticket};
 use crate::ops::guard::ALLOW_LARGE_DELETE;
 use crate::ops::{self, Class, Context, Input, OpEntry, TABLE};
 use crate::sandbox::{EvalRequest, Sandbox};
-use crate::sync::{Synced, Ticket};
 
 /// The code-mode tool's name.
 pub const AGENT_EVAL: &str = "agent_eval";

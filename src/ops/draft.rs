@@ -46,6 +46,11 @@ impl Draft {
         })
     }
 
+    /// The proposal's id, once filed.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
     /// The overlay its writes land in.
     pub fn overlay(&self) -> Arc<Overlay> {
         Arc::clone(&self.overlay)

@@ -1,5 +1,7 @@
 //! Guards against destructive writes: a write that would wipe much of a note,
-//! or that adds a line a model writes instead of content ("... rest of the note
+//! that drops its structure (its whole front matter, all its headings, most of
+//! its links, or most of a note of 5 lines or more: [`super::structure`]), or
+//! that adds a line a model writes instead of content ("... rest of the note
 //! unchanged ..."), is refused with 422 `guard_refused` before anything lands.
 //!
 //! The write path takes a [`GuardPolicy`] as an input when it plans a change
@@ -26,6 +28,8 @@ pub struct GuardPolicy {
     pub shrink: Option<Shrink>,
     /// Whether added lines that look like elision placeholders are refused.
     pub placeholders: bool,
+    /// Whether a write that drops the note's structure is refused.
+    pub structure: bool,
 }
 
 /// The shrink guard's bounds.
@@ -37,18 +41,19 @@ pub struct Shrink {
 
 /// How a request tells the shrink guard that it means to remove much of a
 /// note; the prompt and MCP's tool descriptions say it too.
-pub const ALLOW_LARGE_DELETE: &str = "Writes that would remove more than half of a note of 20 or more lines, or that add a placeholder such as \"... rest unchanged ...\" instead of the real text, are refused (422 guard_refused); when you really mean to remove that much, send the same request with allow_large_delete: true.";
+pub const ALLOW_LARGE_DELETE: &str = "Writes that would remove most of a note, its front matter, all its headings or most of its links, or that add a placeholder such as \"... rest unchanged ...\" instead of the real text, are refused (422 guard_refused); when the task really asks for that, send the same request with allow_large_delete: true.";
 
 impl GuardPolicy {
     /// No guard: for writes the guards never apply to.
     pub const UNGUARDED: GuardPolicy = GuardPolicy {
         shrink: None,
         placeholders: false,
+        structure: false,
     };
 
     /// The policy for a write through `ctx`: the deployment's guards when they
-    /// apply to its author (`MIRAI_GUARDS`), without the shrink guard when the
-    /// request says `allow_large_delete`.
+    /// apply to its author (`MIRAI_GUARDS`), without the shrink and structure
+    /// guards when the request says `allow_large_delete`.
     pub fn for_write(ctx: &Context, allow_large_delete: bool) -> GuardPolicy {
         let settings = &ctx.guards;
         let applies = match settings.mode {
@@ -65,6 +70,7 @@ impl GuardPolicy {
                 min_lines: settings.min_lines,
             }),
             placeholders: settings.placeholders,
+            structure: settings.structure && !allow_large_delete,
         }
     }
 }
@@ -74,6 +80,9 @@ impl GuardPolicy {
 pub fn check(rel: &str, old: Option<&str>, new: &str, policy: &GuardPolicy) -> Result<()> {
     if let (Some(shrink), Some(old)) = (policy.shrink, old) {
         check_shrink(rel, old, new, shrink)?;
+    }
+    if let (true, Some(old)) = (policy.structure, old) {
+        super::structure::check(rel, old, new)?;
     }
     if policy.placeholders {
         check_placeholders(rel, old.unwrap_or_default(), new)?;
@@ -333,6 +342,7 @@ mod tests {
             min_lines: 20,
         }),
         placeholders: true,
+        structure: false,
     };
 
     fn lines(n: usize) -> String {

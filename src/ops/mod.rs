@@ -8,11 +8,13 @@
 //! row is) at the bottom, one file per area of rows above them, and [`table`]
 //! (the table and `dispatch`, which name every row) on top.
 
+pub mod adapters;
 mod change;
 mod changes;
 mod context;
 mod draft;
 mod fields;
+mod front_matter;
 mod grouped;
 pub mod guard;
 mod history;
@@ -30,6 +32,7 @@ mod repo;
 mod revert;
 mod settings;
 mod shortcuts;
+mod structure;
 mod table;
 mod tags;
 mod write;
@@ -37,6 +40,7 @@ mod write;
 pub use changes::*;
 pub use context::*;
 pub use draft::*;
+pub use front_matter::*;
 pub use grouped::{Passage, TermSpan};
 pub use history::*;
 pub use index::*;

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::tags::{tag_param, tagged};
-use super::{Class, Context, HttpInput, HttpRoute, Operation};
+use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::path;
 use crate::repo::history::{Entry, Rev};
@@ -461,6 +461,8 @@ impl Operation for NotesReadBatch {
         "Read up to 20 notes at once, in request order; fails on the first bad path.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidPath;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/read_batch", HttpInput::Body);
+    // notes.read is the one small models need; the vault rows' examples took its place.
+    const PROMPT: PromptDetail = PromptDetail::Brief;
     type Request = NotesReadBatchRequest;
     type Response = NotesReadBatchResponse;
 

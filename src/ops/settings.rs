@@ -60,6 +60,10 @@ pub struct Guards {
     /// Whether added lines that look like elision placeholders are refused
     /// (`MIRAI_GUARD_PLACEHOLDERS`, `on` by default).
     pub placeholders: bool,
+    /// Whether writes that drop a note's structure (its front matter, all its
+    /// headings, most of its links, or most of a note of 5 lines or more) are
+    /// refused (`MIRAI_GUARD_STRUCTURE`, `on` by default).
+    pub structure: bool,
 }
 
 impl Default for Guards {
@@ -69,6 +73,7 @@ impl Default for Guards {
             max_delete_ratio: 0.5,
             min_lines: 20,
             placeholders: true,
+            structure: true,
         }
     }
 }

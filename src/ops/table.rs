@@ -101,6 +101,7 @@ pub static TABLE: &[OpEntry] = &[
     entry::<PatchMake>(),
     entry::<NotesWrite>(),
     entry::<NotesEdit>(),
+    entry::<NotesFrontMatter>(),
     entry::<NotesAppend>(),
     entry::<NotesInsert>(),
     entry::<NotesDelete>(),

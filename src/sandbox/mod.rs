@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 use wasmtime::{Engine, InstancePre, Store, Trap};
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::notes::overlay::{NoteChange, Overlay};
+use crate::ops::adapters::{NoteChange, Overlay};
 use crate::ops::{begin_draft, file_draft, Context, PolicyMode, Proposed, TABLE};
 use host::{MemoryLimit, RunState, Stop};
 

@@ -17,6 +17,7 @@
 
 pub mod facts;
 pub mod front_matter;
+pub mod front_matter_edit;
 pub mod graph;
 pub mod render;
 pub mod resolve;

@@ -1,0 +1,368 @@
+//! A run's answer tells what happened from mirai's record, and the model's
+//! answers are taken as they are meant: through `POST /agent/run` against a
+//! fake LLM that is a real HTTP server. Each run's `outcome` (committed notes
+//! and commits, a proposal and its notes, a dry run's notes, or nothing, with
+//! the failed writes); a reply claiming a change the record does not show (or
+//! calling a proposed change done, or code returning a success string with no
+//! write) answered once with the facts, then marked `reply_contradicted`;
+//! plain answers as replies; only an answer's first code block run; results
+//! that look wrong (a list of nulls, an object iterated) named with the
+//! answers' real shapes, and the same failing code twice shown a working call.
+
+use crate::common;
+
+use common::fake_llm::{FakeLlm, Script};
+use common::TestServer;
+use mirai::config::{Config, PolicyMode};
+use serde_json::{json, Value};
+
+const TODO: &str = "# Todo\n\n- buy milk\n- water the plants\n";
+
+fn server_for(llm: &FakeLlm, adjust: impl FnOnce(&mut Config)) -> TestServer {
+    let base_url = llm.base_url.clone();
+    let server = TestServer::start_with(|config| {
+        config.llm.base_url = base_url;
+        config.llm.model = "fake-model".into();
+        config.llm.max_retries = 0;
+        adjust(config);
+    });
+    server.write("todo.md", TODO);
+    if server.root.join(".git").exists() {
+        server.commit_all();
+    }
+    server
+}
+
+fn answers(contents: &[&str]) -> FakeLlm {
+    FakeLlm::start(Script::answering(
+        &contents.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+    ))
+}
+
+fn ok_run(server: &TestServer, task: &str) -> Value {
+    let answer = server.post_json("/agent/run", &json!({"task": task}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.body
+}
+
+/// The last message mirai sent the model in request `request`.
+fn last_message(llm: &FakeLlm, request: usize) -> String {
+    let requests = llm.requests();
+    let messages = requests[request]["messages"].as_array().unwrap();
+    messages.last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn transcript(server: &TestServer, report: &Value) -> Vec<Value> {
+    let run_id = report["run_id"].as_str().unwrap();
+    std::fs::read_to_string(server.root.join(format!(".mirai/runs/{run_id}.jsonl")))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+const APPEND: &str = r#"<think>Append it.</think><code>return await mirai.notes.append({path: "todo.md", text: "- bread"});</code>"#;
+
+#[test]
+fn a_committed_run_names_its_notes_and_commits() {
+    let llm = answers(&[APPEND, "<reply>Added \"- bread\" to todo.md.</reply>"]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Add bread to todo.md.");
+    let commit = server.head();
+    assert_eq!(
+        report["outcome"],
+        json!({"kind": "committed", "notes": ["todo.md"], "commits": [commit], "failed": [],
+               "summary": format!("mirai committed changes to todo.md in 1 commit ({}).", &commit[..7])})
+    );
+    assert_eq!(report["reply_contradicted"], false);
+    assert_eq!(report["reply"], "Added \"- bread\" to todo.md.");
+}
+
+#[test]
+fn a_claim_with_nothing_changed_gets_the_facts_once_and_an_honest_reply_stands() {
+    let llm = answers(&[
+        "<think>Easy.</think><reply>Note renamed and links updated.</reply>",
+        "<think>Nothing was done.</think><reply>I did not rename it: nothing was changed yet.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let head = server.head();
+    let report = ok_run(&server, "Rename todo.md to tasks.md.");
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(
+        report["reply"],
+        "I did not rename it: nothing was changed yet."
+    );
+    assert_eq!(report["reply_contradicted"], false);
+    assert_eq!(report["outcome"]["kind"], "nothing");
+    assert_eq!(report["outcome"]["summary"], "Nothing was changed.");
+    assert_eq!(
+        report["steps"][0]["contested_reply"],
+        "Note renamed and links updated."
+    );
+    let facts = last_message(&llm, 1);
+    assert!(
+        facts.starts_with(
+            "Your reply was not given to the user: the model claims a change (\"Note renamed and links updated\"), but mirai's record shows that nothing was changed. mirai's record of this run: Nothing was changed."
+        ),
+        "{facts}"
+    );
+    assert_eq!(server.head(), head);
+}
+
+#[test]
+fn code_returning_a_success_string_without_a_write_is_a_claim() {
+    let llm = answers(&[
+        r#"<think>Say it is done.</think><code>const notes = await mirai.notes.list(); return "Changed 'weekly' to 'daily' in todo.md";</code>"#,
+        "<think>Done.</think><reply>Done.</reply>",
+        "<think>Done.</think><reply>Done.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Change weekly to daily in todo.md.");
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation.contains(
+            r#"Your code returned \"Changed 'weekly' to 'daily' in todo.md\", but no write succeeded in it"#
+        ),
+        "{observation}"
+    );
+    // The second "Done." still stands on the code's claim: marked, led by the record.
+    assert_eq!(report["reply"], "Done.");
+    assert_eq!(report["reply_contradicted"], true);
+    assert_eq!(report["outcome"]["kind"], "nothing");
+    assert_eq!(report["steps"][1]["contested_reply"], "Done.");
+    assert!(report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().starts_with(
+            "the model claims a change (\"Changed 'weekly' to 'daily' in todo.md\")"
+        )));
+}
+
+#[test]
+fn a_proposed_change_called_done_is_told_so_and_the_outcome_names_the_proposal() {
+    let append_and_reply = format!("{APPEND}<reply>Added \"- bread\" to todo.md.</reply>");
+    let llm = answers(&[
+        &append_and_reply,
+        "<reply>Added \"- bread\" to todo.md.</reply>",
+    ]);
+    let server = server_for(&llm, |c| {
+        c.policy = PolicyMode::Review;
+        c.reviewer_token = Some("reviewer-s3cret".into());
+    });
+    let head = server.head();
+    let report = ok_run(&server, "Add bread to todo.md.");
+    assert_eq!(server.head(), head, "a proposal commits nothing");
+    let proposal = report["proposal"]["proposal"].as_str().unwrap();
+    assert_eq!(report["outcome"]["kind"], "proposed");
+    assert_eq!(report["outcome"]["proposal"], proposal);
+    assert_eq!(report["outcome"]["notes"], json!(["todo.md"]));
+    assert_eq!(report["outcome"]["commits"], json!([]));
+    assert_eq!(
+        report["outcome"]["summary"],
+        format!("mirai proposed changes to todo.md for a person to approve (proposal {proposal}); nothing is committed yet.")
+    );
+    let facts = last_message(&llm, 1);
+    assert!(
+        facts.contains("it is only proposed")
+            && facts.contains("Next: a <reply> that says the change is proposed"),
+        "{facts}"
+    );
+    // The observation of the step whose reply was contested came with the facts.
+    assert!(facts.starts_with("<observation>"), "{facts}");
+    assert_eq!(report["reply_contradicted"], true);
+}
+
+#[test]
+fn a_proposed_change_said_to_be_proposed_stands() {
+    let llm = answers(&[
+        APPEND,
+        "<reply>Proposed adding \"- bread\" to todo.md; it awaits your approval.</reply>",
+    ]);
+    let server = server_for(&llm, |c| {
+        c.policy = PolicyMode::Review;
+        c.reviewer_token = Some("reviewer-s3cret".into());
+    });
+    let report = ok_run(&server, "Add bread to todo.md.");
+    assert_eq!(report["reply_contradicted"], false);
+    assert_eq!(report["outcome"]["kind"], "proposed");
+    assert_eq!(llm.requests().len(), 2);
+}
+
+#[test]
+fn a_dry_run_names_the_notes_kept_aside() {
+    let llm = answers(&[APPEND, "<reply>Added \"- bread\" to todo.md.</reply>"]);
+    let server = server_for(&llm, |_| {});
+    let answer = server.post_json(
+        "/agent/run",
+        &json!({"task": "Add bread to todo.md.", "dry_run": true}),
+    );
+    assert_eq!(answer.body["outcome"]["kind"], "dry_run", "{answer:?}");
+    assert_eq!(answer.body["outcome"]["notes"], json!(["todo.md"]));
+    assert_eq!(
+        answer.body["outcome"]["summary"],
+        "Dry run: changes to todo.md were kept aside; nothing was committed."
+    );
+    assert_eq!(answer.body["reply_contradicted"], false);
+}
+
+#[test]
+fn a_failed_write_is_in_the_outcome_with_why() {
+    let llm = answers(&[
+        r#"<code>return await mirai.notes.edit({path: "todo.md", edits: [{old: "- buy bread", new: "- rye"}]});</code>"#,
+        "<reply>I could not: todo.md has no \"- buy bread\" line. Nothing was changed.</reply>",
+        "<reply>I could not: todo.md has no \"- buy bread\" line. Nothing was changed.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Make the bread rye.");
+    let failed = &report["outcome"]["failed"];
+    assert_eq!(failed.as_array().unwrap().len(), 1, "{report}");
+    assert_eq!(failed[0]["op"], "notes.edit");
+    assert_eq!(failed[0]["path"], "todo.md");
+    assert_eq!(failed[0]["code"], "conflict");
+    assert!(!failed[0]["message"].as_str().unwrap().is_empty());
+    assert_eq!(report["reply_contradicted"], false);
+}
+
+#[test]
+fn a_plain_answer_is_the_reply() {
+    let llm = answers(&["The deployment is read-only: you can read and search, not write."]);
+    let server = server_for(&llm, |c| c.policy = PolicyMode::ReadOnly);
+    let report = ok_run(&server, "Add bread to todo.md.");
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(
+        report["reply"],
+        "The deployment is read-only: you can read and search, not write."
+    );
+    assert_eq!(report["steps"].as_array().unwrap().len(), 1);
+    assert_eq!(report["steps"][0]["error"], Value::Null);
+    assert_eq!(report["outcome"]["kind"], "nothing");
+}
+
+#[test]
+fn a_plain_answer_that_reads_unfinished_gets_one_reminder() {
+    let llm = answers(&["Let me read the note first.", "Let me think about it more."]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "What is in todo.md?");
+    assert_eq!(
+        report["steps"][0]["held_reply"],
+        "Let me read the note first."
+    );
+    assert!(
+        last_message(&llm, 1)
+            .starts_with("Your answer had no <code> block and reads as unfinished"),
+        "{}",
+        last_message(&llm, 1)
+    );
+    // One reminder per run: the second stands.
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(report["reply"], "Let me think about it more.");
+}
+
+#[test]
+fn only_the_first_code_block_runs_and_the_rest_is_dropped_and_said() {
+    let llm = answers(&[
+        "<think>Both.</think><code>return await mirai.notes.append({path: \"todo.md\", text: \"- one\"});</code>\n(the observation shows a commit)\n<code>return await mirai.notes.append({path: \"todo.md\", text: \"- two\"});</code>\n<reply>Added both.</reply>",
+        "<reply>Added \"- one\" to todo.md.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Add one and two.");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("todo.md")).unwrap(),
+        format!("{TODO}- one\n")
+    );
+    assert_eq!(report["reply"], "Added \"- one\" to todo.md.");
+    let dropped = report["steps"][0]["dropped"].as_str().unwrap();
+    assert!(
+        dropped.starts_with("(the observation shows a commit)"),
+        "{dropped}"
+    );
+    assert!(dropped.ends_with("<reply>Added both.</reply>"), "{dropped}");
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation
+            .contains("Only your first <code> block ran; what you wrote after it was dropped."),
+        "{observation}"
+    );
+    let events = transcript(&server, &report);
+    let said: Vec<&Value> = events.iter().filter(|e| e["type"] == "dropped").collect();
+    assert_eq!(said.len(), 1);
+    assert_eq!(said[0]["step"], 1);
+    assert_eq!(said[0]["text"], dropped);
+}
+
+#[test]
+fn a_list_of_nulls_from_a_call_that_answered_names_the_real_shape() {
+    let llm = answers(&[
+        "<code>const list = await mirai.notes.list(); return list.notes.map(n => n.path);</code>",
+        "<reply>todo.md is the only note.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    ok_run(&server, "Which notes are there?");
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation.contains("Your result is a list of nothing but null")
+            && observation.contains(
+                "mirai.notes.list answers {notes: string[2]} (a list of plain strings: each entry is the value itself"
+            ),
+        "{observation}"
+    );
+}
+
+#[test]
+fn an_object_iterated_as_a_list_is_named() {
+    let llm = answers(&[
+        "<code>const out = []; for (const note of await mirai.notes.list()) { out.push(note); } return out;</code>",
+        "<reply>todo.md.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    ok_run(&server, "Which notes are there?");
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation.contains("Your code iterated an answer that is an object, not a list")
+            && observation.contains("mirai.notes.list answers {notes: string[2]}"),
+        "{observation}"
+    );
+}
+
+#[test]
+fn the_same_failing_code_twice_is_shown_a_working_call_from_the_table() {
+    let bad = r#"<code>return await mirai.notes.edit({path: "todo.md", edits: [{old: "- buy bread", new: "- rye"}]});</code>"#;
+    let llm = answers(&[
+        bad,
+        bad,
+        "<reply>I could not change it; nothing was changed.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    ok_run(&server, "Make the bread rye.");
+    let observation = last_message(&llm, 2);
+    let example = mirai::ops::find("notes.edit").unwrap().example;
+    assert!(example.starts_with("await mirai.notes.edit({"));
+    assert!(
+        observation.contains("You sent this same code 2 times")
+            && observation
+                .contains("A call of mirai.notes.edit that works, from the API's own examples")
+            && observation.contains(
+                &serde_json::to_string(example)
+                    .unwrap()
+                    .trim_matches('"')
+                    .to_string()
+            ),
+        "{observation}"
+    );
+}
+
+#[test]
+fn a_contested_reply_is_kept_and_marked_when_the_run_cannot_go_on() {
+    // The script ends after the claim: the provider fails on the step with the facts.
+    let llm = answers(&["<reply>Note renamed and links updated.</reply>"]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Rename todo.md to tasks.md.");
+    assert_eq!(report["stopped"], "llm_error", "{report}");
+    assert_eq!(report["reply"], "Note renamed and links updated.");
+    assert_eq!(report["reply_contradicted"], true);
+    assert_eq!(report["outcome"]["kind"], "nothing");
+}
