@@ -434,6 +434,9 @@ fn page_script() -> Script {
         "<think>Give up.</think>\n<reply>Too early reply.</reply>".to_string(),
         "<think>Really.</think>\n<reply>It could not be done.</reply>".to_string(),
         "<think>Look.</think>\n<code>\nreturn 1;\n</code>".to_string(),
+        "<think>Claim.</think>\n<code>\nreturn \"changed bread to rye bread\";\n</code>".to_string(),
+        "<think>Done.</think>\n<reply>I changed bread to rye bread in todo.md.</reply>".to_string(),
+        "<think>Sure.</think>\n<reply>I changed bread to rye bread in todo.md.</reply>".to_string(),
     ])
 }
 
@@ -733,6 +736,10 @@ fn the_page_in_a_real_browser() {
     let held_id = held.body["run_id"].as_str().unwrap().to_string();
     let short = server.post_json("/agent/run", &json!({"task": "Too short.", "max_steps": 1}));
     assert_eq!(short.body["stopped"], "max_steps", "{short:?}");
+    // A run whose reply claims a change nothing made, twice: contradicted.
+    let claimed = server.post_json("/agent/run", &json!({"task": "Change bread to rye bread."}));
+    assert_eq!(claimed.body["reply_contradicted"], true, "{claimed:?}");
+    let claimed_id = claimed.body["run_id"].as_str().unwrap().to_string();
     let http = server.post_json(
         "/mcp/notes/append",
         &json!({"path": "welcome.md", "text": "A line from HTTP.\n"}),
@@ -1074,6 +1081,13 @@ fn the_page_in_a_real_browser() {
     assert!(!browser
         .text(".step[aria-label='Step 3']")
         .contains("Too early reply."));
+    // A contradicted reply: marked in the list, mirai's record above it in the run.
+    browser.click(".top nav a[data-view=runs]");
+    browser.wait_text("main", "replied, but the record contradicts the reply");
+    assert!(browser.text("main").contains("Nothing was changed."));
+    browser.goto(&format!("{}/ui/runs/{claimed_id}", server.url));
+    browser.wait_text("main", "The record contradicts this reply");
+    assert!(browser.text(".outcome").contains("Nothing was changed."));
 
     // Live updates keep what a person types; the live region speaks words.
     browser.goto(&format!("{}/ui/notes/todo.md", server.url));

@@ -759,6 +759,7 @@ const VIEWS = {
         runs.length ? null : h("p", { class: "muted" }, "No agent runs yet."),
         runs.map((run) => h("div", { class: "card" },
           h("h3", {}, h("a", { href: "/ui/runs/" + encodeURIComponent(run.run_id) }, run.task || run.run_id)),
+          run.outcome ? h("p", {}, run.outcome) : null,
           h("div", { class: "meta" }, h("span", {}, when(run.started_at)), runEnding(run),
             h("span", { class: "mono" }, run.run_id)))));
     },
@@ -911,7 +912,7 @@ function findHit(params) {
 
 /** How a run ended, in words: replied, failed (and why), or still going. */
 function runEnding(run) {
-  const contradicted = run.contradicted || (run.outcome && run.outcome.contradicted);
+  const contradicted = run.reply_contradicted;
   if (!run.stopped) return h("span", { class: "run-state" }, "⋯ running, or cut off");
   if (run.stopped === "reply" && contradicted) return h("span", { class: "run-state bad" }, "✗ replied, but the record contradicts the reply");
   if (run.stopped === "reply") return h("span", { class: "run-state" }, "✓ replied");
@@ -949,14 +950,14 @@ function runView(d) {
     events.map(stepEvent)));
   const warnings = (end && end.warnings) || [];
   const outcome = d.outcome !== undefined ? d.outcome : end && end.outcome;
-  const contradicted = d.contradicted || (end && end.contradicted) || (outcome && outcome.contradicted);
+  const contradicted = Boolean(end && end.reply_contradicted);
   return h("section", { class: "run" },
     h("h1", {}, "Run: ", (start && start.task) || d.run_id),
     h("dl", { class: "kv" },
       h("dt", {}, "Run"), h("dd", { class: "mono" }, d.run_id),
       h("dt", {}, "Started"), h("dd", {}, when(start && start.at)),
       start && start.model ? [h("dt", {}, "Model"), h("dd", {}, start.model)] : null,
-      h("dt", {}, "Ended"), h("dd", {}, runEnding({ stopped: end && end.stopped, contradicted }),
+      h("dt", {}, "Ended"), h("dd", {}, runEnding({ stopped: end && end.stopped, reply_contradicted: contradicted }),
         end && end.stop_detail ? " (" + end.stop_detail + ")" : ""),
       start && start.dry_run ? [h("dt", {}, "Dry run"), h("dd", {}, "yes: nothing was written")] : null),
     outcome !== undefined && outcome !== null ? h("section", { class: "outcome card", "aria-label": "What mirai recorded" },
@@ -1073,7 +1074,8 @@ function homeView(root, d) {
       card("Latest agent runs",
         runs.length ? h("ul", { class: "plain changes" }, runs.map((run) => h("li", {},
           h("a", { href: "/ui/runs/" + encodeURIComponent(run.run_id) }, run.task || run.run_id),
-          h("div", { class: "meta" }, h("span", {}, when(run.started_at)), runEnding(run)))))
+          h("div", { class: "meta" }, h("span", {}, when(run.started_at)), runEnding(run),
+            run.outcome ? h("span", {}, run.outcome) : null))))
           : h("p", { class: "muted" }, "No agent runs yet.")),
       card("Index and sync",
         h("dl", { class: "kv" },

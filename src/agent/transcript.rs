@@ -196,6 +196,11 @@ pub struct RunSummary {
     pub task: Option<String>,
     /// `null` while the run is still going (or if it was cut off).
     pub stopped: Option<String>,
+    /// mirai's own one-line account of what the run changed (`null` before
+    /// it ends, and for runs recorded before outcomes were).
+    pub outcome: Option<String>,
+    /// Whether the run's final reply was contradicted by mirai's record.
+    pub reply_contradicted: bool,
 }
 
 pub fn list(runs: &Runs, limit: usize) -> Result<Vec<RunSummary>> {
@@ -228,6 +233,10 @@ pub fn list(runs: &Runs, limit: usize) -> Result<Vec<RunSummary>> {
                 started_at: first.and_then(|e| e["at"].as_str()).map(str::to_string),
                 task: first.and_then(|e| e["task"].as_str()).map(str::to_string),
                 stopped: end.and_then(|e| e["stopped"].as_str()).map(str::to_string),
+                outcome: end
+                    .and_then(|e| e["outcome"]["summary"].as_str())
+                    .map(str::to_string),
+                reply_contradicted: end.is_some_and(|e| e["reply_contradicted"] == true),
                 run_id,
             }
         })
