@@ -228,17 +228,22 @@ fn a_failed_write_is_in_the_outcome_with_why() {
 }
 
 #[test]
-fn a_plain_answer_is_the_reply() {
-    let llm = answers(&["The deployment is read-only: you can read and search, not write."]);
+fn a_plain_answer_is_the_reply_after_one_reminder_when_nothing_was_looked_at() {
+    let plain = "The deployment is read-only: you can read and search, not write.";
+    let llm = answers(&[plain, plain]);
     let server = server_for(&llm, |c| c.policy = PolicyMode::ReadOnly);
     let report = ok_run(&server, "Add bread to todo.md.");
     assert_eq!(report["stopped"], "reply");
-    assert_eq!(
-        report["reply"],
-        "The deployment is read-only: you can read and search, not write."
+    assert_eq!(report["reply"], plain);
+    // No code had run: the first was held once with a reminder, the second stands.
+    assert_eq!(report["steps"].as_array().unwrap().len(), 2);
+    assert_eq!(report["steps"][0]["held_reply"], plain);
+    assert!(
+        last_message(&llm, 1).starts_with("Your answer had no <code> block and no <reply>"),
+        "{}",
+        last_message(&llm, 1)
     );
-    assert_eq!(report["steps"].as_array().unwrap().len(), 1);
-    assert_eq!(report["steps"][0]["error"], Value::Null);
+    assert_eq!(report["steps"][1]["error"], Value::Null);
     assert_eq!(report["outcome"]["kind"], "nothing");
 }
 
@@ -252,8 +257,7 @@ fn a_plain_answer_that_reads_unfinished_gets_one_reminder() {
         "Let me read the note first."
     );
     assert!(
-        last_message(&llm, 1)
-            .starts_with("Your answer had no <code> block and reads as unfinished"),
+        last_message(&llm, 1).starts_with("Your answer had no <code> block and no <reply>"),
         "{}",
         last_message(&llm, 1)
     );

@@ -208,10 +208,12 @@ impl Agent {
             }
             let Some(code) = answer.code else {
                 let reply = answer.reply.clone().unwrap_or_default();
+                // A plain answer before any code ran has not looked at the notes yet.
+                let nothing_ran = talk.run.steps.iter().all(|step| step.code.is_none());
                 let remind = answer.plain
                     && !talk.run.reminded
                     && talk.run.steps.len() + 1 < max_steps
-                    && protocol::looks_unfinished(&reply);
+                    && (nothing_ran || protocol::looks_unfinished(&reply));
                 let hold =
                     remind || (!facts.read_only && talk.run.may_hold_a_reply(max_steps, overlay));
                 if talk
@@ -845,10 +847,11 @@ const TRY_AGAIN: &str = "Your reply was not given to the user: your last code fa
      the error message says; to find a note you do not know the path of, search for its words with \
      mirai.index.query.";
 
-/// What the model is told when its reply in plain words reads as a thought
-/// it has not finished (once per run).
-const UNFINISHED: &str = "Your answer had no <code> block and reads as unfinished, so it was not given \
-     to the user. Next: a <code> block that does the next step, or a <reply> with your final answer.";
+/// What the model is told when its reply in plain words came before any code
+/// ran, or reads as a thought it has not finished (once per run).
+const UNFINISHED: &str = "Your answer had no <code> block and no <reply>, so it was not given to the \
+     user. If the task needs the notes, look at them first: a <code> block (search with \
+     mirai.index.query, or read the note). If your answer is final, send it as <reply>your answer</reply>.";
 
 /// Why the transcript's `dropped` event dropped text.
 const DROPPED: &str = "only an answer's first <code> block runs: what follows it (more code, an \
