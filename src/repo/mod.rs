@@ -1091,7 +1091,16 @@ fn prepare_all(repo: &Repo, opened: &[Opened<'_>], ready: &mut Vec<Ready>) -> Re
             Ok(())
         })();
         ready.push(next);
-        made.map_err(|e| io_failure(&format!("cannot prepare the write of {}", note.rel), &e))?;
+        made.map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                // The note went while it was linked aside: someone deleted it,
+                // or saved it by renaming a new file over it (link(2) then
+                // finds the old file gone).
+                refused(note.rel, Refusal::Changed)
+            } else {
+                io_failure(&format!("cannot prepare the write of {}", note.rel), &e)
+            }
+        })?;
     }
     Ok(())
 }
