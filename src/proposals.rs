@@ -118,16 +118,18 @@ pub struct Proposal {
     pub decided_at: Option<String>,
 }
 
-/// What a listing shows of a proposal, kept in memory: everything but its
-/// diffs, with its message, subject and reason cut at [`SUMMARY_CHARS`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A proposal as a listing shows it: everything but its diffs, its message,
+/// subject and reason cut at 200 characters (`…` where cut; proposals.get has them whole).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "ProposalSummary")]
 pub struct Summary {
     pub id: String,
+    /// pending, applied or rejected.
     pub status: Status,
     pub created_at: String,
     pub base_commit: Option<String>,
     pub requested_by: Requester,
-    /// The row that asked.
+    /// The row that asked (`changes.apply` for a run's or eval's several writes).
     pub operation: String,
     /// The subject of the commit it makes.
     pub subject: String,

@@ -20,7 +20,7 @@ use super::history::page_limit;
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::patch::Budget;
-use crate::proposals::{self, check_change, Change, Proposal, Requester, Status, Summary};
+use crate::proposals::{self, check_change, Change, Proposal, Status, Summary};
 use crate::repo::history::{PROPOSAL_TRAILER, RUN_TRAILER};
 use crate::repo::{LINKS_UNCHANGED, MOVE_LINKS_TRAILER};
 
@@ -31,42 +31,8 @@ pub const MAX_PROPOSALS_LIMIT: usize = 100;
 /// The longest reason a rejection keeps, in bytes.
 pub const MAX_REASON_BYTES: usize = 4096;
 
-/// A proposal as a listing shows it: everything but its diffs, its message,
-/// subject and reason cut at 200 characters (`…` where cut; proposals.get has them whole).
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
-pub struct ProposalSummary {
-    pub id: String,
-    /// pending, applied or rejected.
-    pub status: Status,
-    pub created_at: String,
-    pub base_commit: Option<String>,
-    pub requested_by: Requester,
-    /// The row that asked (`changes.apply` for a run's or eval's several writes).
-    pub operation: String,
-    /// The subject of the commit it makes.
-    pub subject: String,
-    /// The notes it changes.
-    pub paths: Vec<String>,
-    pub commit: Option<String>,
-    pub reason: Option<String>,
-    pub decided_at: Option<String>,
-}
-
-fn summary(p: &Summary) -> ProposalSummary {
-    ProposalSummary {
-        id: p.id.clone(),
-        status: p.status,
-        created_at: p.created_at.clone(),
-        base_commit: p.base_commit.clone(),
-        requested_by: p.requested_by.clone(),
-        operation: p.operation.clone(),
-        subject: p.subject.clone(),
-        paths: p.paths.clone(),
-        commit: p.commit.clone(),
-        reason: p.reason.clone(),
-        decided_at: p.decided_at.clone(),
-    }
-}
+/// A proposal as a listing shows it: the store's in-memory summary.
+pub use crate::proposals::Summary as ProposalSummary;
 
 /// `proposals.list`'s request.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -142,7 +108,7 @@ impl Operation for ProposalsList {
             if proposal.status != status {
                 continue;
             }
-            page.push(summary(proposal));
+            page.push(proposal.clone());
             if page.len() > limit {
                 break;
             }
@@ -572,6 +538,7 @@ fn check_reason(reason: &str) -> Result<String> {
 mod tests {
     use super::*;
     use crate::proposals::Operation as Op;
+    use crate::proposals::Requester;
 
     #[test]
     fn an_approval_keeps_the_original_subject_and_body_and_adds_the_trailers() {
