@@ -190,6 +190,13 @@ fn a_proposed_change_said_to_be_proposed_stands() {
     assert_eq!(report["reply_contradicted"], false);
     assert_eq!(report["outcome"]["kind"], "proposed");
     assert_eq!(llm.requests().len(), 2);
+    // The write's own observation said it was only proposed, before any reply.
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation.contains("This change is proposed, not made")
+            && !observation.contains("commits_so_far"),
+        "{observation}"
+    );
 }
 
 #[test]
@@ -299,13 +306,15 @@ fn only_the_first_code_block_runs_and_the_rest_is_dropped_and_said() {
 }
 
 #[test]
-fn a_list_of_nulls_from_a_call_that_answered_names_the_real_shape() {
+fn a_list_of_nulls_names_the_real_shape_and_a_reply_on_it_is_held_once() {
     let llm = answers(&[
         "<code>const list = await mirai.notes.list(); return list.notes.map(n => n.path);</code>",
-        "<reply>todo.md is the only note.</reply>",
+        "<reply>There are no notes.</reply>",
+        "<code>return (await mirai.notes.list()).notes;</code>",
+        "<reply>The notes: todo.md and one other.</reply>",
     ]);
     let server = server_for(&llm, |_| {});
-    ok_run(&server, "Which notes are there?");
+    let report = ok_run(&server, "Which notes are there?");
     let observation = last_message(&llm, 1);
     assert!(
         observation.contains("Your result is a list of nothing but null")
@@ -314,6 +323,38 @@ fn a_list_of_nulls_from_a_call_that_answered_names_the_real_shape() {
             ),
         "{observation}"
     );
+    // The reply made up from nulls was not given: the model was told why.
+    assert_eq!(report["steps"][1]["held_reply"], "There are no notes.");
+    let told = last_message(&llm, 2);
+    assert!(
+        told.contains("your last result was a list of nothing but null"),
+        "{told}"
+    );
+    assert_eq!(report["reply"], "The notes: todo.md and one other.");
+    assert_eq!(report["stopped"], "reply");
+    let held: Vec<Value> = transcript(&server, &report)
+        .into_iter()
+        .filter(|e| e["type"] == "reply_held")
+        .map(|e| e["why"].clone())
+        .collect();
+    assert_eq!(held, vec![json!("after_a_null_result")]);
+}
+
+#[test]
+fn a_reply_sent_with_code_that_answers_only_nulls_is_not_given() {
+    let llm = answers(&[
+        "<code>return (await mirai.notes.list()).notes.map(n => n.path);</code><reply>No notes.</reply>",
+        "<code>return (await mirai.notes.list()).notes;</code>",
+        "<reply>todo.md and one other.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Which notes are there?");
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation.contains("Your <reply> was not given to the user"),
+        "{observation}"
+    );
+    assert_eq!(report["reply"], "todo.md and one other.");
 }
 
 #[test]

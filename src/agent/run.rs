@@ -145,8 +145,11 @@ impl Agent {
         let ctx = &ctx.via("agent");
         let writes = Writes::for_run(ctx, &run_id, request.dry_run)?;
         let (draft, overlay, run_ctx) = (&writes.draft, &writes.overlay, &writes.ctx);
-        // A proposed write is an outcome like a dry run's: nothing is committed.
-        let writes_stay = request.dry_run || draft.is_some();
+        let landing = match (draft, request.dry_run) {
+            (Some(_), _) => Landing::Proposed,
+            (None, true) => Landing::Aside,
+            (None, false) => Landing::Committed,
+        };
         let facts = PromptFacts {
             max_steps,
             deadline_ms: self.limits.deadline_ms,
@@ -214,8 +217,13 @@ impl Agent {
                     && !talk.run.reminded
                     && talk.run.steps.len() + 1 < max_steps
                     && (nothing_ran || protocol::looks_unfinished(&reply));
-                let hold =
-                    remind || (!facts.read_only && talk.run.may_hold_a_reply(max_steps, overlay));
+                let held_for = match remind {
+                    true => None,
+                    false => talk
+                        .run
+                        .may_hold_a_reply(max_steps, overlay, facts.read_only),
+                };
+                let hold = remind || held_for.is_some();
                 if talk
                     .run
                     .replied(answer.think, answer.reply, answer.dropped, llm_ms, hold)
@@ -231,7 +239,10 @@ impl Agent {
                     ("unfinished", UNFINISHED)
                 } else {
                     talk.run.held_a_reply = true;
-                    ("after_a_failed_step", TRY_AGAIN)
+                    match held_for {
+                        Some(Held::AfterNulls) => ("after_a_null_result", ONLY_NULLS),
+                        _ => ("after_a_failed_step", TRY_AGAIN),
+                    }
                 };
                 talk.transcript.record(
                     "reply_held",
@@ -247,7 +258,7 @@ impl Agent {
                 dropped: answer.dropped,
                 llm_ms,
             };
-            if let Some(stopped) = self.run_code(&mut talk, run_ctx, ran, writes_stay) {
+            if let Some(stopped) = self.run_code(&mut talk, run_ctx, ran, landing) {
                 if stopped == Stopped::Reply && self.contest(&mut talk, ctx, &writes, &run_id) {
                     continue;
                 }
@@ -343,7 +354,7 @@ impl Agent {
         talk: &mut Talk<'_>,
         run_ctx: &Context,
         ran: Ran,
-        writes_stay: bool,
+        landing: Landing,
     ) -> Option<Stopped> {
         let Talk {
             messages,
@@ -352,8 +363,9 @@ impl Agent {
         } = talk;
         let step = run.steps.len() + 1;
         let (evaluation, mut body) =
-            self.execute(run_ctx, &ran.code, step, run, transcript, writes_stay);
-        let failed = evaluation.error.is_some();
+            self.execute(run_ctx, &ran.code, step, run, transcript, landing);
+        // A result of nothing but null failed too: the fields read are not in the answer.
+        let failed = evaluation.error.is_some() || only_nulls(&evaluation.result);
         if let Some(claim) = code_claim(&evaluation) {
             add_note(
                 &mut body,
@@ -394,8 +406,8 @@ impl Agent {
             run.held_a_reply = true;
             add_note(
                 &mut body,
-                "Your <reply> was not given to the user: it was written before the code ran, and the code failed. \
-                 Fix the code, or reply again once you know the outcome.",
+                "Your <reply> was not given to the user: it was written before the code ran, and the code failed \
+                 (or answered nothing but null). Fix the code, or reply again once you know the outcome.",
             );
         }
         if run.repeats > 0 {
@@ -472,7 +484,7 @@ impl Agent {
         step: usize,
         run: &mut Progress,
         transcript: &mut Transcript<'_>,
-        writes_stay: bool,
+        landing: Landing,
     ) -> (Evaluation, Value) {
         transcript.record("code_start", json!({"step": step, "code": code}));
         let evaluation = self.sandbox.run(run_ctx, code);
@@ -496,9 +508,20 @@ impl Agent {
                 && last.console == evaluation.console
         });
         run.repeats = if same_as_last { run.repeats + 1 } else { 0 };
-        let body = observe(&evaluation, run.commits.len(), writes_stay, run.repeats);
+        let body = observe(&evaluation, run.commits.len(), landing, run.repeats);
         (evaluation, body)
     }
+}
+
+/// Where a successful write of the run lands, as the model is told it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Landing {
+    /// In a commit.
+    Committed,
+    /// Kept aside (a dry run).
+    Aside,
+    /// In the run's proposal (review mode): made only once a person approves it.
+    Proposed,
 }
 
 /// Where a run's writes land, and the context its code runs against.
@@ -824,19 +847,30 @@ impl Progress {
         false
     }
 
-    /// Whether a reply that comes right after a failed step may be held back:
-    /// once per run, with a step left, while nothing has been written.
-    fn may_hold_a_reply(&self, max_steps: usize, overlay: &Option<Arc<Overlay>>) -> bool {
-        !self.held_a_reply
+    /// Why a reply may be held back, if it may: once per run, with a step
+    /// left, while nothing has been written, right after a step whose code
+    /// failed (not in a read-only run, where a failed write is the answer) or
+    /// answered nothing but null (a reply on such a result is made up).
+    fn may_hold_a_reply(
+        &self,
+        max_steps: usize,
+        overlay: &Option<Arc<Overlay>>,
+        read_only: bool,
+    ) -> Option<Held> {
+        let may = !self.held_a_reply
             && self.steps.len() + 1 < max_steps
             && self.commits.is_empty()
             && overlay
                 .as_ref()
-                .is_none_or(|overlay| overlay.changes().is_empty())
-            && self
-                .steps
-                .last()
-                .is_some_and(|last| last.code.is_some() && last.error.is_some())
+                .is_none_or(|overlay| overlay.changes().is_empty());
+        let last = self
+            .steps
+            .last()
+            .filter(|last| may && last.code.is_some())?;
+        if last.error.is_some() {
+            return (!read_only).then_some(Held::AfterFailure);
+        }
+        only_nulls(&last.result).then_some(Held::AfterNulls)
     }
 }
 
@@ -846,6 +880,20 @@ const TRY_AGAIN: &str = "Your reply was not given to the user: your last code fa
      has been changed, so the task is not done yet. Next: a <code> block that tries again, fixed as \
      the error message says; to find a note you do not know the path of, search for its words with \
      mirai.index.query.";
+
+/// Why a reply was held back (see [`Progress::may_hold_a_reply`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    AfterFailure,
+    AfterNulls,
+}
+
+/// What the model is told when its reply to a result of nothing but null is
+/// held back.
+const ONLY_NULLS: &str = "Your reply was not given to the user: your last result was a list of \
+     nothing but null, so it says nothing about the notes. Next: a <code> block that returns the \
+     answer's entries themselves (the observation's note names their shape), then reply from what \
+     it returns.";
 
 /// What the model is told when its reply in plain words came before any code
 /// ran, or reads as a thought it has not finished (once per run).
@@ -876,7 +924,12 @@ fn round(ms: f64) -> f64 {
 /// its calls succeeded (what the calls answered), a malformed request (the
 /// call's shape), code sent again to the same outcome (`repeats` times in a
 /// row before this). [`render`] makes it the message.
-fn observe(evaluation: &Evaluation, commits_so_far: usize, dry_run: bool, repeats: usize) -> Value {
+fn observe(
+    evaluation: &Evaluation,
+    commits_so_far: usize,
+    landing: Landing,
+    repeats: usize,
+) -> Value {
     let result_text = evaluation.result.to_string();
     let result = if result_text.len() > OBSERVATION_CAP {
         json!({
@@ -912,7 +965,7 @@ fn observe(evaluation: &Evaluation, commits_so_far: usize, dry_run: bool, repeat
         .collect();
     let mut body = json!({"result": result, "error": error, "console": console, "calls": calls});
     // Small models take "I read it" for "I changed it"; the count says what happened.
-    if !dry_run {
+    if landing == Landing::Committed {
         body["commits_so_far"] = json!(commits_so_far);
     }
     if repeats > 0 {
@@ -920,8 +973,11 @@ fn observe(evaluation: &Evaluation, commits_so_far: usize, dry_run: bool, repeat
     } else if let Some(note) = failed_writes(evaluation) {
         add_note(&mut body, &note);
     }
-    if let Some(note) = unchanged_writes(evaluation, dry_run) {
+    if let Some(note) = unchanged_writes(evaluation, landing) {
         add_note(&mut body, &note);
+    }
+    if let Some(note) = proposed_writes(evaluation, landing) {
+        add_note(&mut body, note);
     }
     if let Some(note) = malformed(evaluation) {
         add_note(&mut body, &note);
@@ -939,10 +995,7 @@ fn observe(evaluation: &Evaluation, commits_so_far: usize, dry_run: bool, repeat
 /// nothing but null (fields read that the answer does not have), or an
 /// object answer iterated as if it were a list. Names the answers' real shape.
 fn looks_wrong(evaluation: &Evaluation) -> Option<String> {
-    let all_null = evaluation
-        .result
-        .as_array()
-        .is_some_and(|items| !items.is_empty() && items.iter().all(Value::is_null));
+    let all_null = only_nulls(&evaluation.result);
     let iterated = evaluation
         .error
         .as_ref()
@@ -973,6 +1026,14 @@ fn looks_wrong(evaluation: &Evaluation) -> Option<String> {
         "Your code iterated an answer that is an object, not a list: iterate its list field (e.g. `for (const path of answer.notes)`)."
     };
     Some(format!("{what} {}.", shapes.join("; ")))
+}
+
+/// Whether `result` is a list of nothing but null (or undefined, which
+/// reaches the host as null): fields read that the answers do not have.
+fn only_nulls(result: &Value) -> bool {
+    result
+        .as_array()
+        .is_some_and(|items| !items.is_empty() && items.iter().all(Value::is_null))
 }
 
 /// Each successful call's row and answer outline, once each, at most three.
@@ -1040,9 +1101,9 @@ fn failed_writes(evaluation: &Evaluation) -> Option<String> {
 /// For writes that succeeded without a commit: the note already held that
 /// text, so whatever the task asked to change was not changed (a model that
 /// replaced a word the note does not have).
-fn unchanged_writes(evaluation: &Evaluation, dry_run: bool) -> Option<String> {
-    // A dry run's writes never commit.
-    if dry_run {
+fn unchanged_writes(evaluation: &Evaluation, landing: Landing) -> Option<String> {
+    // Writes kept aside or proposed never commit.
+    if landing != Landing::Committed {
         return None;
     }
     let written = evaluation
@@ -1057,6 +1118,20 @@ fn unchanged_writes(evaluation: &Evaluation, dry_run: bool) -> Option<String> {
         "A write succeeded but changed nothing (its commit is null): the note already held exactly \
          that text. Next: a <code> block that reads the note and makes the change the task asks for."
             .to_string(),
+    )
+}
+
+/// For writes that succeeded in review mode: they are proposed, not made
+/// (small models call a proposal done; they copy this text into their reply).
+fn proposed_writes(evaluation: &Evaluation, landing: Landing) -> Option<&'static str> {
+    let proposed = landing == Landing::Proposed
+        && evaluation
+            .calls
+            .iter()
+            .any(|call| call.ok && is_write(&call.op));
+    proposed.then_some(
+        "This change is proposed, not made: the note is unchanged until a person approves the \
+         proposal. Your reply must say you proposed the change for review, not that it is done.",
     )
 }
 
