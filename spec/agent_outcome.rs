@@ -411,3 +411,55 @@ fn a_contested_reply_is_kept_and_marked_when_the_run_cannot_go_on() {
     assert_eq!(report["reply_contradicted"], true);
     assert_eq!(report["outcome"]["kind"], "nothing");
 }
+
+/// `mirai run TASK` against `llm`, on `server`'s notes (the server is not
+/// asked: the command opens the notes itself).
+fn mirai_run(server: &TestServer, llm: &FakeLlm, task: &str) -> (Option<i32>, Value, String) {
+    let out = common::mirai_cli()
+        .args(["run", task, "--notes-root"])
+        .arg(&server.root)
+        .env("MIRAI_LLM_BASE_URL", &llm.base_url)
+        .env("MIRAI_LLM_MODEL", "fake-model")
+        .env("MIRAI_LLM_MAX_RETRIES", "0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("no report on stdout: {stderr}"));
+    (out.status.code(), report, stderr)
+}
+
+#[test]
+fn mirai_run_commits_and_prints_the_report_led_by_the_outcome() {
+    let llm = answers(&[APPEND, "<reply>Added \"- bread\" to todo.md.</reply>"]);
+    let server = server_for(&llm, |_| {});
+    let (code, report, stderr) = mirai_run(&server, &llm, "Add bread to todo.md.");
+    assert_eq!(code, Some(0), "{stderr}");
+    let commit = server.head();
+    assert_eq!(report["outcome"]["kind"], "committed", "{report}");
+    assert_eq!(report["outcome"]["commits"], json!([commit]));
+    assert_eq!(report["reply"], "Added \"- bread\" to todo.md.");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("todo.md")).unwrap(),
+        format!("{TODO}- bread\n")
+    );
+    assert!(
+        stderr.contains("step 1: its code ran")
+            && stderr.contains("mirai committed changes to todo.md"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn mirai_run_exits_1_when_the_reply_contradicts_the_record() {
+    let claim = "<reply>Added \"- bread\" to todo.md.</reply>";
+    let llm = answers(&[claim, claim, claim]);
+    let server = server_for(&llm, |_| {});
+    let head = server.head();
+    let (code, report, stderr) = mirai_run(&server, &llm, "Add bread to todo.md.");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(report["reply_contradicted"], true, "{report}");
+    assert_eq!(report["outcome"]["kind"], "nothing");
+    assert_eq!(server.head(), head);
+    assert!(stderr.contains("contradicts mirai's record"), "{stderr}");
+}

@@ -38,6 +38,13 @@ enum Command {
     /// Run a JavaScript file in the sandbox, as POST /agent/eval would, and
     /// print the evaluation as JSON (exit 1 when the program failed).
     Eval(EvalArgs),
+    /// Run an agent task against the configured model (MIRAI_LLM_*), as POST
+    /// /agent/run does, with the environment's policy: each step on stderr,
+    /// then the report as JSON, led by `outcome` (mirai's record of what
+    /// changed). Exit 0 when the model replied and the reply agrees with the
+    /// record; 1 when the run stopped without a reply or its reply is
+    /// contradicted.
+    Run(RunArgs),
     /// Print the commits that changed PATH (or every commit), newest first along
     /// first parents: one line each with the short id, time, subject and run id.
     Log(LogArgs),
@@ -181,6 +188,20 @@ struct EvalArgs {
 }
 
 #[derive(Debug, Args)]
+struct RunArgs {
+    /// What the agent should do with the notes, in words.
+    task: String,
+    /// Most model answers before the run stops (default MIRAI_AGENT_MAX_STEPS).
+    #[arg(long)]
+    max_steps: Option<usize>,
+    /// Writes land in memory, not on disk or in git; the report lists the diffs.
+    #[arg(long)]
+    dry_run: bool,
+    #[command(flatten)]
+    notes: NotesArgs,
+}
+
+#[derive(Debug, Args)]
 struct LogArgs {
     /// A note's path relative to the notes root; without it, every commit.
     path: Option<String>,
@@ -244,6 +265,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(args)) => serve(args),
         Some(Command::Index { action }) => index(action),
         Some(Command::Eval(args)) => eval(args),
+        Some(Command::Run(args)) => run_task(args),
         Some(Command::Log(args)) => log_lines(args),
         Some(Command::Mcp(args)) => mcp_stdio(args),
         Some(Command::Sync(args)) => sync(args),
@@ -664,6 +686,74 @@ fn eval(args: EvalArgs) -> Result<(), Failure> {
     match evaluation.error {
         None => Ok(()),
         Some(err) => Err(Failure::operation(err)),
+    }
+}
+
+/// `mirai run TASK`: one agent run, told step by step on stderr; the report
+/// (outcome first) on stdout.
+fn run_task(args: RunArgs) -> Result<(), Failure> {
+    let (config, notes) = open_notes(&args.notes)?;
+    let ctx = app::context(notes, &config);
+    if !args.dry_run {
+        app::recover(&ctx);
+    }
+    let sandbox = std::sync::Arc::new(app::sandbox(&config).map_err(Failure::config)?);
+    let agent = mirai::agent::Agent::new(
+        config.llm.clone(),
+        config.agent,
+        config.secrets(),
+        &config.notes_root,
+        sandbox,
+    );
+    let request = mirai::agent::RunRequest {
+        task: args.task,
+        max_steps: args.max_steps,
+        dry_run: args.dry_run,
+    };
+    let mut told = |event: &mirai::agent::transcript::Event| {
+        let step = event
+            .data
+            .get("step")
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        match event.kind {
+            "llm_response" => eprintln!("step {step}: the model answered"),
+            "code_end" => eprintln!("step {step}: its code ran"),
+            "reply_held" | "reply_contested" => {
+                eprintln!("step {step}: its reply was held back ({})", event.kind)
+            }
+            _ => {}
+        }
+    };
+    let report = agent
+        .run(&ctx, &request, &mut told)
+        .map_err(Failure::operation)?;
+    // The run's writes reach the artifact (and the remote) before the process ends.
+    app::persist_index(&ctx, "before exit");
+    if !args.dry_run {
+        app::push_before_exit(&ctx);
+    }
+    eprintln!("{}", report.outcome.summary);
+    let text = serde_json::to_string_pretty(&report).map_err(|e| Failure {
+        code: 1,
+        message: e.to_string(),
+    })?;
+    println!("{text}");
+    match (report.stopped, report.reply_contradicted) {
+        (mirai::agent::Stopped::Reply, false) => Ok(()),
+        (_, true) => Err(Failure {
+            code: 1,
+            message: "the reply contradicts mirai's record: read outcome".into(),
+        }),
+        (stopped, false) => Err(Failure {
+            code: 1,
+            message: format!(
+                "the run stopped without a reply ({}): read stop_detail",
+                serde_json::to_value(stopped)
+                    .map(|v| v.to_string())
+                    .unwrap_or_default()
+            ),
+        }),
     }
 }
 
