@@ -463,3 +463,23 @@ fn mirai_run_exits_1_when_the_reply_contradicts_the_record() {
     assert_eq!(server.head(), head);
     assert!(stderr.contains("contradicts mirai's record"), "{stderr}");
 }
+
+#[test]
+fn a_whole_note_written_back_unchanged_shows_the_note_to_change() {
+    let same = r#"<code>const n = await mirai.notes.read({path: "todo.md"}); return await mirai.notes.write({path: "todo.md", content: n.content.replace("by milk", "buy milk")});</code>"#;
+    let llm = answers(&[
+        same,
+        r#"<code>return await mirai.notes.edit({path: "todo.md", edits: [{old: "- buy milk", new: "- buy oat milk"}]});</code>"#,
+        "<reply>Changed it to oat milk.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Make the milk oat milk in todo.md.");
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation.contains("changed nothing")
+            && observation
+                .contains(r##"todo.md holds: \"# Todo\\n\\n- buy milk\\n- water the plants\\n\""##),
+        "{observation}"
+    );
+    assert_eq!(report["outcome"]["kind"], "committed");
+}

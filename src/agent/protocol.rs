@@ -40,7 +40,10 @@ pub fn parse(text: &str) -> Result<Answer, Broken> {
         .filter(|rest| !rest.is_empty())
         .map(str::to_string);
     let think = section(own, "think").map(|s| s.trim().to_string());
-    let code = section(own, "code")
+    // A reply that opens before any code is the answer: a `<code>` inside it is
+    // words (small models copy mirai's notes, which name the tags, into replies).
+    let before_reply = own.find("<reply>").map_or(own, |at| &own[..at]);
+    let code = section(before_reply, "code")
         .map(unfence)
         .filter(|code| !code.trim().is_empty());
     let mut reply = section(own, "reply")
@@ -49,10 +52,10 @@ pub fn parse(text: &str) -> Result<Answer, Broken> {
     let mut plain = false;
     if code.is_none() && reply.is_none() {
         let words = without_think(own);
-        if words.is_empty() || own.contains("<code>") {
+        if words.is_empty() || before_reply.contains("<code>") {
             let why = if own.trim().is_empty() {
                 "Your answer was empty."
-            } else if own.contains("<code>") {
+            } else if before_reply.contains("<code>") {
                 "Your <code> block was empty."
             } else {
                 "Your answer had only your reasoning."
@@ -248,6 +251,19 @@ mod tests {
             let Broken(message) = parse(text).unwrap_err();
             assert!(message.contains("<reply>"), "{text:?}: {message}");
         }
+    }
+
+    #[test]
+    fn a_reply_that_names_the_code_tag_is_a_reply() {
+        let answer =
+            parse("<reply>Only your first <code> block ran; what you wrote after it was dropped.")
+                .unwrap();
+        assert_eq!(answer.code, None);
+        assert_eq!(
+            answer.reply.as_deref(),
+            Some("Only your first <code> block ran; what you wrote after it was dropped.")
+        );
+        assert!(!answer.plain);
     }
 
     #[test]

@@ -1114,12 +1114,33 @@ fn unchanged_writes(evaluation: &Evaluation, landing: Landing) -> Option<String>
     if written <= evaluation.commits.len() {
         return None;
     }
-    Some(
+    // The text the note holds, when the write sent it whole: what the change must be made in.
+    let held = evaluation
+        .calls
+        .iter()
+        .filter(|call| call.ok && call.op == "notes.write")
+        .filter_map(|call| serde_json::from_str::<Value>(&call.request).ok())
+        .find_map(|request| {
+            let path = request.get("path")?.as_str()?.to_string();
+            let content = request.get("content")?.as_str()?.to_string();
+            Some((path, content))
+        });
+    let shown = match held {
+        Some((path, content)) => format!(
+            " {path} holds: {:?}: find the words to change in it.",
+            cut(&content, UNCHANGED_SHOWN)
+        ),
+        None => String::new(),
+    };
+    Some(format!(
         "A write succeeded but changed nothing (its commit is null): the note already held exactly \
-         that text. Next: a <code> block that reads the note and makes the change the task asks for."
-            .to_string(),
-    )
+         that text, so your code changed nothing in it (a replace whose old text is not in the note).{shown} \
+         Next: a <code> block that makes the change the task asks for."
+    ))
 }
+
+/// How much of a note an unchanged write's note shows the model.
+const UNCHANGED_SHOWN: usize = 800;
 
 /// For writes that succeeded in review mode: they are proposed, not made
 /// (small models call a proposal done; they copy this text into their reply).
