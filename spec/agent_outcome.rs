@@ -320,7 +320,10 @@ fn a_list_of_nulls_names_the_real_shape_and_a_reply_on_it_is_held_once() {
         observation.contains("Your result is a list of nothing but null")
             && observation.contains(
                 "mirai.notes.list answers {notes: string[2]} (a list of plain strings: each entry is the value itself"
-            ),
+            )
+            // The data itself, to answer from.
+            && observation.contains(r#"What mirai.notes.list answered: {\"notes\":[\""#)
+            && observation.contains("todo.md"),
         "{observation}"
     );
     // The reply made up from nulls was not given: the model was told why.

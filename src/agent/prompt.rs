@@ -19,7 +19,7 @@ const CHOOSING: &str = "\n# Which operation\n\
 it finds, and name each note's path in the reply.\n\
 - A long note: `(await mirai.notes.outline({path: \"h.md\"})).headings`, then \
 `mirai.notes.read({path: \"h.md\", section: \"Part 3\"})`\n\
-- Tagged notes: `(await mirai.notes.list({tag: \"recipe\"})).notes` (paths)\n\
+- Notes with a tag the task names: `(await mirai.notes.list({tag: \"recipe\"})).notes` (paths)\n\
 - Backlinks: `(await mirai.notes.links({path: \"garden.md\"})).backlinks`\n\
 Example, over two answers:\n\
 <think>A question about the notes: search first.</think>\n\

@@ -1025,8 +1025,31 @@ fn looks_wrong(evaluation: &Evaluation) -> Option<String> {
     } else {
         "Your code iterated an answer that is an object, not a list: iterate its list field (e.g. `for (const path of answer.notes)`)."
     };
-    Some(format!("{what} {}.", shapes.join("; ")))
+    // The data itself: a small model answers from it where it misreads a shape.
+    let data = evaluation
+        .calls
+        .iter()
+        .rev()
+        .filter(|call| call.ok && !is_write(&call.op))
+        .map(|call| {
+            // A long answer was cut for the record: shown as it was kept.
+            let answer = serde_json::from_str::<Value>(&call.answer)
+                .ok()
+                .and_then(|answer| answer.get("ok").map(Value::to_string))
+                .unwrap_or_else(|| call.answer.clone());
+            format!(
+                " What mirai.{} answered: {}",
+                call.op,
+                cut(&answer, ANSWER_SHOWN)
+            )
+        })
+        .next()
+        .unwrap_or_default();
+    Some(format!("{what} {}.{data}", shapes.join("; ")))
 }
+
+/// How much of a call's answer the note on a result that looks wrong shows.
+const ANSWER_SHOWN: usize = 600;
 
 /// Whether `result` is a list of nothing but null (or undefined, which
 /// reaches the host as null): fields read that the answers do not have.
@@ -1240,6 +1263,11 @@ fn repeated(times: usize, evaluation: &Evaluation) -> String {
         )
     } else if evaluation.result.is_null() {
         format!("You ran this same code {times} times and it returned nothing each time.")
+    } else if only_nulls(&evaluation.result) {
+        format!(
+            "You ran this same code {times} times and it returned nothing but null each time. Next: \
+             different code, reading the fields the answer has."
+        )
     } else {
         format!(
             "You ran this same code {times} times and got this same result each time: running it \
