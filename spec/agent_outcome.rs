@@ -168,7 +168,8 @@ fn a_proposed_change_called_done_is_told_so_and_the_outcome_names_the_proposal()
     let facts = last_message(&llm, 1);
     assert!(
         facts.contains("it is only proposed")
-            && facts.contains("Next: a <reply> that says the change is proposed"),
+            && facts.contains("Next: a <reply> that says the change is proposed")
+            && facts.contains("e.g. <reply>I proposed the change to todo.md; it is not made until a person approves it.</reply>"),
         "{facts}"
     );
     // The observation of the step whose reply was contested came with the facts.
@@ -245,13 +246,41 @@ fn a_plain_answer_is_the_reply_after_one_reminder_when_nothing_was_looked_at() {
     // No code had run: the first was held once with a reminder, the second stands.
     assert_eq!(report["steps"].as_array().unwrap().len(), 2);
     assert_eq!(report["steps"][0]["held_reply"], plain);
+    let reminder = last_message(&llm, 1);
     assert!(
-        last_message(&llm, 1).starts_with("Your answer had no <code> block and no <reply>"),
-        "{}",
-        last_message(&llm, 1)
+        reminder.starts_with("Your answer had no <code> block and no <reply>")
+            // A call to copy, for the note the task names.
+            && reminder.contains(
+                r#"A first step for this task: <code>return (await mirai.notes.read({path: "todo.md"})).content;</code>"#
+            ),
+        "{reminder}"
     );
     assert_eq!(report["steps"][1]["error"], Value::Null);
     assert_eq!(report["outcome"]["kind"], "nothing");
+}
+
+#[test]
+fn a_plain_answer_before_looking_is_shown_a_first_call_for_its_task() {
+    let plain = "Nothing is said about the fire door.";
+    let long: String = (1..=200).map(|i| format!("line {i}\n")).collect();
+    let cases = [
+        (
+            "What does handbook.md say about the fire door?",
+            r#"<code>return (await mirai.notes.outline({path: "handbook.md"})).headings;</code>"#,
+        ),
+        (
+            "What do my notes say about the fire door?",
+            r#"<code>const hits = await mirai.index.query({q: "What do my notes say about the fire door?", limit: 3});"#,
+        ),
+    ];
+    for (task, call) in cases {
+        let llm = answers(&[plain, plain]);
+        let server = server_for(&llm, |_| {});
+        server.write("handbook.md", format!("# Handbook\n\n{long}"));
+        ok_run(&server, task);
+        let reminder = last_message(&llm, 1);
+        assert!(reminder.contains(call), "{task}: {reminder}");
+    }
 }
 
 #[test]

@@ -229,13 +229,15 @@ pub fn contradiction(
 /// facts, and what to do next.
 pub fn facts_message(outcome: &RunOutcome, contradiction: &str) -> String {
     let next = match outcome.kind {
-        Kind::Proposed => {
-            "Next: a <reply> that says the change is proposed for a person to approve, not made."
-        }
-        _ => {
-            "Next: if the task still needs the change, a <code> block that makes it (a write succeeded \
+        // Small models copy what they are shown: a true sentence to copy.
+        Kind::Proposed => format!(
+            "Next: a <reply> that says the change is proposed for a person to approve, not made, \
+             e.g. <reply>I proposed the change to {}; it is not made until a person approves it.</reply>",
+            outcome.notes.join(", ")
+        ),
+        _ => "Next: if the task still needs the change, a <code> block that makes it (a write succeeded \
              only when its answer has a commit); if it cannot be made, a <reply> that says nothing was changed."
-        }
+            .to_string(),
     };
     format!(
         "Your reply was not given to the user: {contradiction}. mirai's record of this run: {} {next}",

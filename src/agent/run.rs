@@ -236,19 +236,26 @@ impl Agent {
                 let step = talk.run.steps.len();
                 let (why, next) = if remind {
                     talk.run.reminded = true;
-                    ("unfinished", UNFINISHED)
+                    // Small models copy a call they are shown: one for this task.
+                    let call = match nothing_ran {
+                        true => {
+                            format!(" A first step for this task: {}", first_call(run_ctx, task))
+                        }
+                        false => String::new(),
+                    };
+                    ("unfinished", format!("{UNFINISHED}{call}"))
                 } else {
                     talk.run.held_a_reply = true;
                     match held_for {
-                        Some(Held::AfterNulls) => ("after_a_null_result", ONLY_NULLS),
-                        _ => ("after_a_failed_step", TRY_AGAIN),
+                        Some(Held::AfterNulls) => ("after_a_null_result", ONLY_NULLS.to_string()),
+                        _ => ("after_a_failed_step", TRY_AGAIN.to_string()),
                     }
                 };
                 talk.transcript.record(
                     "reply_held",
                     json!({"step": step, "reply": talk.run.held(), "why": why}),
                 );
-                talk.messages.push(Message::user(next.to_string()));
+                talk.messages.push(Message::user(next));
                 continue;
             };
             let ran = Ran {
@@ -880,6 +887,34 @@ const TRY_AGAIN: &str = "Your reply was not given to the user: your last code fa
      has been changed, so the task is not done yet. Next: a <code> block that tries again, fixed as \
      the error message says; to find a note you do not know the path of, search for its words with \
      mirai.index.query.";
+
+/// A first call for a task answered before any code ran, as a `<code>`
+/// block: for a note the task names, reading it (its outline when it is
+/// longer than [`LONG_NOTE_LINES`]); otherwise a search for the task's words.
+fn first_call(ctx: &Context, task: &str) -> String {
+    let named = task
+        .split(|c: char| c.is_whitespace() || "\"'`,;()?!".contains(c))
+        .map(|word| word.trim_end_matches(['.', ':']))
+        .filter(|word| word.ends_with(".md"))
+        .find_map(|word| ctx.view.read(word).ok().map(|(_, text)| (word, text)));
+    match named {
+        Some((path, text)) if text.lines().count() > LONG_NOTE_LINES => format!(
+            "<code>return (await mirai.notes.outline({{path: {path:?}}})).headings;</code> (a long \
+             note: then read the one section that answers, with mirai.notes.read({{path, section}}))"
+        ),
+        Some((path, _)) => {
+            format!("<code>return (await mirai.notes.read({{path: {path:?}}})).content;</code>")
+        }
+        None => format!(
+            "<code>const hits = await mirai.index.query({{q: {:?}, limit: 3}});\nreturn hits.chunks.map(c => \
+             [c.metadata.path, c.content]);</code>",
+            cut(task, 120).trim_end_matches('…')
+        ),
+    }
+}
+
+/// Lines past which a note is read by its outline first.
+const LONG_NOTE_LINES: usize = 150;
 
 /// Why a reply was held back (see [`Progress::may_hold_a_reply`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
