@@ -402,7 +402,7 @@ fn resending_the_same_failing_code_is_taken_out_of_the_history_and_said() {
     assert_eq!(report["steps"].as_array().unwrap().len(), 4);
     assert_eq!(report["reply"], "I could not edit todo.md.");
     let first = message(&llm, 1, 3);
-    assert!(first.contains("use notes.write"), "{first}");
+    assert!(first.contains("to add lines, use notes.append"), "{first}");
     assert!(!first.contains("same code"), "{first}");
     // The model sees its first try and its observation again, not its loop.
     let requests = llm.requests();
@@ -412,7 +412,10 @@ fn resending_the_same_failing_code_is_taken_out_of_the_history_and_said() {
         second.contains("You sent this same code 2 times and it failed the same way"),
         "{second}"
     );
-    assert!(second.contains("use notes.write"), "{second}");
+    assert!(
+        second.contains("to add lines, use notes.append"),
+        "{second}"
+    );
     // At temperature 0 it would most likely send that code a third time.
     assert_eq!(requests[1]["temperature"], 0.0);
     assert_eq!(requests[2]["temperature"], 0.7);

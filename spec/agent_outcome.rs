@@ -515,3 +515,20 @@ fn a_whole_note_written_back_unchanged_shows_the_note_to_change() {
     );
     assert_eq!(report["outcome"]["kind"], "committed");
 }
+
+#[test]
+fn a_path_copied_from_the_prompts_examples_is_named_as_made_up() {
+    let llm = answers(&[
+        r#"<code>return await mirai.notes.edit({path: "shop/list.md", edits: [{old: "- apples", new: "- pears"}]});</code>"#,
+        "<reply>Nothing was changed.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    ok_run(&server, "Change milk to oat milk in todo.md.");
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation.contains(
+            "shop/list.md is a made-up path from the examples, not one of your notes. The task's note is todo.md."
+        ),
+        "{observation}"
+    );
+}

@@ -22,6 +22,11 @@ pub struct Task {
     pub review: bool,
     #[serde(default)]
     pub setup: Option<Setup>,
+    /// A check of mirai's own behaviour that needs the scripted model's
+    /// misbehaviour (a claim with no write): skipped with a real model, which
+    /// may well do the task instead.
+    #[serde(default)]
+    pub scripted_only: bool,
     pub expect: Expect,
     /// The fake model's answers, in order.
     pub script: Vec<String>,

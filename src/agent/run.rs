@@ -265,7 +265,7 @@ impl Agent {
                 dropped: answer.dropped,
                 llm_ms,
             };
-            if let Some(stopped) = self.run_code(&mut talk, run_ctx, ran, landing) {
+            if let Some(stopped) = self.run_code(&mut talk, run_ctx, task, ran, landing) {
                 if stopped == Stopped::Reply && self.contest(&mut talk, ctx, &writes, &run_id) {
                     continue;
                 }
@@ -360,6 +360,7 @@ impl Agent {
         &self,
         talk: &mut Talk<'_>,
         run_ctx: &Context,
+        task: &str,
         ran: Ran,
         landing: Landing,
     ) -> Option<Stopped> {
@@ -369,6 +370,10 @@ impl Agent {
             transcript,
         } = talk;
         let step = run.steps.len() + 1;
+        let system = messages
+            .first()
+            .map_or("", |m| m.content.as_str())
+            .to_string();
         let (evaluation, mut body) =
             self.execute(run_ctx, &ran.code, step, run, transcript, landing);
         // A result of nothing but null failed too: the fields read are not in the answer.
@@ -382,6 +387,9 @@ impl Agent {
                 ),
             );
             run.code_claim = Some(claim);
+        }
+        if let Some(note) = example_path(&evaluation, &system, run_ctx, task) {
+            add_note(&mut body, &note);
         }
         if ran.dropped.is_some() {
             add_note(
@@ -892,12 +900,7 @@ const TRY_AGAIN: &str = "Your reply was not given to the user: your last code fa
 /// block: for a note the task names, reading it (its outline when it is
 /// longer than [`LONG_NOTE_LINES`]); otherwise a search for the task's words.
 fn first_call(ctx: &Context, task: &str) -> String {
-    let named = task
-        .split(|c: char| c.is_whitespace() || "\"'`,;()?!".contains(c))
-        .map(|word| word.trim_end_matches(['.', ':']))
-        .filter(|word| word.ends_with(".md"))
-        .find_map(|word| ctx.view.read(word).ok().map(|(_, text)| (word, text)));
-    match named {
+    match named_note(ctx, task) {
         Some((path, text)) if text.lines().count() > LONG_NOTE_LINES => format!(
             "<code>return (await mirai.notes.outline({{path: {path:?}}})).headings;</code> (a long \
              note: then read the one section that answers, with mirai.notes.read({{path, section}}))"
@@ -911,6 +914,40 @@ fn first_call(ctx: &Context, task: &str) -> String {
             cut(task, 120).trim_end_matches('…')
         ),
     }
+}
+
+/// The first note the task names (a word ending in `.md` that is a note),
+/// with its text.
+fn named_note<'t>(ctx: &Context, task: &'t str) -> Option<(&'t str, String)> {
+    task.split(|c: char| c.is_whitespace() || "\"'`,;()?!".contains(c))
+        .map(|word| word.trim_end_matches(['.', ':']))
+        .filter(|word| word.ends_with(".md"))
+        .find_map(|word| ctx.view.read(word).ok().map(|(_, text)| (word, text)))
+}
+
+/// For a call that found no note at a path copied from the prompt's made-up
+/// examples (`shop/list.md`): says so, and names the note the task names.
+fn example_path(
+    evaluation: &Evaluation,
+    system: &str,
+    ctx: &Context,
+    task: &str,
+) -> Option<String> {
+    let copied = evaluation
+        .calls
+        .iter()
+        .filter(|call| !call.ok && call.answer.contains("\"not_found\""))
+        .filter_map(|call| serde_json::from_str::<Value>(&call.request).ok())
+        .filter_map(|request| Some(request.get("path")?.as_str()?.to_string()))
+        .find(|path| system.contains(&format!("\"{path}\"")))
+        .filter(|path| !task.contains(path.as_str()))?;
+    let instead = match named_note(ctx, task) {
+        Some((named, _)) => format!(" The task's note is {named}."),
+        None => " Find the task's note with mirai.index.query or mirai.notes.list.".to_string(),
+    };
+    Some(format!(
+        "{copied} is a made-up path from the examples, not one of your notes.{instead}"
+    ))
 }
 
 /// Lines past which a note is read by its outline first.

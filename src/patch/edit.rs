@@ -32,7 +32,7 @@ pub fn apply_edits(path: &str, text: &str, edits: &[Edit]) -> Result<String> {
         if edit.old.is_empty() {
             return Err(Error::new(
                 crate::error::ErrorCode::InvalidRequest,
-                format!("{which}: `old` is empty; give the exact text to replace (to replace the whole note, use notes.write)"),
+                format!("{which}: `old` is empty; give the exact text to replace (to add lines, use notes.append or notes.insert; to replace the whole note, notes.write)"),
             ));
         }
         let found = occurrences(&current, &edit.old);
