@@ -109,3 +109,19 @@ fn a_model_that_does_nothing_fails_the_checkers() {
         "{failures:?}"
     );
 }
+
+#[test]
+fn scripted_only_tasks_run_with_the_scripted_model_alone() {
+    let claim = "vault-claim-without-a-write-marked".to_string();
+    let names = |real: bool| -> Vec<String> {
+        suite::selected(suite::load_all(), &[], real)
+            .into_iter()
+            .map(|t| t.name)
+            .collect()
+    };
+    assert!(names(false).contains(&claim));
+    assert!(!names(true).contains(&claim));
+    assert!(names(true).contains(&"vault-backlinks".to_string()));
+    let only = suite::selected(suite::load_all(), std::slice::from_ref(&claim), false);
+    assert_eq!(only.len(), 1);
+}

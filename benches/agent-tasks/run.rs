@@ -67,20 +67,7 @@ fn options() -> Options {
 
 fn main() {
     let options = options();
-    let tasks: Vec<suite::Task> = suite::load_all()
-        .into_iter()
-        .filter(|t| options.only.is_empty() || options.only.contains(&t.name))
-        .filter(|t| {
-            let skip = t.scripted_only && options.base_url.is_some();
-            if skip {
-                println!(
-                    "{}: skipped (scripted_only: it needs the scripted model's misbehaviour)",
-                    t.name
-                );
-            }
-            !skip
-        })
-        .collect();
+    let tasks = suite::selected(suite::load_all(), &options.only, options.base_url.is_some());
     let model_name = match &options.base_url {
         Some(url) => format!("{} at {url}", options.model),
         None => "the scripted fake model".into(),

@@ -135,6 +135,25 @@ pub struct Prepared {
     pub script: Vec<String>,
 }
 
+/// The tasks to run: those named in `only` (all when empty), without the
+/// `scripted_only` ones when a real model answers (each said skipped).
+pub fn selected(tasks: Vec<Task>, only: &[String], real_model: bool) -> Vec<Task> {
+    tasks
+        .into_iter()
+        .filter(|t| only.is_empty() || only.contains(&t.name))
+        .filter(|t| {
+            let skip = t.scripted_only && real_model;
+            if skip {
+                println!(
+                    "{}: skipped (scripted_only: it needs the scripted model's misbehaviour)",
+                    t.name
+                );
+            }
+            !skip
+        })
+        .collect()
+}
+
 fn suite_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/agent-tasks")
 }
