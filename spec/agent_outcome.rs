@@ -417,17 +417,37 @@ fn the_same_failing_code_twice_is_shown_a_working_call_from_the_table() {
     ok_run(&server, "Make the bread rye.");
     let observation = last_message(&llm, 2);
     let example = mirai::ops::find("notes.edit").unwrap().example;
-    assert!(example.starts_with("await mirai.notes.edit({"));
+    assert!(example.starts_with("await mirai.notes.edit({path: \"shop/list.md\""));
+    // The example with the path the model used: small models copy a path verbatim.
+    let shown = example.replace("shop/list.md", "todo.md");
     assert!(
         observation.contains("You sent this same code 2 times")
             && observation
                 .contains("A call of mirai.notes.edit that works, from the API's own examples")
             && observation.contains(
-                &serde_json::to_string(example)
+                &serde_json::to_string(&shown)
                     .unwrap()
                     .trim_matches('"')
                     .to_string()
-            ),
+            )
+            && !observation.contains("shop/list.md"),
+        "{observation}"
+    );
+}
+
+#[test]
+fn a_request_field_put_inside_a_lists_entries_is_said_to_belong_beside_path() {
+    let llm = answers(&[
+        r#"<code>return await mirai.notes.edit({path: "todo.md", edits: [{old: "milk", new: "oat milk"}, {section: "Todo"}]});</code>"#,
+        "<reply>Nothing was changed.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    ok_run(&server, "Make the milk oat milk.");
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation.contains(
+            "`section` is a field of the request itself, beside `path`, not of each entry of `edits`."
+        ),
         "{observation}"
     );
 }
@@ -530,5 +550,36 @@ fn a_path_copied_from_the_prompts_examples_is_named_as_made_up() {
             "shop/list.md is a made-up path from the examples, not one of your notes. The task's note is todo.md."
         ),
         "{observation}"
+    );
+}
+
+#[test]
+fn a_reply_that_only_repeats_mirais_note_is_held_once_with_the_task() {
+    let parrot = "<reply>Only your first <code> block ran; what you wrote after it was dropped.";
+    let llm = answers(&[
+        "<code>const note = {content: \"Plan the week.\"};</code>\n(the observation shows plan.md)",
+        parrot,
+        "<reply>This deployment is read-only: nothing was changed.</reply>",
+    ]);
+    let server = server_for(&llm, |c| c.policy = PolicyMode::ReadOnly);
+    let report = ok_run(
+        &server,
+        "Create a note called plan.md saying \"Plan the week.\"",
+    );
+    assert_eq!(
+        report["steps"][1]["held_reply"],
+        "Only your first <code> block ran; what you wrote after it was dropped."
+    );
+    let told = last_message(&llm, 2);
+    assert!(
+        told.starts_with("Your reply was not given to the user: it repeated mirai's note")
+            && told
+                .contains(r#"The task: "Create a note called plan.md saying \"Plan the week.\"""#)
+            && told.contains("This deployment is read-only"),
+        "{told}"
+    );
+    assert_eq!(
+        report["reply"],
+        "This deployment is read-only: nothing was changed."
     );
 }

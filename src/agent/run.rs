@@ -217,11 +217,16 @@ impl Agent {
                     && !talk.run.reminded
                     && talk.run.steps.len() + 1 < max_steps
                     && (nothing_ran || protocol::looks_unfinished(&reply));
-                let held_for = match remind {
-                    true => None,
-                    false => talk
-                        .run
-                        .may_hold_a_reply(max_steps, overlay, facts.read_only),
+                let parroted = !talk.run.held_a_reply
+                    && talk.run.steps.len() + 1 < max_steps
+                    && parrots(&reply, &talk.messages);
+                let held_for = match (remind, parroted) {
+                    (true, _) => None,
+                    (false, true) => Some(Held::Parroted),
+                    (false, false) => {
+                        talk.run
+                            .may_hold_a_reply(max_steps, overlay, facts.read_only)
+                    }
                 };
                 let hold = remind || held_for.is_some();
                 if talk
@@ -248,6 +253,9 @@ impl Agent {
                     talk.run.held_a_reply = true;
                     match held_for {
                         Some(Held::AfterNulls) => ("after_a_null_result", ONLY_NULLS.to_string()),
+                        Some(Held::Parroted) => {
+                            ("parroted", parroted_message(task, facts.read_only))
+                        }
                         _ => ("after_a_failed_step", TRY_AGAIN.to_string()),
                     }
                 };
@@ -958,6 +966,41 @@ const LONG_NOTE_LINES: usize = 150;
 enum Held {
     AfterFailure,
     AfterNulls,
+    /// The reply only repeated what mirai had just told the model.
+    Parroted,
+}
+
+/// Whether `reply` only repeats mirai's last message to the model (small
+/// models copy a note into their reply): 30 characters or more of it, word
+/// for word, that the model had not written before.
+fn parrots(reply: &str, messages: &[Message]) -> bool {
+    let reply = reply.trim().trim_end_matches('.');
+    let told = messages
+        .iter()
+        .rev()
+        .find(|message| message.role == "user")
+        .map_or("", |message| message.content.as_str());
+    // mirai quotes a contested reply back: the model's own words are no copy.
+    let its_own = messages
+        .iter()
+        .filter(|message| message.role == "assistant")
+        .rev()
+        .skip(1)
+        .any(|message| message.content.contains(reply));
+    reply.len() >= 30 && told.contains(reply) && !its_own
+}
+
+/// What the model is told when its reply repeated mirai's note: the task again.
+fn parroted_message(task: &str, read_only: bool) -> String {
+    let read_only = match read_only {
+        true => " This deployment is read-only: if the task needs a change, reply that nothing can be changed here.",
+        false => "",
+    };
+    format!(
+        "Your reply was not given to the user: it repeated mirai's note instead of answering the task. \
+         The task: {task:?}.{read_only} Next: a <code> block that works on it, or a <reply> in your own \
+         words that answers it."
+    )
 }
 
 /// What the model is told when its reply to a result of nothing but null is
@@ -1258,10 +1301,22 @@ fn malformed(evaluation: &Evaluation) -> Option<String> {
     let (_, rest) = message.split_once("malformed request for ")?;
     let name = rest.split(':').next()?;
     let entry = crate::ops::find(name)?;
+    let schema = (entry.request_schema)().to_value();
+    // A field of the request put inside a list's entries (`edits: [{old, new}, {section}]`).
+    let misplaced = message
+        .split_once("unknown field `")
+        .and_then(|(_, rest)| {
+            let (field, rest) = rest.split_once('`')?;
+            let list = rest.strip_prefix(" in `")?.split('[').next()?;
+            schema["properties"].get(field).map(|_| (field, list))
+        })
+        .map_or(String::new(), |(field, list)| {
+            format!(" `{field}` is a field of the request itself, beside `path`, not of each entry of `{list}`.")
+        });
     // Not its example: small models copy an example's path and text verbatim.
     Some(format!(
-        "mirai.{name} takes {}.",
-        prompt::shape(&(entry.request_schema)().to_value())
+        "mirai.{name} takes {}.{misplaced}",
+        prompt::shape(&schema)
     ))
 }
 
@@ -1310,25 +1365,51 @@ fn lost_answers(evaluation: &Evaluation) -> Option<String> {
     ))
 }
 
+/// `example` with the value of its first `path: "..."` replaced by `path`.
+fn with_path(example: &str, path: &str) -> String {
+    const FIELD: &str = "path: \"";
+    let Some(start) = example.find(FIELD).map(|at| at + FIELD.len()) else {
+        return example.to_string();
+    };
+    let Some(len) = example[start..].find('"') else {
+        return example.to_string();
+    };
+    format!(
+        "{}{}{}",
+        &example[..start],
+        path.replace('"', "\\\""),
+        &example[start + len..]
+    )
+}
+
 /// The note for an outcome the model has now had `times` times in a row, for
 /// the same code.
 fn repeated(times: usize, evaluation: &Evaluation) -> String {
     if evaluation.error.is_some() {
         // The row that failed (or the last one called): its own example from the table.
-        let failing = evaluation
+        let call = evaluation
             .calls
             .iter()
             .rev()
             .find(|call| !call.ok)
-            .or(evaluation.calls.last())
-            .and_then(|call| crate::ops::find(&call.op));
-        let example = failing.map_or(String::new(), |entry| {
-            format!(
-                " A call of mirai.{} that works, from the API's own examples (put in your note's \
-                 path and text): {}",
-                entry.name, entry.example
-            )
-        });
+            .or(evaluation.calls.last());
+        let example = call
+            .and_then(|call| Some((call, crate::ops::find(&call.op)?)))
+            .map_or(String::new(), |(call, entry)| {
+                // With the path the model used: small models copy an example's path verbatim.
+                let example = match serde_json::from_str::<Value>(&call.request)
+                    .ok()
+                    .and_then(|request| Some(request.get("path")?.as_str()?.to_string()))
+                {
+                    Some(path) => with_path(entry.example, &path),
+                    None => entry.example.to_string(),
+                };
+                format!(
+                    " A call of mirai.{} that works, from the API's own examples (put in your \
+                     note's text): {example}",
+                    entry.name
+                )
+            });
         format!(
             "You sent this same code {times} times and it failed the same way each time. Next: a \
              <code> block with different code, fixed as the error message says.{example}"
