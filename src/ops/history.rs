@@ -97,8 +97,7 @@ impl Operation for NotesHistory {
         r##"await mirai.notes.history({path: "shop/list.md", limit: 5})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
-        "The commits that changed a note (or every commit), newest first along first parents: \
-         id, parents, time, author, subject, the agent run that made it, and the paths it changed.";
+        "Commits that changed a note (or every commit), newest first: id, time, author, subject, run, paths.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::get(
         "/mcp/notes/history",
@@ -275,8 +274,7 @@ impl Operation for NotesDiff {
         r##"await mirai.notes.diff({commit: "HEAD~0", path: "shop/list.md"})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
-        "What a commit changed (against its first parent), or how a note changed between two \
-         commits (from, to and path): one unified diff per note that git apply and patch.apply accept.";
+        "What a commit changed, or a note between two commits (from, to, path): one unified diff per note.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::get(
         "/mcp/notes/diff",
