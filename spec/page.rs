@@ -4,7 +4,8 @@
 //! `notes.render`, a run's calls in its transcript), and the page itself
 //! driven in a real browser (Debian's chromium and chromedriver, through
 //! fantoccini): search, a note and its history, a run, approving and
-//! rejecting proposals, a revert, and notes whose HTML is hostile.
+//! rejecting proposals, a revert, notes whose HTML is hostile, and hostile
+//! attachments opened straight from `files.read`.
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -1402,4 +1403,74 @@ fn a_tab_without_a_stream_polls() {
     server.write("todo.md", "# Todo\n\n- buy bread\n");
     server.commit_all();
     browser.wait_text("article.note", "buy bread");
+}
+
+/// Attachments served by `files.read` never run as a page of mirai's origin:
+/// an HTML page named `.png`, an SVG with a script and a PDF, opened straight
+/// in the browser, run no script (none of them manages to write a note with
+/// the page's own `fetch`, nor to set the title), and SVG and PDF are
+/// downloads, never shown.
+#[test]
+fn hostile_attachments_never_run_as_a_page_of_mirai() {
+    let browser = match Browser::start() {
+        Ok(browser) => browser,
+        Err(why) => {
+            println!("SKIPPED: the browser test needs chromium and chromedriver: {why}");
+            return;
+        }
+    };
+    let server = TestServer::with_note("a.md", "# A\n");
+    let attack = |name: &str| {
+        format!(
+            "document.title = 'pwned {name}'; fetch('/mcp/notes/write', {{method: 'POST', \
+             headers: {{'content-type': 'application/json'}}, \
+             body: JSON.stringify({{path: 'pwned-{name}.md', content: 'x'}})}})"
+        )
+    };
+    server.write(
+        "evil.png",
+        format!(
+            "<html><body><h1>page</h1><script>{}</script></body></html>",
+            attack("png")
+        ),
+    );
+    server.write(
+        "evil.svg",
+        format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"{}\"><script>{}</script><text y=\"20\">svg</text></svg>",
+            attack("svg-onload").replace('"', "&quot;"),
+            attack("svg")
+        ),
+    );
+    server.write(
+        "evil.pdf",
+        "%PDF-1.4\n1 0 obj << /Type /Catalog /OpenAction << /S /JavaScript /JS (app.alert(1)) >> >> endobj\n",
+    );
+    server.commit_all();
+    for name in ["evil.png", "evil.svg", "evil.pdf"] {
+        browser.goto(&format!("{}/ui", server.url));
+        browser.goto(&format!("{}/mcp/files/read?path={name}", server.url));
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            !browser.title().contains("pwned"),
+            "{name}: {}",
+            browser.title()
+        );
+        if name == "evil.png" {
+            // Shown as an image (nosniff): the browser's image document, no script, no heading.
+            let kind = browser.js(
+                "return [document.contentType, document.querySelectorAll('script, h1').length]",
+            );
+            assert_eq!(kind, json!(["image/png", 0]), "{name}");
+        } else {
+            // A download: the browser stays on the page it was on.
+            assert!(browser.url().contains("/ui"), "{name}: {}", browser.url());
+        }
+    }
+    let shots = std::env::var_os("MIRAI_PAGE_SHOTS").map(PathBuf::from);
+    browser.goto(&format!("{}/mcp/files/read?path=evil.png", server.url));
+    browser.shot(&shots, "hostile-png", 800, 600);
+    std::thread::sleep(Duration::from_millis(500));
+    let notes = server.get("/mcp/notes").body;
+    assert!(!notes.to_string().contains("pwned"), "{notes}");
 }
