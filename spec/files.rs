@@ -334,3 +334,29 @@ fn the_token_guards_files_like_every_route() {
         .unwrap();
     assert_eq!(authorized.status(), 200);
 }
+
+#[test]
+fn render_marks_vault_files_and_the_graph_counts_an_embed_of_a_missing_file() {
+    let server = vault();
+    server.write("c.md", "![[missing.png]]\n![](assets/diagram.png)\n");
+    server.commit_all();
+    let html = server.get("/mcp/notes/render?path=a.md").body["html"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        html.contains("<span class=\"file-embed\" data-file=\"assets/diagram.png\">"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<span class=\"file-link\" data-file=\"docs/paper.pdf\">the paper</span>"),
+        "{html}"
+    );
+    let graph = server.get("/mcp/notes/graph").body;
+    let broken = graph["broken"].as_array().unwrap();
+    assert_eq!(
+        broken.as_slice(),
+        [json!({"path": "c.md", "line": 1, "target": "missing.png"})],
+        "{graph}"
+    );
+}
