@@ -360,3 +360,47 @@ fn render_marks_vault_files_and_the_graph_counts_an_embed_of_a_missing_file() {
         "{graph}"
     );
 }
+
+#[test]
+fn history_and_diff_follow_an_attachment_as_binary_with_sizes_and_hashes() {
+    use sha2::Digest;
+    let server = vault();
+    let first = server.head();
+    server.write("assets/diagram.png", b"new bytes");
+    server.commit_all();
+    let history = server.get("/mcp/notes/history?path=assets/diagram.png");
+    assert_eq!(history.status, 200, "{history:?}");
+    let commits = history.body["commits"].as_array().unwrap();
+    assert_eq!(commits.len(), 2, "{history:?}");
+    let diff = server.get("/mcp/notes/diff?commit=HEAD~0&path=assets/diagram.png");
+    assert_eq!(diff.status, 200, "{diff:?}");
+    let hex = |bytes: &[u8]| {
+        sha2::Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let blob = |rev: &str| {
+        git(
+            &server.root,
+            &["rev-parse", &format!("{rev}:assets/diagram.png")],
+        )
+        .trim()
+        .to_string()
+    };
+    assert_eq!(
+        diff.body["files"],
+        json!([{"path": "assets/diagram.png", "status": "M", "diff": null, "binary": {
+            "old": {"size": PNG.len(), "blob": blob(&first), "sha256": hex(PNG)},
+            "new": {"size": 9, "blob": blob("HEAD"), "sha256": hex(b"new bytes")},
+        }}])
+    );
+    let between = server.get(&format!(
+        "/mcp/notes/diff?from={}&to=HEAD~0&path=assets/diagram.png",
+        &first[..12]
+    ));
+    assert_eq!(between.body["files"][0]["binary"]["new"]["size"], 9);
+    server
+        .get("/mcp/notes/history?path=.git/config")
+        .assert_error(400, "invalid_path");
+}

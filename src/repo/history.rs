@@ -896,7 +896,11 @@ impl Reader {
             .into_iter()
             .flat_map(|c| c.from.into_iter().chain([c.path]))
             .filter(|p| path.is_none_or(|wanted| wanted == p))
-            .filter(|p| crate::notes::path::check_visible_note(p).is_ok())
+            // Notes; an attachment only when it is the path asked for.
+            .filter(|p| {
+                crate::notes::path::check_visible_note(p).is_ok()
+                    || (path == Some(p.as_str()) && !crate::notes::path::is_hidden(p))
+            })
             .collect();
         paths.sort_unstable();
         paths.dedup();
