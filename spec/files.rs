@@ -404,3 +404,24 @@ fn history_and_diff_follow_an_attachment_as_binary_with_sizes_and_hashes() {
         .get("/mcp/notes/history?path=.git/config")
         .assert_error(400, "invalid_path");
 }
+
+#[test]
+fn attachments_are_never_indexed_as_text() {
+    let server = vault();
+    server.write("notes.txt", "zanzibar quokka\n");
+    server.write("pic.svg", "<svg><text>zanzibar quokka</text></svg>");
+    server.write("c.md", "# C\n\nquokka sightings\n");
+    server.commit_all();
+    let rebuilt = server.post_json("/mcp/index/rebuild", &json!({}));
+    assert_eq!(rebuilt.status, 200, "{rebuilt:?}");
+    // a.md, b.md, c.md and the welcome note: no attachment.
+    assert_eq!(rebuilt.body["notes_indexed"], 4, "{rebuilt:?}");
+    let found = server.get("/mcp/index/query?q=zanzibar%20quokka&limit=10");
+    let paths: Vec<&str> = found.body["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["metadata"]["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["c.md"], "{found:?}");
+}
