@@ -22,6 +22,7 @@ mod docs;
 mod edges;
 mod events;
 mod fields;
+mod files;
 mod foundation;
 mod front_matter;
 mod history;

@@ -4,7 +4,8 @@
 //! `notes.render`, a run's calls in its transcript), and the page itself
 //! driven in a real browser (Debian's chromium and chromedriver, through
 //! fantoccini): search, a note and its history, a run, approving and
-//! rejecting proposals, a revert, and notes whose HTML is hostile.
+//! rejecting proposals, a revert, notes whose HTML is hostile, and hostile
+//! attachments opened straight from `files.read`.
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -1402,4 +1403,161 @@ fn a_tab_without_a_stream_polls() {
     server.write("todo.md", "# Todo\n\n- buy bread\n");
     server.commit_all();
     browser.wait_text("article.note", "buy bread");
+}
+
+/// Attachments served by `files.read` never run as a page of mirai's origin:
+/// an HTML page named `.png`, an SVG with a script and a PDF, opened straight
+/// in the browser, run no script (none of them manages to write a note with
+/// the page's own `fetch`, nor to set the title), and SVG and PDF are
+/// downloads, never shown.
+#[test]
+fn hostile_attachments_never_run_as_a_page_of_mirai() {
+    let browser = match Browser::start() {
+        Ok(browser) => browser,
+        Err(why) => {
+            println!("SKIPPED: the browser test needs chromium and chromedriver: {why}");
+            return;
+        }
+    };
+    let server = TestServer::with_note("a.md", "# A\n");
+    let attack = |name: &str| {
+        format!(
+            "document.title = 'pwned {name}'; fetch('/mcp/notes/write', {{method: 'POST', \
+             headers: {{'content-type': 'application/json'}}, \
+             body: JSON.stringify({{path: 'pwned-{name}.md', content: 'x'}})}})"
+        )
+    };
+    server.write(
+        "evil.png",
+        format!(
+            "<html><body><h1>page</h1><script>{}</script></body></html>",
+            attack("png")
+        ),
+    );
+    server.write(
+        "evil.svg",
+        format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"{}\"><script>{}</script><text y=\"20\">svg</text></svg>",
+            attack("svg-onload").replace('"', "&quot;"),
+            attack("svg")
+        ),
+    );
+    server.write(
+        "evil.pdf",
+        "%PDF-1.4\n1 0 obj << /Type /Catalog /OpenAction << /S /JavaScript /JS (app.alert(1)) >> >> endobj\n",
+    );
+    server.commit_all();
+    for name in ["evil.png", "evil.svg", "evil.pdf"] {
+        browser.goto(&format!("{}/ui", server.url));
+        browser.goto(&format!("{}/mcp/files/read?path={name}", server.url));
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            !browser.title().contains("pwned"),
+            "{name}: {}",
+            browser.title()
+        );
+        if name == "evil.png" {
+            // Shown as an image (nosniff): the browser's image document, no script, no heading.
+            let kind = browser.js(
+                "return [document.contentType, document.querySelectorAll('script, h1').length]",
+            );
+            assert_eq!(kind, json!(["image/png", 0]), "{name}");
+        } else {
+            // A download: the browser stays on the page it was on.
+            assert!(browser.url().contains("/ui"), "{name}: {}", browser.url());
+        }
+    }
+    let shots = std::env::var_os("MIRAI_PAGE_SHOTS").map(PathBuf::from);
+    browser.goto(&format!("{}/mcp/files/read?path=evil.png", server.url));
+    browser.shot(&shots, "hostile-png", 800, 600);
+    std::thread::sleep(Duration::from_millis(500));
+    let notes = server.get("/mcp/notes").body;
+    assert!(!notes.to_string().contains("pwned"), "{notes}");
+}
+
+/// A PNG of `width` x `height`: the left half red, the right half blue.
+fn png(width: u32, height: u32) -> Vec<u8> {
+    use std::io::Write;
+    // Each row: filter byte 0, then the pixels.
+    let mut row = vec![0u8];
+    for x in 0..width {
+        row.extend_from_slice(if x < width / 2 {
+            &[220, 40, 40]
+        } else {
+            &[40, 80, 220]
+        });
+    }
+    let raw = row.repeat(height as usize);
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(&raw).unwrap();
+    let data = z.finish().unwrap();
+    let chunk = |out: &mut Vec<u8>, kind: &[u8], body: &[u8]| {
+        out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(kind);
+        crc.update(body);
+        out.extend_from_slice(kind);
+        out.extend_from_slice(body);
+        out.extend_from_slice(&crc.finalize().to_be_bytes());
+    };
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut header = Vec::new();
+    header.extend_from_slice(&width.to_be_bytes());
+    header.extend_from_slice(&height.to_be_bytes());
+    header.extend_from_slice(&[8, 2, 0, 0, 0]);
+    chunk(&mut out, b"IHDR", &header);
+    chunk(&mut out, b"IDAT", &data);
+    chunk(&mut out, b"IEND", &[]);
+    out
+}
+
+/// A note's vault image is fetched with the token and shown from a blob:
+/// URL; a PDF and an SVG are download links; a remote image is never loaded.
+#[test]
+fn the_page_shows_vault_images_and_offers_other_files_as_downloads() {
+    let browser = match Browser::start() {
+        Ok(browser) => browser,
+        Err(why) => {
+            println!("SKIPPED: the browser test needs chromium and chromedriver: {why}");
+            return;
+        }
+    };
+    let shots = std::env::var_os("MIRAI_PAGE_SHOTS").map(PathBuf::from);
+    let server = TestServer::start_with(|c| c.api_token = Some(TOKEN.into()));
+    server.write(
+        "pics.md",
+        "# Pictures\n\n![[chart.png]]\n\nThe [report](docs/report.pdf) and ![plot](plot.svg).\n\n\
+         ![remote](https://example.com/x.png)\n",
+    );
+    server.write("assets/chart.png", png(240, 80));
+    server.write("docs/report.pdf", "%PDF-1.4\n");
+    server.write("plot.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\"/>");
+    server.commit_all();
+    browser.goto(&format!("{}/ui/notes/pics.md", server.url));
+    browser.wait("#token-dialog[open]");
+    browser.type_into("#token-input", TOKEN);
+    browser.click("#token-form button[type=submit]");
+    browser.wait("article.note img.vault-image");
+    let started = Instant::now();
+    let shown = loop {
+        let shown = browser.js(
+            "const i = document.querySelector('article.note img.vault-image'); \
+             return [i.src.slice(0, 5), i.complete, i.naturalWidth, i.alt]",
+        );
+        if shown[2] != json!(0) || started.elapsed() > Duration::from_secs(10) {
+            break shown;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(shown, json!(["blob:", true, 240, "chart.png"]));
+    let links = browser.js(
+        "return [...document.querySelectorAll('article.note a.file-download')].map(a => a.textContent)",
+    );
+    assert_eq!(links, json!(["report", "plot"]));
+    let remote = browser.js(
+        "return [document.querySelectorAll('article.note img').length, \
+         document.querySelector('article.note span.embed').textContent]",
+    );
+    assert_eq!(remote, json!([1, "remote"]));
+    browser.shot(&shots, "vault-image", 1000, 700);
 }

@@ -162,6 +162,17 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
         "return await mirai.notes.tags()",
         server.get("/mcp/notes/tags"),
     );
+    server.write("pic.png", b"\x89PNG");
+    same(
+        "files.list",
+        "return await mirai.files.list({limit: 5})",
+        server.get("/mcp/files?limit=5"),
+    );
+    same(
+        "files.read",
+        "return await mirai.files.read({path: 'a.md'})",
+        server.get("/mcp/files/read?path=a.md"),
+    );
     same(
         "index.status",
         "return await mirai.index.status()",

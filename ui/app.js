@@ -523,6 +523,71 @@ function noteArticle(html, title) {
   return article;
 }
 
+/**
+ * A file of the vault (files.read), fetched with the token: its bytes as a Blob.
+ * A 401 asks for the token and tries again, as api() does.
+ */
+async function fileBlob(path) {
+  for (;;) {
+    const res = await fetch("/mcp/files/read?" + q({ path }), {
+      headers: authHeaders(TOKEN, { Accept: "*/*" }), credentials: "omit", cache: "no-store",
+    });
+    if (res.status === 401) {
+      sessionStorage.removeItem(TOKEN);
+      share(TOKEN, null);
+      await askToken(TOKEN, "the token is needed to read " + path);
+      continue;
+    }
+    if (!res.ok) {
+      let error = {};
+      try { error = (await res.json()).error || {}; } catch (_) { error = {}; }
+      throw new ApiError(res.status, error.code, error.message || res.statusText);
+    }
+    return res.blob();
+  }
+}
+
+/**
+ * Files of the vault a note embeds or links (notes.render marks them): an
+ * image (`span.file-embed`, a raster type) is fetched with the token and shown
+ * from a blob: URL, fifty at most; any other file (SVG and PDF included)
+ * becomes a link that downloads it, as an opaque octet stream, never opened.
+ * Remote images are never loaded: they stay the server's plain spans.
+ */
+async function fillFiles(article) {
+  const images = [...article.querySelectorAll("span.file-embed")].slice(0, 50);
+  await Promise.all(images.map(async (span) => {
+    const path = span.getAttribute("data-file");
+    try {
+      const blob = await fileBlob(path);
+      const img = h("img", { class: "vault-image", alt: span.textContent || path, title: path });
+      img.src = URL.createObjectURL(blob);
+      span.replaceWith(img);
+    } catch (err) {
+      span.title = err.message;
+    }
+  }));
+  for (const span of article.querySelectorAll("span.file-link")) {
+    const path = span.getAttribute("data-file");
+    const a = h("a", { href: "#", class: "file-download", title: "Download " + path }, span.textContent || path);
+    a.addEventListener("click", async (event) => {
+      event.preventDefault();
+      try {
+        const bytes = new Blob([await fileBlob(path)], { type: "application/octet-stream" });
+        const url = URL.createObjectURL(bytes);
+        const save = h("a", { href: url, download: path.split("/").pop() });
+        document.body.append(save);
+        save.click();
+        save.remove();
+        setTimeout(() => URL.revokeObjectURL(url), 60000);
+      } catch (err) {
+        a.title = err.message;
+      }
+    });
+    span.replaceWith(a);
+  }
+}
+
 /** Embedded notes (`![[note]]`, `![[note#Heading]]`): shown inline, one level deep, ten at most. */
 async function fillEmbeds(article) {
   const embeds = [...article.querySelectorAll("a.note-embed")].slice(0, 10);
@@ -636,7 +701,7 @@ const VIEWS = {
         body,
         h("p", { class: "muted" }, n.line_count + " lines, " + n.bytes + " bytes"),
         linksOf(d.links)));
-      view.ready = showSource ? Promise.resolve() : fillEmbeds(body);
+      view.ready = showSource ? Promise.resolve() : Promise.all([fillEmbeds(body), fillFiles(body)]);
       return view;
     },
     async after(d) {

@@ -7,7 +7,7 @@
 //! before routing; POST bodies declared JSON; one log line per request; body limits and the time a body
 //! may take to arrive; and turning a panic into a plain 500.
 //!
-//! Inside, dependencies point one way: `routes` -> `row`, `agent`, `mcp`, `events`, `ui` ->
+//! Inside, dependencies point one way: `routes` -> `row` (-> `file`), `agent`, `mcp`, `events`, `ui` ->
 //! `respond`; `middleware` -> `respond`, `ui`; `row`, `hooks`, `events`, `mcp` -> `peer`; this file ->
 //! `routes`, `middleware`, `mcp`, `peer`; `stop` (signals, for `mirai serve`)
 //! imports none of them. `openapi` (the generated document)
@@ -15,6 +15,7 @@
 
 mod agent;
 mod events;
+mod file;
 mod hooks;
 mod mcp;
 mod middleware;

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use serde_norway::{Mapping, Value as Yaml};
 
 use crate::error::ErrorCode;
-use crate::ops::{Class, HttpInput, OpEntry, Proposed, Verb, TABLE};
+use crate::ops::{Class, HttpAnswer, HttpInput, OpEntry, Proposed, Verb, TABLE};
 
 /// The hand-written part: `info`, the routes that are not rows, the security
 /// scheme, the error response and the schemas those routes use.
@@ -127,11 +127,37 @@ fn operation(op: &OpEntry, schemas: &mut Map<String, Value>) -> Yaml {
         },
         "default": {"$ref": "#/components/responses/Error"},
     });
+    if op.http.answer == HttpAnswer::File {
+        // HTTP answers the raw bytes; the JSON answer is what the other adapters get.
+        operation["x-mirai-json-answer"] = named(&response, schemas);
+        operation["responses"]["200"] = file_answer();
+        operation["responses"]["304"] =
+            json!({"description": "If-None-Match named the file's ETag: unchanged."});
+    }
     if op.class == Class::Write && op.reviewed {
         operation["x-mirai-reviewed"] = json!(true);
         operation["responses"]["202"] = json!({"$ref": "#/components/responses/Proposed"});
     }
     to_yaml(&operation)
+}
+
+/// A file's raw answer: its bytes, with the headers that keep it from running
+/// as a page of mirai's origin.
+fn file_answer() -> Value {
+    let header =
+        |description: &str| json!({"description": description, "schema": {"type": "string"}});
+    json!({
+        "description": "The file's bytes, with its media type from the extension's allow-list \
+            (png, jpg/jpeg, gif, webp, svg, pdf; application/octet-stream otherwise).",
+        "headers": {
+            "ETag": header("The file's git blob id, quoted."),
+            "Cache-Control": header("private"),
+            "X-Content-Type-Options": header("nosniff"),
+            "Content-Security-Policy": header("sandbox; default-src 'none'"),
+            "Content-Disposition": header("inline for raster images (png, jpeg, gif, webp); attachment for everything else, SVG and PDF included."),
+        },
+        "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+    })
 }
 
 /// A query parameter from the request schema's property of that name.

@@ -4,7 +4,8 @@
 //! blocking pool, and renders the answer. A row of class sync is not run on
 //! the pool: the caller's place in the next sync is taken
 //! ([`ops::dispatch_sync`]) and its answer awaited, holding no thread, until
-//! it comes or the caller goes away. A request that carried the reviewer token
+//! it comes or the caller goes away. A row answering a file (`files.read`)
+//! answers its raw bytes (`file.rs`). A request that carried the reviewer token
 //! runs as a reviewer's; a write review mode proposed answers 202.
 
 use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
@@ -15,7 +16,7 @@ use super::peer::unless_gone;
 use super::respond::{error_response, gone, read_body, render};
 use crate::app::App;
 use crate::error::Error;
-use crate::ops::{self, Class, HttpInput, Input, OpEntry};
+use crate::ops::{self, Class, HttpAnswer, HttpInput, Input, OpEntry};
 
 /// Request input an operation will get, owned so it can move to a blocking thread.
 enum OwnedInput {
@@ -64,6 +65,17 @@ pub async fn serve(
         Some(Reviewer) => app.ctx.via("http").as_reviewer(),
         None => app.ctx.via("http"),
     };
+    if op.http.answer == HttpAnswer::File {
+        let outcome = web::block(move || match input {
+            OwnedInput::Json(value) => ops::dispatch_file(&ctx, op.name, Input::Json(value)),
+            OwnedInput::Body(bytes) => ops::dispatch_file(&ctx, op.name, Input::Body(&bytes)),
+        })
+        .await;
+        return match outcome {
+            Ok(Ok(file)) => super::file::answer(&req, file),
+            other => render(other.map(|r| r.map(|_| ())), op.name),
+        };
+    }
     let outcome = web::block(move || match input {
         OwnedInput::Json(value) => ops::dispatch(&ctx, op.name, Input::Json(value)),
         OwnedInput::Body(bytes) => ops::dispatch(&ctx, op.name, Input::Body(&bytes)),

@@ -19,7 +19,7 @@ use crate::error::Error;
 
 /// The page's Content-Security-Policy.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-     img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
+     img-src 'self' data: blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
      frame-ancestors 'none'";
 
 /// One embedded file.

@@ -5,6 +5,7 @@
 //! folder that cannot reach outside it (ARCHITECTURE.md, "The root is a wall,
 //! not a check"); nothing here opens a note by an absolute path.
 
+pub mod files;
 pub mod overlay;
 pub mod path;
 pub mod root;

@@ -138,6 +138,16 @@ pub fn in_history(raw: &str) -> Result<String> {
     Ok(rel)
 }
 
+/// A note's or an attachment's path as git's history knows it: the lexical
+/// rules and not hidden (any visible file has a history).
+pub fn file_in_history(raw: &str) -> Result<String> {
+    let rel = lexical(raw)?;
+    if is_hidden(&rel) {
+        return check_visible_note(&rel).map(|()| rel);
+    }
+    Ok(rel)
+}
+
 /// Drops `.` and empty components and applies `..`, refusing to climb above the root.
 fn normalize(path: &str) -> Result<String> {
     let mut parts: Vec<&str> = Vec::new();

@@ -48,7 +48,7 @@ impl Operation for ChangesApply {
     const EXAMPLE: &'static str = r##"await mirai.changes.apply({patches: ["--- a/shop/list.md\n+++ b/shop/list.md\n@@ -1 +1,2 @@\n # Shopping\n+- pears\n", "--- /dev/null\n+++ b/shop/bought.md\n@@ -0,0 +1 @@\n+# Bought\n"], message: "Plan the shopping"})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
-        "Apply several single-file unified diffs (one per note) as ONE commit, each checked exactly as patch.apply checks one; any failure writes nothing.";
+        "Several single-file diffs (one per note) as ONE commit, each checked as patch.apply checks one; all or nothing.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/changes/apply", HttpInput::Body);
     const PROMPT: PromptDetail = PromptDetail::Brief;

@@ -38,7 +38,7 @@ impl Operation for NotesFrontMatter {
     const EXAMPLE: &'static str = r##"await mirai.notes.front_matter({path: "recipes/bread.md", set: {status: "tested"}, remove: ["draft"]})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
-        "Set or remove front matter fields; every other line (other fields, comments, the body) stays as it is. A note without front matter gets a block.";
+        "Set or remove front matter fields; every other line stays as it is.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/front_matter", HttpInput::Body);
     // The prompt's vault examples show it in use.

@@ -97,8 +97,7 @@ impl Operation for NotesHistory {
         r##"await mirai.notes.history({path: "shop/list.md", limit: 5})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
-        "The commits that changed a note (or every commit), newest first along first parents: \
-         id, parents, time, author, subject, the agent run that made it, and the paths it changed.";
+        "Commits that changed a note (or every commit), newest first: id, time, author, subject, run, paths.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::get(
         "/mcp/notes/history",
@@ -109,7 +108,11 @@ impl Operation for NotesHistory {
     type Response = HistoryResponse;
 
     fn run(ctx: &Context, request: HistoryRequest) -> Result<HistoryResponse> {
-        let path = request.path.as_deref().map(path::in_history).transpose()?;
+        let path = request
+            .path
+            .as_deref()
+            .map(path::file_in_history)
+            .transpose()?;
         let limit = history_limit(request.limit.as_ref())?;
         let reader = ctx.history.reader().map_err(|e| ctx.history.scrub(e))?;
         let page = ctx
@@ -267,6 +270,25 @@ pub struct FileDiff {
     /// A single-file unified diff `git apply` and `patch.apply` accept; null when
     /// the note is not UTF-8 text or the answer's bound was reached (`truncated`).
     pub diff: Option<String>,
+    /// For an attachment (a file that is not a note): both sides' sizes and
+    /// hashes instead of a diff (null on the side where there is no file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<BinaryChange>,
+}
+
+/// An attachment's change: each side's size, git blob id and SHA-256.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct BinaryChange {
+    pub old: Option<BinarySide>,
+    pub new: Option<BinarySide>,
+}
+
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct BinarySide {
+    pub size: u64,
+    pub blob: String,
+    /// Null when the file is past MIRAI_MAX_FILE_BYTES (never loaded).
+    pub sha256: Option<String>,
 }
 
 impl Operation for NotesDiff {
@@ -275,8 +297,7 @@ impl Operation for NotesDiff {
         r##"await mirai.notes.diff({commit: "HEAD~0", path: "shop/list.md"})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
-        "What a commit changed (against its first parent), or how a note changed between two \
-         commits (from, to and path): one unified diff per note that git apply and patch.apply accept.";
+        "What a commit changed, or a note between two commits (from, to, path): one unified diff per note.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::get(
         "/mcp/notes/diff",
@@ -287,7 +308,11 @@ impl Operation for NotesDiff {
     type Response = DiffResponse;
 
     fn run(ctx: &Context, request: DiffRequest) -> Result<DiffResponse> {
-        let path = request.path.as_deref().map(path::in_history).transpose()?;
+        let path = request
+            .path
+            .as_deref()
+            .map(path::file_in_history)
+            .transpose()?;
         let shape = match (&request.commit, &request.from, &request.to) {
             (Some(commit), None, None) => Ok((Rev::parse(commit)?, None)),
             (None, Some(from), Some(to)) if path.is_some() => {
@@ -338,6 +363,21 @@ fn diff(
             truncated = true;
             break;
         }
+        if !path::has_note_extension(&delta.path) {
+            let limit = ctx.view.disk_notes().max_file_bytes();
+            let side =
+                |id: Option<git2::Oid>| id.map(|id| binary_side(reader, id, limit)).transpose();
+            files.push(FileDiff {
+                binary: Some(BinaryChange {
+                    old: side(delta.old)?,
+                    new: side(delta.new)?,
+                }),
+                path: delta.path,
+                status: delta.status.letter().to_string(),
+                diff: None,
+            });
+            continue;
+        }
         // The first diff always comes (it is bounded as reading the note is);
         // the others while the answer stays within the body limit.
         let text = if files.is_empty() || budget > 0 {
@@ -365,6 +405,7 @@ fn diff(
             path: delta.path,
             status: delta.status.letter().to_string(),
             diff,
+            binary: None,
         });
     }
     let (commit, from, to) = match from {
@@ -377,6 +418,28 @@ fn diff(
         to,
         files,
         truncated,
+    })
+}
+
+/// One side of an attachment's change: size, blob id and SHA-256 (none past `limit`).
+fn binary_side(reader: &Reader, id: git2::Oid, limit: u64) -> Result<BinarySide> {
+    use sha2::Digest;
+    Ok(match reader.blob_upto(id, limit)? {
+        Ok(bytes) => BinarySide {
+            size: bytes.len() as u64,
+            blob: id.to_string(),
+            sha256: Some(
+                sha2::Sha256::digest(&bytes)
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect(),
+            ),
+        },
+        Err(size) => BinarySide {
+            size,
+            blob: id.to_string(),
+            sha256: None,
+        },
     })
 }
 

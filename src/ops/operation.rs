@@ -63,13 +63,25 @@ pub enum HttpInput {
     Body,
 }
 
-/// How HTTP serves a row: method, path and where the request comes from. A
-/// malformed input gets the row's `MALFORMED` code, wherever it came from.
+/// What HTTP answers for a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpAnswer {
+    /// The row's answer as JSON.
+    Json,
+    /// A file's raw bytes with its media type (`files.read`: the adapter calls
+    /// [`dispatch_file`](super::dispatch_file) instead of `dispatch`).
+    File,
+}
+
+/// How HTTP serves a row: method, path, where the request comes from and
+/// what it answers. A malformed input gets the row's `MALFORMED` code,
+/// wherever it came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpRoute {
     pub verb: Verb,
     pub path: &'static str,
     pub input: HttpInput,
+    pub answer: HttpAnswer,
 }
 
 impl HttpRoute {
@@ -78,6 +90,7 @@ impl HttpRoute {
             verb: Verb::Get,
             path,
             input,
+            answer: HttpAnswer::Json,
         }
     }
 
@@ -86,6 +99,15 @@ impl HttpRoute {
             verb: Verb::Post,
             path,
             input,
+            answer: HttpAnswer::Json,
+        }
+    }
+
+    /// The same route, answering a file's raw bytes instead of JSON.
+    pub const fn raw(self) -> HttpRoute {
+        HttpRoute {
+            answer: HttpAnswer::File,
+            ..self
         }
     }
 }

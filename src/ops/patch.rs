@@ -54,7 +54,7 @@ impl Operation for PatchPropose {
     /// Changes no note: review mode runs it as allow_all does.
     const REVIEWED: bool = false;
     const SUMMARY: &'static str =
-        "Check a single-file unified diff against the note as it is now, exactly as patch.apply would, without writing.";
+        "Check a single-file diff exactly as patch.apply would, writing nothing.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidPatch;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/patch/propose", HttpInput::Body);
     const PROMPT: PromptDetail = PromptDetail::Brief;

@@ -96,6 +96,8 @@ pub static TABLE: &[OpEntry] = &[
     entry::<NotesLinks>(),
     entry::<NotesGraph>(),
     entry::<NotesTags>(),
+    entry::<FilesList>(),
+    entry::<FilesRead>(),
     entry::<PatchPropose>(),
     entry::<PatchApply>(),
     entry::<PatchMake>(),
@@ -168,6 +170,26 @@ pub fn dispatch_sync(ctx: &Context, name: &str, input: Input<'_>) -> Result<crat
         )
     })?;
     RepoSync::ticket(ctx)
+}
+
+/// What [`dispatch`] does for `files.read`, answering the whole file (for
+/// HTTP's raw answer) instead of the row's JSON: policy, parsing and the
+/// unknown-field check, then [`FilesRead::whole`].
+pub fn dispatch_file(ctx: &Context, name: &str, input: Input<'_>) -> Result<FileBytes> {
+    let (op, request) = admit(ctx, name, input)?;
+    if op.name != FilesRead::NAME {
+        return Err(Error::internal(format!(
+            "{} does not answer a file",
+            op.name
+        )));
+    }
+    let request = serde_json::from_value(request).map_err(|e| {
+        Error::new(
+            op.malformed,
+            format!("malformed request for {}: {e}", op.name),
+        )
+    })?;
+    FilesRead::whole(ctx, request)
 }
 
 /// The row named `name`, once policy allows it, and its request as JSON.

@@ -49,7 +49,7 @@ impl Operation for PatchMake {
         r##"await mirai.patch.make({path: "shop/list.md", content: "# Shopping\n- pears\n"})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
-        "Make the unified diff (3 lines of context) that turns a note into the given content; null content makes a deletion diff. Writes nothing.";
+        "The unified diff turning a note into the given content (null: deletion). Writes nothing.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/patch/make", HttpInput::Body);
     const PROMPT: PromptDetail = PromptDetail::Brief;

@@ -863,6 +863,24 @@ impl Reader {
             .map_err(cannot)
     }
 
+    /// Blob `id`'s bytes when it holds at most `limit` bytes, else its size
+    /// (read from the object's header: a larger blob is never loaded).
+    pub fn blob_upto(&self, id: Oid, limit: u64) -> Result<std::result::Result<Vec<u8>, u64>> {
+        let cannot = |e: git2::Error| git_error(&format!("cannot read blob {id}"), e);
+        let (size, _) = self
+            .git
+            .odb()
+            .and_then(|odb| odb.read_header(id))
+            .map_err(cannot)?;
+        if size as u64 > limit {
+            return Ok(Err(size as u64));
+        }
+        self.git
+            .find_blob(id)
+            .map(|blob| Ok(blob.content().to_vec()))
+            .map_err(cannot)
+    }
+
     /// The notes `commit` changed against its first parent (against nothing for
     /// a root commit), sorted by path; only `path`'s when given. A rename is
     /// the old note's deletion and the new note's creation; a path that is not
@@ -878,7 +896,11 @@ impl Reader {
             .into_iter()
             .flat_map(|c| c.from.into_iter().chain([c.path]))
             .filter(|p| path.is_none_or(|wanted| wanted == p))
-            .filter(|p| crate::notes::path::check_visible_note(p).is_ok())
+            // Notes; an attachment only when it is the path asked for.
+            .filter(|p| {
+                crate::notes::path::check_visible_note(p).is_ok()
+                    || (path == Some(p.as_str()) && !crate::notes::path::is_hidden(p))
+            })
             .collect();
         paths.sort_unstable();
         paths.dedup();

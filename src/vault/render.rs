@@ -307,7 +307,8 @@ fn shown<'a>(
             Some(Some(note)) if note.ends_with(".md") => {
                 to_note(note, &dest_url, link_type, title, id, closing)
             }
-            Some(_) => unresolved(closing),
+            Some(Some(file)) => vault_file("file-link", file, closing),
+            Some(None) => unresolved(closing),
             None if matches!(link_type, LinkType::WikiLink { .. }) || !safe_href(&dest_url) => {
                 unresolved(closing)
             }
@@ -330,6 +331,10 @@ fn shown<'a>(
                     "<a class=\"note-embed\" href=\"{href}\">"
                 )))
             }
+            Some(Some(file)) if crate::notes::files::media_type(file).raster => {
+                vault_file("file-embed", file, closing)
+            }
+            Some(Some(file)) => vault_file("file-link", file, closing),
             _ => {
                 closing.push(Event::InlineHtml(CowStr::from("</span>")));
                 Event::InlineHtml(CowStr::from("<span class=\"embed\">"))
@@ -371,6 +376,22 @@ fn safe_href(dest: &str) -> bool {
             .iter()
             .any(|safe| scheme.eq_ignore_ascii_case(safe)),
     }
+}
+
+/// A link or embed that reaches a file of the vault that is not a note: its
+/// text in a span naming the file (`file-embed`: a raster image the page may
+/// fetch and show; `file-link`: anything else, which the page offers as a
+/// download). Nothing is loaded by the HTML itself.
+fn vault_file(class: &str, file: &str, closing: &mut Vec<Event<'static>>) -> Event<'static> {
+    let escaped = file
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    closing.push(Event::InlineHtml(CowStr::from("</span>")));
+    Event::InlineHtml(CowStr::from(format!(
+        "<span class=\"{class}\" data-file=\"{escaped}\">"
+    )))
 }
 
 /// A link that reaches no note: its text in a span.
@@ -635,5 +656,32 @@ mod tests {
     #[test]
     fn addresses_encode_each_segment() {
         assert_eq!(note_address("a b/c#d?.md"), "/ui/notes/a%20b/c%23d%3F.md");
+    }
+
+    #[test]
+    fn embeds_and_links_of_vault_files_are_marked_and_load_nothing() {
+        let content = "![[a \"b\".png]] ![plot](x.svg) [paper](docs/p.pdf) ![gone](gone.png)\n";
+        let at = |needle: &str| content.find(needle).unwrap();
+        let links = HashMap::from([
+            (at("![[a"), Some("img/a \"b\".png".to_string())),
+            (at("![plot]"), Some("x.svg".to_string())),
+            (at("[paper]"), Some("docs/p.pdf".to_string())),
+            (at("![gone]"), None),
+        ]);
+        let html = render(content, 0, &links);
+        assert!(
+            html.contains("<span class=\"file-embed\" data-file=\"img/a &quot;b&quot;.png\">"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<span class=\"file-link\" data-file=\"x.svg\">plot</span>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<span class=\"file-link\" data-file=\"docs/p.pdf\">paper</span>"),
+            "{html}"
+        );
+        assert!(html.contains("<span class=\"embed\">gone</span>"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
     }
 }
