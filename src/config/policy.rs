@@ -16,6 +16,11 @@ pub(super) fn read(env: Env, config: &mut Config) -> Result<(), ConfigError> {
     }
     config.api_token = env.trimmed("MIRAI_API_TOKEN");
     config.reviewer_token = env.trimmed("MIRAI_REVIEWER_TOKEN");
+    if let Some(file) = env.non_empty("MIRAI_CALLERS_FILE") {
+        let file = std::path::PathBuf::from(file);
+        crate::callers::load(&file).map_err(ConfigError::Callers)?;
+        config.callers_file = Some(file);
+    }
     if let Some(n) = env.positive(
         "MIRAI_PROPOSALS_MAX_PENDING",
         "a positive number of proposals",

@@ -245,8 +245,12 @@ impl Operation for ProposalsApprove {
         let note = request.message.as_deref().map(check_message).transpose()?;
         let _decision = ctx.proposals.decide()?;
         let proposal = pending(ctx, request.id.trim(), "approved")?;
+        check_not_own(ctx, &proposal)?;
         let message = commit_message(&proposal, note.as_deref());
-        let disk = on_disk(ctx);
+        let disk = Context {
+            caller: requester(&proposal),
+            ..on_disk(ctx)
+        };
         check_move_still_whole(&disk, &proposal)?;
         let (_, commit) = land_all(
             &disk,
@@ -265,6 +269,7 @@ impl Operation for ProposalsApprove {
         applied.status = Status::Applied;
         applied.commit = Some(commit.clone());
         applied.decided_at = Some(proposals::now());
+        applied.decided_by = Some(decider(ctx));
         // The commit landed, and its Mirai-Proposal trailer is the truth about
         // it: a file that cannot be updated now (a full disk) is marked
         // applied when it is next read, and the approval stands.
@@ -307,6 +312,7 @@ impl Operation for ProposalsReject {
         rejected.status = Status::Rejected;
         rejected.reason = reason.filter(|r| !r.is_empty());
         rejected.decided_at = Some(proposals::now());
+        rejected.decided_by = Some(decider(ctx));
         ctx.proposals.save(&rejected)?;
         Ok(Decided {
             id: rejected.id,
@@ -314,6 +320,42 @@ impl Operation for ProposalsReject {
             commit: None,
         })
     }
+}
+
+/// Who decides through `ctx`: its caller's name, or `operator` (the command line).
+fn decider(ctx: &Context) -> String {
+    ctx.caller()
+        .map_or_else(|| "operator".to_string(), |c| c.name.clone())
+}
+
+/// A caller never approves a proposal it asked for itself, unless its
+/// `self_review` says it may (403 `policy_denied`).
+fn check_not_own(ctx: &Context, proposal: &Proposal) -> Result<()> {
+    let Some(caller) = ctx.caller() else {
+        return Ok(());
+    };
+    if proposal.requested_by.caller.as_deref() == Some(caller.name.as_str()) && !caller.self_review
+    {
+        return Err(Error::new(
+            ErrorCode::PolicyDenied,
+            format!(
+                "proposal {} was asked for by {} itself: another caller with the review right \
+                 must approve it (or set self_review = true for {} in MIRAI_CALLERS_FILE)",
+                proposal.id, caller.name, caller.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The caller an approval's commit is made for: the one who asked (its name
+/// and email as the proposal recorded them), so the commit names its author.
+fn requester(proposal: &Proposal) -> Option<std::sync::Arc<crate::callers::Caller>> {
+    let name = proposal.requested_by.caller.clone()?;
+    let email = proposal.requested_by.caller_email.clone()?;
+    Some(std::sync::Arc::new(crate::callers::Caller::author(
+        name, email,
+    )))
 }
 
 /// This context's notes as they are on disk (a decision or a check never
@@ -505,6 +547,9 @@ fn commit_message(proposal: &Proposal, note: Option<&str>) -> String {
         message.push_str(&format!("{RUN_TRAILER}: {run}\n"));
     }
     message.push_str(&format!("{PROPOSAL_TRAILER}: {}\n", proposal.id));
+    if let Some(caller) = &proposal.requested_by.caller {
+        message.push_str(&format!("Mirai-Caller: {caller}\n"));
+    }
     message
 }
 
@@ -551,6 +596,8 @@ mod tests {
                 adapter: "agent".into(),
                 run_id: Some("0192f0c4-0000-7000-8000-000000000001".into()),
                 message: None,
+                caller: None,
+                caller_email: None,
             },
             operation: Op {
                 name: "changes.apply".into(),
@@ -561,6 +608,7 @@ mod tests {
             commit: None,
             reason: None,
             decided_at: None,
+            decided_by: None,
         };
         assert_eq!(
             commit_message(&proposal, Some("Looks right.")),
