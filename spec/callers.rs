@@ -349,3 +349,100 @@ fn mirai_call_as_a_caller_has_its_rights() {
         "{log}"
     );
 }
+
+/// `mirai serve` as its own process, so it can be sent SIGHUP.
+struct Served {
+    process: std::process::Child,
+    url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+#[test]
+fn sighup_reloads_the_callers_while_requests_run_and_a_bad_file_keeps_the_old_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = callers_file(dir.path());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let process = mirai_cli()
+        .args(["serve", "--port", &port.to_string(), "--notes-root"])
+        .arg(dir.path().join("notes"))
+        .env("MIRAI_CALLERS_FILE", &file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let served = Served {
+        process,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let client = reqwest::blocking::Client::new();
+    let status = |token: &str| {
+        client
+            .get(format!("{}/mcp/notes", served.url))
+            .bearer_auth(token)
+            .send()
+            .map(|r| r.status().as_u16())
+    };
+    let started = std::time::Instant::now();
+    while status(BOSS).is_err() {
+        assert!(started.elapsed().as_secs() < 60, "mirai did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(status("late-token").unwrap(), 401);
+
+    // Requests keep running across the reload; none is refused or dropped.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let running = {
+        let (stop, url) = (stop.clone(), served.url.clone());
+        std::thread::spawn(move || {
+            let client = reqwest::blocking::Client::new();
+            let mut answered = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let answer = client
+                    .get(format!("{url}/mcp/notes"))
+                    .bearer_auth(BOSS)
+                    .send();
+                assert_eq!(answer.unwrap().status().as_u16(), 200);
+                answered += 1;
+            }
+            answered
+        })
+    };
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str(&format!(
+        "\n[[caller]]\nname = \"late\"\ntoken_sha256 = \"{}\"\ncan = [\"read\"]\n",
+        hash("late-token")
+    ));
+    std::fs::write(&file, &text).unwrap();
+    let hangup = |pid: u32| {
+        std::process::Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(hangup(served.process.id()));
+    let started = std::time::Instant::now();
+    while status("late-token").unwrap() != 200 {
+        assert!(started.elapsed().as_secs() < 10, "the reload did not take");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    // A file with a problem is refused whole: the callers before it stay.
+    std::fs::write(&file, format!("{text}\nbogus = 1\n")).unwrap();
+    assert!(hangup(served.process.id()));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(status("late-token").unwrap(), 200);
+    assert_eq!(status(BOSS).unwrap(), 200);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(running.join().unwrap() > 0);
+}

@@ -972,8 +972,11 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
         }
     );
     let ctx = app.ctx.clone();
-    let served = actix_web::rt::System::new()
-        .block_on(async move { http::stop::serve_until_signal(http::serve(app, listener)?).await });
+    let callers = app.callers.clone();
+    let served = actix_web::rt::System::new().block_on(async move {
+        actix_web::rt::spawn(http::hangup::reload_on_hangup(callers));
+        http::stop::serve_until_signal(http::serve(app, listener)?).await
+    });
     // Applies since the last background persist reach the artifact before we go.
     app::persist_index(&ctx, "at shutdown");
     served.map_err(|e| Failure {

@@ -49,10 +49,14 @@ fn policy_mode(raw: &str) -> Result<PolicyMode, ConfigError> {
 
 impl Config {
     /// What `mirai serve` needs besides valid settings: in review mode, a
-    /// reviewer token (without one nobody could approve over HTTP). The CLI
+    /// reviewer token or a callers file (without either nobody could approve
+    /// over HTTP). The CLI
     /// and `mirai mcp` on stdio run with the operator's permissions and need none.
     pub fn check_serving(&self) -> Result<(), ConfigError> {
-        if self.policy == PolicyMode::Review && self.reviewer_token.is_none() {
+        if self.policy == PolicyMode::Review
+            && self.reviewer_token.is_none()
+            && self.callers_file.is_none()
+        {
             return Err(ConfigError::NoReviewerToken);
         }
         Ok(())

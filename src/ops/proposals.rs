@@ -105,7 +105,7 @@ impl Operation for ProposalsList {
                 .iter()
                 .find(|p| p.id == proposal.id)
                 .unwrap_or(proposal.as_ref());
-            if proposal.status != status {
+            if proposal.status != status || !proposal.paths.iter().all(|p| ctx.view.sees(p)) {
                 continue;
             }
             page.push(proposal.clone());
@@ -167,7 +167,7 @@ impl Operation for ProposalsGet {
     type Response = ProposalDetail;
 
     fn run(ctx: &Context, request: ProposalId) -> Result<ProposalDetail> {
-        let proposal = reconcile(ctx, ctx.proposals.load(request.id.trim())?)?;
+        let proposal = reconcile(ctx, seen(ctx, ctx.proposals.load(request.id.trim())?)?)?;
         let mut conflicts = Vec::new();
         if proposal.status == Status::Pending {
             let disk = on_disk(ctx);
@@ -322,6 +322,18 @@ impl Operation for ProposalsReject {
     }
 }
 
+/// `proposal`, when every note it changes is one `ctx`'s caller may read;
+/// else 404 as for a proposal that does not exist (`read_paths` hide).
+fn seen(ctx: &Context, proposal: Proposal) -> Result<Proposal> {
+    if proposal.changes.iter().all(|c| ctx.view.sees(&c.path)) {
+        return Ok(proposal);
+    }
+    Err(Error::not_found(format!(
+        "no proposal {}: proposals.list shows the ones there are",
+        proposal.id
+    )))
+}
+
 /// Who decides through `ctx`: its caller's name, or `operator` (the command line).
 fn decider(ctx: &Context) -> String {
     ctx.caller()
@@ -372,7 +384,7 @@ fn on_disk(ctx: &Context) -> Context {
 /// Proposal `id`, once it is known to be pending (409 otherwise, saying what
 /// it is), under the decision lock.
 fn pending(ctx: &Context, id: &str, verb: &str) -> Result<Proposal> {
-    let proposal = reconcile(ctx, ctx.proposals.load(id)?)?;
+    let proposal = reconcile(ctx, seen(ctx, ctx.proposals.load(id)?)?)?;
     match proposal.status {
         Status::Pending => Ok(proposal),
         Status::Applied => Err(Error::conflict(format!(
