@@ -205,6 +205,10 @@ fn what_read_paths_hide_never_reaches_the_caller() {
             "/mcp/notes/read_batch",
             json!({"paths": ["public/open.md", "secret/hidden.md"]}),
         ),
+        get(&server, READER, "/mcp/notes/history"),
+        get(&server, READER, "/mcp/notes/history?path=secret/hidden.md"),
+        get(&server, READER, "/mcp/notes/tags"),
+        get(&server, READER, "/mcp/notes/graph"),
     ];
     for (i, answer) in answers.iter().enumerate() {
         let mut body = answer.body.clone();
@@ -212,12 +216,15 @@ fn what_read_paths_hide_never_reaches_the_caller() {
         let text = body.to_string();
         assert!(!text.contains(CANARY), "{text}");
         // A read of the hidden note echoes only the path it was asked for.
-        if ![1, 5].contains(&i) {
+        if ![1, 5, 7].contains(&i) {
             assert!(!text.contains("secret/hidden.md"), "{text}");
         }
     }
     answers[5].assert_error(404, "not_found");
     assert_eq!(answers[2].body["chunks"], json!([]));
+    answers[7].assert_error(404, "not_found");
+    let history = answers[6].body.to_string();
+    assert!(history.contains("public/open.md"), "{history}");
     assert_eq!(answers[0].body["notes"], json!(["public/open.md"]));
     answers[1].assert_error(404, "not_found");
     // Writing where it cannot read is refused on the path alone.
