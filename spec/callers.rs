@@ -209,6 +209,12 @@ fn what_read_paths_hide_never_reaches_the_caller() {
         get(&server, READER, "/mcp/notes/history?path=secret/hidden.md"),
         get(&server, READER, "/mcp/notes/tags"),
         get(&server, READER, "/mcp/notes/graph"),
+        get(&server, READER, "/mcp/notes/diff?commit=HEAD~0"),
+        get(
+            &server,
+            READER,
+            "/mcp/notes/read?path=secret/hidden.md&rev=HEAD~0",
+        ),
     ];
     for (i, answer) in answers.iter().enumerate() {
         let mut body = answer.body.clone();
@@ -216,13 +222,19 @@ fn what_read_paths_hide_never_reaches_the_caller() {
         let text = body.to_string();
         assert!(!text.contains(CANARY), "{text}");
         // A read of the hidden note echoes only the path it was asked for.
-        if ![1, 5, 7].contains(&i) {
+        if ![1, 5, 7, 11].contains(&i) {
             assert!(!text.contains("secret/hidden.md"), "{text}");
         }
     }
     answers[5].assert_error(404, "not_found");
     assert_eq!(answers[2].body["chunks"], json!([]));
     answers[7].assert_error(404, "not_found");
+    answers[11].assert_error(404, "not_found");
+    assert!(
+        answers[10].body.to_string().contains("public/open.md"),
+        "{:?}",
+        answers[10]
+    );
     let history = answers[6].body.to_string();
     assert!(history.contains("public/open.md"), "{history}");
     assert_eq!(answers[0].body["notes"], json!(["public/open.md"]));

@@ -339,6 +339,11 @@ impl Operation for NotesDiff {
 
     fn run(ctx: &Context, request: DiffRequest) -> Result<DiffResponse> {
         let path = request.path.as_deref().map(path::in_history).transpose()?;
+        if let Some(hidden) = path.as_deref().filter(|p| !ctx.view.sees(p)) {
+            return Err(Error::not_found(format!(
+                "no diff for {hidden}: no commit changed it"
+            )));
+        }
         let shape = match (&request.commit, &request.from, &request.to) {
             (Some(commit), None, None) => Ok((Rev::parse(commit)?, None)),
             (None, Some(from), Some(to)) if path.is_some() => {
@@ -384,7 +389,9 @@ fn diff(
     let mut files = Vec::new();
     let mut truncated = false;
     let mut budget = ctx.max_content_bytes;
-    for delta in deltas {
+    // A caller's read_paths hide: a hidden note's delta is left out (a rename
+    // is a deletion and an addition, each judged by its own path).
+    for delta in deltas.into_iter().filter(|d| ctx.view.sees(&d.path)) {
         if files.len() == MAX_DIFF_FILES {
             truncated = true;
             break;

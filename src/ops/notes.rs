@@ -393,6 +393,9 @@ impl Operation for NotesRead {
 /// file is a note (a symlink there is `invalid_path`, a folder `not_found`).
 fn read_at(ctx: &Context, raw: &str, rev: &Value) -> Result<NoteRead> {
     let rel = path::in_history(raw)?;
+    if !ctx.view.sees(&rel) {
+        return Err(crate::notes::suggest::missing(&rel));
+    }
     let Value::String(rev) = rev else {
         return Err(Error::new(
             ErrorCode::InvalidRequest,
