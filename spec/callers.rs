@@ -79,7 +79,7 @@ fn server() -> TestServer {
     server.write("public/open.md", "# Open\n\nplain words\n");
     server.write(
         "secret/hidden.md",
-        &format!("# Hidden\n\nthe {CANARY} lives here\n"),
+        format!("# Hidden\n\nthe {CANARY} lives here\n"),
     );
     server.commit_all();
     server
