@@ -14,6 +14,7 @@ mod agent_outcome;
 mod agent_tasks;
 mod agentops;
 mod bounded;
+mod callers;
 mod changes;
 mod confinement;
 mod cowriters;

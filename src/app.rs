@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::agent::Agent;
 use crate::bootstrap::{self, Prepared};
+use crate::callers::CallerBook;
 use crate::config::Config;
 use crate::embed::Embeddings;
 use crate::events::Events;
@@ -41,6 +42,9 @@ impl StartError {
 /// The running service, minus the listener: what every adapter serves from.
 pub struct App {
     pub config: Config,
+    /// The named callers (`MIRAI_CALLERS_FILE` and the token shorthands),
+    /// reloaded on SIGHUP.
+    pub callers: Arc<CallerBook>,
     pub ctx: Arc<Context>,
     pub sandbox: Arc<Sandbox>,
     pub agent: Arc<Agent>,
@@ -73,6 +77,7 @@ pub fn context_with(notes: Notes, config: &Config, events: Arc<Events>) -> Conte
         let author = Author {
             name: config.git_identity.name.clone(),
             email: config.git_identity.email.clone(),
+            caller: None,
         };
         Arc::new(Syncer::new(
             sync,
@@ -124,6 +129,7 @@ pub fn build(config: Config) -> Result<App, StartError> {
 /// client over stdio gets what one over HTTP gets (outside edits reach
 /// search, commits are pushed, the remote is pulled).
 pub fn build_on(config: Config, notes: Notes) -> Result<App, StartError> {
+    let callers = Arc::new(callers(&config)?);
     let sandbox = Arc::new(sandbox(&config)?);
     let events = Arc::new(Events::new(
         config.events.backlog,
@@ -173,11 +179,32 @@ pub fn build_on(config: Config, notes: Notes) -> Result<App, StartError> {
     ));
     Ok(App {
         config,
+        callers,
         ctx,
         sandbox,
         agent,
         mcp,
     })
+}
+
+/// The callers `config` names: `MIRAI_CALLERS_FILE` (read and checked
+/// again: the file may have changed since the configuration was read) and the
+/// token shorthands; logged by number, never by token.
+pub fn callers(config: &Config) -> Result<CallerBook, StartError> {
+    let book = CallerBook::open(
+        config.callers_file.as_deref(),
+        config.api_token.as_deref(),
+        config.reviewer_token.as_deref(),
+    )
+    .map_err(StartError::new)?;
+    if let Some(file) = book.file() {
+        log::info!(
+            "callers: {} from {} (reloaded on SIGHUP)",
+            book.current().iter().count(),
+            file.display()
+        );
+    }
+    Ok(book)
 }
 
 /// With a remote: checks that HEAD is on the followed branch, then starts

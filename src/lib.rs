@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod app;
 pub mod bootstrap;
+pub mod callers;
 pub mod config;
 pub mod durable;
 pub mod embed;

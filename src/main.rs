@@ -72,6 +72,12 @@ enum Command {
     /// Print a running server's change stream (GET /events), one JSON line per
     /// event ({"id","type","data"}); reconnects with Last-Event-ID when dropped.
     Watch(WatchArgs),
+    /// The named callers of MIRAI_CALLERS_FILE: add one (its new token printed
+    /// once) or list them (names and rights, never hashes).
+    Callers {
+        #[command(subcommand)]
+        action: CallersAction,
+    },
     /// Review mode's proposals, with the operator's permissions (a reviewer's):
     /// list, show, approve or reject them.
     Proposals {
@@ -157,8 +163,44 @@ struct CallArgs {
     operation: String,
     /// The request as JSON (`{"path":"a.md"}`); `-` reads it from stdin; none: `{}`.
     request: Option<String>,
+    /// Run with the rights, paths and name of this caller of MIRAI_CALLERS_FILE
+    /// (or `api` / `reviewer`, the tokens' shorthands) instead of the operator's.
+    #[arg(long = "as", value_name = "NAME")]
+    as_caller: Option<String>,
     #[command(flatten)]
     notes: NotesArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum CallersAction {
+    /// Append a caller with a new random token, printed once (only its SHA-256 is kept).
+    Add(CallersAddArgs),
+    /// Print each caller's name, rights and paths, one line each.
+    List(CallersFileArgs),
+}
+
+#[derive(Debug, Args)]
+struct CallersFileArgs {
+    /// The callers file (created mode 600 by `add` when missing).
+    #[arg(long, env = "MIRAI_CALLERS_FILE")]
+    file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+struct CallersAddArgs {
+    /// The new caller's name (letters, digits, `.`, `_`, `-`).
+    name: String,
+    /// Its rights, comma-separated: read, write, propose, review, sync.
+    #[arg(long, value_delimiter = ',', required = true)]
+    can: Vec<String>,
+    /// Prefixes it may write or propose under (folders end in /); none: everything.
+    #[arg(long, value_delimiter = ',')]
+    paths: Vec<String>,
+    /// Prefixes it may read; none: everything.
+    #[arg(long = "read-paths", value_delimiter = ',')]
+    read_paths: Vec<String>,
+    #[command(flatten)]
+    file: CallersFileArgs,
 }
 
 #[derive(Debug, Args)]
@@ -258,7 +300,7 @@ fn main() -> ExitCode {
     // Listing the table or printing the API's document touches no notes.
     let touches_notes = !matches!(
         cli.command,
-        Some(Command::Ops | Command::Openapi | Command::Watch(_))
+        Some(Command::Ops | Command::Openapi | Command::Watch(_) | Command::Callers { .. })
     );
     let allowed = if touches_notes { refuse_root() } else { Ok(()) };
     let result = allowed.and_then(|()| match cli.command {
@@ -280,6 +322,7 @@ fn main() -> ExitCode {
             Ok(())
         }
         Some(Command::Proposals { action }) => proposals(action),
+        Some(Command::Callers { action }) => callers(action),
         Some(Command::Watch(args)) => watch(args),
         None => serve(cli.serve),
     });
@@ -515,8 +558,20 @@ fn call(args: CallArgs) -> Result<(), Failure> {
         Some(text) => text.to_string(),
     };
     let (config, notes) = open_notes(&args.notes)?;
-    // The operator's permissions: a reviewer's.
-    let ctx = app::context(notes, &config).as_reviewer();
+    // The operator's permissions (a reviewer's), or the named caller's.
+    let caller = match &args.as_caller {
+        None => None,
+        Some(name) => {
+            let book = app::callers(&config).map_err(Failure::config)?;
+            let caller = book.current().named(name).ok_or_else(|| {
+                Failure::config(format!(
+                    "no caller named {name:?}: `mirai callers list` shows them (MIRAI_CALLERS_FILE)"
+                ))
+            })?;
+            Some(caller)
+        }
+    };
+    let ctx = app::context(notes, &config).as_reviewer().as_caller(caller);
     let writes = ops::find(&args.operation).is_some_and(|op| op.class != ops::Class::Read);
     if writes {
         app::recover(&ctx);
@@ -543,6 +598,53 @@ fn call(args: CallArgs) -> Result<(), Failure> {
             })
         }
     }
+}
+
+/// `mirai callers add|list`: the callers file, without serving.
+fn callers(action: CallersAction) -> Result<(), Failure> {
+    match action {
+        CallersAction::Add(args) => {
+            let token = mirai::callers::append_caller(
+                &args.file.file,
+                &args.name,
+                &args.can,
+                &args.paths,
+                &args.read_paths,
+            )
+            .map_err(Failure::config)?;
+            eprintln!(
+                "caller {} added to {}; its token (shown once, only its SHA-256 is kept; \
+                 a running server takes it on SIGHUP):",
+                args.name,
+                args.file.file.display()
+            );
+            println!("{token}");
+        }
+        CallersAction::List(args) => {
+            for caller in mirai::callers::load(&args.file).map_err(Failure::config)? {
+                let or_all = |p: &mirai::callers::Prefixes| {
+                    if p.is_everything() {
+                        "everything".to_string()
+                    } else {
+                        p.list().join(",")
+                    }
+                };
+                println!(
+                    "{}\tcan={}\tpaths={}\tread_paths={}{}",
+                    caller.name,
+                    caller.can.names().join(","),
+                    or_all(&caller.paths),
+                    or_all(&caller.read_paths),
+                    if caller.self_review {
+                        "\tself_review"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `mirai proposals list|show|approve|reject`: the proposals rows with the
@@ -852,7 +954,7 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
                 }
                 None
             }
-            Ok(message) => mcp.handle(&message, Some(&session)),
+            Ok(message) => mcp.handle(&message, Some(&session), None),
             Err(e) => Some(serde_json::json!({"jsonrpc": "2.0", "id": null,
                 "error": {"code": mirai::mcp::code::PARSE_ERROR, "message": format!("not JSON: {e}")}})),
         };
@@ -953,15 +1055,18 @@ fn serve(args: ServeArgs) -> Result<(), Failure> {
         "serving {} on http://{address} (policy {}{})",
         app.ctx.view.disk_notes().root().display(),
         config.policy.as_str(),
-        if config.api_token.is_some() {
+        if app.callers.current().guards_network() {
             ", bearer token required"
         } else {
             ""
         }
     );
     let ctx = app.ctx.clone();
-    let served = actix_web::rt::System::new()
-        .block_on(async move { http::stop::serve_until_signal(http::serve(app, listener)?).await });
+    let callers = app.callers.clone();
+    let served = actix_web::rt::System::new().block_on(async move {
+        actix_web::rt::spawn(http::hangup::reload_on_hangup(callers));
+        http::stop::serve_until_signal(http::serve(app, listener)?).await
+    });
     // Applies since the last background persist reach the artifact before we go.
     app::persist_index(&ctx, "at shutdown");
     served.map_err(|e| Failure {

@@ -72,6 +72,12 @@ pub struct Requester {
     pub run_id: Option<String>,
     /// The request's `message`, if it had one.
     pub message: Option<String>,
+    /// The named caller that asked (MIRAI_CALLERS_FILE), if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<String>,
+    /// That caller's email: the author of the commit that applies it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_email: Option<String>,
 }
 
 /// The operation a proposal stands for, with the commit it would have made.
@@ -116,6 +122,10 @@ pub struct Proposal {
     /// When it was applied or rejected, RFC 3339 UTC.
     #[serde(default)]
     pub decided_at: Option<String>,
+    /// The caller that applied or rejected it (`reviewer`, a named caller, or
+    /// `operator` on the command line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
 }
 
 /// A proposal as a listing shows it: everything but its diffs, its message,
@@ -138,6 +148,7 @@ pub struct Summary {
     pub commit: Option<String>,
     pub reason: Option<String>,
     pub decided_at: Option<String>,
+    pub decided_by: Option<String>,
 }
 
 impl Summary {
@@ -151,6 +162,8 @@ impl Summary {
                 adapter: short(&p.requested_by.adapter),
                 run_id: p.requested_by.run_id.as_deref().map(short),
                 message: p.requested_by.message.as_deref().map(short),
+                caller: p.requested_by.caller.clone(),
+                caller_email: p.requested_by.caller_email.clone(),
             },
             operation: short(&p.operation.name),
             subject: short(&p.operation.subject),
@@ -158,6 +171,7 @@ impl Summary {
             commit: p.commit.clone(),
             reason: p.reason.as_deref().map(short),
             decided_at: p.decided_at.clone(),
+            decided_by: p.decided_by.clone(),
         }
     }
 }
@@ -585,6 +599,8 @@ mod tests {
                 adapter: "http".into(),
                 run_id: None,
                 message: None,
+                caller: None,
+                caller_email: None,
             },
             operation: Operation {
                 name: "notes.write".into(),
@@ -598,6 +614,7 @@ mod tests {
             commit: None,
             reason: None,
             decided_at: None,
+            decided_by: None,
         }
     }
 

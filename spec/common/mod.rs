@@ -297,6 +297,7 @@ pub fn mirai_cli() -> Command {
         "MCP_POLICY_MODE",
         "MIRAI_API_TOKEN",
         "MIRAI_REVIEWER_TOKEN",
+        "MIRAI_CALLERS_FILE",
         "MIRAI_PROPOSALS_MAX_PENDING",
         "NOTES_ROOT",
         "PORT",

@@ -23,7 +23,7 @@ use super::{Agent, MAX_AGENT_STEPS, OBSERVATION_CAP};
 use crate::error::{Error, ErrorCode, Result};
 use crate::events::Events;
 use crate::ops::adapters::{NoteChange, Overlay};
-use crate::ops::{begin_draft, file_draft, Class, Context, Draft, PolicyMode, Proposed};
+use crate::ops::{begin_draft, file_draft, proposes, Class, Context, Draft, PolicyMode, Proposed};
 use crate::sandbox::{CallRecord, Evaluation};
 
 /// What `POST /agent/run` takes.
@@ -560,7 +560,7 @@ struct Writes {
 impl Writes {
     fn for_run(ctx: &Context, run_id: &str, dry_run: bool) -> Result<Writes> {
         let draft = match dry_run {
-            false if ctx.policy == PolicyMode::Review => Some(begin_draft(&ctx.for_run(run_id))?),
+            false if proposes(ctx) => Some(begin_draft(&ctx.for_run(run_id))?),
             _ => None,
         };
         let overlay = match &draft {

@@ -19,6 +19,9 @@ pub enum ConfigError {
     Sync(String),
     #[error("MIRAI_POLICY_MODE=review needs MIRAI_REVIEWER_TOKEN: approving and rejecting proposals over HTTP takes that second bearer token; set it (or use another policy mode)")]
     NoReviewerToken,
+    /// The callers file's problems, one line each.
+    #[error("{0}")]
+    Callers(crate::callers::CallersError),
     #[error("MIRAI_CACHE_DIR {0} is inside the notes root: compiled code must never live where notes (and anyone who can push to them) can put files; choose a folder outside NOTES_ROOT")]
     CacheInsideNotes(String),
 }

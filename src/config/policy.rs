@@ -16,6 +16,11 @@ pub(super) fn read(env: Env, config: &mut Config) -> Result<(), ConfigError> {
     }
     config.api_token = env.trimmed("MIRAI_API_TOKEN");
     config.reviewer_token = env.trimmed("MIRAI_REVIEWER_TOKEN");
+    if let Some(file) = env.non_empty("MIRAI_CALLERS_FILE") {
+        let file = std::path::PathBuf::from(file);
+        crate::callers::load(&file).map_err(ConfigError::Callers)?;
+        config.callers_file = Some(file);
+    }
     if let Some(n) = env.positive(
         "MIRAI_PROPOSALS_MAX_PENDING",
         "a positive number of proposals",
@@ -44,10 +49,14 @@ fn policy_mode(raw: &str) -> Result<PolicyMode, ConfigError> {
 
 impl Config {
     /// What `mirai serve` needs besides valid settings: in review mode, a
-    /// reviewer token (without one nobody could approve over HTTP). The CLI
+    /// reviewer token or a callers file (without either nobody could approve
+    /// over HTTP). The CLI
     /// and `mirai mcp` on stdio run with the operator's permissions and need none.
     pub fn check_serving(&self) -> Result<(), ConfigError> {
-        if self.policy == PolicyMode::Review && self.reviewer_token.is_none() {
+        if self.policy == PolicyMode::Review
+            && self.reviewer_token.is_none()
+            && self.callers_file.is_none()
+        {
             return Err(ConfigError::NoReviewerToken);
         }
         Ok(())

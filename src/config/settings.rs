@@ -45,6 +45,8 @@ pub struct Config {
     /// `MIRAI_REVIEWER_TOKEN`: the bearer token that alone approves and
     /// rejects proposals over HTTP, and opens every route the API token opens.
     pub reviewer_token: Option<String>,
+    /// `MIRAI_CALLERS_FILE`: the named callers, checked when read.
+    pub callers_file: Option<PathBuf>,
     /// Most pending proposals at once (`MIRAI_PROPOSALS_MAX_PENDING`, default 1000).
     pub proposals_max_pending: usize,
     /// The change stream's limits (`GET /events`, MCP subscriptions).
@@ -106,6 +108,7 @@ impl std::fmt::Debug for Config {
             policy,
             api_token,
             reviewer_token,
+            callers_file,
             proposals_max_pending,
             events,
             max_body_bytes,
@@ -137,6 +140,7 @@ impl std::fmt::Debug for Config {
             .field("policy", policy)
             .field("api_token", &presence(api_token))
             .field("reviewer_token", &presence(reviewer_token))
+            .field("callers_file", callers_file)
             .field("proposals_max_pending", proposals_max_pending)
             .field("events", events)
             .field("max_body_bytes", max_body_bytes)
@@ -221,6 +225,7 @@ impl Config {
             policy: PolicyMode::AllowAll,
             api_token: None,
             reviewer_token: None,
+            callers_file: None,
             proposals_max_pending: DEFAULT_PROPOSALS_MAX_PENDING,
             events: crate::events::EventLimits::default(),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,

@@ -8,6 +8,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use super::middleware::caller_of;
 use super::respond::{error_response, read_body, render};
 use crate::agent::transcript::{self, Event};
 use crate::agent::RunRequest;
@@ -20,7 +21,7 @@ use crate::sandbox::EvalRequest;
 const RECENT_RUNS: usize = 50;
 
 /// Code mode: one program in the sandbox. Its failure is a 200 with `error` set.
-pub async fn eval(app: web::Data<App>, payload: web::Payload) -> HttpResponse {
+pub async fn eval(app: web::Data<App>, req: HttpRequest, payload: web::Payload) -> HttpResponse {
     let request: EvalRequest = match body(
         &app,
         payload,
@@ -31,7 +32,7 @@ pub async fn eval(app: web::Data<App>, payload: web::Payload) -> HttpResponse {
         Ok(request) => request,
         Err(err) => return error_response(&err),
     };
-    let ctx = app.ctx.clone();
+    let ctx = app.ctx.as_caller(caller_of(&req));
     let sandbox = app.sandbox.clone();
     render(
         web::block(move || sandbox.eval(&ctx, &request)).await,
@@ -54,7 +55,7 @@ pub async fn run(app: web::Data<App>, req: HttpRequest, payload: web::Payload) -
     if let Err(err) = app.agent.check(&request) {
         return error_response(&err);
     }
-    let ctx = app.ctx.clone();
+    let ctx = app.ctx.as_caller(caller_of(&req));
     let agent = app.agent.clone();
     let streaming = req
         .headers()

@@ -17,6 +17,7 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
 
+use super::middleware::caller_of;
 use super::peer::{unless_gone, watched};
 use super::respond::{error_response, gone, read_body};
 use crate::app::App;
@@ -32,6 +33,8 @@ const MAX_SESSIONS: usize = 10_000;
 #[derive(Clone)]
 struct Session {
     version: &'static str,
+    /// The caller whose token opened the session: its rights are the session's.
+    caller: Option<String>,
     subscribed: Arc<Subscribed>,
     streaming: Arc<AtomicBool>,
 }
@@ -52,7 +55,12 @@ impl Drop for Streaming {
 }
 
 impl Sessions {
-    fn open(&self, version: &'static str, subscribed: Arc<Subscribed>) -> String {
+    fn open(
+        &self,
+        version: &'static str,
+        subscribed: Arc<Subscribed>,
+        caller: Option<String>,
+    ) -> String {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         let (by_id, order) = &mut *live;
@@ -63,6 +71,7 @@ impl Sessions {
         }
         let session = Session {
             version,
+            caller,
             subscribed,
             streaming: Arc::new(AtomicBool::new(false)),
         };
@@ -123,6 +132,7 @@ pub async fn post(
             return rpc_error(StatusCode::BAD_REQUEST, code::HEADER_MISMATCH, &mismatch);
         }
     }
+    let caller = caller_of(&req);
     let mut session = None;
     if !stateless && !initializing {
         let Some(id) = header_value(&req, SESSION_HEADER) else {
@@ -132,7 +142,11 @@ pub async fn post(
                 "missing Mcp-Session-Id: send initialize first and then the session id it answered",
             );
         };
-        let Some(found) = sessions.get(&id) else {
+        // A session is its opener's: another caller's token finds no such session.
+        let Some(found) = sessions
+            .get(&id)
+            .filter(|found| found.caller == caller.as_ref().map(|c| c.name.clone()))
+        else {
             return rpc_error(
                 StatusCode::NOT_FOUND,
                 code::INVALID_REQUEST,
@@ -157,7 +171,7 @@ pub async fn post(
     let mcp = app.mcp.clone();
     // A repo_sync call waits for its sync holding no thread, as the HTTP row does;
     // a caller that goes away gives up its place.
-    let synced = match mcp.sync_ticket(&message) {
+    let synced = match mcp.sync_ticket(&message, caller.as_ref()) {
         Some(Ok(ticket)) => match unless_gone(&req, ticket.answer()).await {
             Some(outcome) => Some(outcome),
             None => return error_response(&gone()),
@@ -165,8 +179,9 @@ pub async fn post(
         Some(Err(err)) => Some(Err(err)),
         None => None,
     };
+    let opener = caller.as_ref().map(|c| c.name.clone());
     let answered = web::block(move || {
-        let response = mcp.handle_synced(&message, synced, session.as_deref());
+        let response = mcp.handle_synced(&message, synced, session.as_deref(), caller.as_ref());
         (message, response)
     })
     .await;
@@ -191,7 +206,10 @@ pub async fn post(
     let mut answer = HttpResponse::build(status);
     if initializing && response.get("result").is_some() {
         let version = Mcp::negotiate(message["params"]["protocolVersion"].as_str());
-        answer.insert_header((SESSION_HEADER, sessions.open(version, app.mcp.session())));
+        answer.insert_header((
+            SESSION_HEADER,
+            sessions.open(version, app.mcp.session(), opener),
+        ));
     }
     answer.json(response)
 }

@@ -9,20 +9,20 @@
 //! `Host` passes the Host rule or a token is set; every other origin is refused.
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::time::Instant;
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header;
 use actix_web::middleware::Next;
-use actix_web::{web, HttpMessage};
+use actix_web::{web, HttpMessage, HttpRequest};
 use futures_util::FutureExt;
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
 use super::respond::{error_response, internal_error};
 use super::ui;
 use crate::app::App;
+use crate::callers::{Caller, Credential, Right};
 use crate::config::Config;
 use crate::error::{Error, ErrorCode};
 use crate::origin::{self, OwnNames};
@@ -56,9 +56,7 @@ impl Browsers {
     pub fn new(config: &Config) -> Browsers {
         Browsers {
             origins: config.allowed_origins.clone(),
-            own_names: config
-                .api_token
-                .is_none()
+            own_names: (config.api_token.is_none() && config.callers_file.is_none())
                 .then(|| OwnNames::new(&config.host, &config.allowed_hosts)),
         }
     }
@@ -134,60 +132,71 @@ pub async fn refuse_browsers(
 /// network").
 const TOKENLESS: &[&str] = &["/health", "/hooks/push"];
 
-/// Marks a request that carried `MIRAI_REVIEWER_TOKEN`: its rows run as a reviewer's.
-#[derive(Debug, Clone, Copy)]
-pub struct Reviewer;
+/// The named caller a request's bearer token belongs to, put on the request
+/// for the adapters to hand to `ops` ([`caller_of`]).
+#[derive(Clone)]
+struct CallerOf(Arc<Caller>);
+
+/// The caller the request was made for (`None`: no credential was needed or sent).
+pub fn caller_of(req: &HttpRequest) -> Option<Arc<Caller>> {
+    req.extensions().get::<CallerOf>().map(|c| Arc::clone(&c.0))
+}
 
 /// The bearer tokens (ARCHITECTURE.md, "The token guards the network" and "Only
-/// a person decides a proposal"). With `MIRAI_API_TOKEN` set, every route but
-/// [`TOKENLESS`] and the page's own files (`/`, `/ui/...`: they hold no notes)
-/// needs it or the reviewer token. The routes of the review class's rows
-/// (approve, reject) need `MIRAI_REVIEWER_TOKEN` alone: the API token gets 403
-/// `policy_denied`, no token or a wrong one 401. A request with the reviewer
-/// token is marked [`Reviewer`].
+/// a person decides a proposal"). The presented token is looked up once, among
+/// the callers of the moment (`MIRAI_CALLERS_FILE` and the shorthands
+/// `MIRAI_API_TOKEN`, `MIRAI_REVIEWER_TOKEN`). With a callers file or the API
+/// token set, every route but [`TOKENLESS`] and the page's own files (`/`,
+/// `/ui/...`: they hold no notes) needs a caller's token. The routes of the
+/// review class's rows (approve, reject) need a caller with `review`: another
+/// caller gets 403 `policy_denied`, no token or a wrong one 401. What each
+/// caller may do past that, `ops` decides.
 pub async fn require_token(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let (api, reviewer) = req
+    let callers = req
         .app_data::<web::Data<App>>()
-        .map(|app| {
-            (
-                app.config.api_token.clone(),
-                app.config.reviewer_token.clone(),
-            )
-        })
-        .unwrap_or_default();
-    let is_reviewer = reviewer
-        .as_deref()
-        .is_some_and(|token| bearer_matches(&req, token));
-    let is_api = api
-        .as_deref()
-        .is_some_and(|token| bearer_matches(&req, token));
-    let refusal = if is_reviewer {
-        None
-    } else if is_review_route(req.path()) {
-        Some(if is_api {
-            Error::new(
+        .map(|app| app.callers.current());
+    let token = bearer(&req);
+    let caller = match (&callers, token.as_deref()) {
+        (Some(callers), Some(token)) => callers.identify(Credential::Bearer(token)),
+        _ => None,
+    };
+    let guarded = callers.is_some_and(|c| c.guards_network());
+    let refusal = if is_review_route(req.path())
+        && !caller.as_ref().is_some_and(|c| c.can.has(Right::Review))
+    {
+        Some(match &caller {
+            Some(caller) if caller.name == crate::callers::API_NAME => Error::new(
                 ErrorCode::PolicyDenied,
                 "the API token cannot approve or reject proposals: a reviewer sends \
                  Authorization: Bearer <MIRAI_REVIEWER_TOKEN>",
-            )
-        } else {
-            Error::new(
+            ),
+            Some(caller) => Error::new(
+                ErrorCode::PolicyDenied,
+                format!(
+                    "caller {} cannot approve or reject proposals: that takes a caller whose \
+                     `can` holds review (MIRAI_CALLERS_FILE) or MIRAI_REVIEWER_TOKEN",
+                    caller.name
+                ),
+            ),
+            None => Error::new(
                 ErrorCode::Unauthorized,
                 "approving and rejecting proposals needs the reviewer's bearer token: send the \
-                 header Authorization: Bearer <MIRAI_REVIEWER_TOKEN>",
-            )
+                 header Authorization: Bearer <MIRAI_REVIEWER_TOKEN> (or a token of a caller \
+                 with the review right)",
+            ),
         })
-    } else if api.is_some()
-        && !is_api
+    } else if guarded
+        && caller.is_none()
         && !TOKENLESS.contains(&req.path())
         && !ui::is_page_path(req.path())
     {
         Some(Error::new(
             ErrorCode::Unauthorized,
-            "missing or wrong bearer token: send the header Authorization: Bearer <MIRAI_API_TOKEN>",
+            "missing or wrong bearer token: send the header Authorization: Bearer <token> \
+             (MIRAI_API_TOKEN, or a caller's token from MIRAI_CALLERS_FILE)",
         ))
     } else {
         None
@@ -195,8 +204,8 @@ pub async fn require_token(
     if let Some(err) = refusal {
         return Ok(req.into_response(error_response(&err)));
     }
-    if is_reviewer {
-        req.extensions_mut().insert(Reviewer);
+    if let Some(caller) = caller {
+        req.extensions_mut().insert(CallerOf(caller));
     }
     Ok(next.call(req).await?.map_into_boxed_body())
 }
@@ -208,25 +217,15 @@ fn is_review_route(path: &str) -> bool {
         .any(|op| op.class == crate::ops::Class::Review && op.http.path == path)
 }
 
-fn bearer_matches(req: &ServiceRequest, expected: &str) -> bool {
-    let Some(value) = req.headers().get(header::AUTHORIZATION) else {
-        return false;
-    };
-    let Ok(value) = value.to_str() else {
-        return false;
-    };
+/// The bearer token the request carries, if any.
+fn bearer(req: &ServiceRequest) -> Option<String> {
+    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
     let mut parts = value.trim().splitn(2, ' ');
     let scheme = parts.next().unwrap_or("");
     let token = parts.next().unwrap_or("").trim();
-    scheme.eq_ignore_ascii_case("bearer") && same_token(token, expected)
-}
-
-/// Compares the SHA-256 digests of both in constant time, so the time taken
-/// tells neither where they differ nor how long the token is.
-fn same_token(sent: &str, expected: &str) -> bool {
-    let sent = Sha256::digest(sent.as_bytes());
-    let expected = Sha256::digest(expected.as_bytes());
-    sent.ct_eq(&expected).into()
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.to_string())
 }
 
 /// POSTs whose body need not be declared JSON: `/hooks/push`, whose HMAC
@@ -293,7 +292,7 @@ pub async fn catch_panic(
 mod tests {
     use actix_web::{test as web_test, web, App, HttpResponse};
 
-    use super::{catch_panic, same_token};
+    use super::catch_panic;
 
     #[actix_web::test]
     async fn a_panicking_handler_answers_500_internal_without_details() {
@@ -321,14 +320,5 @@ mod tests {
         let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(body["error"]["code"], "internal");
         assert!(!body.to_string().contains("secret detail"));
-    }
-
-    #[test]
-    fn tokens_match_only_when_equal_whatever_their_lengths() {
-        assert!(same_token("secret", "secret"));
-        assert!(!same_token("secret", "secreT"));
-        assert!(!same_token("secret", "secret2"));
-        assert!(!same_token("", "secret"));
-        assert!(same_token("", ""));
     }
 }

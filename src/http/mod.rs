@@ -8,14 +8,15 @@
 //! may take to arrive; and turning a panic into a plain 500.
 //!
 //! Inside, dependencies point one way: `routes` -> `row` (-> `file`), `agent`, `mcp`, `events`, `ui` ->
-//! `respond`; `middleware` -> `respond`, `ui`; `row`, `hooks`, `events`, `mcp` -> `peer`; this file ->
-//! `routes`, `middleware`, `mcp`, `peer`; `stop` (signals, for `mirai serve`)
-//! imports none of them. `openapi` (the generated document)
+//! `respond`; `row`, `agent`, `mcp` -> `middleware` (the request's caller) -> `respond`, `ui`; `row`, `hooks`, `events`, `mcp` -> `peer`; this file ->
+//! `routes`, `middleware`, `mcp`, `peer`; `stop` and `hangup` (signals, for `mirai serve`:
+//! stop, reload the callers) import none of them. `openapi` (the generated document)
 //! stands apart: it reads the operation table and its own base file.
 
 mod agent;
 mod events;
 mod file;
+pub mod hangup;
 mod hooks;
 mod mcp;
 mod middleware;

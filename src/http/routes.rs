@@ -143,7 +143,7 @@ async fn config(app: web::Data<App>) -> HttpResponse {
     HttpResponse::Ok().json(json!({
         "notes_root": config.notes_root.display().to_string(),
         "policy_mode": config.policy.as_str(),
-        "auth_required": config.api_token.is_some(),
+        "auth_required": app.callers.current().guards_network(),
         "max_body_bytes": config.max_body_bytes,
         "mcp": {
             "protocol_versions": crate::mcp::PROTOCOL_VERSIONS,

@@ -8,10 +8,10 @@
 //! answers its raw bytes (`file.rs`). A request that carried the reviewer token
 //! runs as a reviewer's; a write review mode proposed answers 202.
 
-use actix_web::{web, HttpMessage, HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{Map, Value};
 
-use super::middleware::Reviewer;
+use super::middleware::caller_of;
 use super::peer::unless_gone;
 use super::respond::{error_response, gone, read_body, render};
 use crate::app::App;
@@ -43,12 +43,13 @@ pub async fn serve(
             Err(err) => return error_response(&err),
         },
     };
+    let ctx = app.ctx.via("http").as_caller(caller_of(&req));
     if op.class == Class::Sync {
         let ticket = match &input {
             OwnedInput::Json(value) => {
-                ops::dispatch_sync(&app.ctx, op.name, Input::Json(value.clone()))
+                ops::dispatch_sync(&ctx, op.name, Input::Json(value.clone()))
             }
-            OwnedInput::Body(bytes) => ops::dispatch_sync(&app.ctx, op.name, Input::Body(bytes)),
+            OwnedInput::Body(bytes) => ops::dispatch_sync(&ctx, op.name, Input::Body(bytes)),
         };
         let outcome = match ticket {
             // A caller that went away gives up its place (the ticket is dropped).
@@ -61,10 +62,6 @@ pub async fn serve(
         return render(Ok(outcome), op.name);
     }
     // Operations do file and git I/O: off the async workers. A panic becomes 500 `internal`.
-    let ctx = match req.extensions().get::<Reviewer>() {
-        Some(Reviewer) => app.ctx.via("http").as_reviewer(),
-        None => app.ctx.via("http"),
-    };
     if op.http.answer == HttpAnswer::File {
         let outcome = web::block(move || match input {
             OwnedInput::Json(value) => ops::dispatch_file(&ctx, op.name, Input::Json(value)),

@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::callers::Caller;
 use crate::ops::adapters::{Synced, Ticket};
 use crate::ops::Context;
 use crate::sandbox::Sandbox;
@@ -92,20 +93,31 @@ impl Mcp {
     /// Answers one JSON-RPC message of `session`: a response for a request,
     /// `None` for a notification or a client's response. A `repo_sync` call
     /// waits for its sync on this thread (stdio); see [`Mcp::sync_ticket`] for HTTP.
-    pub fn handle(&self, message: &Value, session: Option<&Subscribed>) -> Option<Value> {
-        self.handle_synced(message, None, session)
+    /// `caller`: the named caller whose token opened the session (over
+    /// HTTP), whose rights the calls keep; `None` on stdio (the operator).
+    pub fn handle(
+        &self,
+        message: &Value,
+        session: Option<&Subscribed>,
+        caller: Option<&Arc<Caller>>,
+    ) -> Option<Value> {
+        self.handle_synced(message, None, session, caller)
     }
 
     /// The place in the next sync of a message that is a `tools/call` of
     /// `repo_sync`, so that a transport can await it holding no thread and
     /// then answer with [`Mcp::handle_synced`]; `None` for any other message.
-    pub fn sync_ticket(&self, message: &Value) -> Option<crate::error::Result<Ticket>> {
+    pub fn sync_ticket(
+        &self,
+        message: &Value,
+        caller: Option<&Arc<Caller>>,
+    ) -> Option<crate::error::Result<Ticket>> {
         if message.get("method").and_then(Value::as_str) != Some("tools/call")
             || message.get("id").is_none()
         {
             return None;
         }
-        tools::sync_ticket(&self.ctx, message.get("params")?)
+        tools::sync_ticket(&self.ctx.as_caller(caller.cloned()), message.get("params")?)
     }
 
     /// [`Mcp::handle`], with the answer of the sync a transport awaited for a
@@ -115,7 +127,9 @@ impl Mcp {
         message: &Value,
         synced: Option<crate::error::Result<Synced>>,
         session: Option<&Subscribed>,
+        caller: Option<&Arc<Caller>>,
     ) -> Option<Value> {
+        let ctx = &self.ctx.as_caller(caller.cloned());
         let Some(object) = message.as_object() else {
             return Some(error_response(
                 Value::Null,
@@ -147,13 +161,13 @@ impl Mcp {
         let params = object.get("params").cloned().unwrap_or(json!({}));
         let stateless = method != "initialize" && requested_version(&params).is_some();
         let outcome = if stateless {
-            self.stateless(method, &params, synced)
+            self.stateless(ctx, method, &params, synced)
         } else {
             match method {
                 "resources/subscribe" | "resources/unsubscribe" => {
                     subscription(method, &params, session)
                 }
-                _ => self.answer(method, &params, Era::Handshake, synced),
+                _ => self.answer(ctx, method, &params, Era::Handshake, synced),
             }
         };
         Some(match outcome {
@@ -164,6 +178,7 @@ impl Mcp {
 
     fn answer(
         &self,
+        ctx: &Context,
         method: &str,
         params: &Value,
         era: Era,
@@ -174,16 +189,10 @@ impl Mcp {
             "server/discover" if era == Era::Stateless => Ok(self.discover()),
             "ping" => Ok(json!({})),
             "tools/list" => Ok(tools::list(self.read_only(), &self.sandbox)),
-            "tools/call" => tools::call(
-                &self.ctx,
-                &self.sandbox,
-                self.max_result_bytes,
-                params,
-                synced,
-            ),
-            "resources/list" => resources::list(&self.ctx, params),
+            "tools/call" => tools::call(ctx, &self.sandbox, self.max_result_bytes, params, synced),
+            "resources/list" => resources::list(ctx, params),
             "resources/templates/list" => Ok(resources::templates()),
-            "resources/read" => resources::read(&self.ctx, params, era),
+            "resources/read" => resources::read(ctx, params, era),
             other => Err(RpcError::new(
                 code::METHOD_NOT_FOUND,
                 format!("method not found: {other}"),
@@ -195,6 +204,7 @@ impl Mcp {
     /// cacheable results given their cache fields, and mirai's identity in `_meta`.
     fn stateless(
         &self,
+        ctx: &Context,
         method: &str,
         params: &Value,
         synced: Option<crate::error::Result<Synced>>,
@@ -207,7 +217,7 @@ impl Mcp {
                 data: Some(json!({"supported": supported_versions(), "requested": requested})),
             });
         }
-        let mut result = self.answer(method, params, Era::Stateless, synced)?;
+        let mut result = self.answer(ctx, method, params, Era::Stateless, synced)?;
         if let Some(object) = result.as_object_mut() {
             object.insert("resultType".into(), json!("complete"));
             if method != "tools/call" {

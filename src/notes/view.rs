@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use super::overlay::Overlay;
 use super::{path, suggest, Existence, NotePath, Notes};
-use crate::error::Result;
+use crate::callers::Prefixes;
+use crate::error::{Error, ErrorCode, Result};
 
 /// The notes as one context sees them. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -15,6 +16,17 @@ pub struct View {
     notes: Notes,
     /// Set in a dry run: its writes, which reads see.
     overlay: Option<Arc<Overlay>>,
+    /// Set for a named caller with `paths` or `read_paths`: what it may see and change.
+    scope: Option<Arc<Scope>>,
+}
+
+/// A named caller's reach: notes outside `read` are hidden (listing leaves
+/// them out, reading answers `not_found` as for a missing note), a write
+/// outside `write` or `read` is 403 `policy_denied`, decided from the path alone.
+#[derive(Debug)]
+pub struct Scope {
+    pub read: Prefixes,
+    pub write: Prefixes,
 }
 
 /// Where a write through a [`View`] lands.
@@ -31,15 +43,70 @@ impl View {
         View {
             notes,
             overlay: None,
+            scope: None,
         }
     }
 
     /// The same notes, with writes landing in `overlay` and reads seeing them.
     pub fn with_overlay(&self, overlay: Arc<Overlay>) -> View {
         View {
-            notes: self.notes.clone(),
             overlay: Some(overlay),
+            ..self.clone()
         }
+    }
+
+    /// The same notes, as a caller reaching only `read` (reads) and `write`
+    /// (writes) sees them; everything when both are.
+    pub fn scoped(&self, read: Prefixes, write: Prefixes) -> View {
+        let scope = (!read.is_everything() || !write.is_everything())
+            .then(|| Arc::new(Scope { read, write }));
+        View {
+            scope,
+            ..self.clone()
+        }
+    }
+
+    /// Whether note path `rel` (normalized) is visible through this view.
+    pub fn sees(&self, rel: &str) -> bool {
+        self.scope.as_deref().is_none_or(|s| s.read.holds(rel))
+    }
+
+    /// The prefixes this view may read (everything: `None`).
+    pub fn read_prefixes(&self) -> Option<&Prefixes> {
+        self.scope.as_deref().map(|s| &s.read)
+    }
+
+    /// A hidden note answers as a missing one; checked on the path's words
+    /// before the disk is asked, so nothing about a hidden note leaks.
+    fn check_visible(&self, raw: &str) -> Result<()> {
+        match path::lexical(raw) {
+            Ok(rel) if !self.sees(&rel) => Err(suggest::missing(&rel)),
+            _ => Ok(()),
+        }
+    }
+
+    /// A write outside the caller's prefixes is 403 `policy_denied` naming
+    /// them, before the disk is asked.
+    fn check_writable(&self, raw: &str) -> Result<()> {
+        let Some(scope) = self.scope.as_deref() else {
+            return Ok(());
+        };
+        let Ok(rel) = path::lexical(raw) else {
+            return Ok(()); // the resolve that follows refuses it in its own words
+        };
+        for (prefixes, what) in [(&scope.write, "write"), (&scope.read, "read")] {
+            if !prefixes.holds(&rel) {
+                return Err(Error::new(
+                    ErrorCode::PolicyDenied,
+                    format!(
+                        "{rel} is outside the paths this caller may {what} ({}); nothing was \
+                         changed: write under one of them",
+                        prefixes.list().join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The notes on disk underneath (for the repository and the root folder).
@@ -65,12 +132,14 @@ impl View {
     /// created exists, one it deleted does not. A missing note's `not_found`
     /// suggests the closest notes there are.
     pub fn resolve(&self, raw: &str, existence: Existence) -> Result<NotePath> {
+        self.check_visible(raw)?;
         self.suggesting(raw, self.resolve_with(raw, existence, Notes::resolve))
     }
 
     /// Checks the path of a note about to be written: as [`View::resolve`], and
     /// never a symlink or through one (see [`Notes::resolve_for_write`]).
     pub fn resolve_for_write(&self, raw: &str, existence: Existence) -> Result<NotePath> {
+        self.check_writable(raw)?;
         self.suggesting(
             raw,
             self.resolve_with(raw, existence, Notes::resolve_for_write),
@@ -116,6 +185,7 @@ impl View {
     /// Reads a note as text (see [`Notes::read`]); a missing note's
     /// `not_found` suggests the closest notes there are.
     pub fn read(&self, raw: &str) -> Result<(NotePath, String)> {
+        self.check_visible(raw)?;
         self.suggesting(raw, self.read_text(raw))
     }
 
@@ -150,10 +220,28 @@ impl View {
     /// Every note, as normalized relative paths sorted by their bytes (see [`Notes::list`]).
     pub fn list(&self) -> Result<Vec<String>> {
         let on_disk = self.notes.list()?;
-        Ok(match self.overlay.as_deref() {
+        let mut listed = match self.overlay.as_deref() {
             None => on_disk,
             Some(overlay) => overlay.list(on_disk),
-        })
+        };
+        if self.scope.is_some() {
+            listed.retain(|rel| self.sees(rel));
+        }
+        Ok(listed)
+    }
+
+    /// [`View::unsaved`], and for a scoped caller every note it may not read
+    /// as deleted: what the index and the link graph are asked to answer as
+    /// if (`as_if`), so a hidden note is never found, counted, linked, tagged
+    /// or used for a search's feedback.
+    pub fn as_seen(&self) -> Result<Vec<(String, Option<String>)>> {
+        let mut changes = self.unsaved();
+        if self.scope.is_some() {
+            let hidden = self.notes.list()?.into_iter().filter(|rel| !self.sees(rel));
+            changes.retain(|(rel, _)| self.sees(rel));
+            changes.extend(hidden.map(|rel| (rel, None)));
+        }
+        Ok(changes)
     }
 
     /// The notes this view holds differently from the disk, with their text

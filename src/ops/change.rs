@@ -348,7 +348,7 @@ fn check_base(repo: &Repo, base: &str, rel: &str) -> Result<()> {
 fn commit(ctx: &Context, repo: &Repo, plans: &[&Plan], message: &str) -> Result<String> {
     if ctx.dirty_notes == DirtyNotes::Snapshot {
         for plan in plans {
-            if let Some(snapshot) = repo::snapshot(repo, &plan.note.rel, &ctx.author())? {
+            if let Some(snapshot) = repo::snapshot(repo, &plan.note.rel, &ctx.mirai_author())? {
                 ctx.index.notes_changed(
                     &[(plan.note.rel.as_str(), plan.before.as_deref())],
                     &[],

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::draft::Draft;
 use super::settings::{DirtyNotes, Guards, PolicyMode, Settings};
+use crate::callers::Caller;
 use crate::embed::Embeddings;
 use crate::error::{Error, Result};
 use crate::events::Events;
@@ -76,6 +77,9 @@ pub struct Context {
     /// Set in review mode while writes gather into one proposal (an eval, an
     /// agent run, one write call), with the row being run.
     pub(super) draft: Option<(Arc<Draft>, &'static str)>,
+    /// The named caller the calls are made for (`None`: the operator, or a
+    /// server without credentials): its rights, paths and name on commits.
+    pub(super) caller: Option<Arc<Caller>>,
 }
 
 /// The services a context shares with every clone of it. The composition
@@ -111,6 +115,7 @@ impl Context {
             reviewer: false,
             adapter: "cli",
             draft: None,
+            caller: None,
             index,
             embeddings,
             history,
@@ -147,6 +152,28 @@ impl Context {
             reviewer: true,
             ..self.clone()
         }
+    }
+
+    /// This context, for calls made for `caller` (from its credential, or
+    /// `mirai call --as`): its rights, paths and name from now on; a reviewer's
+    /// only when it holds `review`. `None` changes nothing.
+    pub fn as_caller(&self, caller: Option<Arc<Caller>>) -> Context {
+        match caller {
+            None => self.clone(),
+            Some(caller) => Context {
+                reviewer: caller.can.has(crate::callers::Right::Review),
+                view: self
+                    .view
+                    .scoped(caller.read_paths.clone(), caller.paths.clone()),
+                caller: Some(caller),
+                ..self.clone()
+            },
+        }
+    }
+
+    /// The named caller these calls are made for, if any.
+    pub fn caller(&self) -> Option<&Arc<Caller>> {
+        self.caller.as_ref()
     }
 
     /// This context, for calls through `adapter` (`http`, `mcp`, `sandbox`, `agent`, `cli`).
@@ -235,7 +262,13 @@ impl Context {
             message.push('\n');
         }
         let run = self.run_id.as_deref().map(|run| ("Mirai-Run", run));
-        for (i, (key, value)) in trailers.iter().copied().chain(run).enumerate() {
+        let caller = self
+            .caller
+            .as_deref()
+            .filter(|c| c.authors_commits())
+            .map(|c| ("Mirai-Caller", c.name.as_str()));
+        let all = trailers.iter().copied().chain(run).chain(caller);
+        for (i, (key, value)) in all.enumerate() {
             if i == 0 {
                 message.push('\n');
             }
@@ -273,11 +306,25 @@ impl Context {
         self.writer.opened(guard).map(Writer)
     }
 
-    /// Who commits.
+    /// mirai alone, author and committer (a snapshot of someone else's edits
+    /// is never put on a caller).
+    pub fn mirai_author(&self) -> Author {
+        Author {
+            name: self.identity.name.clone(),
+            email: self.identity.email.clone(),
+            caller: None,
+        }
+    }
+
+    /// Who commits: mirai, with a named caller as the author.
     pub fn author(&self) -> Author {
         Author {
             name: self.identity.name.clone(),
             email: self.identity.email.clone(),
+            caller: self
+                .caller
+                .as_deref()
+                .and_then(|c| Some((c.name.clone(), c.email.clone()?))),
         }
     }
 }

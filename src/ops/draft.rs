@@ -137,6 +137,7 @@ impl Draft {
             commit: None,
             reason: None,
             decided_at: None,
+            decided_by: None,
         }
     }
 }

@@ -108,11 +108,12 @@ impl Operation for NotesHistory {
     type Response = HistoryResponse;
 
     fn run(ctx: &Context, request: HistoryRequest) -> Result<HistoryResponse> {
-        let path = request
-            .path
-            .as_deref()
-            .map(path::file_in_history)
-            .transpose()?;
+        let path = request.path.as_deref().map(path::file_in_history).transpose()?;
+        if let Some(hidden) = path.as_deref().filter(|p| !ctx.view.sees(p)) {
+            return Err(Error::not_found(format!(
+                "no history for {hidden}: no commit changed it"
+            )));
+        }
         let limit = history_limit(request.limit.as_ref())?;
         let reader = ctx.history.reader().map_err(|e| ctx.history.scrub(e))?;
         let page = ctx
@@ -128,11 +129,57 @@ impl Operation for NotesHistory {
             commits: page
                 .commits
                 .iter()
-                .map(|c| history_commit(c, path.as_deref()))
+                .filter_map(|c| as_seen(ctx, c))
+                .map(|c| history_commit(&c, path.as_deref()))
                 .collect(),
             next_cursor: page.next,
         })
     }
+}
+
+/// Commit `summary` as `ctx`'s caller may see it (`read_paths` hide): left
+/// out when it changed only hidden notes; else with only the visible paths
+/// (a rename from a hidden note shows no `from`) and, when its subject names
+/// a hidden note, a subject saying so instead. A page may then hold fewer
+/// commits than its limit; its cursor still goes on.
+fn as_seen<'a>(ctx: &Context, summary: &'a Summary) -> Option<std::borrow::Cow<'a, Summary>> {
+    if ctx.view.read_prefixes().is_none() {
+        return Some(std::borrow::Cow::Borrowed(summary));
+    }
+    let sees = |p: &str| ctx.view.sees(p);
+    if !summary.changes.iter().any(|c| sees(&c.path)) {
+        return None;
+    }
+    let names_hidden = summary
+        .changes
+        .iter()
+        .flat_map(|c| std::iter::once(c.path.as_str()).chain(c.from.as_deref()))
+        .any(|p| !sees(p) && summary.subject.contains(p));
+    let changes = summary
+        .changes
+        .iter()
+        .filter(|c| sees(&c.path))
+        .map(|c| Change {
+            path: c.path.clone(),
+            status: c.status,
+            from: c.from.clone().filter(|from| sees(from)),
+        })
+        .collect();
+    Some(std::borrow::Cow::Owned(Summary {
+        id: summary.id,
+        parents: summary.parents.clone(),
+        time: summary.time.clone(),
+        author: summary.author.clone(),
+        email: summary.email.clone(),
+        subject: if names_hidden {
+            "(subject hidden: it names a note outside this caller's read_paths)".to_string()
+        } else {
+            summary.subject.clone()
+        },
+        run_id: summary.run_id.clone(),
+        proposal: summary.proposal.clone(),
+        changes,
+    }))
 }
 
 /// `limit`: absent is 20; else plain digits (a number or a decimal string), 1 to 100.
@@ -308,11 +355,12 @@ impl Operation for NotesDiff {
     type Response = DiffResponse;
 
     fn run(ctx: &Context, request: DiffRequest) -> Result<DiffResponse> {
-        let path = request
-            .path
-            .as_deref()
-            .map(path::file_in_history)
-            .transpose()?;
+        let path = request.path.as_deref().map(path::file_in_history).transpose()?;
+        if let Some(hidden) = path.as_deref().filter(|p| !ctx.view.sees(p)) {
+            return Err(Error::not_found(format!(
+                "no diff for {hidden}: no commit changed it"
+            )));
+        }
         let shape = match (&request.commit, &request.from, &request.to) {
             (Some(commit), None, None) => Ok((Rev::parse(commit)?, None)),
             (None, Some(from), Some(to)) if path.is_some() => {
@@ -358,7 +406,9 @@ fn diff(
     let mut files = Vec::new();
     let mut truncated = false;
     let mut budget = ctx.max_content_bytes;
-    for delta in deltas {
+    // A caller's read_paths hide: a hidden note's delta is left out (a rename
+    // is a deletion and an addition, each judged by its own path).
+    for delta in deltas.into_iter().filter(|d| ctx.view.sees(&d.path)) {
         if files.len() == MAX_DIFF_FILES {
             truncated = true;
             break;

@@ -358,7 +358,7 @@ impl Operation for IndexQuery {
             embed::Mode::Lexical
         });
         let tag = tag_param(request.tag.as_ref())?;
-        let unsaved = ctx.view.unsaved();
+        let unsaved = ctx.view.as_seen()?;
         // The link graph answers tags and titles; until it is built (a first
         // query after start-up), titles are read from the hits' own notes
         // rather than waiting for every note to be read.

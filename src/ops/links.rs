@@ -89,7 +89,7 @@ impl Operation for NotesLinks {
 
     fn run(ctx: &Context, request: LinksRequest) -> Result<LinksResponse> {
         let (note, content) = ctx.view.read(&request.path)?;
-        let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
+        let vault = ctx.index.vault_as_if(&ctx.view.as_seen()?)?;
         // The graph's facts when they are of this very text; else read now.
         let read_now;
         let facts = match vault.note(&note.rel) {
@@ -215,7 +215,7 @@ impl Operation for NotesGraph {
     fn run(ctx: &Context, request: GraphRequest) -> Result<GraphResponse> {
         let limit = page_limit(request.limit.as_ref(), DEFAULT_GRAPH_LIMIT, MAX_GRAPH_LIMIT)?;
         let cursor = request.cursor.as_deref().map(Cursor::parse).transpose()?;
-        let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
+        let vault = ctx.index.vault_as_if(&ctx.view.as_seen()?)?;
         // Both lists are sorted (broken links by note and place, orphans by
         // path): a page starts right after its cursor.
         let broken_start = match &cursor {

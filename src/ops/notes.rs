@@ -99,7 +99,7 @@ impl Operation for NotesList {
             notes.retain(|path| path.starts_with(prefix.as_str()));
         }
         if let Some(tag) = tag {
-            let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
+            let vault = ctx.index.vault_as_if(&ctx.view.as_seen()?)?;
             let tagged = tagged(&vault, &tag);
             notes.retain(|path| tagged.contains(path));
         }
@@ -166,7 +166,7 @@ fn flag(field: &str, raw: Option<&Value>) -> Result<bool> {
 /// note's text) is kept there; a note the vault does not hold yet is counted
 /// from its text now.
 fn stats_of(ctx: &Context, notes: &[String]) -> Result<Vec<NoteStats>> {
-    let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
+    let vault = ctx.index.vault_as_if(&ctx.view.as_seen()?)?;
     let mut out = Vec::with_capacity(notes.len());
     for path in notes {
         let facts = vault.note(path);
@@ -393,6 +393,9 @@ impl Operation for NotesRead {
 /// file is a note (a symlink there is `invalid_path`, a folder `not_found`).
 fn read_at(ctx: &Context, raw: &str, rev: &Value) -> Result<NoteRead> {
     let rel = path::in_history(raw)?;
+    if !ctx.view.sees(&rel) {
+        return Err(crate::notes::suggest::missing(&rel));
+    }
     let Value::String(rev) = rev else {
         return Err(Error::new(
             ErrorCode::InvalidRequest,

@@ -105,7 +105,7 @@ impl Operation for ProposalsList {
                 .iter()
                 .find(|p| p.id == proposal.id)
                 .unwrap_or(proposal.as_ref());
-            if proposal.status != status {
+            if proposal.status != status || !proposal.paths.iter().all(|p| ctx.view.sees(p)) {
                 continue;
             }
             page.push(proposal.clone());
@@ -167,7 +167,7 @@ impl Operation for ProposalsGet {
     type Response = ProposalDetail;
 
     fn run(ctx: &Context, request: ProposalId) -> Result<ProposalDetail> {
-        let proposal = reconcile(ctx, ctx.proposals.load(request.id.trim())?)?;
+        let proposal = reconcile(ctx, seen(ctx, ctx.proposals.load(request.id.trim())?)?)?;
         let mut conflicts = Vec::new();
         if proposal.status == Status::Pending {
             let disk = on_disk(ctx);
@@ -245,8 +245,12 @@ impl Operation for ProposalsApprove {
         let note = request.message.as_deref().map(check_message).transpose()?;
         let _decision = ctx.proposals.decide()?;
         let proposal = pending(ctx, request.id.trim(), "approved")?;
+        check_not_own(ctx, &proposal)?;
         let message = commit_message(&proposal, note.as_deref());
-        let disk = on_disk(ctx);
+        let disk = Context {
+            caller: requester(&proposal),
+            ..on_disk(ctx)
+        };
         check_move_still_whole(&disk, &proposal)?;
         let (_, commit) = land_all(
             &disk,
@@ -265,6 +269,7 @@ impl Operation for ProposalsApprove {
         applied.status = Status::Applied;
         applied.commit = Some(commit.clone());
         applied.decided_at = Some(proposals::now());
+        applied.decided_by = Some(decider(ctx));
         // The commit landed, and its Mirai-Proposal trailer is the truth about
         // it: a file that cannot be updated now (a full disk) is marked
         // applied when it is next read, and the approval stands.
@@ -307,6 +312,7 @@ impl Operation for ProposalsReject {
         rejected.status = Status::Rejected;
         rejected.reason = reason.filter(|r| !r.is_empty());
         rejected.decided_at = Some(proposals::now());
+        rejected.decided_by = Some(decider(ctx));
         ctx.proposals.save(&rejected)?;
         Ok(Decided {
             id: rejected.id,
@@ -314,6 +320,54 @@ impl Operation for ProposalsReject {
             commit: None,
         })
     }
+}
+
+/// `proposal`, when every note it changes is one `ctx`'s caller may read;
+/// else 404 as for a proposal that does not exist (`read_paths` hide).
+fn seen(ctx: &Context, proposal: Proposal) -> Result<Proposal> {
+    if proposal.changes.iter().all(|c| ctx.view.sees(&c.path)) {
+        return Ok(proposal);
+    }
+    Err(Error::not_found(format!(
+        "no proposal {}: proposals.list shows the ones there are",
+        proposal.id
+    )))
+}
+
+/// Who decides through `ctx`: its caller's name, or `operator` (the command line).
+fn decider(ctx: &Context) -> String {
+    ctx.caller()
+        .map_or_else(|| "operator".to_string(), |c| c.name.clone())
+}
+
+/// A caller never approves a proposal it asked for itself, unless its
+/// `self_review` says it may (403 `policy_denied`).
+fn check_not_own(ctx: &Context, proposal: &Proposal) -> Result<()> {
+    let Some(caller) = ctx.caller() else {
+        return Ok(());
+    };
+    if proposal.requested_by.caller.as_deref() == Some(caller.name.as_str()) && !caller.self_review
+    {
+        return Err(Error::new(
+            ErrorCode::PolicyDenied,
+            format!(
+                "proposal {} was asked for by {} itself: another caller with the review right \
+                 must approve it (or set self_review = true for {} in MIRAI_CALLERS_FILE)",
+                proposal.id, caller.name, caller.name
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The caller an approval's commit is made for: the one who asked (its name
+/// and email as the proposal recorded them), so the commit names its author.
+fn requester(proposal: &Proposal) -> Option<std::sync::Arc<crate::callers::Caller>> {
+    let name = proposal.requested_by.caller.clone()?;
+    let email = proposal.requested_by.caller_email.clone()?;
+    Some(std::sync::Arc::new(crate::callers::Caller::author(
+        name, email,
+    )))
 }
 
 /// This context's notes as they are on disk (a decision or a check never
@@ -330,7 +384,7 @@ fn on_disk(ctx: &Context) -> Context {
 /// Proposal `id`, once it is known to be pending (409 otherwise, saying what
 /// it is), under the decision lock.
 fn pending(ctx: &Context, id: &str, verb: &str) -> Result<Proposal> {
-    let proposal = reconcile(ctx, ctx.proposals.load(id)?)?;
+    let proposal = reconcile(ctx, seen(ctx, ctx.proposals.load(id)?)?)?;
     match proposal.status {
         Status::Pending => Ok(proposal),
         Status::Applied => Err(Error::conflict(format!(
@@ -505,6 +559,9 @@ fn commit_message(proposal: &Proposal, note: Option<&str>) -> String {
         message.push_str(&format!("{RUN_TRAILER}: {run}\n"));
     }
     message.push_str(&format!("{PROPOSAL_TRAILER}: {}\n", proposal.id));
+    if let Some(caller) = &proposal.requested_by.caller {
+        message.push_str(&format!("Mirai-Caller: {caller}\n"));
+    }
     message
 }
 
@@ -551,6 +608,8 @@ mod tests {
                 adapter: "agent".into(),
                 run_id: Some("0192f0c4-0000-7000-8000-000000000001".into()),
                 message: None,
+                caller: None,
+                caller_email: None,
             },
             operation: Op {
                 name: "changes.apply".into(),
@@ -561,6 +620,7 @@ mod tests {
             commit: None,
             reason: None,
             decided_at: None,
+            decided_by: None,
         };
         assert_eq!(
             commit_message(&proposal, Some("Looks right.")),

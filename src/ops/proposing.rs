@@ -20,6 +20,7 @@ use super::context::Context;
 use super::draft::{Draft, Proposed};
 use super::operation::{Class, OpEntry};
 use super::settings::PolicyMode;
+use crate::callers::Right;
 use crate::error::{Error, ErrorCode, Result};
 use crate::proposals::{Requester, MAX_MESSAGE_BYTES};
 
@@ -35,6 +36,8 @@ pub fn begin_draft(ctx: &Context) -> Result<Arc<Draft>> {
             adapter: ctx.adapter().to_string(),
             run_id: ctx.run_id().map(str::to_string),
             message: None,
+            caller: ctx.caller().map(|c| c.name.clone()),
+            caller_email: ctx.caller().and_then(|c| c.email.clone()),
         },
     ))
 }
@@ -99,10 +102,20 @@ pub fn file_draft(draft: &Draft, ctx: &Context) -> Result<Option<Proposed>> {
 /// Whether `op` run through `ctx` is proposed rather than committed: review
 /// mode, a write of notes, and not a dry run (whose writes stay in its own overlay).
 pub(super) fn is_proposed(ctx: &Context, op: &OpEntry) -> bool {
-    ctx.policy == PolicyMode::Review
+    proposes(ctx)
         && op.class == Class::Write
         && op.reviewed
         && (ctx.draft().is_some() || !ctx.view.is_dry_run())
+}
+
+/// Whether writes of notes through `ctx` are proposed: review mode, or a
+/// caller that may propose but not write, whatever the mode (review is per
+/// caller, not only per server).
+pub fn proposes(ctx: &Context) -> bool {
+    ctx.policy == PolicyMode::Review
+        || ctx
+            .caller()
+            .is_some_and(|c| c.can.has(Right::Propose) && !c.can.has(Right::Write))
 }
 
 /// Runs row `op` with `request` against a draft: the context's own (an eval's

@@ -63,7 +63,7 @@ impl Operation for NotesRender {
     fn run(ctx: &Context, request: RenderRequest) -> Result<RenderResponse> {
         // The note size limit bounds the text, and so the work and the HTML.
         let (note, content) = ctx.view.read(&request.path)?;
-        let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
+        let vault = ctx.index.vault_as_if(&ctx.view.as_seen()?)?;
         // The vault's facts of this very version when it holds them (no second scan).
         let print = Fingerprint::of(&content);
         let facts = match vault.note(&note.rel).filter(|facts| facts.print == print) {

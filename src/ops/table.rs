@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::fields;
 use super::settings::PolicyMode;
 use super::*;
+use crate::callers::Right;
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::suggest::{self, MAX_SUGGESTIONS};
 
@@ -196,6 +197,7 @@ pub fn dispatch_file(ctx: &Context, name: &str, input: Input<'_>) -> Result<File
 fn admit(ctx: &Context, name: &str, input: Input<'_>) -> Result<(&'static OpEntry, Value)> {
     let op = find(name).ok_or_else(|| Error::not_found(format!("unknown operation: {name}")))?;
     check_policy(ctx.policy, ctx.reviewer, op)?;
+    check_rights(ctx, op)?;
     let request = match input {
         Input::Json(value) => value,
         Input::Body(bytes) => crate::json::from_slice(bytes).map_err(|e| {
@@ -301,6 +303,46 @@ fn check_policy(mode: PolicyMode, reviewer: bool, op: &OpEntry) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// The named caller's rights (ARCHITECTURE.md, "Callers"): a row of class
+/// read needs `read` (the proposals' own rows also `review`), a write of notes
+/// `write` or `propose` (then it is proposed), any other write `write`, sync
+/// `sync`, review `review`. Decided from the row alone, before the body is read.
+fn check_rights(ctx: &Context, op: &OpEntry) -> Result<()> {
+    let Some(caller) = ctx.caller() else {
+        return Ok(());
+    };
+    let can = caller.can;
+    let allowed = match op.class {
+        Class::Read => {
+            can.has(Right::Read) || (op.name.starts_with("proposals.") && can.has(Right::Review))
+        }
+        Class::Write if op.reviewed => can.has(Right::Write) || can.has(Right::Propose),
+        Class::Write => can.has(Right::Write),
+        Class::Sync => can.has(Right::Sync),
+        Class::Review => can.has(Right::Review),
+    };
+    if allowed {
+        return Ok(());
+    }
+    let needs = match op.class {
+        Class::Read => "read",
+        Class::Write if op.reviewed => "write or propose",
+        Class::Write => "write",
+        Class::Sync => "sync",
+        Class::Review => "review",
+    };
+    Err(Error::new(
+        ErrorCode::PolicyDenied,
+        format!(
+            "caller {} may not run {}: that takes the {needs} right, and its `can` holds [{}]; \
+             ask the operator to add it in MIRAI_CALLERS_FILE",
+            caller.name,
+            op.name,
+            caller.can.names().join(", ")
+        ),
+    ))
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ impl Operation for NotesTags {
     type Response = TagsResponse;
 
     fn run(ctx: &Context, _request: Empty) -> Result<TagsResponse> {
-        let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
+        let vault = ctx.index.vault_as_if(&ctx.view.as_seen()?)?;
         Ok(TagsResponse {
             tags: vault
                 .tag_counts()

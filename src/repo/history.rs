@@ -68,7 +68,7 @@ pub struct Change {
 }
 
 /// One commit, as history lists it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Summary {
     pub id: Oid,
     pub parents: Vec<Oid>,

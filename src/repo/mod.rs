@@ -98,11 +98,14 @@ pub trait Landing {
     );
 }
 
-/// Who a commit is by (author and committer alike).
+/// Who a commit is by: mirai commits (`name`, `email`) and is the author
+/// too, unless the commit is made for a named `caller` (name, email), who is
+/// then its author.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Author {
     pub name: String,
     pub email: String,
+    pub caller: Option<(String, String)>,
 }
 
 /// Who mirai commits as, when no person is the author:
@@ -459,8 +462,12 @@ impl Repo {
             .and_then(|tree_id| git.find_tree(tree_id))
             .and_then(|tree| {
                 let sig = Signature::now(&author.name, &author.email)?;
+                let by = match &author.caller {
+                    Some((name, email)) => Signature::now(name, email)?,
+                    None => sig.clone(),
+                };
                 let parents: Vec<_> = parent.iter().collect();
-                git.commit(None, &sig, &sig, message, &tree, &parents)
+                git.commit(None, &by, &sig, message, &tree, &parents)
             })
             .map_err(|e| git_error("cannot create the commit", e))?;
         Ok(Built {
@@ -1334,6 +1341,7 @@ mod tests {
 
     fn author() -> Author {
         Author {
+            caller: None,
             name: "mirai".into(),
             email: "mirai@localhost".into(),
         }

@@ -29,7 +29,7 @@ use wasmtime::{Engine, InstancePre, Store, Trap};
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::ops::adapters::{NoteChange, Overlay};
-use crate::ops::{begin_draft, file_draft, Context, PolicyMode, Proposed, TABLE};
+use crate::ops::{begin_draft, file_draft, proposes, Context, Proposed, TABLE};
 use host::{MemoryLimit, RunState, Stop};
 
 /// How often the wall clock advances the engine's epoch while evals run.
@@ -141,7 +141,7 @@ impl Sandbox {
         let overlay = request.dry_run.then(|| Arc::new(Overlay::new()));
         // Review mode: every write of the program gathers into one proposal.
         let draft = match overlay {
-            None if ctx.policy == PolicyMode::Review => Some(begin_draft(ctx)?),
+            None if proposes(ctx) => Some(begin_draft(ctx)?),
             _ => None,
         };
         let run_ctx = match (&overlay, &draft) {

@@ -1,0 +1,467 @@
+//! Named callers (MIRAI_CALLERS_FILE): each token a person or an agent with its
+//! own rights and paths, its name on every commit it makes; what its
+//! `read_paths` hide never reaches it.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use mirai::config::Config;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::common::{git, mirai_cli, send, Answer, TestServer};
+
+const WRITER: &str = "writer-token";
+const AGENT: &str = "agent-token";
+const BOSS: &str = "boss-token";
+const READER: &str = "reader-token";
+const SELF: &str = "self-token";
+const CANARY: &str = "zebracanary";
+
+fn hash(token: &str) -> String {
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The callers file every spec here serves, mode 600, beside the notes.
+fn callers_file(dir: &Path) -> PathBuf {
+    let text = format!(
+        r#"[[caller]]
+name = "writer"
+email = "writer@example.org"
+token_sha256 = "{}"
+can = ["read", "write"]
+paths = ["inbox/"]
+
+[[caller]]
+name = "agent"
+email = "agent@example.org"
+token_sha256 = "{}"
+can = ["read", "propose"]
+paths = ["inbox/"]
+
+[[caller]]
+name = "boss"
+email = "boss@example.org"
+token_sha256 = "{}"
+can = ["read", "review"]
+
+[[caller]]
+name = "reader"
+token_sha256 = "{}"
+can = ["read", "write"]
+read_paths = ["public/"]
+
+[[caller]]
+name = "selfish"
+token_sha256 = "{}"
+can = ["read", "propose", "review"]
+"#,
+        hash(WRITER),
+        hash(AGENT),
+        hash(BOSS),
+        hash(READER),
+        hash(SELF)
+    );
+    let path = dir.join("callers.toml");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path
+}
+
+fn server() -> TestServer {
+    let dir = tempfile::tempdir().unwrap();
+    let file = callers_file(dir.path());
+    let root = dir.path().join("notes");
+    let server = TestServer::start_in(dir, root, |c: &mut Config| c.callers_file = Some(file));
+    server.write("public/open.md", "# Open\n\nplain words\n");
+    server.write(
+        "secret/hidden.md",
+        format!("# Hidden\n\nthe {CANARY} lives here\n"),
+    );
+    server.commit_all();
+    server
+}
+
+fn get(server: &TestServer, token: &str, path: &str) -> Answer {
+    send(
+        server
+            .raw()
+            .get(format!("{}{path}", server.url))
+            .bearer_auth(token),
+    )
+}
+
+fn post(server: &TestServer, token: &str, path: &str, body: Value) -> Answer {
+    send(
+        server
+            .raw()
+            .post(format!("{}{path}", server.url))
+            .bearer_auth(token)
+            .json(&body),
+    )
+}
+
+#[test]
+fn a_callers_write_names_it_and_stays_inside_its_paths() {
+    let server = server();
+    let none = send(server.raw().get(format!("{}/mcp/notes", server.url)));
+    none.assert_error(401, "unauthorized");
+
+    let wrote = post(
+        &server,
+        WRITER,
+        "/mcp/notes/write",
+        json!({"path": "inbox/idea.md", "content": "an idea\n"}),
+    );
+    assert_eq!(wrote.status, 200, "{wrote:?}");
+    let author = git(&server.root, &["log", "-1", "--format=%an <%ae>|%cn|%B"]);
+    assert!(
+        author.starts_with("writer <writer@example.org>|mirai|"),
+        "{author}"
+    );
+    assert!(author.contains("\nMirai-Caller: writer\n"), "{author}");
+
+    let head = server.head();
+    let outside = post(
+        &server,
+        WRITER,
+        "/mcp/notes/write",
+        json!({"path": "public/open.md", "content": "taken over\n"}),
+    );
+    outside.assert_error(403, "policy_denied");
+    assert!(outside.body.to_string().contains("inbox/"), "{outside:?}");
+    assert_eq!(server.head(), head);
+
+    // No review right: deciding is refused before the row.
+    post(
+        &server,
+        WRITER,
+        "/mcp/proposals/approve",
+        json!({"id": "x"}),
+    )
+    .assert_error(403, "policy_denied");
+}
+
+#[test]
+fn a_proposer_gets_proposals_in_allow_all_and_another_caller_decides() {
+    let server = server();
+    let head = server.head();
+    let proposed = post(
+        &server,
+        AGENT,
+        "/mcp/notes/write",
+        json!({"path": "inbox/plan.md", "content": "the plan\n"}),
+    );
+    assert_eq!(proposed.status, 202, "{proposed:?}");
+    assert_eq!(server.head(), head, "a proposal commits nothing");
+    let id = proposed.body["proposal"].as_str().unwrap().to_string();
+    let shown = get(&server, BOSS, &format!("/mcp/proposals/get?id={id}"));
+    assert_eq!(shown.body["requested_by"]["caller"], "agent", "{shown:?}");
+
+    post(&server, AGENT, "/mcp/proposals/approve", json!({"id": id}))
+        .assert_error(403, "policy_denied");
+    let approved = post(&server, BOSS, "/mcp/proposals/approve", json!({"id": id}));
+    assert_eq!(approved.status, 200, "{approved:?}");
+    let log = git(&server.root, &["log", "-1", "--format=%an|%cn|%B"]);
+    assert!(log.starts_with("agent|mirai|"), "{log}");
+    assert!(log.contains("Mirai-Caller: agent"), "{log}");
+    let decided = get(&server, BOSS, &format!("/mcp/proposals/get?id={id}"));
+    assert_eq!(decided.body["decided_by"], "boss", "{decided:?}");
+}
+
+#[test]
+fn a_caller_never_approves_its_own_proposal() {
+    let server = server();
+    let proposed = post(
+        &server,
+        SELF,
+        "/mcp/notes/write",
+        json!({"path": "public/mine.md", "content": "mine\n"}),
+    );
+    assert_eq!(proposed.status, 202, "{proposed:?}");
+    let id = proposed.body["proposal"].as_str().unwrap();
+    let own = post(&server, SELF, "/mcp/proposals/approve", json!({"id": id}));
+    own.assert_error(403, "policy_denied");
+    assert!(own.body.to_string().contains("self_review"), "{own:?}");
+    let other = post(&server, BOSS, "/mcp/proposals/approve", json!({"id": id}));
+    assert_eq!(other.status, 200, "{other:?}");
+}
+
+#[test]
+fn what_read_paths_hide_never_reaches_the_caller() {
+    let server = server();
+    let answers = [
+        get(&server, READER, "/mcp/notes"),
+        get(&server, READER, "/mcp/notes/read?path=secret/hidden.md"),
+        get(&server, READER, &format!("/mcp/index/query?q={CANARY}")),
+        get(&server, READER, "/mcp/index/query?q=hidden&limit=50"),
+        get(&server, READER, "/mcp/notes/read?path=secret/hiden.md"),
+        post(
+            &server,
+            READER,
+            "/mcp/notes/read_batch",
+            json!({"paths": ["public/open.md", "secret/hidden.md"]}),
+        ),
+        get(&server, READER, "/mcp/notes/history"),
+        get(&server, READER, "/mcp/notes/history?path=secret/hidden.md"),
+        get(&server, READER, "/mcp/notes/tags"),
+        get(&server, READER, "/mcp/notes/graph"),
+        get(&server, READER, "/mcp/notes/diff?commit=HEAD~0"),
+        get(
+            &server,
+            READER,
+            "/mcp/notes/read?path=secret/hidden.md&rev=HEAD~0",
+        ),
+    ];
+    for (i, answer) in answers.iter().enumerate() {
+        let mut body = answer.body.clone();
+        body.as_object_mut().map(|o| o.remove("query")); // the caller's own words, echoed
+        let text = body.to_string();
+        assert!(!text.contains(CANARY), "{text}");
+        // A read of the hidden note echoes only the path it was asked for.
+        if ![1, 5, 7, 11].contains(&i) {
+            assert!(!text.contains("secret/hidden.md"), "{text}");
+        }
+    }
+    answers[5].assert_error(404, "not_found");
+    assert_eq!(answers[2].body["chunks"], json!([]));
+    answers[7].assert_error(404, "not_found");
+    answers[11].assert_error(404, "not_found");
+    assert!(
+        answers[10].body.to_string().contains("public/open.md"),
+        "{:?}",
+        answers[10]
+    );
+    let history = answers[6].body.to_string();
+    assert!(history.contains("public/open.md"), "{history}");
+    assert_eq!(answers[0].body["notes"], json!(["public/open.md"]));
+    answers[1].assert_error(404, "not_found");
+    // Writing where it cannot read is refused on the path alone.
+    post(
+        &server,
+        READER,
+        "/mcp/notes/write",
+        json!({"path": "secret/hidden.md", "content": "x\n"}),
+    )
+    .assert_error(403, "policy_denied");
+    // Another caller sees everything.
+    let all = get(&server, BOSS, &format!("/mcp/index/query?q={CANARY}"));
+    assert!(all.body.to_string().contains("secret/hidden.md"), "{all:?}");
+}
+
+#[test]
+fn the_sandbox_and_mcp_keep_the_callers_rights() {
+    let server = server();
+    let eval = post(
+        &server,
+        WRITER,
+        "/agent/eval",
+        json!({"code": "return await mirai.notes.write({path: 'public/x.md', content: 'x\\n'})"}),
+    );
+    assert_eq!(eval.status, 200, "{eval:?}");
+    assert_eq!(eval.body["error"]["code"], "policy_denied", "{eval:?}");
+    let mcp: Value = server
+        .raw()
+        .post(format!("{}/mcp", server.url))
+        .bearer_auth(READER)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "resources/list")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "resources/list",
+            "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}}),
+        )
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let text = mcp.to_string();
+    assert!(text.contains("public/open.md"), "{text}");
+    assert!(!text.contains("secret"), "{text}");
+}
+
+#[test]
+fn a_file_others_may_read_stops_start_up_and_the_cli_adds_and_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = callers_file(dir.path());
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = mirai_cli().args(["ops"]).output().unwrap();
+    assert!(out.status.success());
+    let out = mirai_cli()
+        .env("MIRAI_CALLERS_FILE", &file)
+        .env("NOTES_ROOT", dir.path().join("notes"))
+        .args(["call", "notes.list"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("chmod 600"));
+
+    let fresh = dir.path().join("fresh.toml");
+    let added = mirai_cli()
+        .args([
+            "callers",
+            "add",
+            "bot",
+            "--can",
+            "read,write,propose",
+            "--paths",
+            "inbox/",
+        ])
+        .env("MIRAI_CALLERS_FILE", &fresh)
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{added:?}");
+    let token = String::from_utf8(added.stdout).unwrap().trim().to_string();
+    assert_eq!(token.len(), 64);
+    let stored = std::fs::read_to_string(&fresh).unwrap();
+    assert!(stored.contains(&hash(&token)) && !stored.contains(&token));
+    let mode = std::fs::metadata(&fresh).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0);
+    let listed = mirai_cli()
+        .args(["callers", "list"])
+        .env("MIRAI_CALLERS_FILE", &fresh)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    assert!(
+        listed.starts_with("bot\tcan=read,write,propose\tpaths=inbox/"),
+        "{listed}"
+    );
+    assert!(!listed.contains(&hash(&token)));
+}
+
+#[test]
+fn mirai_call_as_a_caller_has_its_rights() {
+    let server = server();
+    let file = server.dir.path().join("callers.toml");
+    let call = |name: &str, op: &str, request: &str| {
+        mirai_cli()
+            .env("MIRAI_CALLERS_FILE", &file)
+            .env("NOTES_ROOT", &server.root)
+            .args(["call", "--as", name, op, request])
+            .output()
+            .unwrap()
+    };
+    let out = call("reader", "notes.list", "{}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && !text.contains("secret"), "{text}");
+    let out = call(
+        "writer",
+        "notes.write",
+        r#"{"path":"public/x.md","content":"x\n"}"#,
+    );
+    assert_eq!(out.status.code(), Some(6), "{out:?}");
+    let out = call(
+        "writer",
+        "notes.write",
+        r#"{"path":"inbox/cli.md","content":"x\n"}"#,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let log = git(&server.root, &["log", "-1", "--format=%an|%B"]);
+    assert!(
+        log.starts_with("writer|") && log.contains("Mirai-Caller: writer"),
+        "{log}"
+    );
+}
+
+/// `mirai serve` as its own process, so it can be sent SIGHUP.
+struct Served {
+    process: std::process::Child,
+    url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+#[test]
+fn sighup_reloads_the_callers_while_requests_run_and_a_bad_file_keeps_the_old_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = callers_file(dir.path());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let process = mirai_cli()
+        .args(["serve", "--port", &port.to_string(), "--notes-root"])
+        .arg(dir.path().join("notes"))
+        .env("MIRAI_CALLERS_FILE", &file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let served = Served {
+        process,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let client = reqwest::blocking::Client::new();
+    let status = |token: &str| {
+        client
+            .get(format!("{}/mcp/notes", served.url))
+            .bearer_auth(token)
+            .send()
+            .map(|r| r.status().as_u16())
+    };
+    let started = std::time::Instant::now();
+    while status(BOSS).is_err() {
+        assert!(started.elapsed().as_secs() < 60, "mirai did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(status("late-token").unwrap(), 401);
+
+    // Requests keep running across the reload; none is refused or dropped.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let running = {
+        let (stop, url) = (stop.clone(), served.url.clone());
+        std::thread::spawn(move || {
+            let client = reqwest::blocking::Client::new();
+            let mut answered = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let answer = client
+                    .get(format!("{url}/mcp/notes"))
+                    .bearer_auth(BOSS)
+                    .send();
+                assert_eq!(answer.unwrap().status().as_u16(), 200);
+                answered += 1;
+            }
+            answered
+        })
+    };
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str(&format!(
+        "\n[[caller]]\nname = \"late\"\ntoken_sha256 = \"{}\"\ncan = [\"read\"]\n",
+        hash("late-token")
+    ));
+    std::fs::write(&file, &text).unwrap();
+    let hangup = |pid: u32| {
+        std::process::Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(hangup(served.process.id()));
+    let started = std::time::Instant::now();
+    while status("late-token").unwrap() != 200 {
+        assert!(started.elapsed().as_secs() < 10, "the reload did not take");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    // A file with a problem is refused whole: the callers before it stay.
+    std::fs::write(&file, format!("{text}\nbogus = 1\n")).unwrap();
+    assert!(hangup(served.process.id()));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(status("late-token").unwrap(), 200);
+    assert_eq!(status(BOSS).unwrap(), 200);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(running.join().unwrap() > 0);
+}

@@ -1,0 +1,273 @@
+//! Named callers: each credential a person or an agent, with its own rights
+//! (`can`), the prefixes it may write under (`paths`) and read (`read_paths`),
+//! and its name and email on every commit made for it. Knows no ops, HTTP or git.
+//!
+//! [`Callers`] is one validated set (the file `MIRAI_CALLERS_FILE` plus the
+//! shorthands `MIRAI_API_TOKEN` and `MIRAI_REVIEWER_TOKEN`); [`CallerBook`]
+//! holds the live set and swaps it whole on reload. [`Callers::identify`] is
+//! the one lookup from a presented credential to a caller.
+
+mod file;
+mod rights;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+pub use file::{append_caller, load, parse, token_line, CallersError};
+pub use rights::{Prefixes, Right, Rights};
+
+/// One credential's holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// Unique in the set; the `Mirai-Caller` trailer's value.
+    pub name: String,
+    /// The commit author's email (`None`: a shorthand, which commits as mirai).
+    pub email: Option<String>,
+    pub can: Rights,
+    /// Where it may write or propose (everything when empty).
+    pub paths: Prefixes,
+    /// What it may read (everything when empty); the rest is hidden from it.
+    pub read_paths: Prefixes,
+    /// Whether it may approve proposals it asked for itself.
+    pub self_review: bool,
+    token_sha256: [u8; 32],
+}
+
+impl Caller {
+    /// A caller that only authors a commit (no rights, no token): the one who
+    /// asked for a proposal, when a reviewer applies it.
+    pub fn author(name: String, email: String) -> Caller {
+        Caller {
+            name,
+            email: Some(email),
+            can: Rights::none(),
+            paths: Prefixes::everything(),
+            read_paths: Prefixes::everything(),
+            self_review: false,
+            token_sha256: [0; 32],
+        }
+    }
+
+    /// Whether this caller's commits name it (a file's caller); the
+    /// shorthands commit as mirai, as they always did.
+    pub fn authors_commits(&self) -> bool {
+        self.email.is_some()
+    }
+}
+
+/// A presented credential: what [`Callers::identify`] maps to a caller. A
+/// second kind (a signed-in identity) is a second variant here.
+#[derive(Debug, Clone, Copy)]
+pub enum Credential<'a> {
+    /// A bearer token, as sent.
+    Bearer(&'a str),
+}
+
+/// Names the shorthands take.
+pub const API_NAME: &str = "api";
+pub const REVIEWER_NAME: &str = "reviewer";
+
+/// One validated set of callers.
+#[derive(Debug, Clone, Default)]
+pub struct Callers {
+    list: Vec<Arc<Caller>>,
+    /// From `MIRAI_CALLERS_FILE` (not the shorthands alone).
+    from_file: bool,
+}
+
+impl Callers {
+    /// The set: `file`'s callers (already parsed) and the shorthands for the
+    /// API and reviewer tokens; a name or token used twice is a problem.
+    pub fn new(
+        file: Vec<Caller>,
+        from_file: bool,
+        api_token: Option<&str>,
+        reviewer_token: Option<&str>,
+    ) -> Result<Callers, CallersError> {
+        let mut list = file;
+        if let Some(token) = api_token {
+            list.push(shorthand(API_NAME, token, false));
+        }
+        if let Some(token) = reviewer_token {
+            list.push(shorthand(REVIEWER_NAME, token, true));
+        }
+        let mut problems = Vec::new();
+        for (i, caller) in list.iter().enumerate() {
+            for earlier in &list[..i] {
+                if earlier.name == caller.name {
+                    problems.push(format!("caller {:?} is named twice", caller.name));
+                }
+                if earlier.token_sha256 == caller.token_sha256 {
+                    problems.push(format!(
+                        "callers {:?} and {:?} have the same token: each credential needs its own",
+                        earlier.name, caller.name
+                    ));
+                }
+            }
+        }
+        if !problems.is_empty() {
+            return Err(CallersError(problems));
+        }
+        Ok(Callers {
+            list: list.into_iter().map(Arc::new).collect(),
+            from_file,
+        })
+    }
+
+    /// The caller a credential belongs to. Every caller's hash is compared,
+    /// each in constant time, so the time taken tells nothing of the token.
+    pub fn identify(&self, credential: Credential<'_>) -> Option<Arc<Caller>> {
+        let Credential::Bearer(token) = credential;
+        let sent: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut found = None;
+        for caller in &self.list {
+            if bool::from(caller.token_sha256.ct_eq(&sent)) {
+                found = Some(Arc::clone(caller));
+            }
+        }
+        found
+    }
+
+    /// The caller named `name` (`mirai call --as`).
+    pub fn named(&self, name: &str) -> Option<Arc<Caller>> {
+        self.list.iter().find(|c| c.name == name).cloned()
+    }
+
+    /// Every caller, in the file's order, then the shorthands.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Caller>> {
+        self.list.iter()
+    }
+
+    /// Whether a credential is needed on the network: any token or a callers
+    /// file but the reviewer's alone (which guards only decisions).
+    pub fn guards_network(&self) -> bool {
+        self.from_file || self.named(API_NAME).is_some()
+    }
+}
+
+fn shorthand(name: &str, token: &str, review: bool) -> Caller {
+    let mut can = Rights::all();
+    if !review {
+        can.remove(Right::Review);
+    }
+    Caller {
+        name: name.to_string(),
+        email: None,
+        can,
+        paths: Prefixes::everything(),
+        read_paths: Prefixes::everything(),
+        // The reviewer token decided its own writes before callers existed.
+        self_review: review,
+        token_sha256: Sha256::digest(token.as_bytes()).into(),
+    }
+}
+
+/// The live set, swapped whole on reload: a request holds the set it
+/// started with, so none is dropped or sees half a file.
+pub struct CallerBook {
+    file: Option<PathBuf>,
+    api_token: Option<String>,
+    reviewer_token: Option<String>,
+    current: RwLock<Arc<Callers>>,
+}
+
+impl CallerBook {
+    /// Loads the set once (start-up): `file` when set, and the shorthands.
+    pub fn open(
+        file: Option<&Path>,
+        api_token: Option<&str>,
+        reviewer_token: Option<&str>,
+    ) -> Result<CallerBook, CallersError> {
+        let book = CallerBook {
+            file: file.map(Path::to_path_buf),
+            api_token: api_token.map(str::to_string),
+            reviewer_token: reviewer_token.map(str::to_string),
+            current: RwLock::new(Arc::new(Callers::default())),
+        };
+        let callers = book.read()?;
+        *book.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(callers);
+        Ok(book)
+    }
+
+    fn read(&self) -> Result<Callers, CallersError> {
+        let file = match &self.file {
+            Some(path) => load(path)?,
+            None => Vec::new(),
+        };
+        Callers::new(
+            file,
+            self.file.is_some(),
+            self.api_token.as_deref(),
+            self.reviewer_token.as_deref(),
+        )
+    }
+
+    /// The set now.
+    pub fn current(&self) -> Arc<Callers> {
+        Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Reads the file again; a file with problems keeps the set as it was
+    /// and answers the problems. Answers how many callers the new set holds.
+    pub fn reload(&self) -> Result<usize, CallersError> {
+        let callers = self.read()?;
+        let count = callers.list.len();
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(callers);
+        Ok(count)
+    }
+
+    /// The file, when one is set.
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hash(token: &str) -> String {
+        Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    #[test]
+    fn a_token_finds_its_caller_and_no_other() {
+        let text = format!(
+            "[[caller]]\nname = \"ann\"\nemail = \"ann@example.org\"\ntoken_sha256 = \"{}\"\ncan = [\"read\"]\n",
+            hash("ann-token")
+        );
+        let file = parse(&text).unwrap();
+        let callers = Callers::new(file, true, Some("api-token"), None).unwrap();
+        let ann = callers.identify(Credential::Bearer("ann-token")).unwrap();
+        assert_eq!(ann.name, "ann");
+        assert!(ann.authors_commits());
+        let api = callers.identify(Credential::Bearer("api-token")).unwrap();
+        assert_eq!(api.name, API_NAME);
+        assert!(!api.can.has(Right::Review));
+        assert!(callers.identify(Credential::Bearer("ann-tokeN")).is_none());
+        assert!(callers.guards_network());
+    }
+
+    #[test]
+    fn a_token_or_name_used_twice_is_refused() {
+        let text = format!(
+            "[[caller]]\nname = \"api\"\nemail = \"a@b\"\ntoken_sha256 = \"{}\"\ncan = [\"read\"]\n",
+            hash("t")
+        );
+        let err = Callers::new(parse(&text).unwrap(), true, Some("t"), None).unwrap_err();
+        assert_eq!(err.0.len(), 2, "{err}");
+    }
+
+    #[test]
+    fn the_reviewer_token_alone_does_not_guard_the_network() {
+        let callers = Callers::new(Vec::new(), false, None, Some("r")).unwrap();
+        assert!(!callers.guards_network());
+        assert!(callers.named(REVIEWER_NAME).unwrap().can.has(Right::Review));
+    }
+}
