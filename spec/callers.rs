@@ -465,3 +465,44 @@ fn sighup_reloads_the_callers_while_requests_run_and_a_bad_file_keeps_the_old_on
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(running.join().unwrap() > 0);
 }
+
+#[test]
+fn read_paths_hide_attachments_and_the_notes_that_embed_them() {
+    let server = server();
+    std::fs::create_dir_all(server.root.join("secret")).unwrap();
+    std::fs::write(server.root.join("secret/plan.png"), b"\x89PNG\r\n\x1a\nzz").unwrap();
+    std::fs::create_dir_all(server.root.join("public")).unwrap();
+    std::fs::write(server.root.join("public/logo.png"), b"\x89PNG\r\n\x1a\nyy").unwrap();
+    server.write("secret/uses.md", "# Uses\n\n![[public/logo.png]]\n");
+    server.commit_all();
+    let list = get(&server, READER, "/mcp/files");
+    assert_eq!(list.status, 200, "{list:?}");
+    let text = list.body.to_string();
+    assert!(text.contains("public/logo.png"), "{text}");
+    // Neither the hidden file nor the hidden note that links the visible one.
+    assert!(!text.contains("secret/"), "{text}");
+    get(&server, READER, "/mcp/files/read?path=secret/plan.png").assert_error(404, "not_found");
+    get(
+        &server,
+        READER,
+        "/mcp/files/read?path=secret/plan.png&rev=HEAD",
+    )
+    .assert_error(404, "not_found");
+    // Another caller sees both, and who links the logo.
+    let all = get(&server, BOSS, "/mcp/files").body.to_string();
+    assert!(
+        all.contains("secret/plan.png") && all.contains("secret/uses.md"),
+        "{all}"
+    );
+    let bytes = server
+        .raw()
+        .get(format!(
+            "{}/mcp/files/read?path=secret/plan.png",
+            server.url
+        ))
+        .bearer_auth(BOSS)
+        .send()
+        .unwrap();
+    assert_eq!(bytes.status(), 200);
+    assert_eq!(bytes.bytes().unwrap().as_ref(), b"\x89PNG\r\n\x1a\nzz");
+}

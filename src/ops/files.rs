@@ -91,7 +91,9 @@ impl Operation for FilesList {
                 .map_err(|e| invalid_request(e.message.replace("path_prefix", "prefix")))?
                 .map(|folder| format!("{folder}/")),
         };
-        let all = ctx.view.disk_notes().list_file_sizes();
+        // A caller's read_paths hide attachments as they hide notes.
+        let mut all = ctx.view.disk_notes().list_file_sizes();
+        all.retain(|(path, _)| ctx.view.sees(path));
         let start = match request.cursor.as_deref() {
             None => 0,
             Some(after) if !after.is_empty() => {
@@ -111,7 +113,7 @@ impl Operation for FilesList {
             (Some(_), Some((last, _))) => Some(last.clone()),
             _ => None,
         };
-        let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
+        let vault = ctx.index.vault_as_if(&ctx.view.as_seen()?)?;
         let files = picked
             .into_iter()
             .map(|(path, size)| {
@@ -208,6 +210,11 @@ impl FilesRead {
     /// The attachment `request` names, whole (up to `MIRAI_MAX_FILE_BYTES`,
     /// refused from its size before it is read).
     pub fn whole(ctx: &Context, request: FilesReadRequest) -> Result<FileBytes> {
+        // Hidden by the caller's read_paths: answered as missing, before the disk or git is asked.
+        let named = files::file_path(&request.path)?;
+        if !ctx.view.sees(&named) {
+            return Err(files::missing(&named));
+        }
         let (path, bytes, commit) = match request.rev {
             None => {
                 let (path, bytes) = ctx.view.disk_notes().read_file(&request.path)?;

@@ -108,7 +108,11 @@ impl Operation for NotesHistory {
     type Response = HistoryResponse;
 
     fn run(ctx: &Context, request: HistoryRequest) -> Result<HistoryResponse> {
-        let path = request.path.as_deref().map(path::file_in_history).transpose()?;
+        let path = request
+            .path
+            .as_deref()
+            .map(path::file_in_history)
+            .transpose()?;
         if let Some(hidden) = path.as_deref().filter(|p| !ctx.view.sees(p)) {
             return Err(Error::not_found(format!(
                 "no history for {hidden}: no commit changed it"
@@ -355,7 +359,11 @@ impl Operation for NotesDiff {
     type Response = DiffResponse;
 
     fn run(ctx: &Context, request: DiffRequest) -> Result<DiffResponse> {
-        let path = request.path.as_deref().map(path::file_in_history).transpose()?;
+        let path = request
+            .path
+            .as_deref()
+            .map(path::file_in_history)
+            .transpose()?;
         if let Some(hidden) = path.as_deref().filter(|p| !ctx.view.sees(p)) {
             return Err(Error::not_found(format!(
                 "no diff for {hidden}: no commit changed it"
