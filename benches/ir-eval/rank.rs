@@ -7,7 +7,8 @@
 //! k1, b, tw (title weight), nw (note weight), n1 (0/1: the note weight for notes of one chunk
 //! too), tt (0/1: the title field for a chunk no longer than it), minlen (the shortest length
 //! normalization counts, as a share of the average), stem, stop, fold, cjk (0/1), pack, max (chars),
-//! fbd, fbt, fbw, fbq, fbdf (RM3 feedback: chunks, terms, the original query's weight, the fewest
+//! rm3 (0/1: `Feedback::RM3`, off by default; put it before the keys below), fbd, fbt, fbw,
+//! fbq, fbdf (RM3 feedback: chunks, terms, the original query's weight, the fewest
 //! query terms it applies to, the largest share of chunks an expansion term may be in; fbd=0
 //! turns it off).
 //! Semantic and hybrid variants add `mode=semantic|hybrid`, and for hybrid
@@ -112,6 +113,13 @@ fn params(spec: &str) -> (String, Params, Ranking) {
             "cjk" => p.tokenizer.cjk_bigrams = f != 0.0,
             "pack" => p.chunks.pack_chars = f as usize,
             "max" => p.chunks.max_chars = f as usize,
+            "rm3" => {
+                p.feedback = if f != 0.0 {
+                    mirai::index::Feedback::RM3
+                } else {
+                    mirai::index::Feedback::OFF
+                }
+            }
             "fbd" => p.feedback.docs = f as usize,
             "fbt" => p.feedback.terms = f as usize,
             "fbw" => p.feedback.original_weight = f,

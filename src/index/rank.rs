@@ -1168,7 +1168,7 @@ mod tests {
         Params {
             feedback: crate::index::Feedback {
                 min_query_terms,
-                ..Params::default().feedback
+                ..crate::index::Feedback::RM3
             },
             ..Params::default()
         }
