@@ -43,6 +43,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Distinct indexed terms of each query of the last mirai run (the default
+# variant's index): what a query-length lever (RM3's trigger) sees.
+QUERY_TERMS = {}
 CRATE = os.path.abspath(os.path.join(HERE, "..", ".."))
 DEPTH = 100
 
@@ -259,9 +262,15 @@ def run_mirai(notes_dir, queries, variants):
     env = dict(os.environ)
     env.setdefault("RANK_VECTORS", os.path.join(tempfile.gettempdir(), "mirai-ir-eval-vectors-%s.bin"
                                                  % os.path.basename(notes_dir.rstrip("/"))))
+    qlen_file = qfile + ".qlen"
+    env["RANK_QLEN"] = qlen_file
     res = subprocess.run([exe, notes_dir, qfile, str(DEPTH)] + variants,
                          check=True, stdout=subprocess.PIPE, text=True, env=env)
     os.unlink(qfile)
+    global QUERY_TERMS
+    with open(qlen_file) as fh:
+        QUERY_TERMS = {qid: int(n) for qid, n in (line.split("\t") for line in fh)}
+    os.unlink(qlen_file)
     runs = {}
     for line in res.stdout.splitlines():
         name, qid, _rank, path, _chunk, _score = line.split("\t")
@@ -297,6 +306,10 @@ def load_smart(folder, stem, title_only=lambda i: False):
     for i, rec in sorted(docs.items()):
         title = " ".join(rec.get("T", "").split())
         body = "" if title_only(i) else rec.get("W", "").strip()
+        if not title:
+            # No title (NPL, MED, TIME): the note is its text, as a note without a heading.
+            notes["d%04d.md" % i] = "%s\n" % body
+            continue
         notes["d%04d.md" % i] = "# %s\n\n%s\n" % (title, body) if body else "# %s\n" % title
     qrecs = smart_records(os.path.join(folder, stem + ".QRY"))
     judged = {}
@@ -317,10 +330,18 @@ def load_smart(folder, stem, title_only=lambda i: False):
 COLLECTIONS = {
     "cisi": lambda: load_smart(os.path.join(HERE, "data", "cisi"), "CISI"),
     "adi": lambda: load_smart(os.path.join(HERE, "data", "adi"), "ADI"),
+    "npl": lambda: load_smart(os.path.join(HERE, "data", "npl"), "NPL"),
     "cisi-stubs": lambda: load_smart(os.path.join(HERE, "data", "cisi"), "CISI", lambda i: i % 2 == 1),
     "adi-stubs": lambda: load_smart(os.path.join(HERE, "data", "adi"), "ADI", lambda i: i % 2 == 1),
 }
-DEV_SET = ["cisi", "adi", "cisi-stubs", "adi-stubs"]
+# Collections kept outside the project (README.md says where they come from and
+# why they are not bundled), in the same compact form: $IR_EVAL_EXTRA/<name>/<NAME>.ALL ...
+EXTRA = ["med", "lisa", "time"]
+EXTRA_DIR = os.environ.get("IR_EVAL_EXTRA", "")
+for _name in EXTRA:
+    if EXTRA_DIR and os.path.isdir(os.path.join(EXTRA_DIR, _name)):
+        COLLECTIONS[_name] = (lambda n: lambda: load_smart(os.path.join(EXTRA_DIR, n), n.upper()))(_name)
+DEV_SET = ["cisi", "adi", "npl", "cisi-stubs", "adi-stubs"] + [n for n in EXTRA if n in COLLECTIONS]
 PEERS = ["fts5-unicode61", "fts5-porter", "bm25s", "bm25s-stem", "tantivy"]
 
 
@@ -370,19 +391,20 @@ def score_collection(name, notes, queries, rel, exclude, variants, notes_dir=Non
     runs["bm25s"] = run_bm25s(notes, queries, stem=False)
     runs["bm25s-stem"] = run_bm25s(notes, queries, stem=True)
     runs["tantivy"] = run_tantivy(notes, queries)
-    table = {}
+    table, per_query = {}, {}
     for system in [v.split(":")[0] for v in variants] + PEERS:
         ms = []
         for qid, _ in queries:
             ranked = [p for p in runs.get(system, {}).get(qid, []) if p != exclude.get(qid)]
             ms.append(graded(ranked, rel[qid]))
         table[system] = tuple(sum(m[k] for m in ms) / len(ms) for k in range(3))
-    return table
+        per_query[system] = {qid: m[0] for (qid, _), m in zip(queries, ms)}
+    return table, per_query
 
 
 def collection_run(args):
     names = args.collection or DEV_SET
-    tables = {}
+    tables, per_query, query_terms = {}, {}, {}
     for name in names + (["vault"] if args.notes else []):
         if name == "vault":
             notes, queries, rel, exclude = load_vault(args.notes, args.per_set)
@@ -392,8 +414,17 @@ def collection_run(args):
         # Chunk vectors are kept between runs (keyed by model and chunk text).
         os.environ["RANK_VECTORS"] = os.path.join(
             tempfile.gettempdir(), "mirai-ir-eval-vectors-%s.bin" % name)
-        tables[name] = score_collection(name, notes, queries, rel, exclude, args.variants,
-                                        args.notes if name == "vault" else None)
+        tables[name], per_query[name] = score_collection(
+            name, notes, queries, rel, exclude, args.variants, args.notes if name == "vault" else None)
+        terms = sorted(QUERY_TERMS.values())
+        query_terms[name] = dict(QUERY_TERMS)
+        print("%s: distinct indexed query terms: median %d, quartiles %d-%d, min %d, max %d"
+              % (name, terms[len(terms) // 2], terms[len(terms) // 4], terms[3 * len(terms) // 4],
+                 terms[0], terms[-1]), file=sys.stderr)
+    if args.per_query:
+        import json
+        with open(args.per_query, "w") as fh:
+            json.dump({"ndcg": per_query, "query_terms": query_terms}, fh)
     systems = [v.split(":")[0] for v in args.variants]
     if not args.summary_only:
         for name, table in tables.items():
@@ -405,9 +436,10 @@ def collection_run(args):
                 print("| %s | %.4f | %.4f | %.4f | %.3fx |" % (system, nd, p10, ap, nd / table[best][0]))
     # Per variant: nDCG@10 on each collection, its ratio to that collection's best
     # peer, the geometric mean of the ratios, and the change against the first variant.
-    print("\n## nDCG@10 by collection (ratio to the best lexical peer); geometric mean of the ratios\n")
-    print("| variant | " + " | ".join(tables) + " | geomean | worst vs first |")
-    print("| --- | " + " | ".join("---" for _ in tables) + " | --- | --- |")
+    print("\n## nDCG@10 by collection (ratio to the best lexical peer); the smallest ratio "
+          "(what the default is chosen by), the geometric mean of the ratios\n")
+    print("| variant | " + " | ".join(tables) + " | worst | geomean | worst vs first |")
+    print("| --- | " + " | ".join("---" for _ in tables) + " | --- | --- | --- |")
     first = systems[0]
     for system in systems:
         cells, ratios, changes = [], [], []
@@ -418,7 +450,8 @@ def collection_run(args):
             changes.append(nd / table[first][0] - 1.0)
             cells.append("%.4f (%.3fx)" % (nd, nd / best))
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        print("| %s | %s | %.3fx | %+.1f%% |" % (system, " | ".join(cells), geo, 100 * min(changes)))
+        print("| %s | %s | %.3fx | %.3fx | %+.1f%% |"
+              % (system, " | ".join(cells), min(ratios), geo, 100 * min(changes)))
 
 
 def main():
@@ -431,6 +464,9 @@ def main():
     ap.add_argument("--summary-only", action="store_true",
                     help="print only the table of variants by collection")
     ap.add_argument("--per-set", type=int, default=300)
+    ap.add_argument("--per-query", metavar="FILE",
+                    help="with --collection: write every system's nDCG@10 per query and each "
+                         "query's distinct indexed terms as JSON (for query-length levers)")
     ap.add_argument("--variants", nargs="*")
     args = ap.parse_args()
     if args.collection is not None:

@@ -7,14 +7,18 @@
 //! k1, b, tw (title weight), nw (note weight), n1 (0/1: the note weight for notes of one chunk
 //! too), tt (0/1: the title field for a chunk no longer than it), minlen (the shortest length
 //! normalization counts, as a share of the average), stem, stop, fold, cjk (0/1), pack, max (chars),
-//! fbd, fbt, fbw, fbq, fbdf (RM3 feedback: chunks, terms, the original query's weight, the fewest
+//! rm3 (0/1: `Feedback::RM3`, off by default; put it before the keys below), fbd, fbt, fbw,
+//! fbq, fbdf (RM3 feedback: chunks, terms, the original query's weight, the fewest
 //! query terms it applies to, the largest share of chunks an expansion term may be in; fbd=0
 //! turns it off).
 //! Semantic and hybrid variants add `mode=semantic|hybrid`, and for hybrid
-//! `fusion=rrf|weighted` with `rrfk` or `alpha` (the lexical weight) and `depth` (each
-//! side's list); they embed with the embedding server configured as the server's
+//! `fusion=rrf|weighted` with `rrfk` or `alpha` (the lexical weight), `depth` (each
+//! side's list) and `fill` (0/1: a chunk missing from one side's list gets its exact
+//! score there instead of that list's lowest); they embed with the embedding server configured as the server's
 //! `MIRAI_EMBED_*` settings say, keeping chunk vectors in the file `RANK_VECTORS` names.
-//! Prints `variant<TAB>qid<TAB>rank<TAB>path<TAB>chunk_index<TAB>score` lines.
+//! Prints `variant<TAB>qid<TAB>rank<TAB>path<TAB>chunk_index<TAB>score` lines; with
+//! `RANK_QLEN` set, writes `qid<TAB>distinct indexed terms` per query (the first
+//! variant's index) to the file it names.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failed step fails the run
 
@@ -57,6 +61,11 @@ struct Ranking {
     mode: String,
     fusion: Fusion,
     depth: usize,
+    /// Weighted fusion only: a chunk in one side's list but not the other's
+    /// gets its exact score on the other side (its cosine; its lexical score,
+    /// 0 without a query term), normalized by that side's list like the rest,
+    /// instead of counting as that list's lowest.
+    fill: bool,
 }
 
 fn params(spec: &str) -> (String, Params, Ranking) {
@@ -66,6 +75,7 @@ fn params(spec: &str) -> (String, Params, Ranking) {
         mode: "lexical".into(),
         fusion: mirai::embed::search::DEFAULT_FUSION,
         depth: mirai::embed::FUSION_DEPTH,
+        fill: false,
     };
     for pair in kv.split(',').filter(|s| !s.is_empty()) {
         let (k, v) = pair.split_once('=').expect("key=value");
@@ -89,6 +99,7 @@ fn params(spec: &str) -> (String, Params, Ranking) {
             "rrfk" => r.fusion = Fusion::Rrf { k: f },
             "alpha" => r.fusion = Fusion::Weighted { lexical_weight: f },
             "depth" => r.depth = f as usize,
+            "fill" => r.fill = f != 0.0,
             "k1" => p.k1 = f,
             "b" => p.b = f,
             "tw" => p.title_weight = f,
@@ -102,6 +113,13 @@ fn params(spec: &str) -> (String, Params, Ranking) {
             "cjk" => p.tokenizer.cjk_bigrams = f != 0.0,
             "pack" => p.chunks.pack_chars = f as usize,
             "max" => p.chunks.max_chars = f as usize,
+            "rm3" => {
+                p.feedback = if f != 0.0 {
+                    mirai::index::Feedback::RM3
+                } else {
+                    mirai::index::Feedback::OFF
+                }
+            }
             "fbd" => p.feedback.docs = f as usize,
             "fbt" => p.feedback.terms = f as usize,
             "fbw" => p.feedback.original_weight = f,
@@ -153,6 +171,51 @@ fn embedded(idx: &Index, client: &Client) -> Matrix {
     Matrix::build(&keyed, &vectors)
 }
 
+/// Weighted fusion of each side's best `ranking.depth` chunks where a chunk
+/// missing from one side's list gets its exact score there (see [`Ranking::fill`]).
+fn filled(
+    idx: &Index,
+    matrix: &Matrix,
+    q: &str,
+    qv: &[f32],
+    ranking: &Ranking,
+    limit: usize,
+) -> Vec<(f64, ChunkRef)> {
+    let Fusion::Weighted { lexical_weight } = ranking.fusion else {
+        panic!("fill=1 is for weighted fusion");
+    };
+    let all_lexical: HashMap<ChunkRef, f64> = idx
+        .ranked(q, idx.chunks_indexed(), None)
+        .into_iter()
+        .map(|(s, c)| (c, s))
+        .collect();
+    let all_semantic: Vec<(f64, ChunkRef)> = matrix.nearest(idx, qv, matrix.len(), None);
+    let cosine: HashMap<ChunkRef, f64> = all_semantic.iter().map(|&(s, c)| (c, s)).collect();
+    let mut lexical = idx.ranked(q, ranking.depth, None);
+    let semantic: Vec<(f64, ChunkRef)> = all_semantic.into_iter().take(ranking.depth).collect();
+    let range = |list: &[(f64, ChunkRef)]| {
+        let max = list.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max);
+        let min = list.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
+        (min, if max > min { max - min } else { 1.0 })
+    };
+    let (lmin, lspan) = range(&lexical);
+    let (smin, sspan) = range(&semantic);
+    lexical.extend(semantic.iter().copied());
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<(f64, ChunkRef)> = lexical
+        .into_iter()
+        .filter(|(_, c)| seen.insert(*c))
+        .map(|(_, c)| {
+            let lex = (all_lexical.get(&c).copied().unwrap_or(0.0) - lmin) / lspan;
+            let sem = cosine.get(&c).map_or(0.0, |s| (s - smin) / sspan);
+            (lexical_weight * lex + (1.0 - lexical_weight) * sem, c)
+        })
+        .collect();
+    out.sort_by(|a, b| b.0.total_cmp(&a.0));
+    out.truncate(limit);
+    out
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 5 {
@@ -184,9 +247,16 @@ fn main() {
         )
     };
     let mut query_vectors: HashMap<String, Vec<f32>> = HashMap::new();
-    for spec in &args[4..] {
+    for (v, spec) in args[4..].iter().enumerate() {
         let (name, p, ranking) = params(spec);
         let idx = Index::build_with(notes.clone(), p);
+        if let (0, Ok(file)) = (v, std::env::var("RANK_QLEN")) {
+            let lengths: String = queries
+                .iter()
+                .map(|(qid, q)| format!("{qid}\t{}\n", idx.query_terms(q)))
+                .collect();
+            std::fs::write(file, lengths).expect("write RANK_QLEN");
+        }
         let semantic = (ranking.mode != "lexical").then(|| {
             let client = client();
             let matrix = embedded(&idx, &client);
@@ -205,6 +275,8 @@ fn main() {
                     let near = matrix.nearest(&idx, qv, ranking.depth, None);
                     let ranked: Vec<(f64, ChunkRef)> = if ranking.mode == "semantic" {
                         near.into_iter().take(depth).collect()
+                    } else if ranking.fill {
+                        filled(&idx, matrix, q, qv, &ranking, depth)
                     } else {
                         let lexical = idx.ranked(q, ranking.depth, None);
                         fuse(&lexical, &near, ranking.fusion, depth)

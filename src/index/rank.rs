@@ -109,6 +109,13 @@ impl Index {
             .collect()
     }
 
+    /// How many distinct indexed terms `q` has: what [`super::Feedback::min_query_terms`]
+    /// is compared with (measured per collection by benches/ir-eval).
+    #[doc(hidden)]
+    pub fn query_terms(&self, q: &str) -> usize {
+        self.analyze_query(q).len()
+    }
+
     /// The lexical ranking of [`Index::query`] as chunk references, for
     /// fusing with another ranking; [`Index::hits`] turns them into hits.
     pub fn ranked(&self, q: &str, limit: usize, path_prefix: Option<&str>) -> Vec<(f64, ChunkRef)> {
@@ -1161,7 +1168,7 @@ mod tests {
         Params {
             feedback: crate::index::Feedback {
                 min_query_terms,
-                ..Params::default().feedback
+                ..crate::index::Feedback::RM3
             },
             ..Params::default()
         }
