@@ -583,3 +583,21 @@ fn a_reply_that_only_repeats_mirais_note_is_held_once_with_the_task() {
         "This deployment is read-only: nothing was changed."
     );
 }
+
+#[test]
+fn a_tag_copied_from_the_prompts_examples_is_named_with_a_search_to_copy() {
+    let llm = answers(&[
+        r#"<code>return (await mirai.notes.list({tag: "recipe"})).notes;</code>"#,
+        "<reply>No note.</reply>",
+        "<reply>No note.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    ok_run(&server, "Which note mentions milk?");
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation
+            .contains(r#"\"recipe\" is a tag from the examples; the task names no such tag."#)
+            && observation.contains(r#"mirai.index.query({q: \"Which note mentions milk?\""#),
+        "{observation}"
+    );
+}

@@ -39,7 +39,7 @@ const WRITING: &str = "\n# Writing\n\
 - One section only: notes.edit with `section: \"Monday\"`.\n\
 - A front matter field: `mirai.notes.front_matter({path, set: {status: \"done\"}})` (or `remove: [\"draft\"]`), \
 never a rewrite.\n\
-- Rename or move (links follow): `mirai.notes.move({from: \"a.md\", to: \"old/a.md\"})`\n\
+- Rename or move a note's file (links follow; a heading is renamed with notes.edit): `mirai.notes.move({from: \"a.md\", to: \"old/a.md\"})`\n\
 - A new note, or a whole note rewritten: mirai.notes.write with the whole text.\n\
 - A unified diff you already hold: mirai.patch.apply.\n\
 - A write succeeded only when its answer has a `commit` and the observation shows no error. \

@@ -399,6 +399,9 @@ impl Agent {
         if let Some(note) = example_path(&evaluation, &system, run_ctx, task) {
             add_note(&mut body, &note);
         }
+        if let Some(note) = example_tag(&evaluation, &system, run_ctx, task) {
+            add_note(&mut body, &note);
+        }
         if ran.dropped.is_some() {
             add_note(
                 &mut body,
@@ -955,6 +958,24 @@ fn example_path(
     };
     Some(format!(
         "{copied} is a made-up path from the examples, not one of your notes.{instead}"
+    ))
+}
+
+/// For a call whose `tag` was copied from the prompt's examples when the
+/// task names no such tag (a question searched as `{tag: "recipe"}`): says
+/// so, with a search for the task's words to copy.
+fn example_tag(evaluation: &Evaluation, system: &str, ctx: &Context, task: &str) -> Option<String> {
+    let tag = evaluation
+        .calls
+        .iter()
+        .filter_map(|call| serde_json::from_str::<Value>(&call.request).ok())
+        .filter_map(|request| Some(request.get("tag")?.as_str()?.to_string()))
+        .find(|tag| system.contains(&format!("tag: \"{tag}\"")))
+        .filter(|tag| !task.to_lowercase().contains(&tag.to_lowercase()))?;
+    Some(format!(
+        "{tag:?} is a tag from the examples; the task names no such tag. To find notes by their \
+         words, search: {}",
+        first_call(ctx, task)
     ))
 }
 
