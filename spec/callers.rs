@@ -506,3 +506,54 @@ fn read_paths_hide_attachments_and_the_notes_that_embed_them() {
     assert_eq!(bytes.status(), 200);
     assert_eq!(bytes.bytes().unwrap().as_ref(), b"\x89PNG\r\n\x1a\nzz");
 }
+
+#[test]
+fn the_change_stream_never_tells_a_caller_of_a_note_it_cannot_read() {
+    use std::io::{BufRead, BufReader};
+    let server = server();
+    let client = reqwest::blocking::Client::builder()
+        .timeout(None::<std::time::Duration>)
+        .build()
+        .unwrap();
+    let response = client
+        .get(format!("{}/events?types=commit", server.url))
+        .bearer_auth(READER)
+        .send()
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(response).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    // The writer's note is outside the reader's read_paths; the reader's own is inside.
+    let hidden = post(
+        &server,
+        WRITER,
+        "/mcp/notes/write",
+        json!({"path": "inbox/plan.md", "content": format!("the {CANARY}\n")}),
+    );
+    assert_eq!(hidden.status, 200, "{hidden:?}");
+    let seen = post(
+        &server,
+        READER,
+        "/mcp/notes/write",
+        json!({"path": "public/second.md", "content": "visible\n"}),
+    );
+    assert_eq!(seen.status, 200, "{seen:?}");
+    let mut read = Vec::new();
+    while !read.iter().any(|l: &String| l.contains("public/second.md")) {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("no event for public/second.md; read {read:#?}"));
+        read.push(line);
+    }
+    let text = read.join("\n");
+    assert!(!text.contains("inbox/") && !text.contains(CANARY), "{text}");
+    // One commit told: the reader's (the writer's is only its parent's id, as git has it).
+    assert_eq!(text.matches("event: commit").count(), 1, "{text}");
+}

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::callers::Prefixes;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -79,12 +80,20 @@ pub struct Filter {
     pub types: Option<Vec<String>>,
     /// Only events touching a path starting with this, and those carrying no paths.
     pub path_prefix: Option<String>,
+    /// A caller's `read_paths`: an event touching any note outside them is
+    /// never sent (its data names the note, a commit's subject its words).
+    pub sees: Prefixes,
 }
 
 impl Filter {
     fn keeps(&self, event: &Event) -> bool {
         if let Some(types) = &self.types {
             if !types.iter().any(|t| t == event.kind) {
+                return false;
+            }
+        }
+        if let Some(paths) = &event.paths {
+            if !paths.iter().all(|p| self.sees.holds(p)) {
                 return false;
             }
         }
@@ -494,11 +503,36 @@ mod tests {
     }
 
     #[test]
+    fn a_callers_read_paths_keep_back_every_event_touching_a_hidden_note() {
+        let hub = Events::new(10, 4);
+        let mut sub = hub.subscribe(Filter {
+            sees: Prefixes::of(vec!["public/".into()]),
+            ..Filter::default()
+        });
+        hub.publish("commit", json!(1), Some(vec!["secret/a.md".into()]));
+        hub.publish(
+            "commit",
+            json!(2),
+            Some(vec!["public/b.md".into(), "secret/a.md".into()]),
+        );
+        hub.publish("commit", json!(3), Some(vec!["public/b.md".into()]));
+        hub.publish("index", json!(4), None);
+        let got: Vec<Value> = std::iter::from_fn(|| sub.try_next())
+            .map(|item| match item {
+                Item::Event(event) => event.data.clone(),
+                Item::Reset { .. } => Value::Null,
+            })
+            .collect();
+        assert_eq!(got, vec![json!(3), json!(4)]);
+    }
+
+    #[test]
     fn filters_keep_types_and_paths_under_a_prefix() {
         let hub = Events::new(10, 4);
         let mut sub = hub.subscribe(Filter {
             types: Some(vec!["commit".into(), "index".into()]),
             path_prefix: Some("work/".into()),
+            ..Filter::default()
         });
         hub.publish("commit", json!(1), Some(vec!["home/a.md".into()]));
         hub.publish(

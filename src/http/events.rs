@@ -17,6 +17,7 @@ use actix_web::web::Bytes;
 use actix_web::{web, HttpRequest, HttpResponse};
 use futures_util::future::{select, Either};
 
+use super::middleware::caller_of;
 use super::peer;
 use super::respond::error_response;
 use crate::app::App;
@@ -132,10 +133,14 @@ async fn next_chunk(stream: &mut Stream) -> Option<Bytes> {
 
 /// `GET /events`.
 pub async fn stream(app: web::Data<App>, req: HttpRequest) -> HttpResponse {
-    let filter = match filter(req.query_string()) {
+    let mut filter = match filter(req.query_string()) {
         Ok(filter) => filter,
         Err(e) => return error_response(&e),
     };
+    // What the caller's read_paths hide never reaches its stream.
+    if let Some(caller) = caller_of(&req) {
+        filter.sees = caller.read_paths.clone();
+    }
     let last_id = req
         .headers()
         .get("Last-Event-ID")

@@ -58,6 +58,7 @@ impl Subscriptions {
                         .to_vec(),
                 ),
                 path_prefix: None,
+                ..Filter::default()
             }),
             session,
             updated: BTreeSet::new(),
@@ -176,6 +177,7 @@ impl Notifier {
                             .to_vec(),
                     ),
                     path_prefix: None,
+                    ..Filter::default()
                 });
                 return;
             }
