@@ -557,3 +557,83 @@ fn the_change_stream_never_tells_a_caller_of_a_note_it_cannot_read() {
     // One commit told: the reader's (the writer's is only its parent's id, as git has it).
     assert_eq!(text.matches("event: commit").count(), 1, "{text}");
 }
+
+#[test]
+fn an_mcp_subscription_to_a_hidden_note_is_never_told_of_it() {
+    use std::io::{BufRead, BufReader};
+    let server = server();
+    let post_mcp = |session: Option<&str>, body: Value| {
+        let mut request = server
+            .raw()
+            .post(format!("{}/mcp", server.url))
+            .bearer_auth(READER)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(id) = session {
+            request = request.header("mcp-session-id", id);
+        }
+        request.send().unwrap()
+    };
+    let opened = post_mcp(
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
+    );
+    assert_eq!(opened.status().as_u16(), 200);
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    for uri in [
+        "mirai://notes/secret/hidden.md",
+        "mirai://notes/public/open.md",
+    ] {
+        let answer: Value = post_mcp(
+            Some(&session),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": uri}}),
+        )
+        .json()
+        .unwrap();
+        // The same answer for both: nothing says the hidden note is there.
+        assert_eq!(answer["result"], json!({}), "{answer}");
+    }
+    let stream = reqwest::blocking::Client::builder()
+        .timeout(None::<std::time::Duration>)
+        .build()
+        .unwrap()
+        .get(format!("{}/mcp", server.url))
+        .bearer_auth(READER)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    server.write(
+        "secret/hidden.md",
+        format!("# Hidden\n\nthe {CANARY} moved\n"),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    server.write("public/open.md", "# Open\n\nnew words\n");
+    let mut read = Vec::new();
+    while !read.iter().any(|l: &String| l.contains("public/open.md")) {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("no notification for public/open.md; read {read:#?}"));
+        read.push(line);
+    }
+    // Whatever else came with it or right after.
+    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(1)) {
+        read.push(line);
+    }
+    let text = read.join("\n");
+    assert!(!text.contains("secret/"), "{text}");
+}

@@ -929,7 +929,7 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
         let response = match mirai::json::from_str(&line) {
             // 2026-07-28's listen: its acknowledgement now, its notifications between responses.
             Ok(message) if is_listen(&message) => {
-                match mcp.listen(message["id"].clone(), &message["params"]) {
+                match mcp.listen(message["id"].clone(), &message["params"], None) {
                     Ok((ack, listen)) => {
                         let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
                         if writeln!(out, "{ack}").and_then(|()| out.flush()).is_err() {

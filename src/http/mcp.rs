@@ -284,7 +284,10 @@ fn listen(app: &App, req: &HttpRequest, message: &Value) -> HttpResponse {
         Err(TooManyClients(max)) => return too_many_streams(max),
     };
     let id = message.get("id").cloned().unwrap_or(Value::Null);
-    let (ack, listen) = match app.mcp.listen(id, &message["params"]) {
+    let (ack, listen) = match app
+        .mcp
+        .listen(id, &message["params"], caller_of(req).as_ref())
+    {
         Ok(opened) => opened,
         Err(error) => {
             let status = match error["error"]["code"].as_i64() {

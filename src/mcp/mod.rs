@@ -70,7 +70,12 @@ impl Mcp {
 
     /// A 2026-07-28 `subscriptions/listen` (request `id`): its acknowledgement
     /// and its stream of notifications, or the request's JSON-RPC error.
-    pub fn listen(&self, id: Value, params: &Value) -> Result<(Value, Listen), Value> {
+    pub fn listen(
+        &self,
+        id: Value,
+        params: &Value,
+        caller: Option<&Arc<Caller>>,
+    ) -> Result<(Value, Listen), Value> {
         let requested = requested_version(params).unwrap_or_default();
         if !STATELESS_VERSIONS.contains(&requested) {
             let error = RpcError {
@@ -81,7 +86,11 @@ impl Mcp {
             return Err(error_response(id, &error));
         }
         self.ctx.index.follow();
-        Listen::open(&self.subscriptions, id.clone(), params).map_err(|e| error_response(id, &e))
+        let ctx = self.ctx.as_caller(caller.cloned());
+        Listen::open(&self.subscriptions, id.clone(), params, &|path| {
+            ctx.view.sees(path)
+        })
+        .map_err(|e| error_response(id, &e))
     }
 
     /// The notifications of `session`'s subscriptions, from now on.
@@ -165,7 +174,7 @@ impl Mcp {
         } else {
             match method {
                 "resources/subscribe" | "resources/unsubscribe" => {
-                    subscription(method, &params, session)
+                    subscription(method, &params, session, ctx)
                 }
                 _ => self.answer(ctx, method, &params, Era::Handshake, synced),
             }
@@ -278,6 +287,7 @@ fn subscription(
     method: &str,
     params: &Value,
     session: Option<&Subscribed>,
+    ctx: &Context,
 ) -> Result<Value, RpcError> {
     let Some(session) = session else {
         return Err(RpcError::new(
@@ -292,7 +302,7 @@ fn subscription(
         ));
     };
     match method {
-        "resources/subscribe" => session.subscribe(uri),
+        "resources/subscribe" => session.subscribe(uri, &|path| ctx.view.sees(path)),
         _ => session.unsubscribe(uri),
     }
 }

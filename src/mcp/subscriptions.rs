@@ -81,8 +81,13 @@ impl Subscribed {
     }
 
     /// `resources/subscribe` of `uri` (a note's path, lexically valid: the note need not exist yet).
-    pub fn subscribe(&self, uri: &str) -> Result<Value, RpcError> {
+    /// A note the caller does not `sees` (its read_paths hide it) is answered as
+    /// any subscription is, and never told of: as a note that never changes.
+    pub fn subscribe(&self, uri: &str, sees: &dyn Fn(&str) -> bool) -> Result<Value, RpcError> {
         let path = note_path(uri)?;
+        if !sees(&path) {
+            return Ok(json!({}));
+        }
         let mut uris = self.uris();
         if uris.contains_key(&path) {
             return Ok(json!({}));
@@ -268,6 +273,7 @@ impl Listen {
         subscriptions: &Subscriptions,
         id: Value,
         params: &Value,
+        sees: &dyn Fn(&str) -> bool,
     ) -> Result<(Value, Listen), RpcError> {
         let asked = params.get("notifications").cloned().unwrap_or(json!({}));
         if !asked.is_object() {
@@ -298,7 +304,7 @@ impl Listen {
         };
         let session = subscriptions.session();
         for uri in &uris {
-            session.subscribe(uri)?;
+            session.subscribe(uri, sees)?;
         }
         let list_changed = asked.get("resourcesListChanged") == Some(&json!(true));
         let mut accepted = json!({});
