@@ -9,11 +9,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::history::page_limit;
+use super::history::{invalid_request, page_limit};
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::files::{self, file_too_large, media_type};
-use crate::repo::history::{Entry, Rev};
+use crate::repo::history::Entry;
 
 /// Files one `files.list` page holds by default.
 pub const DEFAULT_FILES_LIMIT: usize = 100;
@@ -26,10 +26,6 @@ pub const MAX_FILES_LIMIT: usize = 1000;
 /// icon, a small SVG or a file's header, and a larger file is named by its
 /// path (the page and HTTP's `GET /mcp/files/read` serve it whole).
 pub const INLINE_BYTES: usize = 32 * 1024;
-
-fn invalid_request(message: impl Into<String>) -> Error {
-    Error::new(ErrorCode::InvalidRequest, message)
-}
 
 /// `files.list`: every attachment, sorted, paged by a cursor.
 pub struct FilesList;
@@ -244,18 +240,9 @@ impl FilesRead {
 /// never loaded.
 fn read_at(ctx: &Context, raw: &str, rev: &Value) -> Result<(String, Vec<u8>, Option<String>)> {
     let rel = files::file_path(raw)?;
-    let Value::String(rev) = rev else {
-        return Err(invalid_request(format!(
-            "rev must be a string (a commit id or HEAD~N), not {rev}"
-        )));
-    };
-    let rev = Rev::parse(rev)?;
-    let reader = ctx.history.reader()?.ok_or_else(|| {
-        Error::not_found("the notes root is not a git repository: there are no commits to read at")
-    })?;
-    let commit = ctx.history.resolve(&reader, &rev)?;
+    let (reader, commit, entry) = super::history::entry_at(ctx, &rel, rev)?;
     let short = &commit.to_string()[..12];
-    let blob = match reader.entry(commit, &rel)? {
+    let blob = match entry {
         Entry::Note(blob) => blob,
         Entry::Missing => {
             return Err(Error::not_found(format!(

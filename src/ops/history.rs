@@ -18,7 +18,7 @@ use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::path;
 use crate::patch;
-use crate::repo::history::{Change, NoteDelta, Reader, Rev, Summary};
+use crate::repo::history::{Change, Entry, NoteDelta, Reader, Rev, Summary};
 
 /// Commits one history page holds by default.
 pub const DEFAULT_HISTORY_LIMIT: usize = 20;
@@ -29,7 +29,7 @@ pub const MAX_PATHS_PER_COMMIT: usize = 100;
 /// The most notes one `notes.diff` answer lists.
 pub const MAX_DIFF_FILES: usize = 1000;
 
-fn invalid_request(message: impl Into<String>) -> Error {
+pub(super) fn invalid_request(message: impl Into<String>) -> Error {
     Error::new(ErrorCode::InvalidRequest, message)
 }
 
@@ -529,4 +529,26 @@ fn note_diff(reader: &Reader, delta: &NoteDelta, limit: u64) -> Result<Option<St
         (Some(""), None) => Some(format!("{}deleted file mode 100644\n", names())),
         (old, new) => patch::make(&delta.path, old, new),
     })
+}
+
+/// What the tree of commit `rev` (a JSON string: an id or `HEAD~N`) holds
+/// at `rel`, with the reader and the commit it resolved to: for reading a
+/// note or an attachment as it was.
+pub(super) fn entry_at(
+    ctx: &Context,
+    rel: &str,
+    rev: &Value,
+) -> Result<(Reader, git2::Oid, Entry)> {
+    let Value::String(rev) = rev else {
+        return Err(invalid_request(format!(
+            "rev must be a string (a commit id or HEAD~N), not {rev}"
+        )));
+    };
+    let rev = Rev::parse(rev)?;
+    let reader = ctx.history.reader()?.ok_or_else(|| {
+        Error::not_found("the notes root is not a git repository: there are no commits to read at")
+    })?;
+    let commit = ctx.history.resolve(&reader, &rev)?;
+    let entry = reader.entry(commit, rel)?;
+    Ok((reader, commit, entry))
 }

@@ -11,7 +11,7 @@ use super::tags::{tag_param, tagged};
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::path;
-use crate::repo::history::{Entry, Rev};
+use crate::repo::history::Entry;
 use crate::vault::front_matter;
 use crate::vault::sections::{self, line_count, line_slice};
 use crate::vault::tokens;
@@ -396,19 +396,9 @@ fn read_at(ctx: &Context, raw: &str, rev: &Value) -> Result<NoteRead> {
     if !ctx.view.sees(&rel) {
         return Err(crate::notes::suggest::missing(&rel));
     }
-    let Value::String(rev) = rev else {
-        return Err(Error::new(
-            ErrorCode::InvalidRequest,
-            format!("rev must be a string (a commit id or HEAD~N), not {rev}"),
-        ));
-    };
-    let rev = Rev::parse(rev)?;
-    let reader = ctx.history.reader()?.ok_or_else(|| {
-        Error::not_found("the notes root is not a git repository: there are no commits to read at")
-    })?;
-    let commit = ctx.history.resolve(&reader, &rev)?;
+    let (reader, commit, entry) = super::history::entry_at(ctx, &rel, rev)?;
     let short = &commit.to_string()[..12];
-    let blob = match reader.entry(commit, &rel)? {
+    let blob = match entry {
         Entry::Note(blob) => blob,
         Entry::Missing => {
             return Err(Error::not_found(format!(
