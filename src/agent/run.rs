@@ -23,7 +23,9 @@ use super::{Agent, MAX_AGENT_STEPS, OBSERVATION_CAP};
 use crate::error::{Error, ErrorCode, Result};
 use crate::events::Events;
 use crate::ops::adapters::{NoteChange, Overlay};
-use crate::ops::{begin_draft, file_draft, proposes, Class, Context, Draft, PolicyMode, Proposed};
+use crate::ops::{
+    begin_draft, file_draft, proposes, Class, Context, Draft, Input, PolicyMode, Proposed,
+};
 use crate::sandbox::{CallRecord, Evaluation};
 
 /// What `POST /agent/run` takes.
@@ -933,7 +935,11 @@ fn named_note<'t>(ctx: &Context, task: &'t str) -> Option<(&'t str, String)> {
     task.split(|c: char| c.is_whitespace() || "\"'`,;()?!".contains(c))
         .map(|word| word.trim_end_matches(['.', ':']))
         .filter(|word| word.ends_with(".md"))
-        .find_map(|word| ctx.view.read(word).ok().map(|(_, text)| (word, text)))
+        .find_map(|word| {
+            // Through the table, with the run's rights and view, as any read of the run.
+            let read = crate::ops::dispatch(ctx, "notes.read", Input::Json(json!({"path": word})));
+            Some((word, read.ok()?.get("content")?.as_str()?.to_string()))
+        })
 }
 
 /// For a call that found no note at a path copied from the prompt's made-up
