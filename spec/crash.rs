@@ -1074,6 +1074,7 @@ fn sigkill_during_pulls_and_replays_leaves_the_working_tree_equal_to_head() {
         let mut mirai = mirai;
         mirai.kill();
         let _ = syncing.join();
+        clear_locks_of_a_killed_push(&remote);
         // Restart: recovery puts the working tree back to HEAD (or the index forward).
         let log = dir.path().join(format!("pull-{round}-restart.log"));
         let mirai = Mirai::start(&root, &log);
@@ -1114,6 +1115,19 @@ fn sigkill_during_pulls_and_replays_leaves_the_working_tree_equal_to_head() {
         "pull crash harness: {kills} kills during pulls ({replays} of them replays; a sync \
          takes {took} ms here); {rolled} restarts rolled a half-done pull back or forward"
     );
+}
+
+/// The remote here is a bare repository on disk, so mirai's push writes into
+/// it directly (libgit2's local transport) and a kill mid-push leaves that
+/// push's ref locks behind. A real remote is written by its own receive-pack,
+/// which a client's death does not stop; the person's next push must find the
+/// remote as a server would keep it. Only lock files are removed, never a ref.
+fn clear_locks_of_a_killed_push(remote: &Path) {
+    for entry in walkdir::WalkDir::new(remote).into_iter().flatten() {
+        if entry.file_type().is_file() && entry.path().extension() == Some("lock".as_ref()) {
+            fs::remove_file(entry.path()).unwrap();
+        }
+    }
 }
 
 /// Where the moving note is in `root`'s working tree, checking that it is in
