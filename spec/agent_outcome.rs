@@ -261,25 +261,96 @@ fn a_plain_answer_is_the_reply_after_one_reminder_when_nothing_was_looked_at() {
 
 #[test]
 fn a_plain_answer_before_looking_is_shown_a_first_call_for_its_task() {
-    let plain = "Nothing is said about the fire door.";
+    let plain = "It is a handbook.";
     let long: String = (1..=200).map(|i| format!("line {i}\n")).collect();
+    let llm = answers(&[plain, plain]);
+    let server = server_for(&llm, |_| {});
+    server.write("handbook.md", format!("# Handbook\n\n{long}"));
+    // Not a question: the call to copy is shown, not run.
+    let report = ok_run(&server, "Summarise handbook.md in one line.");
+    let reminder = last_message(&llm, 1);
+    assert!(
+        reminder.starts_with("Your answer had no <code> block and no <reply>")
+            && reminder.contains(
+                r#"A first step for this task: <code>return (await mirai.notes.outline({path: "handbook.md"})).headings;</code>"#
+            ),
+        "{reminder}"
+    );
+    assert!(
+        !transcript(&server, &report)
+            .iter()
+            .any(|e| e["type"] == "first_look"),
+        "nothing ran for a task that asks no question"
+    );
+}
+
+#[test]
+fn a_question_answered_before_looking_gets_mirais_first_look_and_its_observation() {
+    let guess = "<reply>Nothing is said about the fire door.</reply>";
+    let answer = "<reply>handbook.md says the fire door stays closed.</reply>";
+    let mut long: String = (1..=200).map(|i| format!("line {i}\n")).collect();
+    long.push_str("## Part 19\n\nFire door: keep the back fire door clear and closed.\n");
     let cases = [
         (
             "What does handbook.md say about the fire door?",
-            r#"<code>return (await mirai.notes.outline({path: "handbook.md"})).headings;</code>"#,
+            r#"<code>const hits = await mirai.index.query({q: "What does handbook.md say about the fire door?", path_prefix: "handbook.md", limit: 3});"#,
         ),
         (
             "What do my notes say about the fire door?",
             r#"<code>const hits = await mirai.index.query({q: "What do my notes say about the fire door?", limit: 3});"#,
         ),
+        (
+            "Which notes link to handbook.md?",
+            r#"<code>return (await mirai.notes.links({path: "handbook.md"})).backlinks.map(b => b.path);</code>"#,
+        ),
     ];
     for (task, call) in cases {
-        let llm = answers(&[plain, plain]);
+        let llm = answers(&[guess, answer]);
         let server = server_for(&llm, |_| {});
         server.write("handbook.md", format!("# Handbook\n\n{long}"));
-        ok_run(&server, task);
-        let reminder = last_message(&llm, 1);
-        assert!(reminder.contains(call), "{task}: {reminder}");
+        server.write("index.md", "See [[handbook]].\n");
+        server.commit_all();
+        let report = ok_run(&server, task);
+        // A tagged reply to a question, before any look, is held once.
+        assert_eq!(
+            report["steps"][0]["held_reply"],
+            "Nothing is said about the fire door."
+        );
+        assert_eq!(
+            report["reply"],
+            "handbook.md says the fire door stays closed."
+        );
+        let told = last_message(&llm, 1);
+        assert!(
+            told.starts_with("Your answer was not given to the user: it came before any look at the notes. mirai ran a first step for this task:")
+                && told.contains(call)
+                && told.contains("<observation>")
+                && told.ends_with("or a <code> block to look further."),
+            "{task}: {told}"
+        );
+        let seen = if task.contains("link") {
+            "index.md"
+        } else {
+            "keep the back fire door clear and closed"
+        };
+        assert!(
+            told.contains(seen),
+            "{task}: the observation shows what the call found: {told}"
+        );
+        let events = transcript(&server, &report);
+        let look = events.iter().find(|e| e["type"] == "first_look").unwrap();
+        assert!(
+            call.contains(look["code"].as_str().unwrap().lines().next().unwrap()),
+            "{look}"
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e["type"] == "host_call" && e["ok"] == true),
+            "{task}"
+        );
+        // A look reads: nothing was written.
+        assert_eq!(report["outcome"]["kind"], "nothing", "{task}");
     }
 }
 
@@ -287,7 +358,7 @@ fn a_plain_answer_before_looking_is_shown_a_first_call_for_its_task() {
 fn a_plain_answer_that_reads_unfinished_gets_one_reminder() {
     let llm = answers(&["Let me read the note first.", "Let me think about it more."]);
     let server = server_for(&llm, |_| {});
-    let report = ok_run(&server, "What is in todo.md?");
+    let report = ok_run(&server, "Tidy todo.md.");
     assert_eq!(
         report["steps"][0]["held_reply"],
         "Let me read the note first."
@@ -592,12 +663,15 @@ fn a_tag_copied_from_the_prompts_examples_is_named_with_a_search_to_copy() {
         "<reply>No note.</reply>",
     ]);
     let server = server_for(&llm, |_| {});
-    ok_run(&server, "Which note mentions milk?");
+    // The task speaks of tags but names none: the prompt's example tag is shown, and copied.
+    ok_run(&server, "Which of my tags has a note that mentions milk?");
     let observation = last_message(&llm, 1);
     assert!(
         observation
             .contains(r#"\"recipe\" is a tag from the examples; the task names no such tag."#)
-            && observation.contains(r#"mirai.index.query({q: \"Which note mentions milk?\""#),
+            && observation.contains(
+                r#"mirai.index.query({q: \"Which of my tags has a note that mentions milk?\""#
+            ),
         "{observation}"
     );
 }

@@ -6,6 +6,7 @@
 //! sandbox, is the only actor (ARCHITECTURE.md, "The model's code is the only
 //! actor").
 
+mod hints;
 pub mod llm;
 pub mod outcome;
 pub mod prompt;

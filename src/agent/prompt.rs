@@ -7,52 +7,102 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
+use super::hints::Hints;
 use crate::error::ErrorCode;
 use crate::ops::guard::ALLOW_LARGE_DELETE;
 use crate::ops::{Class, PromptDetail, TABLE};
 use crate::sandbox::SandboxLimits;
 
-/// When to use which operation, one line each, and a worked example of a
+/// When to use which operation, one line each (the vault's when the task
+/// calls for them, with its own note and tag), and a worked example of a
 /// question answered from a search.
-const CHOOSING: &str = "\n# Which operation\n\
-- A question about the notes: search with mirai.index.query first (never answer from memory), read what \
-it finds, and name each note's path in the reply.\n\
-- A long note: `(await mirai.notes.outline({path: \"h.md\"})).headings`, then \
-`mirai.notes.read({path: \"h.md\", section: \"Part 3\"})`\n\
-- Notes with a tag the task names: `(await mirai.notes.list({tag: \"recipe\"})).notes` (paths)\n\
-- Backlinks: `(await mirai.notes.links({path: \"garden.md\"})).backlinks`\n\
-Example, over two answers:\n\
-<think>A question about the notes: search first.</think>\n\
-<code>const hits = await mirai.index.query({q: \"dentist\", limit: 3});\n\
-return hits.chunks.map(c => [c.metadata.path, c.content]);</code>\n\
-(the observation shows health/visits.md with the line \"Dentist on Friday at 9.\")\n\
-<think>health/visits.md answers it.</think>\n\
-<reply>health/visits.md says: \"Dentist on Friday at 9.\"</reply>\n\
-(The example's notes are made up: use the paths and text of the notes you are given.)\n";
+fn choosing(hints: &Hints) -> String {
+    // A path longer than this is left out: the made-up one is shown instead.
+    let note = hints
+        .note
+        .as_deref()
+        .filter(|note| note.len() <= MAX_SHOWN_PATH);
+    let mut out = String::from(
+        "\n# Which operation\n\
+         - A question about the notes: search with mirai.index.query first (never answer from memory), read \
+         what it finds, and name each note's path in the reply.\n",
+    );
+    let long = note.unwrap_or("h.md");
+    let _ = writeln!(
+        out,
+        "- A long note: `(await mirai.notes.outline({{path: {long:?}}})).headings`, then \
+         `mirai.notes.read({{path: {long:?}, section: \"Part 3\"}})`"
+    );
+    if hints.tags {
+        let tag = hints.tag.as_deref().unwrap_or("recipe");
+        let _ = writeln!(
+            out,
+            "- Notes with the tag: `(await mirai.notes.list({{tag: {tag:?}}})).notes` (paths)"
+        );
+    }
+    if hints.links {
+        let _ = writeln!(
+            out,
+            "- Backlinks: `(await mirai.notes.links({{path: {:?}}})).backlinks.map(b => b.path)`",
+            note.unwrap_or("garden.md")
+        );
+    }
+    out.push_str(
+        "Example, over two answers:\n\
+         <think>A question about the notes: search first.</think>\n\
+         <code>const hits = await mirai.index.query({q: \"dentist\", limit: 3});\n\
+         return hits.chunks.map(c => [c.metadata.path, c.content]);</code>\n\
+         (the observation shows health/visits.md with the line \"Dentist on Friday at 9.\")\n\
+         <think>health/visits.md answers it.</think>\n\
+         <reply>health/visits.md says: \"Dentist on Friday at 9.\"</reply>\n\
+         (The example's notes are made up: use the paths and text of the notes you are given.)\n",
+    );
+    out
+}
 
-/// Which write to use, one line each, and a worked example (left out when
-/// writes are denied); [`ALLOW_LARGE_DELETE`] follows it.
-const WRITING: &str = "\n# Writing\n\
-- Adding lines: mirai.notes.append (at the end) or mirai.notes.insert (under a heading, or after or before a line).\n\
-- Changing text: mirai.notes.edit, with `old` copied exactly from the note (long enough to occur once).\n\
-- Deleting a note: mirai.notes.delete.\n\
-- One section only: notes.edit with `section: \"Monday\"`.\n\
-- A front matter field: `mirai.notes.front_matter({path, set: {status: \"done\"}})` (or `remove: [\"draft\"]`), \
-never a rewrite.\n\
-- Rename or move a note's file (links follow; a heading is renamed with notes.edit): `mirai.notes.move({from: \"a.md\", to: \"old/a.md\"})`\n\
-- A new note, or a whole note rewritten: mirai.notes.write with the whole text.\n\
-- A unified diff you already hold: mirai.patch.apply.\n\
-- A write succeeded only when its answer has a `commit` and the observation shows no error. \
-If a call failed, nothing changed: read the note again, fix the request, and retry before replying.\n\
-Example, over three answers:\n\
-<think>I need the exact text of shop/list.md first.</think>\n\
-<code>return (await mirai.notes.read({path: \"shop/list.md\"})).content;</code>\n\
-(the observation shows the note, with the line \"- apples\")\n\
-<think>Replace that line.</think>\n\
-<code>return await mirai.notes.edit({path: \"shop/list.md\", edits: [{old: \"- apples\", new: \"- green apples\"}]});</code>\n\
-(the observation shows a commit)\n\
-<think>The edit is committed.</think>\n\
-<reply>Changed \"apples\" to \"green apples\" in shop/list.md.</reply>\n";
+/// The longest path of the task's that the prompt's examples show.
+const MAX_SHOWN_PATH: usize = 48;
+
+/// Which write to use, one line each (a heading's rename or a move when the
+/// task speaks of one), and a worked example (left out when writes are
+/// denied); [`ALLOW_LARGE_DELETE`] follows it.
+fn writing(hints: &Hints) -> String {
+    let mut out = String::from(
+        "\n# Writing\n\
+         - Adding lines: mirai.notes.append (at the end) or mirai.notes.insert (under a heading, or after or before a line).\n\
+         - Changing text: mirai.notes.edit, with `old` copied exactly from the note (long enough to occur once).\n\
+         - Deleting a note: mirai.notes.delete.\n\
+         - One section only: notes.edit with `section: \"Monday\"`.\n\
+         - A front matter field: `mirai.notes.front_matter({path, set: {status: \"done\"}})` (or `remove: [\"draft\"]`), \
+         never a rewrite.\n",
+    );
+    if hints.heading {
+        out.push_str(
+            "- Renaming a heading: notes.edit on its line: `edits: [{old: \"## Ideas\", new: \"## Old ideas\"}]` \
+             (not notes.move: that renames the file).\n",
+        );
+    } else if hints.moves {
+        out.push_str(
+            "- Rename or move a note's file (links follow): `mirai.notes.move({from: \"a.md\", to: \"old/a.md\"})`\n",
+        );
+    }
+    out.push_str(
+        "- A new note, or a whole note rewritten: mirai.notes.write with the whole text.\n\
+         - A unified diff you already hold: mirai.patch.apply.\n\
+         - A write succeeded only when its answer has a `commit` and the observation shows no error. \
+         If a call failed, nothing changed: read the note again, fix the request, and retry before replying.\n\
+         Example, over three answers:\n\
+         <think>I need the exact text of shop/list.md first.</think>\n\
+         <code>return (await mirai.notes.read({path: \"shop/list.md\"})).content;</code>\n\
+         (the observation shows the note, with the line \"- apples\")\n\
+         <think>Replace that line.</think>\n\
+         <code>return await mirai.notes.edit({path: \"shop/list.md\", edits: [{old: \"- apples\", new: \"- green apples\"}]});</code>\n\
+         (the observation shows a commit)\n\
+         <think>The edit is committed.</think>\n\
+         <reply>Changed \"apples\" to \"green apples\" in shop/list.md.</reply>\n",
+    );
+    out
+}
 
 /// The most tokens the generated prompt may take: half of the 8k context of
 /// the small local models mirai is run with, so the task, the answers and the
@@ -80,7 +130,8 @@ pub struct PromptFacts {
     pub review: bool,
 }
 
-pub fn system_prompt(facts: &PromptFacts) -> String {
+/// The prompt for one run: `hints` are the task's (see [`Hints`]).
+pub fn system_prompt(facts: &PromptFacts, hints: &Hints) -> String {
     let mut out = String::new();
     out.push_str(
         "You are mirai's agent. mirai keeps a git repository of markdown notes; you read and change \
@@ -99,9 +150,9 @@ pub fn system_prompt(facts: &PromptFacts) -> String {
     );
     out.push_str("# The mirai API\n");
     out.push_str(&api_reference(facts.read_only));
-    out.push_str(CHOOSING);
+    out.push_str(&choosing(hints));
     if !facts.read_only {
-        out.push_str(WRITING);
+        out.push_str(&writing(hints));
         let _ = writeln!(out, "- {ALLOW_LARGE_DELETE}");
     }
     out.push_str("\n# Errors\n");
@@ -213,6 +264,10 @@ fn is_operation_code(code: ErrorCode) -> bool {
     !matches!(
         code,
         ErrorCode::Unauthorized
+            | ErrorCode::OriginRefused
+            | ErrorCode::TooManyStreams
+            | ErrorCode::UnsupportedMediaType
+            | ErrorCode::RequestTimeout
             | ErrorCode::MethodNotAllowed
             | ErrorCode::LlmUnavailable
             | ErrorCode::ProtocolError
@@ -280,9 +335,11 @@ fn object(node: &Value, root: &Value, depth: usize) -> String {
         .and_then(Value::as_array)
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
-    let fields: Vec<String> = properties
+    // A field nested past the depth shown says nothing but `any`: left out, and `…` says so.
+    let mut cut = false;
+    let mut fields: Vec<String> = properties
         .iter()
-        .map(|(name, schema)| {
+        .filter_map(|(name, schema)| {
             let optional = if required.contains(&name.as_str()) {
                 ""
             } else {
@@ -295,9 +352,16 @@ fn object(node: &Value, root: &Value, depth: usize) -> String {
                     rendered = without.to_string();
                 }
             }
-            format!("{name}{optional}: {rendered}")
+            if rendered == "any" || rendered == "any[]" {
+                cut = true;
+                return None;
+            }
+            Some(format!("{name}{optional}: {rendered}"))
         })
         .collect();
+    if cut {
+        fields.push("…".to_string());
+    }
     format!("{{{}}}", fields.join(", "))
 }
 
@@ -366,7 +430,7 @@ mod tests {
 
     #[test]
     fn every_operation_appears_with_its_shapes_and_full_rows_with_their_example() {
-        let prompt = system_prompt(&facts());
+        let prompt = system_prompt(&facts(), &Hints::default());
         for op in TABLE {
             if op.class == Class::Review {
                 assert!(
@@ -395,16 +459,13 @@ mod tests {
 
     #[test]
     fn the_prompt_says_which_operation_to_use_and_shows_a_search_answered() {
-        let prompt = system_prompt(&facts());
+        let prompt = system_prompt(&facts(), &Hints::default());
         for line in [
             "- A question about the notes: search with mirai.index.query first",
             "- Adding lines: mirai.notes.append",
             "- Changing text: mirai.notes.edit",
             "- Deleting a note: mirai.notes.delete.",
             "allow_large_delete: true",
-            "mirai.notes.move({from: \"a.md\"",
-            "(await mirai.notes.list({tag: \"recipe\"})).notes",
-            "(await mirai.notes.links({path: \"garden.md\"})).backlinks",
             "(await mirai.notes.outline({path: \"h.md\"})).headings",
             "section: \"Part 3\"",
             "notes.edit with `section: \"Monday\"`",
@@ -422,6 +483,38 @@ mod tests {
             search < answer,
             "the example searches, then answers with the path"
         );
+    }
+
+    #[test]
+    fn vault_examples_appear_when_the_task_calls_for_them_with_its_own_names() {
+        let prompt = |task: &str| system_prompt(&facts(), &Hints::of(task));
+        let (tag_line, links_line, heading_line, move_line) = (
+            "- Notes with the tag:",
+            "- Backlinks:",
+            "- Renaming a heading: notes.edit on its line",
+            "- Rename or move a note's file (links follow):",
+        );
+        let tagged = prompt("Which notes are tagged baking? List their paths.");
+        assert!(tagged.contains("`(await mirai.notes.list({tag: \"baking\"})).notes` (paths)"));
+        assert!(!tagged.contains("recipe"), "no other tag to copy");
+        // A question about words: no tag to copy into a search, no link or move rows.
+        let heron = prompt("Which note mentions a heron? Answer with its path.");
+        for line in [tag_line, links_line, heading_line, move_line] {
+            assert!(!heron.contains(line), "{line}");
+        }
+        let links = prompt("Which notes link to projects/garden.md?");
+        assert!(links.contains(
+            "`(await mirai.notes.links({path: \"projects/garden.md\"})).backlinks.map(b => b.path)`"
+        ));
+        let heading =
+            prompt("In projects/garden.md, rename the heading \"Plans\" to \"Spring plans\".");
+        assert!(heading.contains(heading_line) && !heading.contains(move_line));
+        let moving = prompt("Move ideas.md into the archive folder (archive/ideas.md).");
+        assert!(moving.contains(move_line) && !moving.contains(heading_line));
+        let long = prompt("What does handbook.md say about the fire door?");
+        assert!(long.contains(
+            "`(await mirai.notes.outline({path: \"handbook.md\"})).headings`, then `mirai.notes.read({path: \"handbook.md\", section: \"Part 3\"})`"
+        ));
     }
 
     #[test]
@@ -443,18 +536,31 @@ mod tests {
 
     #[test]
     fn the_prompt_stays_within_its_token_budget() {
+        // Every vault example shown, with long names: the largest prompt a task makes.
+        let all = Hints {
+            note: Some(format!("projects/{}.md", "n".repeat(MAX_SHOWN_PATH - 12))),
+            tag: Some("work/urgent-things".into()),
+            tags: true,
+            links: true,
+            heading: true,
+            moves: true,
+            question: true,
+        };
         for (read_only, dry_run, review) in [
             (false, false, false),
             (false, true, false),
             (true, false, false),
             (false, false, true),
         ] {
-            let prompt = system_prompt(&PromptFacts {
-                read_only,
-                dry_run,
-                review,
-                ..facts()
-            });
+            let prompt = system_prompt(
+                &PromptFacts {
+                    read_only,
+                    dry_run,
+                    review,
+                    ..facts()
+                },
+                &all,
+            );
             let tokens = prompt_tokens(&prompt);
             if review {
                 assert!(prompt.contains("Writes are proposed for a person to approve"));
@@ -475,11 +581,25 @@ mod tests {
     }
 
     #[test]
+    fn no_shape_or_field_description_carries_a_doc_link() {
+        let link = regex::Regex::new(r"\[`[A-Za-z_:]+`\]").unwrap();
+        for op in TABLE {
+            for schema in [(op.request_schema)(), (op.committed_schema)()] {
+                let text = schema.to_value().to_string();
+                assert!(!link.is_match(&text), "{}: {text}", op.name);
+            }
+        }
+    }
+
+    #[test]
     fn read_only_prompts_leave_writes_out() {
-        let prompt = system_prompt(&PromptFacts {
-            read_only: true,
-            ..facts()
-        });
+        let prompt = system_prompt(
+            &PromptFacts {
+                read_only: true,
+                ..facts()
+            },
+            &Hints::default(),
+        );
         assert!(!prompt.contains("mirai.notes.write("));
         assert!(!prompt.contains("allow_large_delete"));
         assert!(prompt.contains("mirai.notes.read("));

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::hints::Hints;
 use super::llm::Message;
 use super::outcome::{self, contradiction, facts_message, failed_write, Kind, RunOutcome};
 use super::prompt::{self, system_prompt, PromptFacts};
@@ -162,7 +163,11 @@ impl Agent {
             read_only: ctx.policy == PolicyMode::ReadOnly,
             review: draft.is_some(),
         };
-        let messages = vec![Message::system(system_prompt(&facts)), Message::user(task)];
+        let hints = Hints::of(task);
+        let messages = vec![
+            Message::system(system_prompt(&facts, &hints)),
+            Message::user(task),
+        ];
         // What the reply is checked against at the end: a note the run deletes is no invention.
         let notes_before: HashSet<String> = run_ctx
             .view
@@ -213,9 +218,10 @@ impl Agent {
             }
             let Some(code) = answer.code else {
                 let reply = answer.reply.clone().unwrap_or_default();
-                // A plain answer before any code ran has not looked at the notes yet.
+                // A plain answer before any code ran has not looked at the notes yet,
+                // nor has any answer to a question about them.
                 let nothing_ran = talk.run.steps.iter().all(|step| step.code.is_none());
-                let remind = answer.plain
+                let remind = (answer.plain || (hints.question && nothing_ran))
                     && !talk.run.reminded
                     && talk.run.steps.len() + 1 < max_steps
                     && (nothing_ran || protocol::looks_unfinished(&reply));
@@ -243,14 +249,19 @@ impl Agent {
                 let step = talk.run.steps.len();
                 let (why, next) = if remind {
                     talk.run.reminded = true;
-                    // Small models copy a call they are shown: one for this task.
-                    let call = match nothing_ran {
-                        true => {
-                            format!(" A first step for this task: {}", first_call(run_ctx, task))
+                    // Small models copy a call they are shown: one for this task. A
+                    // question gets that call's observation (a read, run by mirai).
+                    let next = match nothing_ran {
+                        true if hints.question => {
+                            self.look_first(&mut talk, run_ctx, task, landing)
                         }
-                        false => String::new(),
+                        true => format!(
+                            "{UNFINISHED} A first step for this task: {}",
+                            first_call(run_ctx, task).shown()
+                        ),
+                        false => UNFINISHED.to_string(),
                     };
-                    ("unfinished", format!("{UNFINISHED}{call}"))
+                    ("unfinished", next)
                 } else {
                     talk.run.held_a_reply = true;
                     match held_for {
@@ -449,6 +460,38 @@ impl Agent {
         }
         messages.push(Message::user(render(&body)));
         None
+    }
+
+    /// For a question answered before any look at the notes: runs the task's
+    /// first call (mirai's own code, read-only, in the sandbox as any code of
+    /// the run) and answers the message that shows the code and its
+    /// observation. Recorded in the transcript as `first_look` with the code's events.
+    fn look_first(
+        &self,
+        talk: &mut Talk<'_>,
+        run_ctx: &Context,
+        task: &str,
+        landing: Landing,
+    ) -> String {
+        let call = first_call(run_ctx, task);
+        let mut look = run_ctx.clone();
+        look.policy = PolicyMode::ReadOnly;
+        let step = talk.run.steps.len();
+        talk.transcript
+            .record("first_look", json!({"step": step, "code": call.code}));
+        let (_, body) = self.execute(
+            &look,
+            &call.code,
+            step,
+            &mut talk.run,
+            &mut talk.transcript,
+            landing,
+        );
+        format!(
+            "{LOOKED}\n<code>{}</code>\n{}\n{AFTER_THE_LOOK}",
+            call.code,
+            render(&body)
+        )
     }
 
     /// Holds the reply back once per run when it contradicts mirai's record
@@ -909,23 +952,59 @@ const TRY_AGAIN: &str = "Your reply was not given to the user: your last code fa
      the error message says; to find a note you do not know the path of, search for its words with \
      mirai.index.query.";
 
-/// A first call for a task answered before any code ran, as a `<code>`
-/// block: for a note the task names, reading it (its outline when it is
-/// longer than [`LONG_NOTE_LINES`]); otherwise a search for the task's words.
-fn first_call(ctx: &Context, task: &str) -> String {
-    match named_note(ctx, task) {
-        Some((path, text)) if text.lines().count() > LONG_NOTE_LINES => format!(
-            "<code>return (await mirai.notes.outline({{path: {path:?}}})).headings;</code> (a long \
-             note: then read the one section that answers, with mirai.notes.read({{path, section}}))"
-        ),
-        Some((path, _)) => {
-            format!("<code>return (await mirai.notes.read({{path: {path:?}}})).content;</code>")
-        }
-        None => format!(
-            "<code>const hits = await mirai.index.query({{q: {:?}, limit: 3}});\nreturn hits.chunks.map(c => \
-             [c.metadata.path, c.content]);</code>",
+/// A first call for a task answered before any code ran: mirai's own code,
+/// shown to the model (and, for a question, run: see `Agent::look_first`).
+/// Chosen by the task's words ([`Hints`]): a note's backlinks, a tag's notes,
+/// a long note searched (for a question) or outlined, a note read, or a
+/// search for the task's words.
+struct FirstCall {
+    code: String,
+    /// What to do after it, said after the code.
+    then: &'static str,
+}
+
+impl FirstCall {
+    /// The call as the model is shown it.
+    fn shown(&self) -> String {
+        format!("<code>{}</code>{}", self.code, self.then)
+    }
+}
+
+fn first_call(ctx: &Context, task: &str) -> FirstCall {
+    let hints = Hints::of(task);
+    let search = |prefix: Option<&str>| {
+        let prefix = prefix.map_or(String::new(), |p| format!(", path_prefix: {p:?}"));
+        format!(
+            "const hits = await mirai.index.query({{q: {:?}{prefix}, limit: 3}});\nreturn hits.chunks.map(c => \
+             [c.metadata.path, c.content]);",
             cut(task, 120).trim_end_matches('…')
+        )
+    };
+    let call = |code: String, then: &'static str| FirstCall { code, then };
+    let named = named_note(ctx, task);
+    let long = |text: &str| text.lines().count() > LONG_NOTE_LINES;
+    match (named, &hints.tag) {
+        (Some((path, _)), _) if hints.links => call(
+            format!("return (await mirai.notes.links({{path: {path:?}}})).backlinks.map(b => b.path);"),
+            "",
         ),
+        (_, Some(tag)) => call(
+            format!("return (await mirai.notes.list({{tag: {tag:?}}})).notes;"),
+            "",
+        ),
+        (Some((path, text)), _) if long(&text) && hints.question => call(
+            search(Some(path)),
+            " (a long note: read more of it with mirai.notes.read({path, section}))",
+        ),
+        (Some((path, text)), _) if long(&text) => call(
+            format!("return (await mirai.notes.outline({{path: {path:?}}})).headings;"),
+            " (a long note: then read the one section that answers, with mirai.notes.read({path, section}))",
+        ),
+        (Some((path, _)), _) => call(
+            format!("return (await mirai.notes.read({{path: {path:?}}})).content;"),
+            "",
+        ),
+        (None, _) => call(search(None), ""),
     }
 }
 
@@ -980,8 +1059,8 @@ fn example_tag(evaluation: &Evaluation, system: &str, ctx: &Context, task: &str)
         .filter(|tag| !task.to_lowercase().contains(&tag.to_lowercase()))?;
     Some(format!(
         "{tag:?} is a tag from the examples; the task names no such tag. To find notes by their \
-         words, search: {}",
-        first_call(ctx, task)
+         words, search: <code>{}</code>",
+        first_call(ctx, task).code
     ))
 }
 
@@ -1042,6 +1121,16 @@ const ONLY_NULLS: &str = "Your reply was not given to the user: your last result
 const UNFINISHED: &str = "Your answer had no <code> block and no <reply>, so it was not given to the \
      user. If the task needs the notes, look at them first: a <code> block (search with \
      mirai.index.query, or read the note). If your answer is final, send it as <reply>your answer</reply>.";
+
+/// What the model is told when it answered a question before looking at the
+/// notes, before the code mirai ran for it and that code's observation.
+const LOOKED: &str = "Your answer was not given to the user: it came before any look at the \
+     notes. mirai ran a first step for this task:";
+
+/// What the model is told after the observation of the code mirai ran.
+const AFTER_THE_LOOK: &str =
+    "Next: answer the task from this observation in a <reply>, naming each \
+     note's path and quoting what it says; or a <code> block to look further.";
 
 /// Why the transcript's `dropped` event dropped text.
 const DROPPED: &str = "only an answer's first <code> block runs: what follows it (more code, an \

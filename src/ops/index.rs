@@ -197,7 +197,11 @@ pub struct QueryRequest {
     /// Skip this many of the best chunks first, for the next page: 0 to
     /// [`MAX_OFFSET`] (default 0). A number, or a decimal string.
     #[serde(default)]
-    #[schemars(with = "Option<u32>", extend("default" = 0))]
+    #[schemars(
+        with = "Option<u32>",
+        description = offset_description(),
+        extend("default" = 0)
+    )]
     pub offset: Option<Value>,
     /// "note": one result per note (its best chunk, with `other_chunks`,
     /// `context` and the note's `tags`), `limit` and `offset` counting notes;
@@ -234,6 +238,15 @@ fn limit_description() -> String {
         "How many chunks to answer, 1 to {} (default {}). A number, or a decimal string.",
         index::MAX_LIMIT,
         index::DEFAULT_LIMIT
+    )
+}
+
+/// The `offset` field's description, from the bound the server uses (a doc
+/// comment's link would reach models and MCP clients as `[`MAX_OFFSET`]`).
+fn offset_description() -> String {
+    format!(
+        "Skip this many of the best chunks first, for the next page: 0 to {MAX_OFFSET} (default 0). \
+         A number, or a decimal string."
     )
 }
 

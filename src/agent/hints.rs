@@ -1,0 +1,161 @@
+//! What a task's own words call for, read once at the start of a run: the
+//! note and the tag it names, and whether it asks a question, about links,
+//! about a heading or for a move. The prompt shows the vault examples the
+//! task calls for, filled with the task's own names (small models copy an
+//! example's values: a tag example copied into a search finds nothing), and
+//! the first call mirai shows or runs is chosen by them. The words decide
+//! only what is shown: every row stays in the API reference whatever they say.
+
+/// The hints one task gives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hints {
+    /// The first word ending in `.md` (not checked against the notes here).
+    pub note: Option<String>,
+    /// A tag the task names (`#recipe`, `tagged recipe`, `the tag "recipe"`).
+    pub tag: Option<String>,
+    /// The task speaks of tags at all.
+    pub tags: bool,
+    /// The task speaks of links or backlinks.
+    pub links: bool,
+    /// The task speaks of a heading.
+    pub heading: bool,
+    /// The task speaks of moving or renaming (a note, unless it names a heading).
+    pub moves: bool,
+    /// The task asks a question (a `?`, or it opens with a question word).
+    pub question: bool,
+}
+
+/// Words that open a question or a request for an answer.
+const QUESTION_WORDS: [&str; 14] = [
+    "what", "which", "who", "whom", "when", "where", "why", "how", "does", "do", "is", "are",
+    "find", "list",
+];
+
+impl Hints {
+    pub fn of(task: &str) -> Hints {
+        let words: Vec<String> = task
+            .split(|c: char| c.is_whitespace() || "\"'`,;()?!“”‘’".contains(c))
+            .map(|word| word.trim_end_matches(['.', ':']).to_string())
+            .filter(|word| !word.is_empty())
+            .collect();
+        let lower: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
+        let has = |stem: &str| lower.iter().any(|word| word.starts_with(stem));
+        let note = words
+            .iter()
+            .find(|word| word.len() > 3 && word.ends_with(".md"))
+            .cloned();
+        let tag = named_tag(task, &words, &lower);
+        let tags = has("tag") || tag.is_some();
+        Hints {
+            note,
+            tag,
+            tags,
+            links: has("link") || has("backlink"),
+            heading: has("heading"),
+            moves: has("move") || has("renam"),
+            question: task.contains('?')
+                || lower
+                    .first()
+                    .is_some_and(|first| QUESTION_WORDS.contains(&first.as_str())),
+        }
+    }
+}
+
+/// The tag a task names: a `#word`; the word after `tagged` (`tagged
+/// recipe`, `tagged with recipe`); or a quoted word after `tag` or `tags`
+/// (`the tag "recipe"`: unquoted, the next word is as likely English).
+fn named_tag(task: &str, words: &[String], lower: &[String]) -> Option<String> {
+    let clean = |word: &str| -> Option<String> {
+        let tag = word.trim_start_matches('#');
+        let ok = !tag.is_empty()
+            && tag
+                .chars()
+                .all(|c| c.is_alphanumeric() || "-_/".contains(c));
+        ok.then(|| tag.to_string())
+    };
+    if let Some(hashed) = words
+        .iter()
+        .filter(|word| word.starts_with('#') && word.len() > 1)
+        .find_map(|word| clean(word))
+    {
+        return Some(hashed);
+    }
+    let quoted = |word: &str| {
+        ["\"", "'", "`", "“"]
+            .iter()
+            .any(|quote| task.contains(&format!("{quote}{word}")))
+    };
+    lower.iter().enumerate().find_map(|(at, word)| {
+        let after = |skip: usize| words.get(at + 1 + skip);
+        match word.as_str() {
+            "tagged" => {
+                let next = after(0)?;
+                let next = match next.to_lowercase().as_str() {
+                    "with" | "as" => after(1)?,
+                    _ => next,
+                };
+                clean(next)
+            }
+            "tag" | "tags" => {
+                let next = after(0)?;
+                let next = match next.to_lowercase().as_str() {
+                    "called" | "named" => after(1)?,
+                    _ => next,
+                };
+                quoted(next).then(|| clean(next)).flatten()
+            }
+            _ => None,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_read_from_hashes_and_from_the_word_after_tagged() {
+        for (task, tag) in [
+            ("Which notes are tagged recipe? List their paths.", "recipe"),
+            ("List the notes tagged #work/urgent.", "work/urgent"),
+            ("Which notes carry the tag \"garden\"?", "garden"),
+            ("Which notes are tagged with baking?", "baking"),
+        ] {
+            let hints = Hints::of(task);
+            assert_eq!(hints.tag.as_deref(), Some(tag), "{task}");
+            assert!(hints.tags && hints.question, "{task}");
+        }
+        let untagged = Hints::of("Which note mentions a heron? Answer with its path.");
+        assert_eq!(untagged.tag, None);
+        assert!(!untagged.tags && untagged.question && !untagged.links);
+        for untagged in ["Add a tag to the note.", "Which tags do I use most?"] {
+            let hints = Hints::of(untagged);
+            assert_eq!(hints.tag, None, "{untagged}");
+            assert!(hints.tags, "{untagged}");
+        }
+    }
+
+    #[test]
+    fn notes_links_headings_and_moves_are_told_apart() {
+        let backlinks = Hints::of("Which notes link to projects/garden.md?");
+        assert_eq!(backlinks.note.as_deref(), Some("projects/garden.md"));
+        assert!(backlinks.links && backlinks.question && !backlinks.moves);
+        let heading =
+            Hints::of("In projects/garden.md, rename the heading \"Plans\" to \"Spring plans\".");
+        assert!(heading.heading && heading.moves && !heading.question);
+        let moving = Hints::of("Move ideas.md into the archive folder (archive/ideas.md).");
+        assert_eq!(moving.note.as_deref(), Some("ideas.md"));
+        assert!(moving.moves && !moving.heading && !moving.question);
+        let plain = Hints::of("Append the line \"Saw a kingfisher.\" to journal.md.");
+        assert_eq!(
+            (
+                plain.tags,
+                plain.links,
+                plain.heading,
+                plain.moves,
+                plain.question
+            ),
+            (false, false, false, false, false)
+        );
+    }
+}
