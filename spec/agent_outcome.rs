@@ -355,6 +355,19 @@ fn a_question_answered_before_looking_gets_mirais_first_look_and_its_observation
 }
 
 #[test]
+fn a_read_only_refusal_to_a_question_stands_without_a_look() {
+    let refusal = "This deployment is read-only: nothing was changed.";
+    let llm = answers(&[&format!("<reply>{refusal}</reply>")]);
+    let server = server_for(&llm, |c| c.policy = PolicyMode::ReadOnly);
+    let report = ok_run(&server, "Can you delete todo.md?");
+    assert_eq!(report["reply"], refusal);
+    assert_eq!(report["steps"].as_array().unwrap().len(), 1, "{report}");
+    assert!(!transcript(&server, &report)
+        .iter()
+        .any(|e| e["type"] == "first_look"));
+}
+
+#[test]
 fn a_plain_answer_that_reads_unfinished_gets_one_reminder() {
     let llm = answers(&["Let me read the note first.", "Let me think about it more."]);
     let server = server_for(&llm, |_| {});

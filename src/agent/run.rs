@@ -221,7 +221,9 @@ impl Agent {
                 // A plain answer before any code ran has not looked at the notes yet,
                 // nor has any answer to a question about them.
                 let nothing_ran = talk.run.steps.iter().all(|step| step.code.is_none());
-                let remind = (answer.plain || (hints.question && nothing_ran))
+                // In a read-only run, a reply that says so is a refusal: nothing to look at.
+                let refusal = facts.read_only && reply.to_lowercase().contains("read-only");
+                let remind = (answer.plain || (hints.question && nothing_ran && !refusal))
                     && !talk.run.reminded
                     && talk.run.steps.len() + 1 < max_steps
                     && (nothing_ran || protocol::looks_unfinished(&reply));
