@@ -9,6 +9,7 @@ use mirai::config::Config;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::common::fake_llm::{FakeLlm, Script};
 use crate::common::{git, mirai_cli, send, Answer, TestServer};
 
 const WRITER: &str = "writer-token";
@@ -72,10 +73,17 @@ can = ["read", "propose", "review"]
 }
 
 fn server() -> TestServer {
+    server_with(|_| {})
+}
+
+fn server_with(adjust: impl FnOnce(&mut Config)) -> TestServer {
     let dir = tempfile::tempdir().unwrap();
     let file = callers_file(dir.path());
     let root = dir.path().join("notes");
-    let server = TestServer::start_in(dir, root, |c: &mut Config| c.callers_file = Some(file));
+    let server = TestServer::start_in(dir, root, |c: &mut Config| {
+        c.callers_file = Some(file);
+        adjust(c);
+    });
     server.write("public/open.md", "# Open\n\nplain words\n");
     server.write(
         "secret/hidden.md",
@@ -123,6 +131,13 @@ fn a_callers_write_names_it_and_stays_inside_its_paths() {
         "{author}"
     );
     assert!(author.contains("\nMirai-Caller: writer\n"), "{author}");
+    let history = get(&server, BOSS, "/mcp/notes/history?limit=1");
+    let newest = &history.body["commits"][0];
+    assert_eq!(
+        (&newest["author"], &newest["caller"]),
+        (&json!("writer"), &json!("writer")),
+        "{history:?}"
+    );
 
     let head = server.head();
     let outside = post(
@@ -170,6 +185,15 @@ fn a_proposer_gets_proposals_in_allow_all_and_another_caller_decides() {
     assert!(log.contains("Mirai-Caller: agent"), "{log}");
     let decided = get(&server, BOSS, &format!("/mcp/proposals/get?id={id}"));
     assert_eq!(decided.body["decided_by"], "boss", "{decided:?}");
+    let listed = get(&server, AGENT, "/mcp/proposals?status=applied");
+    assert_eq!(
+        listed.body["proposals"][0]["requested_by"]["caller"], "agent",
+        "{listed:?}"
+    );
+    assert_eq!(listed.body["proposals"][0]["decided_by"], "boss");
+    // History names the caller who asked, not the reviewer who approved.
+    let history = get(&server, AGENT, "/mcp/notes/history?path=inbox/plan.md");
+    assert_eq!(history.body["commits"][0]["caller"], "agent", "{history:?}");
 }
 
 #[test]
@@ -556,6 +580,7 @@ fn the_change_stream_never_tells_a_caller_of_a_note_it_cannot_read() {
     assert!(!text.contains("inbox/") && !text.contains(CANARY), "{text}");
     // One commit told: the reader's (the writer's is only its parent's id, as git has it).
     assert_eq!(text.matches("event: commit").count(), 1, "{text}");
+    assert!(text.contains(r#""caller":"reader""#), "{text}");
 }
 
 #[test]
@@ -636,4 +661,101 @@ fn an_mcp_subscription_to_a_hidden_note_is_never_told_of_it() {
     }
     let text = read.join("\n");
     assert!(!text.contains("secret/"), "{text}");
+}
+
+/// The code both runs below send: read the hidden note, search a word of it.
+const PEEK: &str = r#"<think>Look.</think><code>let r; try { r = (await mirai.notes.read({path: "secret/hidden.md"})).content; } catch (e) { r = e.code; } const q = await mirai.index.query({q: "lives"}); return {r, hits: q.chunks.length};</code>"#;
+const ANSWERED: &str = "<think>Said.</think><reply>Here is what the note holds.</reply>";
+
+#[test]
+fn a_run_has_its_starters_rights_and_a_scoped_caller_sees_only_its_own_runs() {
+    let llm = FakeLlm::start(Script::answering(&[
+        PEEK.into(),
+        ANSWERED.into(),
+        PEEK.into(),
+        ANSWERED.into(),
+    ]));
+    let base_url = llm.base_url.clone();
+    let server = server_with(|c| {
+        c.llm.base_url = base_url;
+        c.llm.model = "fake-model".into();
+    });
+    let task = json!({"task": "What does the hidden note say?"});
+    let boss_run = post(&server, BOSS, "/agent/run", task.clone());
+    assert_eq!(boss_run.status, 200, "{boss_run:?}");
+    assert!(boss_run.body.to_string().contains(CANARY), "{boss_run:?}");
+    let asked_by_boss = llm.requests().len();
+    let reader_run = post(&server, READER, "/agent/run", task);
+    assert_eq!(reader_run.status, 200, "{reader_run:?}");
+    // The reader's run read with the reader's rights: the note is not there, nor its word.
+    assert_eq!(
+        reader_run.body["steps"][0]["result"],
+        json!({"r": "not_found", "hits": 0}),
+        "{reader_run:?}"
+    );
+    assert!(!reader_run.body.to_string().contains(CANARY));
+    let sent_for_reader = serde_json::to_string(&llm.requests()[asked_by_boss..]).unwrap();
+    assert!(!sent_for_reader.contains(CANARY), "{sent_for_reader}");
+    let (boss_id, reader_id) = (
+        boss_run.body["run_id"].as_str().unwrap(),
+        reader_run.body["run_id"].as_str().unwrap(),
+    );
+
+    // The reader lists and reads only its own run; the boss's is as missing as none.
+    let listed = get(&server, READER, "/agent/runs");
+    assert_eq!(listed.status, 200, "{listed:?}");
+    let runs = listed.body.as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{listed:?}");
+    assert_eq!(runs[0]["run_id"], reader_id);
+    assert_eq!(runs[0]["caller"], "reader");
+    let own = get(&server, READER, &format!("/agent/runs/{reader_id}"));
+    assert_eq!(own.status, 200, "{own:?}");
+    assert_eq!(own.body["caller"], "reader");
+    assert_eq!(own.body["events"][0]["caller"], "reader");
+    assert!(!own.body.to_string().contains(CANARY), "{own:?}");
+    let others = get(&server, READER, &format!("/agent/runs/{boss_id}"));
+    others.assert_error(404, "not_found");
+    let none = get(
+        &server,
+        READER,
+        "/agent/runs/0192f0c4-0000-7000-8000-000000000001",
+    );
+    assert_eq!(
+        others.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace(boss_id, "ID"),
+        none.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("0192f0c4-0000-7000-8000-000000000001", "ID")
+    );
+
+    // A caller that reads everything sees every run, each naming its caller.
+    let all = get(&server, BOSS, "/agent/runs");
+    let callers: Vec<&str> = all
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["caller"].as_str().unwrap())
+        .collect();
+    assert_eq!(callers, ["reader", "boss"], "{all:?}");
+    let boss_transcript = get(&server, WRITER, &format!("/agent/runs/{boss_id}"));
+    assert_eq!(boss_transcript.body["caller"], "boss");
+    assert!(boss_transcript.body.to_string().contains(CANARY));
+
+    // Code mode keeps the asker's rights too.
+    let eval = post(
+        &server,
+        READER,
+        "/agent/eval",
+        json!({"code": PEEK.split("<code>").nth(1).unwrap().trim_end_matches("</code>")}),
+    );
+    assert_eq!(eval.status, 200, "{eval:?}");
+    assert_eq!(
+        eval.body["result"],
+        json!({"r": "not_found", "hits": 0}),
+        "{eval:?}"
+    );
 }

@@ -174,7 +174,8 @@ impl Agent {
         transcript.record(
             "run_start",
             json!({"run_id": run_id, "task": task, "max_steps": max_steps,
-                   "dry_run": request.dry_run, "model": self.llm.config().model}),
+                   "dry_run": request.dry_run, "model": self.llm.config().model,
+                   "caller": ctx.caller().map(|c| c.name.as_str())}),
         );
 
         let mut talk = Talk {
