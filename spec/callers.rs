@@ -759,3 +759,143 @@ fn a_run_has_its_starters_rights_and_a_scoped_caller_sees_only_its_own_runs() {
         "{eval:?}"
     );
 }
+
+/// `mirai mcp --as NAME` as a child process, spoken to over its stdin and stdout.
+struct StdioMcp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    id: u64,
+}
+
+impl StdioMcp {
+    fn start(server: &TestServer, name: &str) -> StdioMcp {
+        let mut child = mirai_cli()
+            .args(["mcp", "--as", name, "--notes-root"])
+            .arg(&server.root)
+            .env("MIRAI_CALLERS_FILE", server.dir.path().join("callers.toml"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut mcp = StdioMcp {
+            child,
+            stdin,
+            stdout,
+            id: 0,
+        };
+        let opened = mcp.call(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "spec", "version": "1"}}),
+        );
+        assert!(opened["result"].is_object(), "{opened}");
+        mcp
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        use std::io::{BufRead, Write};
+        self.id += 1;
+        let message = json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params});
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+
+    fn tool(&mut self, name: &str, arguments: Value) -> Value {
+        self.call("tools/call", json!({"name": name, "arguments": arguments}))
+    }
+}
+
+impl Drop for StdioMcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn mirai_mcp_on_stdio_as_a_caller_has_its_rights_and_its_name() {
+    let server = server();
+    let mut reader = StdioMcp::start(&server, "reader");
+    let answers = [
+        reader.tool("notes_list", json!({})),
+        reader.tool("notes_read", json!({"path": "secret/hidden.md"})),
+        reader.tool("index_query", json!({"q": "lives"})),
+        reader.tool("notes_history", json!({})),
+        reader.call("resources/list", json!({})),
+        reader.call(
+            "resources/read",
+            json!({"uri": "mirai://notes/secret/hidden.md"}),
+        ),
+    ];
+    for answer in &answers {
+        let text = answer.to_string();
+        assert!(!text.contains(CANARY), "{text}");
+    }
+    assert!(answers[0].to_string().contains("public/open.md"));
+    assert!(
+        !answers[0].to_string().contains("secret/"),
+        "{}",
+        answers[0]
+    );
+    assert_eq!(answers[1]["result"]["isError"], true, "{}", answers[1]);
+    assert!(
+        answers[1].to_string().contains("not_found"),
+        "{}",
+        answers[1]
+    );
+    assert!(
+        !answers[2].to_string().contains("secret/"),
+        "{}",
+        answers[2]
+    );
+    assert!(
+        !answers[4].to_string().contains("secret/"),
+        "{}",
+        answers[4]
+    );
+    let denied = reader.tool(
+        "notes_write",
+        json!({"path": "secret/new.md", "content": "x\n"}),
+    );
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(denied.to_string().contains("policy_denied"), "{denied}");
+    drop(reader);
+
+    // A writer's session writes as the writer, inside its paths only.
+    let mut writer = StdioMcp::start(&server, "writer");
+    let wrote = writer.tool(
+        "notes_write",
+        json!({"path": "inbox/stdio.md", "content": "from stdio\n"}),
+    );
+    assert_eq!(wrote["result"]["isError"], false, "{wrote}");
+    let log = git(&server.root, &["log", "-1", "--format=%an <%ae>|%cn|%B"]);
+    assert!(
+        log.starts_with("writer <writer@example.org>|mirai|")
+            && log.contains("Mirai-Caller: writer"),
+        "{log}"
+    );
+    let outside = writer.tool(
+        "notes_write",
+        json!({"path": "public/taken.md", "content": "x\n"}),
+    );
+    assert!(outside.to_string().contains("policy_denied"), "{outside}");
+    drop(writer);
+
+    // An unknown name stops before serving.
+    let out = mirai_cli()
+        .args(["mcp", "--as", "nobody", "--notes-root"])
+        .arg(&server.root)
+        .env("MIRAI_CALLERS_FILE", server.dir.path().join("callers.toml"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no caller named \"nobody\""));
+}
