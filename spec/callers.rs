@@ -899,3 +899,143 @@ fn mirai_mcp_on_stdio_as_a_caller_has_its_rights_and_its_name() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("no caller named \"nobody\""));
 }
+
+#[test]
+fn the_canary_never_reaches_a_scoped_caller_through_embeds_links_diffs_or_proposals() {
+    let server = server();
+    server.write(
+        "public/embeds.md",
+        "# Embeds\n\n![[secret/hidden]]\n\nSee [[secret/hidden]].\n\nAnd [[public/open]].\n",
+    );
+    server.write(
+        "secret/links.md",
+        format!("# Links\n\n[[public/open]] and the {CANARY}.\n"),
+    );
+    server.commit_all(); // one commit touching a visible and a hidden note
+    let proposed = post(
+        &server,
+        SELF,
+        "/mcp/notes/append",
+        json!({"path": "secret/hidden.md", "text": format!("more {CANARY}\n")}),
+    );
+    assert_eq!(proposed.status, 202, "{proposed:?}");
+    let id = proposed.body["proposal"].as_str().unwrap();
+    let mcp_read = |uri: &str| -> Value {
+        server
+            .raw()
+            .post(format!("{}/mcp", server.url))
+            .bearer_auth(READER)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "resources/read")
+            .header("mcp-name", uri)
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+                "params": {"uri": uri, "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            )
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    // (answer, whether it may name secret/links.md: it echoes the path asked for)
+    let answers: Vec<(Value, bool)> = vec![
+        (
+            get(&server, READER, "/mcp/notes/render?path=public/embeds.md").body,
+            false,
+        ),
+        (
+            get(&server, READER, "/mcp/notes/links?path=public/embeds.md").body,
+            false,
+        ),
+        (
+            get(&server, READER, "/mcp/notes/links?path=public/open.md").body,
+            false,
+        ),
+        (
+            get(&server, READER, "/mcp/notes/outline?path=secret/hidden.md").body,
+            false,
+        ),
+        (
+            post(
+                &server,
+                READER,
+                "/mcp/patch/make",
+                json!({"path": "secret/hidden.md", "content": "x\n"}),
+            )
+            .body,
+            true,
+        ),
+        (get(&server, READER, "/mcp/proposals").body, false),
+        (
+            get(&server, READER, &format!("/mcp/proposals/get?id={id}")).body,
+            false,
+        ),
+        (
+            get(&server, READER, "/mcp/notes/diff?commit=HEAD~0").body,
+            false,
+        ),
+        (
+            get(
+                &server,
+                READER,
+                "/mcp/notes/diff?from=HEAD~1&to=HEAD~0&path=secret/links.md",
+            )
+            .body,
+            true,
+        ),
+        (get(&server, READER, "/mcp/notes/history").body, false),
+        (
+            get(
+                &server,
+                READER,
+                "/mcp/index/query?q=open&group=note&limit=50",
+            )
+            .body,
+            false,
+        ),
+        (get(&server, READER, "/mcp/notes/graph").body, false),
+        (mcp_read("mirai://notes/secret/links.md"), true),
+    ];
+    for (i, (body, may_name)) in answers.iter().enumerate() {
+        let text = body.to_string();
+        assert!(!text.contains(CANARY), "answer {i}: {text}");
+        // The hidden note no visible note names is never named unasked.
+        if !may_name {
+            assert!(!text.contains("secret/links"), "answer {i}: {text}");
+        }
+    }
+    // Nor is the hidden note a proposal changes.
+    for i in [5, 6] {
+        assert!(
+            !answers[i].0.to_string().contains("secret/"),
+            "{:?}",
+            answers[i]
+        );
+    }
+    // The visible commit is told, with only its visible note.
+    let history = answers[9].0.to_string();
+    assert!(history.contains("public/embeds.md"), "{history}");
+    assert!(
+        answers[7].0.to_string().contains("public/embeds.md"),
+        "{:?}",
+        answers[7]
+    );
+    for i in [3, 4, 8] {
+        assert_eq!(
+            answers[i].0["error"]["code"], "not_found",
+            "{:?}",
+            answers[i]
+        );
+    }
+    assert!(answers[12].0["error"].is_object(), "{:?}", answers[12]);
+    assert_eq!(answers[5].0["proposals"], json!([]));
+    assert_eq!(answers[6].0["error"]["code"], "not_found");
+    // The one who may read it sees the canary in the same places.
+    let boss = get(&server, BOSS, "/mcp/notes/diff?commit=HEAD~0");
+    assert!(boss.body.to_string().contains(CANARY), "{boss:?}");
+    let boss = get(&server, BOSS, &format!("/mcp/proposals/get?id={id}"));
+    assert!(boss.body.to_string().contains(CANARY), "{boss:?}");
+}
