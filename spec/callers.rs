@@ -1039,3 +1039,87 @@ fn the_canary_never_reaches_a_scoped_caller_through_embeds_links_diffs_or_propos
     let boss = get(&server, BOSS, &format!("/mcp/proposals/get?id={id}"));
     assert!(boss.body.to_string().contains(CANARY), "{boss:?}");
 }
+
+#[test]
+fn an_operators_link_in_a_visible_folder_never_shows_a_hidden_note() {
+    let server = server();
+    let link = |target: &str, at: &str| {
+        std::os::unix::fs::symlink(target, server.root.join(at)).unwrap();
+    };
+    link("../secret/hidden.md", "public/peek.md");
+    link("../secret", "public/door");
+    link("open.md", "public/alias.md");
+    std::fs::write(server.root.join("secret/plan.png"), b"\x89PNG\r\n\x1a\nzz").unwrap();
+    link("../secret/plan.png", "public/plan.png");
+    server.commit_all();
+    let answers = [
+        get(&server, READER, "/mcp/notes"),
+        get(&server, READER, "/mcp/notes/read?path=public/peek.md"),
+        get(
+            &server,
+            READER,
+            "/mcp/notes/read?path=public/door/hidden.md",
+        ),
+        post(
+            &server,
+            READER,
+            "/mcp/notes/read_batch",
+            json!({"paths": ["public/peek.md"]}),
+        ),
+        get(&server, READER, "/mcp/index/query?q=lives&limit=50"),
+        get(&server, READER, "/mcp/notes/outline?path=public/peek.md"),
+        get(&server, READER, "/mcp/notes/tags"),
+    ];
+    for (i, answer) in answers.iter().enumerate() {
+        assert!(
+            !answer.body.to_string().contains(CANARY),
+            "answer {i}: {answer:?}"
+        );
+    }
+    // Listed: only what leads somewhere visible.
+    assert_eq!(
+        answers[0].body["notes"],
+        json!(["public/alias.md", "public/open.md"]),
+        "{:?}",
+        answers[0]
+    );
+    for i in [1, 2, 3, 5] {
+        answers[i].assert_error(404, "not_found");
+    }
+    // In the very words of a note that is not there.
+    let missing = get(&server, READER, "/mcp/notes/read?path=public/nothing.md");
+    assert_eq!(
+        answers[1].body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("public/peek.md", "P"),
+        missing.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("public/nothing.md", "P"),
+    );
+    assert_eq!(answers[4].body["chunks"], json!([]), "{:?}", answers[4]);
+    let alias = get(&server, READER, "/mcp/notes/read?path=public/alias.md");
+    assert_eq!(
+        alias.body["content"], "# Open\n\nplain words\n",
+        "{alias:?}"
+    );
+    // An attachment behind such a link is as missing.
+    get(&server, READER, "/mcp/files/read?path=public/plan.png").assert_error(404, "not_found");
+    // The caller that reads everything reads through the link.
+    let through = server
+        .raw()
+        .get(format!(
+            "{}/mcp/files/read?path=public/plan.png",
+            server.url
+        ))
+        .bearer_auth(BOSS)
+        .send()
+        .unwrap();
+    assert_eq!(through.status(), 200);
+    let boss = get(&server, BOSS, "/mcp/notes/read?path=public/peek.md");
+    assert!(
+        boss.body["content"].as_str().unwrap().contains(CANARY),
+        "{boss:?}"
+    );
+}
