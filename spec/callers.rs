@@ -680,6 +680,26 @@ fn a_run_has_its_starters_rights_and_a_scoped_caller_sees_only_its_own_runs() {
         c.llm.base_url = base_url;
         c.llm.model = "fake-model".into();
     });
+    // The reader's change stream, open before either run starts.
+    let (tx, told) = std::sync::mpsc::channel::<String>();
+    let stream = reqwest::blocking::Client::builder()
+        .timeout(None::<std::time::Duration>)
+        .build()
+        .unwrap()
+        .get(format!("{}/events?types=run", server.url))
+        .bearer_auth(READER)
+        .send()
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
     let task = json!({"task": "What does the hidden note say?"});
     let boss_run = post(&server, BOSS, "/agent/run", task.clone());
     assert_eq!(boss_run.status, 200, "{boss_run:?}");
@@ -700,6 +720,19 @@ fn a_run_has_its_starters_rights_and_a_scoped_caller_sees_only_its_own_runs() {
         boss_run.body["run_id"].as_str().unwrap(),
         reader_run.body["run_id"].as_str().unwrap(),
     );
+
+    // Its stream told of its own run and never of the boss's.
+    let mut lines = Vec::new();
+    while !lines
+        .iter()
+        .any(|l: &String| l.contains(reader_id) && l.contains("ended"))
+    {
+        let line = told
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("the reader's run never ended on its stream: {lines:#?}"));
+        lines.push(line);
+    }
+    assert!(!lines.join("\n").contains(boss_id), "{lines:#?}");
 
     // The reader lists and reads only its own run; the boss's is as missing as none.
     let listed = get(&server, READER, "/agent/runs");

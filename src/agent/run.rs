@@ -169,7 +169,8 @@ impl Agent {
             .list()
             .map(|notes| notes.into_iter().collect())
             .unwrap_or_default();
-        let mut telling = telling_the_stream(ctx.events.clone(), run_id.clone(), listener);
+        let starter = ctx.caller().map(|c| c.name.clone());
+        let mut telling = telling_the_stream(ctx.events.clone(), run_id.clone(), starter, listener);
         let mut transcript = Transcript::create(&self.runs, &run_id, &mut telling);
         transcript.record(
             "run_start",
@@ -1479,6 +1480,7 @@ fn cut(text: &str, max: usize) -> String {
 fn telling_the_stream<'a>(
     events: Arc<Events>,
     run_id: String,
+    starter: Option<String>,
     listener: &'a mut dyn FnMut(&Event),
 ) -> impl FnMut(&Event) + 'a {
     let mut steps_done = 0;
@@ -1497,7 +1499,7 @@ fn telling_the_stream<'a>(
             if let Some(stopped) = event.data.get("stopped") {
                 data["stopped"] = stopped.clone();
             }
-            events.publish("run", data, None);
+            events.publish_started_by("run", data, starter.clone());
         }
         listener(event);
     }
