@@ -9,6 +9,7 @@ use mirai::config::Config;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::common::fake_llm::{FakeLlm, Script};
 use crate::common::{git, mirai_cli, send, Answer, TestServer};
 
 const WRITER: &str = "writer-token";
@@ -72,10 +73,17 @@ can = ["read", "propose", "review"]
 }
 
 fn server() -> TestServer {
+    server_with(|_| {})
+}
+
+fn server_with(adjust: impl FnOnce(&mut Config)) -> TestServer {
     let dir = tempfile::tempdir().unwrap();
     let file = callers_file(dir.path());
     let root = dir.path().join("notes");
-    let server = TestServer::start_in(dir, root, |c: &mut Config| c.callers_file = Some(file));
+    let server = TestServer::start_in(dir, root, |c: &mut Config| {
+        c.callers_file = Some(file);
+        adjust(c);
+    });
     server.write("public/open.md", "# Open\n\nplain words\n");
     server.write(
         "secret/hidden.md",
@@ -123,6 +131,13 @@ fn a_callers_write_names_it_and_stays_inside_its_paths() {
         "{author}"
     );
     assert!(author.contains("\nMirai-Caller: writer\n"), "{author}");
+    let history = get(&server, BOSS, "/mcp/notes/history?limit=1");
+    let newest = &history.body["commits"][0];
+    assert_eq!(
+        (&newest["author"], &newest["caller"]),
+        (&json!("writer"), &json!("writer")),
+        "{history:?}"
+    );
 
     let head = server.head();
     let outside = post(
@@ -170,6 +185,15 @@ fn a_proposer_gets_proposals_in_allow_all_and_another_caller_decides() {
     assert!(log.contains("Mirai-Caller: agent"), "{log}");
     let decided = get(&server, BOSS, &format!("/mcp/proposals/get?id={id}"));
     assert_eq!(decided.body["decided_by"], "boss", "{decided:?}");
+    let listed = get(&server, AGENT, "/mcp/proposals?status=applied");
+    assert_eq!(
+        listed.body["proposals"][0]["requested_by"]["caller"], "agent",
+        "{listed:?}"
+    );
+    assert_eq!(listed.body["proposals"][0]["decided_by"], "boss");
+    // History names the caller who asked, not the reviewer who approved.
+    let history = get(&server, AGENT, "/mcp/notes/history?path=inbox/plan.md");
+    assert_eq!(history.body["commits"][0]["caller"], "agent", "{history:?}");
 }
 
 #[test]
@@ -556,6 +580,7 @@ fn the_change_stream_never_tells_a_caller_of_a_note_it_cannot_read() {
     assert!(!text.contains("inbox/") && !text.contains(CANARY), "{text}");
     // One commit told: the reader's (the writer's is only its parent's id, as git has it).
     assert_eq!(text.matches("event: commit").count(), 1, "{text}");
+    assert!(text.contains(r#""caller":"reader""#), "{text}");
 }
 
 #[test]
@@ -636,4 +661,498 @@ fn an_mcp_subscription_to_a_hidden_note_is_never_told_of_it() {
     }
     let text = read.join("\n");
     assert!(!text.contains("secret/"), "{text}");
+}
+
+/// The code both runs below send: read the hidden note, search a word of it.
+const PEEK: &str = r#"<think>Look.</think><code>let r; try { r = (await mirai.notes.read({path: "secret/hidden.md"})).content; } catch (e) { r = e.code; } const q = await mirai.index.query({q: "lives"}); return {r, hits: q.chunks.length};</code>"#;
+const ANSWERED: &str = "<think>Said.</think><reply>Here is what the note holds.</reply>";
+
+#[test]
+fn a_run_has_its_starters_rights_and_a_scoped_caller_sees_only_its_own_runs() {
+    let llm = FakeLlm::start(Script::answering(&[
+        PEEK.into(),
+        ANSWERED.into(),
+        PEEK.into(),
+        ANSWERED.into(),
+    ]));
+    let base_url = llm.base_url.clone();
+    let server = server_with(|c| {
+        c.llm.base_url = base_url;
+        c.llm.model = "fake-model".into();
+    });
+    // The reader's change stream, open before either run starts.
+    let (tx, told) = std::sync::mpsc::channel::<String>();
+    let stream = reqwest::blocking::Client::builder()
+        .timeout(None::<std::time::Duration>)
+        .build()
+        .unwrap()
+        .get(format!("{}/events?types=run", server.url))
+        .bearer_auth(READER)
+        .send()
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stream).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let task = json!({"task": "What does the hidden note say?"});
+    let boss_run = post(&server, BOSS, "/agent/run", task.clone());
+    assert_eq!(boss_run.status, 200, "{boss_run:?}");
+    assert!(boss_run.body.to_string().contains(CANARY), "{boss_run:?}");
+    let asked_by_boss = llm.requests().len();
+    let reader_run = post(&server, READER, "/agent/run", task);
+    assert_eq!(reader_run.status, 200, "{reader_run:?}");
+    // The reader's run read with the reader's rights: the note is not there, nor its word.
+    assert_eq!(
+        reader_run.body["steps"][0]["result"],
+        json!({"r": "not_found", "hits": 0}),
+        "{reader_run:?}"
+    );
+    assert!(!reader_run.body.to_string().contains(CANARY));
+    let sent_for_reader = serde_json::to_string(&llm.requests()[asked_by_boss..]).unwrap();
+    assert!(!sent_for_reader.contains(CANARY), "{sent_for_reader}");
+    let (boss_id, reader_id) = (
+        boss_run.body["run_id"].as_str().unwrap(),
+        reader_run.body["run_id"].as_str().unwrap(),
+    );
+
+    // Its stream told of its own run and never of the boss's.
+    let mut lines = Vec::new();
+    while !lines
+        .iter()
+        .any(|l: &String| l.contains(reader_id) && l.contains("ended"))
+    {
+        let line = told
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("the reader's run never ended on its stream: {lines:#?}"));
+        lines.push(line);
+    }
+    assert!(!lines.join("\n").contains(boss_id), "{lines:#?}");
+
+    // The reader lists and reads only its own run; the boss's is as missing as none.
+    let listed = get(&server, READER, "/agent/runs");
+    assert_eq!(listed.status, 200, "{listed:?}");
+    let runs = listed.body.as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{listed:?}");
+    assert_eq!(runs[0]["run_id"], reader_id);
+    assert_eq!(runs[0]["caller"], "reader");
+    let own = get(&server, READER, &format!("/agent/runs/{reader_id}"));
+    assert_eq!(own.status, 200, "{own:?}");
+    assert_eq!(own.body["caller"], "reader");
+    assert_eq!(own.body["events"][0]["caller"], "reader");
+    assert!(!own.body.to_string().contains(CANARY), "{own:?}");
+    let others = get(&server, READER, &format!("/agent/runs/{boss_id}"));
+    others.assert_error(404, "not_found");
+    let none = get(
+        &server,
+        READER,
+        "/agent/runs/0192f0c4-0000-7000-8000-000000000001",
+    );
+    assert_eq!(
+        others.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace(boss_id, "ID"),
+        none.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("0192f0c4-0000-7000-8000-000000000001", "ID")
+    );
+
+    // A caller that reads everything sees every run, each naming its caller.
+    let all = get(&server, BOSS, "/agent/runs");
+    let callers: Vec<&str> = all
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["caller"].as_str().unwrap())
+        .collect();
+    assert_eq!(callers, ["reader", "boss"], "{all:?}");
+    let boss_transcript = get(&server, WRITER, &format!("/agent/runs/{boss_id}"));
+    assert_eq!(boss_transcript.body["caller"], "boss");
+    assert!(boss_transcript.body.to_string().contains(CANARY));
+
+    // Code mode keeps the asker's rights too.
+    let eval = post(
+        &server,
+        READER,
+        "/agent/eval",
+        json!({"code": PEEK.split("<code>").nth(1).unwrap().trim_end_matches("</code>")}),
+    );
+    assert_eq!(eval.status, 200, "{eval:?}");
+    assert_eq!(
+        eval.body["result"],
+        json!({"r": "not_found", "hits": 0}),
+        "{eval:?}"
+    );
+}
+
+/// `mirai mcp --as NAME` as a child process, spoken to over its stdin and stdout.
+struct StdioMcp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    id: u64,
+}
+
+impl StdioMcp {
+    fn start(server: &TestServer, name: &str) -> StdioMcp {
+        let mut child = mirai_cli()
+            .args(["mcp", "--as", name, "--notes-root"])
+            .arg(&server.root)
+            .env("MIRAI_CALLERS_FILE", server.dir.path().join("callers.toml"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut mcp = StdioMcp {
+            child,
+            stdin,
+            stdout,
+            id: 0,
+        };
+        let opened = mcp.call(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "spec", "version": "1"}}),
+        );
+        assert!(opened["result"].is_object(), "{opened}");
+        mcp
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        use std::io::{BufRead, Write};
+        self.id += 1;
+        let message = json!({"jsonrpc": "2.0", "id": self.id, "method": method, "params": params});
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    }
+
+    fn tool(&mut self, name: &str, arguments: Value) -> Value {
+        self.call("tools/call", json!({"name": name, "arguments": arguments}))
+    }
+}
+
+impl Drop for StdioMcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn mirai_mcp_on_stdio_as_a_caller_has_its_rights_and_its_name() {
+    let server = server();
+    let mut reader = StdioMcp::start(&server, "reader");
+    let answers = [
+        reader.tool("notes_list", json!({})),
+        reader.tool("notes_read", json!({"path": "secret/hidden.md"})),
+        reader.tool("index_query", json!({"q": "lives"})),
+        reader.tool("notes_history", json!({})),
+        reader.call("resources/list", json!({})),
+        reader.call(
+            "resources/read",
+            json!({"uri": "mirai://notes/secret/hidden.md"}),
+        ),
+    ];
+    for answer in &answers {
+        let text = answer.to_string();
+        assert!(!text.contains(CANARY), "{text}");
+    }
+    assert!(answers[0].to_string().contains("public/open.md"));
+    assert!(
+        !answers[0].to_string().contains("secret/"),
+        "{}",
+        answers[0]
+    );
+    assert_eq!(answers[1]["result"]["isError"], true, "{}", answers[1]);
+    assert!(
+        answers[1].to_string().contains("not_found"),
+        "{}",
+        answers[1]
+    );
+    assert!(
+        !answers[2].to_string().contains("secret/"),
+        "{}",
+        answers[2]
+    );
+    assert!(
+        !answers[4].to_string().contains("secret/"),
+        "{}",
+        answers[4]
+    );
+    let denied = reader.tool(
+        "notes_write",
+        json!({"path": "secret/new.md", "content": "x\n"}),
+    );
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert!(denied.to_string().contains("policy_denied"), "{denied}");
+    drop(reader);
+
+    // A writer's session writes as the writer, inside its paths only.
+    let mut writer = StdioMcp::start(&server, "writer");
+    let wrote = writer.tool(
+        "notes_write",
+        json!({"path": "inbox/stdio.md", "content": "from stdio\n"}),
+    );
+    assert_eq!(wrote["result"]["isError"], false, "{wrote}");
+    let log = git(&server.root, &["log", "-1", "--format=%an <%ae>|%cn|%B"]);
+    assert!(
+        log.starts_with("writer <writer@example.org>|mirai|")
+            && log.contains("Mirai-Caller: writer"),
+        "{log}"
+    );
+    let outside = writer.tool(
+        "notes_write",
+        json!({"path": "public/taken.md", "content": "x\n"}),
+    );
+    assert!(outside.to_string().contains("policy_denied"), "{outside}");
+    drop(writer);
+
+    // An unknown name stops before serving.
+    let out = mirai_cli()
+        .args(["mcp", "--as", "nobody", "--notes-root"])
+        .arg(&server.root)
+        .env("MIRAI_CALLERS_FILE", server.dir.path().join("callers.toml"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no caller named \"nobody\""));
+}
+
+#[test]
+fn the_canary_never_reaches_a_scoped_caller_through_embeds_links_diffs_or_proposals() {
+    let server = server();
+    server.write(
+        "public/embeds.md",
+        "# Embeds\n\n![[secret/hidden]]\n\nSee [[secret/hidden]].\n\nAnd [[public/open]].\n",
+    );
+    server.write(
+        "secret/links.md",
+        format!("# Links\n\n[[public/open]] and the {CANARY}.\n"),
+    );
+    server.commit_all(); // one commit touching a visible and a hidden note
+    let proposed = post(
+        &server,
+        SELF,
+        "/mcp/notes/append",
+        json!({"path": "secret/hidden.md", "text": format!("more {CANARY}\n")}),
+    );
+    assert_eq!(proposed.status, 202, "{proposed:?}");
+    let id = proposed.body["proposal"].as_str().unwrap();
+    let mcp_read = |uri: &str| -> Value {
+        server
+            .raw()
+            .post(format!("{}/mcp", server.url))
+            .bearer_auth(READER)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "resources/read")
+            .header("mcp-name", uri)
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+                "params": {"uri": uri, "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            )
+            .send()
+            .unwrap()
+            .json()
+            .unwrap()
+    };
+    // (answer, whether it may name secret/links.md: it echoes the path asked for)
+    let answers: Vec<(Value, bool)> = vec![
+        (
+            get(&server, READER, "/mcp/notes/render?path=public/embeds.md").body,
+            false,
+        ),
+        (
+            get(&server, READER, "/mcp/notes/links?path=public/embeds.md").body,
+            false,
+        ),
+        (
+            get(&server, READER, "/mcp/notes/links?path=public/open.md").body,
+            false,
+        ),
+        (
+            get(&server, READER, "/mcp/notes/outline?path=secret/hidden.md").body,
+            false,
+        ),
+        (
+            post(
+                &server,
+                READER,
+                "/mcp/patch/make",
+                json!({"path": "secret/hidden.md", "content": "x\n"}),
+            )
+            .body,
+            true,
+        ),
+        (get(&server, READER, "/mcp/proposals").body, false),
+        (
+            get(&server, READER, &format!("/mcp/proposals/get?id={id}")).body,
+            false,
+        ),
+        (
+            get(&server, READER, "/mcp/notes/diff?commit=HEAD~0").body,
+            false,
+        ),
+        (
+            get(
+                &server,
+                READER,
+                "/mcp/notes/diff?from=HEAD~1&to=HEAD~0&path=secret/links.md",
+            )
+            .body,
+            true,
+        ),
+        (get(&server, READER, "/mcp/notes/history").body, false),
+        (
+            get(
+                &server,
+                READER,
+                "/mcp/index/query?q=open&group=note&limit=50",
+            )
+            .body,
+            false,
+        ),
+        (get(&server, READER, "/mcp/notes/graph").body, false),
+        (mcp_read("mirai://notes/secret/links.md"), true),
+    ];
+    for (i, (body, may_name)) in answers.iter().enumerate() {
+        let text = body.to_string();
+        assert!(!text.contains(CANARY), "answer {i}: {text}");
+        // The hidden note no visible note names is never named unasked.
+        if !may_name {
+            assert!(!text.contains("secret/links"), "answer {i}: {text}");
+        }
+    }
+    // Nor is the hidden note a proposal changes.
+    for i in [5, 6] {
+        assert!(
+            !answers[i].0.to_string().contains("secret/"),
+            "{:?}",
+            answers[i]
+        );
+    }
+    // The visible commit is told, with only its visible note.
+    let history = answers[9].0.to_string();
+    assert!(history.contains("public/embeds.md"), "{history}");
+    assert!(
+        answers[7].0.to_string().contains("public/embeds.md"),
+        "{:?}",
+        answers[7]
+    );
+    for i in [3, 4, 8] {
+        assert_eq!(
+            answers[i].0["error"]["code"], "not_found",
+            "{:?}",
+            answers[i]
+        );
+    }
+    assert!(answers[12].0["error"].is_object(), "{:?}", answers[12]);
+    assert_eq!(answers[5].0["proposals"], json!([]));
+    assert_eq!(answers[6].0["error"]["code"], "not_found");
+    // The one who may read it sees the canary in the same places.
+    let boss = get(&server, BOSS, "/mcp/notes/diff?commit=HEAD~0");
+    assert!(boss.body.to_string().contains(CANARY), "{boss:?}");
+    let boss = get(&server, BOSS, &format!("/mcp/proposals/get?id={id}"));
+    assert!(boss.body.to_string().contains(CANARY), "{boss:?}");
+}
+
+#[test]
+fn an_operators_link_in_a_visible_folder_never_shows_a_hidden_note() {
+    let server = server();
+    let link = |target: &str, at: &str| {
+        std::os::unix::fs::symlink(target, server.root.join(at)).unwrap();
+    };
+    link("../secret/hidden.md", "public/peek.md");
+    link("../secret", "public/door");
+    link("open.md", "public/alias.md");
+    std::fs::write(server.root.join("secret/plan.png"), b"\x89PNG\r\n\x1a\nzz").unwrap();
+    link("../secret/plan.png", "public/plan.png");
+    server.commit_all();
+    let answers = [
+        get(&server, READER, "/mcp/notes"),
+        get(&server, READER, "/mcp/notes/read?path=public/peek.md"),
+        get(
+            &server,
+            READER,
+            "/mcp/notes/read?path=public/door/hidden.md",
+        ),
+        post(
+            &server,
+            READER,
+            "/mcp/notes/read_batch",
+            json!({"paths": ["public/peek.md"]}),
+        ),
+        get(&server, READER, "/mcp/index/query?q=lives&limit=50"),
+        get(&server, READER, "/mcp/notes/outline?path=public/peek.md"),
+        get(&server, READER, "/mcp/notes/tags"),
+    ];
+    for (i, answer) in answers.iter().enumerate() {
+        assert!(
+            !answer.body.to_string().contains(CANARY),
+            "answer {i}: {answer:?}"
+        );
+    }
+    // Listed: only what leads somewhere visible.
+    assert_eq!(
+        answers[0].body["notes"],
+        json!(["public/alias.md", "public/open.md"]),
+        "{:?}",
+        answers[0]
+    );
+    for i in [1, 2, 3, 5] {
+        answers[i].assert_error(404, "not_found");
+    }
+    // In the very words of a note that is not there.
+    let missing = get(&server, READER, "/mcp/notes/read?path=public/nothing.md");
+    assert_eq!(
+        answers[1].body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("public/peek.md", "P"),
+        missing.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .replace("public/nothing.md", "P"),
+    );
+    assert_eq!(answers[4].body["chunks"], json!([]), "{:?}", answers[4]);
+    let alias = get(&server, READER, "/mcp/notes/read?path=public/alias.md");
+    assert_eq!(
+        alias.body["content"], "# Open\n\nplain words\n",
+        "{alias:?}"
+    );
+    // An attachment behind such a link is as missing.
+    get(&server, READER, "/mcp/files/read?path=public/plan.png").assert_error(404, "not_found");
+    // The caller that reads everything reads through the link.
+    let through = server
+        .raw()
+        .get(format!(
+            "{}/mcp/files/read?path=public/plan.png",
+            server.url
+        ))
+        .bearer_auth(BOSS)
+        .send()
+        .unwrap();
+    assert_eq!(through.status(), 200);
+    let boss = get(&server, BOSS, "/mcp/notes/read?path=public/peek.md");
+    assert!(
+        boss.body["content"].as_str().unwrap().contains(CANARY),
+        "{boss:?}"
+    );
 }

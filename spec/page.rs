@@ -4,8 +4,9 @@
 //! `notes.render`, a run's calls in its transcript), and the page itself
 //! driven in a real browser (Debian's chromium and chromedriver, through
 //! fantoccini): search, a note and its history, a run, approving and
-//! rejecting proposals, a revert, notes whose HTML is hostile, and hostile
-//! attachments opened straight from `files.read`.
+//! rejecting proposals, a revert, notes whose HTML is hostile, hostile
+//! attachments opened straight from `files.read`, and the named callers who
+//! wrote, asked, decided and started runs.
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -1560,4 +1561,155 @@ fn the_page_shows_vault_images_and_offers_other_files_as_downloads() {
     );
     assert_eq!(remote, json!([1, "remote"]));
     browser.shot(&shots, "vault-image", 1000, 700);
+}
+
+/// With named callers (MIRAI_CALLERS_FILE), the page says who wrote each
+/// commit of a note's history and of the first page's latest changes, who
+/// asked for each proposal and who decided it, and who started each run.
+#[test]
+fn the_page_names_the_callers_who_wrote_asked_and_decided() {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::PermissionsExt;
+    let browser = match Browser::start() {
+        Ok(browser) => browser,
+        Err(why) => {
+            println!("SKIPPED: the browser test needs chromium and chromedriver: {why}");
+            return;
+        }
+    };
+    let shots = std::env::var_os("MIRAI_PAGE_SHOTS").map(PathBuf::from);
+    let hash = |token: &str| -> String {
+        Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("callers.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[caller]]\nname = \"ann\"\nemail = \"ann@example.org\"\ntoken_sha256 = \"{}\"\n\
+             can = [\"read\", \"write\"]\n\n\
+             [[caller]]\nname = \"research-bot\"\ntoken_sha256 = \"{}\"\ncan = [\"read\", \"propose\"]\n\
+             paths = [\"inbox/\"]\n\n\
+             [[caller]]\nname = \"boss\"\ntoken_sha256 = \"{}\"\ncan = [\"read\", \"review\"]\n",
+            hash("ann-token"),
+            hash("bot-token"),
+            hash("boss-token")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let llm = FakeLlm::start(Script::answering(&[
+        r#"<think>Look.</think><code>return (await mirai.notes.list({})).notes;</code>"#.into(),
+        "<think>Listed.</think><reply>There are two notes.</reply>".into(),
+    ]));
+    let base_url = llm.base_url.clone();
+    let root = dir.path().join("notes");
+    let server = TestServer::start_in(dir, root, |c: &mut Config| {
+        c.callers_file = Some(file);
+        c.llm.base_url = base_url;
+        c.llm.model = "fake-model".into();
+    });
+    server.write("todo.md", TODO);
+    server.commit_all();
+    let send = |token: &str, path: &str, body: Value| {
+        let answer = server
+            .raw()
+            .post(format!("{}{path}", server.url))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .unwrap();
+        let status = answer.status().as_u16();
+        (status, answer.json::<Value>().unwrap())
+    };
+    let (status, _) = send(
+        "ann-token",
+        "/mcp/notes/append",
+        json!({"path": "todo.md", "text": "- call the plumber\n"}),
+    );
+    assert_eq!(status, 200);
+    let (status, asked) = send(
+        "bot-token",
+        "/mcp/notes/write",
+        json!({"path": "inbox/ideas.md", "content": "# Ideas\n\nA greenhouse.\n"}),
+    );
+    assert_eq!(status, 202, "{asked}");
+    let approved_id = asked["proposal"].as_str().unwrap().to_string();
+    let (status, _) = send(
+        "boss-token",
+        "/mcp/proposals/approve",
+        json!({"id": approved_id}),
+    );
+    assert_eq!(status, 200);
+    let (status, asked) = send(
+        "bot-token",
+        "/mcp/notes/write",
+        json!({"path": "inbox/later.md", "content": "Later.\n"}),
+    );
+    assert_eq!(status, 202, "{asked}");
+    let rejected_id = asked["proposal"].as_str().unwrap().to_string();
+    let (status, _) = send(
+        "boss-token",
+        "/mcp/proposals/reject",
+        json!({"id": rejected_id, "reason": "not now"}),
+    );
+    assert_eq!(status, 200);
+    let (status, run) = send(
+        "ann-token",
+        "/agent/run",
+        json!({"task": "Which notes are there?"}),
+    );
+    assert_eq!(status, 200, "{run}");
+    let run_id = run["run_id"].as_str().unwrap().to_string();
+
+    browser.goto(&format!("{}/", server.url));
+    browser.wait("#token-dialog[open]");
+    browser.type_into("#token-input", "boss-token");
+    browser.click("#token-form button[type=submit]");
+    // The first page: the latest changes by the callers who made them.
+    let latest = browser.wait_text("section[aria-label='Latest changes']", "research-bot");
+    assert!(latest.contains("ann"), "{latest}");
+    browser.wait_text("section[aria-label='Latest agent runs']", "started by ann");
+    browser.shot(&shots, "callers-home", 1280, 900);
+
+    // A note's history: each commit by its caller.
+    browser.goto(&format!("{}/ui/history/todo.md", server.url));
+    let history = browser.wait_text(".commit", "by ann");
+    assert!(!history.contains("by mirai"), "{history}");
+    browser.goto(&format!("{}/ui/history/inbox/ideas.md", server.url));
+    browser.wait_text(".commit", "by research-bot");
+    browser.shot(&shots, "callers-history", 1280, 900);
+
+    // Proposals: who asked, who decided.
+    browser.goto(&format!("{}/ui/proposals", server.url));
+    let cards = browser.wait_text(".proposal-card", "research-bot");
+    let all = browser.wait_text("main", "rejected by boss");
+    assert!(all.contains("approved by boss"), "{all}");
+    assert!(
+        cards.contains("research-bot through an HTTP caller"),
+        "{cards}"
+    );
+    browser.shot(&shots, "callers-proposals", 1280, 900);
+    browser.goto(&format!(
+        "{}/ui/proposals/{}",
+        server.url,
+        encode(&approved_id)
+    ));
+    let shown = browser.wait_text(".proposal", "by boss");
+    assert!(
+        shown.contains("research-bot through an HTTP caller"),
+        "{shown}"
+    );
+    assert!(shown.contains("mcp.patch_apply: inbox/ideas.md"), "{shown}");
+    browser.shot(&shots, "callers-proposal", 1280, 900);
+
+    // Runs: who started each.
+    browser.goto(&format!("{}/ui/runs", server.url));
+    browser.wait_text("main", "started by ann");
+    browser.goto(&format!("{}/ui/runs/{}", server.url, encode(&run_id)));
+    let shown = browser.wait_text(".run", "Started by");
+    assert!(shown.contains("ann"), "{shown}");
 }

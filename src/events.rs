@@ -34,6 +34,10 @@ pub struct Event {
     pub data_line: String,
     /// The note paths it touches, for `path_prefix` (`None`: it carries none).
     paths: Option<Vec<String>>,
+    /// Set for an event of one caller's own doing (an agent run): the caller
+    /// that started it (`Some(None)`: the operator). Sent only to subscribers
+    /// that see everyone's runs, and to that caller.
+    started_by: Option<Option<String>>,
 }
 
 impl Event {
@@ -83,6 +87,9 @@ pub struct Filter {
     /// A caller's `read_paths`: an event touching any note outside them is
     /// never sent (its data names the note, a commit's subject its words).
     pub sees: Prefixes,
+    /// Set for a caller that sees only its own runs (its name): another's
+    /// run is never told of.
+    pub own_runs_only: Option<String>,
 }
 
 impl Filter {
@@ -94,6 +101,11 @@ impl Filter {
         }
         if let Some(paths) = &event.paths {
             if !paths.iter().all(|p| self.sees.holds(p)) {
+                return false;
+            }
+        }
+        if let (Some(me), Some(starter)) = (&self.own_runs_only, &event.started_by) {
+            if starter.as_deref() != Some(me.as_str()) {
                 return false;
             }
         }
@@ -209,6 +221,22 @@ impl Events {
     /// Publishes one event to the backlog and every subscriber that wants it;
     /// never waits: a subscriber whose queue is full is dropped (it gets `reset`).
     pub fn publish(&self, kind: &'static str, data: Value, paths: Option<Vec<String>>) {
+        self.publish_event(kind, data, paths, None);
+    }
+
+    /// Publishes an event of one caller's own doing (`starter`: `None` for
+    /// the operator), told only to those who see that caller's runs.
+    pub fn publish_started_by(&self, kind: &'static str, data: Value, starter: Option<String>) {
+        self.publish_event(kind, data, None, Some(starter));
+    }
+
+    fn publish_event(
+        &self,
+        kind: &'static str,
+        data: Value,
+        paths: Option<Vec<String>>,
+        started_by: Option<Option<String>>,
+    ) {
         let mut inner = self.inner();
         let seq = inner.next;
         inner.next += 1;
@@ -219,6 +247,7 @@ impl Events {
             data_line: data.to_string(),
             data,
             paths,
+            started_by,
         });
         if inner.backlog.len() == self.backlog_cap {
             inner.backlog.pop_front();
@@ -524,6 +553,30 @@ mod tests {
             })
             .collect();
         assert_eq!(got, vec![json!(3), json!(4)]);
+    }
+
+    #[test]
+    fn a_caller_that_sees_only_its_own_runs_is_told_of_no_other() {
+        let hub = Events::new(10, 4);
+        let mut sub = hub.subscribe(Filter {
+            own_runs_only: Some("ann".into()),
+            ..Filter::default()
+        });
+        let mut all = hub.subscribe(Filter::default());
+        hub.publish_started_by("run", json!(1), Some("bob".into()));
+        hub.publish_started_by("run", json!(2), None);
+        hub.publish_started_by("run", json!(3), Some("ann".into()));
+        hub.publish("index", json!(4), None);
+        let data = |sub: &mut Subscription| -> Vec<Value> {
+            std::iter::from_fn(|| sub.try_next())
+                .map(|item| match item {
+                    Item::Event(event) => event.data.clone(),
+                    Item::Reset { .. } => Value::Null,
+                })
+                .collect()
+        };
+        assert_eq!(data(&mut sub), vec![json!(3), json!(4)]);
+        assert_eq!(data(&mut all).len(), 4);
     }
 
     #[test]

@@ -49,8 +49,9 @@ enum Command {
     /// first parents: one line each with the short id, time, subject and run id.
     Log(LogArgs),
     /// Speak MCP on stdin/stdout (for desktop clients that start mirai
-    /// themselves); logs go to stderr.
-    Mcp(NotesArgs),
+    /// themselves); logs go to stderr. `--as NAME`: the session has that
+    /// caller's rights, paths and name instead of the operator's.
+    Mcp(McpArgs),
     /// Pull from the git remote (MIRAI_GIT_REMOTE), then push (read_only: pull
     /// only), print the outcome as JSON; exit 1 when either fails (for cron).
     Sync(NotesArgs),
@@ -165,6 +166,16 @@ struct CallArgs {
     request: Option<String>,
     /// Run with the rights, paths and name of this caller of MIRAI_CALLERS_FILE
     /// (or `api` / `reviewer`, the tokens' shorthands) instead of the operator's.
+    #[arg(long = "as", value_name = "NAME")]
+    as_caller: Option<String>,
+    #[command(flatten)]
+    notes: NotesArgs,
+}
+
+#[derive(Debug, Args)]
+struct McpArgs {
+    /// Serve the session with the rights, paths and name of this caller of
+    /// MIRAI_CALLERS_FILE (or `api` / `reviewer`) instead of the operator's.
     #[arg(long = "as", value_name = "NAME")]
     as_caller: Option<String>,
     #[command(flatten)]
@@ -559,18 +570,7 @@ fn call(args: CallArgs) -> Result<(), Failure> {
     };
     let (config, notes) = open_notes(&args.notes)?;
     // The operator's permissions (a reviewer's), or the named caller's.
-    let caller = match &args.as_caller {
-        None => None,
-        Some(name) => {
-            let book = app::callers(&config).map_err(Failure::config)?;
-            let caller = book.current().named(name).ok_or_else(|| {
-                Failure::config(format!(
-                    "no caller named {name:?}: `mirai callers list` shows them (MIRAI_CALLERS_FILE)"
-                ))
-            })?;
-            Some(caller)
-        }
-    };
+    let caller = named_caller(&config, args.as_caller.as_deref())?;
     let ctx = app::context(notes, &config).as_reviewer().as_caller(caller);
     let writes = ops::find(&args.operation).is_some_and(|op| op.class != ops::Class::Read);
     if writes {
@@ -906,9 +906,27 @@ fn log_lines(args: LogArgs) -> Result<(), Failure> {
 /// `mirai mcp`: one JSON-RPC message per line in, one per line out, with the
 /// operator's permissions (no token: ARCHITECTURE.md, "The token guards the
 /// network") and the environment's policy.
-fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
+/// The caller `--as NAME` names (`None`: the operator), from the callers of
+/// MIRAI_CALLERS_FILE and the tokens' shorthands; an unknown name stops with
+/// exit 2.
+fn named_caller(
+    config: &Config,
+    name: Option<&str>,
+) -> Result<Option<std::sync::Arc<mirai::callers::Caller>>, Failure> {
+    let Some(name) = name else { return Ok(None) };
+    let book = app::callers(config).map_err(Failure::config)?;
+    let caller = book.current().named(name).ok_or_else(|| {
+        Failure::config(format!(
+            "no caller named {name:?}: `mirai callers list` shows them (MIRAI_CALLERS_FILE)"
+        ))
+    })?;
+    Ok(Some(caller))
+}
+
+fn mcp_stdio(args: McpArgs) -> Result<(), Failure> {
     use std::io::{BufRead, Write};
-    let (config, notes) = open_notes(&args)?;
+    let (config, notes) = open_notes(&args.notes)?;
+    let caller = named_caller(&config, args.as_caller.as_deref())?;
     // Wired as `serve` is: index warm-up and watcher, sync, the sandbox.
     let app = app::build_on(config, notes).map_err(Failure::config)?;
     let (ctx, mcp) = (app.ctx.clone(), app.mcp.clone());
@@ -929,7 +947,7 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
         let response = match mirai::json::from_str(&line) {
             // 2026-07-28's listen: its acknowledgement now, its notifications between responses.
             Ok(message) if is_listen(&message) => {
-                match mcp.listen(message["id"].clone(), &message["params"], None) {
+                match mcp.listen(message["id"].clone(), &message["params"], caller.as_ref()) {
                     Ok((ack, listen)) => {
                         let mut out = stdout.lock().unwrap_or_else(|p| p.into_inner());
                         if writeln!(out, "{ack}").and_then(|()| out.flush()).is_err() {
@@ -954,7 +972,7 @@ fn mcp_stdio(args: NotesArgs) -> Result<(), Failure> {
                 }
                 None
             }
-            Ok(message) => mcp.handle(&message, Some(&session), None),
+            Ok(message) => mcp.handle(&message, Some(&session), caller.as_ref()),
             Err(e) => Some(serde_json::json!({"jsonrpc": "2.0", "id": null,
                 "error": {"code": mirai::mcp::code::PARSE_ERROR, "message": format!("not JSON: {e}")}})),
         };

@@ -826,6 +826,7 @@ const VIEWS = {
           h("h3", {}, h("a", { href: "/ui/runs/" + encodeURIComponent(run.run_id) }, run.task || run.run_id)),
           run.outcome ? h("p", {}, run.outcome) : null,
           h("div", { class: "meta" }, h("span", {}, when(run.started_at)), runEnding(run),
+            run.caller ? h("span", { class: "who" }, "started by " + run.caller) : null,
             h("span", { class: "mono" }, run.run_id)))));
     },
   },
@@ -915,7 +916,7 @@ function commitCard(c, path) {
   } }, "Revert");
   return h("div", { class: "card commit", "data-commit": c.commit },
     h("h3", {}, c.subject),
-    h("div", { class: "meta" }, h("span", {}, c.author), h("span", {}, when(c.time)), h("span", { class: "mono" }, short(c.commit)),
+    h("div", { class: "meta" }, writer(c), h("span", {}, when(c.time)), h("span", { class: "mono" }, short(c.commit)),
       c.run_id ? h("a", { href: "/ui/runs/" + encodeURIComponent(c.run_id) }, "run " + c.run_id.slice(0, 8)) : null),
     h("div", { class: "actions" }, showDiff, revert), result.box, diffBox);
 }
@@ -1021,6 +1022,7 @@ function runView(d) {
     h("dl", { class: "kv" },
       h("dt", {}, "Run"), h("dd", { class: "mono" }, d.run_id),
       h("dt", {}, "Started"), h("dd", {}, when(start && start.at)),
+      d.caller ? [h("dt", {}, "Started by"), h("dd", { class: "who" }, d.caller)] : null,
       start && start.model ? [h("dt", {}, "Model"), h("dd", {}, start.model)] : null,
       h("dt", {}, "Ended"), h("dd", {}, runEnding({ stopped: end && end.stopped, reply_contradicted: contradicted }),
         end && end.stop_detail ? " (" + end.stop_detail + ")" : ""),
@@ -1081,14 +1083,25 @@ const ADAPTERS = { agent: "an agent run", sandbox: "a program (agent/eval)", mcp
 /** Who asked for a proposal, in words, with its run. */
 function who(p) {
   const r = p.requested_by || {};
-  return [ADAPTERS[r.adapter] || r.adapter || "someone",
+  const through = ADAPTERS[r.adapter] || r.adapter || "someone";
+  return [r.caller ? [h("strong", { class: "who", title: r.caller_email || "" }, r.caller), " through " + through] : through,
     r.run_id ? [" (", h("a", { href: "/ui/runs/" + encodeURIComponent(r.run_id) }, "run " + r.run_id.slice(0, 8)), ")"] : null];
+}
+
+/** Who decided a proposal: the deciding caller's name ("operator" on the command line), else "the reviewer". */
+function decider(p) {
+  return p.decided_by || "the reviewer";
+}
+
+/** Who wrote a commit: the caller it was made for (its Mirai-Caller trailer), else its author; the email on hover. */
+function writer(c) {
+  return h("span", { class: "who", title: c.email || "" }, "by " + (c.caller || c.author));
 }
 
 /** What a proposal is for: its run's task, else the request's message, else its commit subject. */
 function what(p) {
   const r = p.requested_by || {};
-  return (r.run_id && runTasks.get(r.run_id)) || r.message || p.subject;
+  return (r.run_id && runTasks.get(r.run_id)) || r.message || p.subject || (p.operation && p.operation.subject);
 }
 
 function proposalCard(p) {
@@ -1096,7 +1109,7 @@ function proposalCard(p) {
     h("h3", {}, h("a", { href: "/ui/proposals/" + encodeURIComponent(p.id) }, what(p))),
     h("div", { class: "meta" }, h("span", { class: "status-" + p.status }, p.status), h("span", {}, when(p.created_at)),
       h("span", {}, "asked by ", who(p)), h("span", {}, p.paths.join(", ")),
-      p.status === "applied" ? h("span", {}, "approved by the reviewer") : p.status === "rejected" ? h("span", {}, "rejected by the reviewer") : null),
+      p.status === "applied" || p.status === "rejected" ? h("span", {}, (p.status === "applied" ? "approved by " : "rejected by ") + decider(p)) : null),
     what(p) !== p.subject ? h("div", { class: "meta mono" }, p.subject) : null);
 }
 
@@ -1125,7 +1138,7 @@ function homeView(root, d) {
     h("div", { class: "home-grid" },
       card("Latest changes",
         commits.length ? h("ul", { class: "plain changes" }, commits.map((c) => h("li", {},
-          h("div", {}, h("strong", {}, c.author), " ", c.subject),
+          h("div", {}, h("strong", { class: "who", title: c.email || "" }, c.caller || c.author), " ", c.subject),
           h("div", { class: "meta" }, h("span", {}, when(c.time)),
             c.run_id ? h("a", { href: "/ui/runs/" + encodeURIComponent(c.run_id) }, "run: " + (runTasks.get(c.run_id) || c.run_id.slice(0, 8))) : null,
             (c.paths || []).slice(0, 3).map((p) => p.status === "D" ? h("span", { class: "mono" }, p.path + " (deleted)")
@@ -1140,6 +1153,7 @@ function homeView(root, d) {
         runs.length ? h("ul", { class: "plain changes" }, runs.map((run) => h("li", {},
           h("a", { href: "/ui/runs/" + encodeURIComponent(run.run_id) }, run.task || run.run_id),
           h("div", { class: "meta" }, h("span", {}, when(run.started_at)), runEnding(run),
+            run.caller ? h("span", { class: "who" }, "started by " + run.caller) : null,
             run.outcome ? h("span", {}, run.outcome) : null))))
           : h("p", { class: "muted" }, "No agent runs yet.")),
       card("Index and sync",
@@ -1194,7 +1208,7 @@ function proposalView(d) {
       p.status === "pending" ? [h("dt", {}, "Applies now"), h("dd", { class: d.applies ? "ok" : "bad" }, d.applies ? "yes" : "no: the notes changed since")] : null,
       p.commit ? [h("dt", {}, "Commit"), h("dd", { class: "mono" }, short(p.commit))] : null,
       p.reason ? [h("dt", {}, "Reason"), h("dd", {}, p.reason)] : null,
-      p.decided_at ? [h("dt", {}, "Decided"), h("dd", {}, when(p.decided_at) + " by the reviewer")] : null),
+      p.decided_at ? [h("dt", {}, "Decided"), h("dd", {}, when(p.decided_at) + " by ", h("strong", { class: "who" }, decider(p)))] : null),
     (d.conflicts || []).map((c) => h("p", { class: "error" }, c.path + ": " + c.message)),
     buttons.length ? h("div", { class: "actions" }, buttons, reason) : null,
     result.box,
@@ -1298,7 +1312,7 @@ function words(type, data) {
   };
   switch (type) {
     case "commit":
-      return (d.author || "Someone") + " changed " + (paths(d.paths) || "the notes") + (d.subject ? ": " + d.subject : "");
+      return (d.caller || d.author || "Someone") + " changed " + (paths(d.paths) || "the notes") + (d.subject ? ": " + d.subject : "");
     case "notes_changed": return "Notes changed on disk: " + (paths(d.paths) || "several notes");
     case "head_moved": return "The notes' branch moved";
     case "proposal": return "A proposal is now " + (d.status || "changed");

@@ -174,12 +174,14 @@ impl Agent {
             .list()
             .map(|notes| notes.into_iter().collect())
             .unwrap_or_default();
-        let mut telling = telling_the_stream(ctx.events.clone(), run_id.clone(), listener);
+        let starter = ctx.caller().map(|c| c.name.clone());
+        let mut telling = telling_the_stream(ctx.events.clone(), run_id.clone(), starter, listener);
         let mut transcript = Transcript::create(&self.runs, &run_id, &mut telling);
         transcript.record(
             "run_start",
             json!({"run_id": run_id, "task": task, "max_steps": max_steps,
-                   "dry_run": request.dry_run, "model": self.llm.config().model}),
+                   "dry_run": request.dry_run, "model": self.llm.config().model,
+                   "caller": ctx.caller().map(|c| c.name.as_str())}),
         );
 
         let mut talk = Talk {
@@ -1569,6 +1571,7 @@ fn cut(text: &str, max: usize) -> String {
 fn telling_the_stream<'a>(
     events: Arc<Events>,
     run_id: String,
+    starter: Option<String>,
     listener: &'a mut dyn FnMut(&Event),
 ) -> impl FnMut(&Event) + 'a {
     let mut steps_done = 0;
@@ -1587,7 +1590,7 @@ fn telling_the_stream<'a>(
             if let Some(stopped) = event.data.get("stopped") {
                 data["stopped"] = stopped.clone();
             }
-            events.publish("run", data, None);
+            events.publish_started_by("run", data, starter.clone());
         }
         listener(event);
     }

@@ -2,9 +2,11 @@
 //! `NOTES_ROOT/.mirai/runs/<run_id>.jsonl`, and the same events handed to a
 //! live listener (the server-sent event stream of `POST /agent/run`). Each
 //! string stored is cut at [`FIELD_CAP`] bytes, saying how much was left out.
+//! The first event (`run_start`) names the caller that started the run;
+//! [`Seer`] decides whose runs a caller may list and read.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use cap_fs_ext::{FollowSymlinks, OpenOptionsFollowExt};
@@ -14,6 +16,7 @@ use chrono::{SecondsFormat, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::callers::{Caller, Right};
 use crate::error::{Error, Result};
 use crate::ops::adapters::open_folder;
 
@@ -161,8 +164,45 @@ fn transcript_name(run_id: &str) -> Result<String> {
     Ok(format!("{}.jsonl", run_id.to_ascii_lowercase()))
 }
 
-/// Every event of one run, in order.
-pub fn read(runs: &Runs, run_id: &str) -> Result<Vec<Value>> {
+/// Whose runs a caller sees. A run's transcript quotes what the run read
+/// with its starter's rights, so a caller whose `read_paths` hide anything (or
+/// that may not read at all) sees only the runs it started itself; the
+/// operator and a caller that reads everything see every run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seer {
+    Everyone,
+    /// Only runs whose `run_start` names this caller.
+    Own(String),
+}
+
+impl Seer {
+    /// What `caller` (`None`: the operator, or a server without callers) sees.
+    pub fn of(caller: Option<&Caller>) -> Seer {
+        match caller {
+            Some(c) if !(c.can.has(Right::Read) && c.read_paths.is_everything()) => {
+                Seer::Own(c.name.clone())
+            }
+            _ => Seer::Everyone,
+        }
+    }
+
+    /// Whether a run started by `starter` (its `run_start`'s `caller`; `None`
+    /// for the operator's runs and those recorded before callers were named) is seen.
+    pub fn sees(&self, starter: Option<&str>) -> bool {
+        match self {
+            Seer::Everyone => true,
+            Seer::Own(name) => starter == Some(name.as_str()),
+        }
+    }
+}
+
+/// The caller a transcript's first event names.
+fn starter(first: Option<&Value>) -> Option<&str> {
+    first.and_then(|e| e["caller"].as_str())
+}
+
+/// One run's transcript file, opened without following links.
+fn open(runs: &Runs, run_id: &str) -> Result<File> {
     let name = transcript_name(run_id)?;
     let opened = runs.folder(false).and_then(|dir| {
         let dir = dir.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
@@ -177,21 +217,53 @@ pub fn read(runs: &Runs, run_id: &str) -> Result<Vec<Value>> {
         }
         Ok(file)
     });
-    let file = opened.map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::not_found(format!("no run {run_id}")),
+    opened.map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => missing(run_id),
         _ => Error::internal(format!("cannot read the transcript of {run_id}: {e}")),
-    })?;
-    Ok(BufReader::new(file)
+    })
+}
+
+fn missing(run_id: &str) -> Error {
+    Error::not_found(format!("no run {run_id}"))
+}
+
+/// Every event of one run, in order.
+pub fn read(runs: &Runs, run_id: &str) -> Result<Vec<Value>> {
+    Ok(BufReader::new(open(runs, run_id)?)
         .lines()
         .map_while(std::io::Result::ok)
         .filter_map(|line| serde_json::from_str(&line).ok())
         .collect())
 }
 
+/// Every event of one run, if `seer` sees it; a run it may not see is
+/// `not_found` in the very words of a missing one.
+pub fn read_seen(runs: &Runs, run_id: &str, seer: &Seer) -> Result<Vec<Value>> {
+    if !seer.sees(starter(first_event(runs, run_id)?.as_ref())) {
+        return Err(missing(run_id));
+    }
+    read(runs, run_id)
+}
+
+/// The most bytes of a transcript's first line read to learn who started the
+/// run (`run_start`: its task is cut at [`FIELD_CAP`]).
+const FIRST_LINE_CAP: u64 = 2 * FIELD_CAP as u64;
+
+/// A run's first event (`run_start`), reading no further than its line.
+fn first_event(runs: &Runs, run_id: &str) -> Result<Option<Value>> {
+    let mut line = String::new();
+    BufReader::new(open(runs, run_id)?.take(FIRST_LINE_CAP))
+        .read_line(&mut line)
+        .map_err(|e| Error::internal(format!("cannot read the transcript of {run_id}: {e}")))?;
+    Ok(serde_json::from_str(&line).ok())
+}
+
 /// A line per recent run, newest first (v7 run ids sort by time).
 #[derive(Debug, Serialize)]
 pub struct RunSummary {
     pub run_id: String,
+    /// The caller that started it (`null`: the operator, or no callers).
+    pub caller: Option<String>,
     pub started_at: Option<String>,
     pub task: Option<String>,
     /// `null` while the run is still going (or if it was cut off).
@@ -203,7 +275,13 @@ pub struct RunSummary {
     pub reply_contradicted: bool,
 }
 
-pub fn list(runs: &Runs, limit: usize) -> Result<Vec<RunSummary>> {
+/// The most transcripts one listing looks into for runs a scoped caller
+/// started (each only its first line), so a listing stays bounded however
+/// many runs others made.
+pub const MAX_SCANNED: usize = 2000;
+
+/// The newest `limit` runs `seer` sees, newest first.
+pub fn list(runs: &Runs, limit: usize, seer: &Seer) -> Result<Vec<RunSummary>> {
     let entries = match runs.folder(false).and_then(|dir| match dir {
         Some(dir) => dir.entries().map(Some),
         None => Ok(None),
@@ -222,14 +300,25 @@ pub fn list(runs: &Runs, limit: usize) -> Result<Vec<RunSummary>> {
         })
         .collect();
     ids.sort_unstable_by(|a, b| b.cmp(a));
-    ids.truncate(limit);
-    Ok(ids
+    let seen: Vec<String> = match seer {
+        Seer::Everyone => ids.into_iter().take(limit).collect(),
+        Seer::Own(_) => ids
+            .into_iter()
+            .take(MAX_SCANNED)
+            .filter(|id| {
+                first_event(runs, id).is_ok_and(|first| seer.sees(starter(first.as_ref())))
+            })
+            .take(limit)
+            .collect(),
+    };
+    Ok(seen
         .into_iter()
         .map(|run_id| {
             let events = read(runs, &run_id).unwrap_or_default();
             let first = events.first();
             let end = events.iter().rev().find(|e| e["type"] == "run_end");
             RunSummary {
+                caller: starter(first).map(str::to_string),
                 started_at: first.and_then(|e| e["at"].as_str()).map(str::to_string),
                 task: first.and_then(|e| e["task"].as_str()).map(str::to_string),
                 stopped: end.and_then(|e| e["stopped"].as_str()).map(str::to_string),

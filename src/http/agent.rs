@@ -6,7 +6,7 @@ use actix_web::http::header;
 use actix_web::web::Bytes;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::middleware::caller_of;
 use super::respond::{error_response, read_body, render};
@@ -92,24 +92,34 @@ pub async fn run(app: web::Data<App>, req: HttpRequest, payload: web::Payload) -
         .streaming(events)
 }
 
-/// Recent runs, newest first.
-pub async fn runs(app: web::Data<App>) -> HttpResponse {
+/// Recent runs, newest first: those the caller may see ([`transcript::Seer`]).
+pub async fn runs(app: web::Data<App>, req: HttpRequest) -> HttpResponse {
     let dir = app.agent.runs().clone();
+    let seer = transcript::Seer::of(caller_of(&req).as_deref());
     render(
-        web::block(move || transcript::list(&dir, RECENT_RUNS)).await,
+        web::block(move || transcript::list(&dir, RECENT_RUNS, &seer)).await,
         "/agent/runs",
     )
 }
 
-/// Every event of one run, and the commits it made (found by their trailer).
-pub async fn transcript(app: web::Data<App>, path: web::Path<String>) -> HttpResponse {
+/// Every event of one run, and the commits it made (found by their trailer),
+/// as the caller sees them; another's run is `not_found` to a caller that
+/// sees only its own.
+pub async fn transcript(
+    app: web::Data<App>,
+    req: HttpRequest,
+    path: web::Path<String>,
+) -> HttpResponse {
     let dir = app.agent.runs().clone();
-    let ctx = app.ctx.clone();
+    let caller = caller_of(&req);
+    let seer = transcript::Seer::of(caller.as_deref());
+    let ctx = app.ctx.as_caller(caller);
     let run_id = path.into_inner();
     let read = web::block(move || {
-        let events = transcript::read(&dir, &run_id)?;
+        let events = transcript::read_seen(&dir, &run_id, &seer)?;
+        let caller = events.first().map_or(Value::Null, |e| e["caller"].clone());
         let commits = ops::run_commits(&ctx, &run_id)?;
-        Ok(json!({"run_id": run_id, "events": events, "commits": commits}))
+        Ok(json!({"run_id": run_id, "caller": caller, "events": events, "commits": commits}))
     })
     .await;
     render(read, "/agent/runs/{run_id}")

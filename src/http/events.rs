@@ -20,6 +20,7 @@ use futures_util::future::{select, Either};
 use super::middleware::caller_of;
 use super::peer;
 use super::respond::error_response;
+use crate::agent::transcript::Seer;
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
 use crate::events::{Filter, Item, Subscription, TooManyClients};
@@ -138,8 +139,12 @@ pub async fn stream(app: web::Data<App>, req: HttpRequest) -> HttpResponse {
         Err(e) => return error_response(&e),
     };
     // What the caller's read_paths hide never reaches its stream.
+    // Nor another's agent run, to a caller that sees only its own (GET /agent/runs).
     if let Some(caller) = caller_of(&req) {
         filter.sees = caller.read_paths.clone();
+        if let Seer::Own(name) = Seer::of(Some(&caller)) {
+            filter.own_runs_only = Some(name);
+        }
     }
     let last_id = req
         .headers()

@@ -155,11 +155,16 @@ impl Notes {
     }
 
     /// An attachment's bytes, whole, refused from its size (`fstat`) before
-    /// a byte is read when it holds more than `MIRAI_MAX_FILE_BYTES`.
-    pub fn read_file(&self, raw: &str) -> Result<(String, Vec<u8>)> {
+    /// a byte is read when it holds more than `MIRAI_MAX_FILE_BYTES`. One
+    /// whose real path (past any symlink) a caller does not `sees` is missing,
+    /// before a byte is read.
+    pub fn read_file(&self, raw: &str, sees: &dyn Fn(&str) -> bool) -> Result<(String, Vec<u8>)> {
         let mut tries = 0;
         loop {
             let (rel, real) = self.resolve_file(raw)?;
+            if !sees(&real) {
+                return Err(missing(&rel));
+            }
             match self.handle.read_real(&real, self.max_file_bytes) {
                 Ok(bytes) => return Ok((rel, bytes)),
                 // A folder on the real path became a link since it was resolved: look again.

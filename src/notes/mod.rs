@@ -144,11 +144,25 @@ impl Notes {
     /// listed only when [`Notes::resolve`] would accept its path, so listing
     /// and reading agree.
     pub fn list(&self) -> Result<Vec<String>> {
+        Ok(self
+            .list_with_targets()?
+            .into_iter()
+            .map(|(rel, _)| rel)
+            .collect())
+    }
+
+    /// [`Notes::list`], each symlinked note with the real path it leads to
+    /// (`None` for a regular file): what a caller's `read_paths` are checked
+    /// against, so a link in a visible folder never shows a hidden note.
+    pub fn list_with_targets(&self) -> Result<Vec<(String, Option<String>)>> {
         let mut notes = Vec::new();
-        let links = self.walk_notes(|rel, _| notes.push(rel.to_string()));
-        notes.extend(self.notes_behind(links));
+        let links = self.walk_notes(|rel, _| notes.push((rel.to_string(), None)));
+        notes.extend(links.into_iter().filter_map(|link| {
+            let note = self.resolve(&link, Existence::MustExist).ok()?;
+            (note.rel == link).then_some((link, Some(note.real)))
+        }));
         notes.sort_unstable();
-        notes.dedup();
+        notes.dedup_by(|a, b| a.0 == b.0);
         Ok(notes)
     }
 

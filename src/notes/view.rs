@@ -71,6 +71,28 @@ impl View {
         self.scope.as_deref().is_none_or(|s| s.read.holds(rel))
     }
 
+    /// Whether a resolved note is visible: its path, and where a symlink on
+    /// the way leads (an operator's link in a visible folder to a hidden note
+    /// shows nothing of it).
+    fn sees_note(&self, note: &NotePath) -> bool {
+        self.sees_listed(&note.rel, note.via_link.then_some(note.real.as_str()))
+    }
+
+    /// Whether a listed note is visible: its path, and where it leads when it
+    /// is a symlink (`real`).
+    fn sees_listed(&self, rel: &str, real: Option<&str>) -> bool {
+        self.sees(rel) && real.is_none_or(|real| self.sees(real))
+    }
+
+    /// `note`, or the `not_found` of a missing note when it leads somewhere hidden.
+    fn visible(&self, note: NotePath) -> Result<NotePath> {
+        if self.sees_note(&note) {
+            Ok(note)
+        } else {
+            Err(suggest::missing(&note.rel))
+        }
+    }
+
     /// The prefixes this view may read (everything: `None`).
     pub fn read_prefixes(&self) -> Option<&Prefixes> {
         self.scope.as_deref().map(|s| &s.read)
@@ -133,7 +155,8 @@ impl View {
     /// suggests the closest notes there are.
     pub fn resolve(&self, raw: &str, existence: Existence) -> Result<NotePath> {
         self.check_visible(raw)?;
-        self.suggesting(raw, self.resolve_with(raw, existence, Notes::resolve))
+        let resolved = self.resolve_with(raw, existence, Notes::resolve);
+        self.suggesting(raw, resolved.and_then(|note| self.visible(note)))
     }
 
     /// Checks the path of a note about to be written: as [`View::resolve`], and
@@ -186,7 +209,11 @@ impl View {
     /// `not_found` suggests the closest notes there are.
     pub fn read(&self, raw: &str) -> Result<(NotePath, String)> {
         self.check_visible(raw)?;
-        self.suggesting(raw, self.read_text(raw))
+        let read = self.read_text(raw);
+        self.suggesting(
+            raw,
+            read.and_then(|(note, text)| Ok((self.visible(note)?, text))),
+        )
     }
 
     fn read_text(&self, raw: &str) -> Result<(NotePath, String)> {
@@ -219,7 +246,7 @@ impl View {
 
     /// Every note, as normalized relative paths sorted by their bytes (see [`Notes::list`]).
     pub fn list(&self) -> Result<Vec<String>> {
-        let on_disk = self.notes.list()?;
+        let on_disk = self.disk_list()?;
         let mut listed = match self.overlay.as_deref() {
             None => on_disk,
             Some(overlay) => overlay.list(on_disk),
@@ -237,11 +264,31 @@ impl View {
     pub fn as_seen(&self) -> Result<Vec<(String, Option<String>)>> {
         let mut changes = self.unsaved();
         if self.scope.is_some() {
-            let hidden = self.notes.list()?.into_iter().filter(|rel| !self.sees(rel));
+            let hidden = self
+                .notes
+                .list_with_targets()?
+                .into_iter()
+                .filter(|(rel, real)| !self.sees_listed(rel, real.as_deref()))
+                .map(|(rel, _)| rel);
             changes.retain(|(rel, _)| self.sees(rel));
             changes.extend(hidden.map(|rel| (rel, None)));
         }
         Ok(changes)
+    }
+
+    /// The notes on disk this view may see (every one without a scope; else
+    /// those inside its `read_paths` whose links, if any, lead inside them too), sorted.
+    fn disk_list(&self) -> Result<Vec<String>> {
+        if self.scope.is_none() {
+            return self.notes.list();
+        }
+        Ok(self
+            .notes
+            .list_with_targets()?
+            .into_iter()
+            .filter(|(rel, real)| self.sees_listed(rel, real.as_deref()))
+            .map(|(rel, _)| rel)
+            .collect())
     }
 
     /// The notes this view holds differently from the disk, with their text

@@ -17,7 +17,7 @@ use crate::notes::overlay::Overlay;
 use crate::notes::{Notes, View};
 use crate::proposals::Proposals;
 use crate::repo::announce::Announcer;
-use crate::repo::history::History;
+use crate::repo::history::{History, CALLER_TRAILER, RUN_TRAILER};
 use crate::repo::{Author, GitIdentity, Repo};
 use crate::sync::Syncer;
 
@@ -261,12 +261,12 @@ impl Context {
             message.push_str(body);
             message.push('\n');
         }
-        let run = self.run_id.as_deref().map(|run| ("Mirai-Run", run));
+        let run = self.run_id.as_deref().map(|run| (RUN_TRAILER, run));
         let caller = self
             .caller
             .as_deref()
             .filter(|c| c.authors_commits())
-            .map(|c| ("Mirai-Caller", c.name.as_str()));
+            .map(|c| (CALLER_TRAILER, c.name.as_str()));
         let all = trailers.iter().copied().chain(run).chain(caller);
         for (i, (key, value)) in all.enumerate() {
             if i == 0 {

@@ -213,7 +213,8 @@ impl FilesRead {
         }
         let (path, bytes, commit) = match request.rev {
             None => {
-                let (path, bytes) = ctx.view.disk_notes().read_file(&request.path)?;
+                let sees = |real: &str| ctx.view.sees(real);
+                let (path, bytes) = ctx.view.disk_notes().read_file(&request.path, &sees)?;
                 (path, bytes, None)
             }
             Some(rev) => read_at(ctx, &request.path, &rev).map_err(|e| ctx.history.scrub(e))?,

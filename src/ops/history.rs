@@ -69,6 +69,8 @@ pub struct HistoryCommit {
     pub subject: String,
     /// The agent run that made it (its `Mirai-Run` trailer), or null.
     pub run_id: Option<String>,
+    /// The named caller it was made for (its `Mirai-Caller` trailer), or null.
+    pub caller: Option<String>,
     /// The paths it changed against its first parent.
     pub paths: Vec<ChangedPath>,
     /// How many more paths it changed than `paths` lists (absent when none).
@@ -182,6 +184,7 @@ fn as_seen<'a>(ctx: &Context, summary: &'a Summary) -> Option<std::borrow::Cow<'
         },
         run_id: summary.run_id.clone(),
         proposal: summary.proposal.clone(),
+        caller: summary.caller.clone(),
         changes,
     }))
 }
@@ -233,6 +236,7 @@ fn history_commit(summary: &Summary, wanted: Option<&str>) -> HistoryCommit {
         email: summary.email.clone(),
         subject: summary.subject.clone(),
         run_id: summary.run_id.clone(),
+        caller: summary.caller.clone(),
         paths_omitted: total - kept.len(),
         paths: kept
             .into_iter()
@@ -255,7 +259,8 @@ pub struct RunCommit {
 }
 
 /// The commits of agent run `run_id` (found by their `Mirai-Run` trailer),
-/// newest first along HEAD's first parents, for `GET /agent/runs/{run_id}`.
+/// newest first along HEAD's first parents, for `GET /agent/runs/{run_id}`,
+/// as `ctx`'s caller may see them.
 pub fn run_commits(ctx: &Context, run_id: &str) -> Result<Vec<RunCommit>> {
     let commits: Vec<Arc<Summary>> = ctx
         .history
@@ -263,8 +268,9 @@ pub fn run_commits(ctx: &Context, run_id: &str) -> Result<Vec<RunCommit>> {
         .map_err(|e| ctx.history.scrub(e))?;
     Ok(commits
         .iter()
+        .filter_map(|c| as_seen(ctx, c))
         .map(|c| {
-            let full = history_commit(c, None);
+            let full = history_commit(&c, None);
             RunCommit {
                 commit: full.commit,
                 paths: full.paths,

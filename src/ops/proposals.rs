@@ -21,7 +21,7 @@ use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::patch::Budget;
 use crate::proposals::{self, check_change, Change, Proposal, Status, Summary};
-use crate::repo::history::{PROPOSAL_TRAILER, RUN_TRAILER};
+use crate::repo::history::{CALLER_TRAILER, PROPOSAL_TRAILER, RUN_TRAILER};
 use crate::repo::{LINKS_UNCHANGED, MOVE_LINKS_TRAILER};
 
 /// Proposals one page lists by default.
@@ -560,7 +560,7 @@ fn commit_message(proposal: &Proposal, note: Option<&str>) -> String {
     }
     message.push_str(&format!("{PROPOSAL_TRAILER}: {}\n", proposal.id));
     if let Some(caller) = &proposal.requested_by.caller {
-        message.push_str(&format!("Mirai-Caller: {caller}\n"));
+        message.push_str(&format!("{CALLER_TRAILER}: {caller}\n"));
     }
     message
 }

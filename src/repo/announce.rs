@@ -206,6 +206,7 @@ fn commit_event(summary: &Summary, source: Source, replaces: Option<&Oid>) -> (V
         "author": summary.author,
         "subject": summary.subject,
         "run_id": summary.run_id,
+        "caller": summary.caller,
         "paths": listed,
         "paths_omitted": total.saturating_sub(MAX_EVENT_PATHS),
         "source": source.as_str(),

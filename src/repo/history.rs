@@ -1,6 +1,6 @@
 //! The notes repository's history, read-only, as `git log --first-parent`
 //! sees it: one [`Summary`] per commit (parents, committer time, author,
-//! subject, the `Mirai-Run` trailer, and every path it changed against its
+//! subject, the `Mirai-Run` and `Mirai-Caller` trailers, and every path it changed against its
 //! first parent, renames found as `git log` finds them by default), revisions
 //! named the few ways mirai accepts ([`Reader::resolve`]), a note's bytes at a
 //! commit, and the notes one commit (or two commits) changed.
@@ -27,6 +27,8 @@ use crate::notes::path::is_hidden;
 pub const RUN_TRAILER: &str = "Mirai-Run";
 /// The trailer naming the proposal a commit applied (review mode).
 pub const PROPOSAL_TRAILER: &str = "Mirai-Proposal";
+/// The trailer naming the caller a commit was made for (`MIRAI_CALLERS_FILE`).
+pub const CALLER_TRAILER: &str = "Mirai-Caller";
 
 fn invalid_request(message: impl Into<String>) -> Error {
     Error::new(Code::InvalidRequest, message)
@@ -81,6 +83,8 @@ pub struct Summary {
     pub run_id: Option<String>,
     /// The value of the `Mirai-Proposal` trailer.
     pub proposal: Option<String>,
+    /// The value of the `Mirai-Caller` trailer.
+    pub caller: Option<String>,
     /// Every visible path it changed against its first parent, sorted.
     pub changes: Vec<Change>,
 }
@@ -619,6 +623,7 @@ impl Reader {
                 .unwrap_or_default(),
             run_id: trailer(&message, RUN_TRAILER),
             proposal: trailer(&message, PROPOSAL_TRAILER),
+            caller: trailer(&message, CALLER_TRAILER),
             changes: self.changes(parent_tree.as_ref(), Some(&tree))?,
         })
     }
