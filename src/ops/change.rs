@@ -18,6 +18,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::notes::files;
 use crate::notes::{Existence, Landing, NotePath};
 use crate::patch::{self, Budget, Patch, Target};
+use crate::proposals::Change;
 use crate::repo::history::Entry;
 use crate::repo::{self, Repo};
 
@@ -175,11 +176,14 @@ pub(super) fn plan_text(
 /// (the note must still be there and empty), as `notes.write` would.
 pub(super) fn plan_recorded(
     ctx: &Context,
-    path: &str,
-    diff: &str,
+    change: &Change,
     guard: &GuardPolicy,
     budget: &Budget,
 ) -> Result<Plan> {
+    let (path, diff) = (change.path.as_str(), change.diff.as_str());
+    if files::is_binary_diff(diff) {
+        return plan_recorded_file(ctx, change);
+    }
     let Some(creates) = patch::empty_note_change(path, diff) else {
         return plan_patch(ctx, diff, guard, budget);
     };
@@ -201,6 +205,56 @@ pub(super) fn plan_recorded(
             "{path} is no longer empty, and this change deletes it as an empty note"
         ))),
     }
+}
+
+/// Plans an attachment's recorded change (a proposal's): the file must still
+/// hold what the change's description says it held (size and SHA-256, or no
+/// file), and the new bytes must be the ones it names; then [`plan_file`].
+fn plan_recorded_file(ctx: &Context, change: &Change) -> Result<Plan> {
+    let path = change.path.as_str();
+    let (before, after) = files::parse_binary_diff(path, &change.diff).ok_or_else(|| {
+        Error::conflict(format!("the change of {path} is not an attachment's change of that path"))
+    })?;
+    let bytes = match (&after, change.content_base64.as_deref()) {
+        (None, None) => None,
+        (Some((size, sha)), Some(text)) => {
+            use base64::Engine;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .ok()
+                .filter(|b| b.len() as u64 == *size && files::sha256_hex(b) == *sha)
+                .ok_or_else(|| {
+                    Error::conflict(format!(
+                        "the bytes recorded for {path} are not the ones its change names"
+                    ))
+                })?;
+            Some(bytes)
+        }
+        _ => {
+            return Err(Error::conflict(format!(
+                "the change of {path} and its recorded bytes disagree"
+            )))
+        }
+    };
+    let file = ctx
+        .view
+        .resolve_file_for_write(path, Existence::MayBeMissing)?;
+    let current = ctx.view.current_file(&file)?;
+    let now = current
+        .as_deref()
+        .map(|b| (b.len() as u64, files::sha256_hex(b)));
+    if now != before {
+        let shown = |side: &Option<(u64, String)>| match side {
+            None => "no file".to_string(),
+            Some((size, sha)) => format!("{size} bytes, sha256 {}", short(sha)),
+        };
+        return Err(Error::conflict(format!(
+            "{path} holds {} now, and this change was made against {}",
+            shown(&now),
+            shown(&before)
+        )));
+    }
+    plan_file(ctx, file, current, bytes)
 }
 
 /// Plans deleting the note at `raw_path`: the `+++ /dev/null` diff, planned as

@@ -79,12 +79,7 @@ impl Operation for FilesWrite {
     fn run(ctx: &Context, request: FilesWriteRequest) -> Result<FileWritten> {
         let rel = files::file_path(&request.path)?;
         let media = media_type(&rel);
-        if !media.allowed && !ctx.files_any_type {
-            return Err(Error::invalid_extension(format!(
-                "{rel:?} is not a file type mirai writes: attachments are png, jpg, jpeg, gif, \
-                 webp, svg and pdf (an operator may allow any with MIRAI_FILES_ANY_TYPE=on)"
-            )));
-        }
+        check_writable_type(ctx, &rel)?;
         if let Some(sent) = request.media_type.as_deref() {
             check_sent_type(&rel, sent, media.mime)?;
         }
@@ -110,6 +105,18 @@ impl Operation for FilesWrite {
             commit,
         })
     }
+}
+
+/// An attachment mirai makes (written or moved there) must have an extension
+/// on the media-type allow-list, unless the operator allows any.
+pub(super) fn check_writable_type(ctx: &Context, rel: &str) -> Result<()> {
+    if media_type(rel).allowed || ctx.files_any_type {
+        return Ok(());
+    }
+    Err(Error::invalid_extension(format!(
+        "{rel:?} is not a file type mirai writes: attachments are png, jpg, jpeg, gif, webp, svg \
+         and pdf (an operator may allow any with MIRAI_FILES_ANY_TYPE=on)"
+    )))
 }
 
 /// The bytes of `text` (base64), refused from its length alone, before it

@@ -173,13 +173,7 @@ impl Operation for ProposalsGet {
             let disk = on_disk(ctx);
             let budget = Budget::request();
             for change in &proposal.changes {
-                if let Err(e) = plan_recorded(
-                    &disk,
-                    &change.path,
-                    &change.diff,
-                    &GuardPolicy::UNGUARDED,
-                    &budget,
-                ) {
+                if let Err(e) = plan_recorded(&disk, change, &GuardPolicy::UNGUARDED, &budget) {
                     conflicts.push(ProposalConflict {
                         path: change.path.clone(),
                         code: e.code.as_str().to_string(),
@@ -528,7 +522,7 @@ fn plan_all(ctx: &Context, changes: &[Change], budget: &Budget) -> Result<Vec<Pl
                     "{why}; the proposal stays pending: reject it"
                 ))
             })?;
-            plan_recorded(ctx, &change.path, &change.diff, &GuardPolicy::UNGUARDED, budget).map_err(|e| {
+            plan_recorded(ctx, change, &GuardPolicy::UNGUARDED, budget).map_err(|e| {
                 Error::new(
                     e.code,
                     format!(
