@@ -69,7 +69,7 @@ impl Operation for FilesList {
     const EXAMPLE: &'static str = r##"await mirai.files.list({prefix: "assets/"})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
-        "Attachments (files that are not notes): size, media type, linking notes; paged.";
+        "Attachments, with linking notes; paged.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::get(
         "/mcp/files",
@@ -178,7 +178,7 @@ impl Operation for FilesRead {
     const EXAMPLE: &'static str = r##"await mirai.files.read({path: "assets/diagram.png"})"##;
     const CLASS: Class = Class::Read;
     const SUMMARY: &'static str =
-        "An attachment's size, media type and blob; base64 bytes up to 32 KiB.";
+        "An attachment's metadata; base64 bytes up to 32 KiB.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidPath;
     const HTTP: HttpRoute =
         HttpRoute::get("/mcp/files/read", HttpInput::Query(&["path", "rev"])).raw();

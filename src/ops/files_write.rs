@@ -32,14 +32,12 @@ pub struct FilesWrite;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct FilesWriteRequest {
-    /// The file's path relative to the notes root, e.g. "assets/diagram.png"
-    /// (not a note: .md files are written with the notes.* rows).
+    /// The file's path, e.g. "assets/diagram.png" (not a .md note).
     pub path: String,
-    /// The file's bytes, base64 (standard alphabet; padding optional).
+    /// The bytes, base64.
     pub content_base64: String,
-    /// The media type the bytes are sent as (over HTTP, a raw body's
-    /// Content-Type): it must be the one the path's extension names, or
-    /// application/octet-stream.
+    /// The bytes' media type (a raw HTTP body's Content-Type): the
+    /// extension's, or application/octet-stream.
     #[serde(default)]
     pub media_type: Option<String>,
     /// Refuse (conflict) when the file changed between this commit and HEAD.
@@ -66,7 +64,7 @@ impl Operation for FilesWrite {
     const EXAMPLE: &'static str = r##"await mirai.files.write({path: "assets/dot.svg", content_base64: "PHN2Zy8+"})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
-        "Add or replace an attachment (png, jpg, gif, webp, svg, pdf) from base64 bytes: one commit.";
+        "Write an attachment from base64.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post(
         "/mcp/files/write",
@@ -161,7 +159,7 @@ pub struct FilesDelete;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct FilesDeleteRequest {
-    /// The file's path relative to the notes root, e.g. "assets/old.png".
+    /// The file's path, e.g. "assets/old.png".
     pub path: String,
     /// Refuse (conflict) when the file changed between this commit and HEAD.
     #[serde(default)]
@@ -180,7 +178,7 @@ impl Operation for FilesDelete {
     const NAME: &'static str = "files.delete";
     const EXAMPLE: &'static str = r##"await mirai.files.delete({path: "assets/old.png"})"##;
     const CLASS: Class = Class::Write;
-    const SUMMARY: &'static str = "Delete an attachment: one commit.";
+    const SUMMARY: &'static str = "Delete an attachment.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/files/delete", HttpInput::Body);
     const PROMPT: PromptDetail = PromptDetail::Brief;

@@ -42,8 +42,7 @@ use crate::vault::rewrite::Move;
 /// `notes.move`'s request.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct MoveRequest {
-    /// The note to move, relative to the notes root; or an attachment
-    /// (an image, a PDF: any path that is not .md), whose links are rewritten too.
+    /// The note (or attachment) to move, relative to the notes root.
     pub from: String,
     /// Its new path; must not exist.
     pub to: String,
@@ -86,7 +85,7 @@ impl Operation for NotesMove {
     const EXAMPLE: &'static str =
         r##"await mirai.notes.move({from: "trips/porto.md", to: "trips/2024/porto.md"})"##;
     const CLASS: Class = Class::Write;
-    const SUMMARY: &'static str = "Rename a note or attachment, rewriting links to it.";
+    const SUMMARY: &'static str = "Move a note or file; links to it follow.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/move", HttpInput::Body);
     const PROMPT: PromptDetail = PromptDetail::Brief;

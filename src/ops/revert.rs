@@ -66,7 +66,7 @@ impl Operation for NotesRevert {
     const EXAMPLE: &'static str = r##"await mirai.notes.revert({commit: "3f2a9c1"})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
-        "Take back a commit ({commit}) or an agent run ({run_id}), optionally one note's part ({path}), as ONE new commit; 409 when it no longer applies.";
+        "Take back a commit ({commit}) or agent run ({run_id}), or one path of it ({path}), as ONE new commit; 409 if it no longer applies.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/revert", HttpInput::Body);
     const PROMPT: PromptDetail = PromptDetail::Brief;
