@@ -51,7 +51,11 @@ fn subject(root: &Path) -> String {
 }
 
 fn clean(root: &Path) {
-    assert_eq!(git(root, &["status", "--porcelain"]), "", "the tree equals HEAD");
+    assert_eq!(
+        git(root, &["status", "--porcelain"]),
+        "",
+        "the tree equals HEAD"
+    );
 }
 
 /// A raw upload: the bytes as the body with their media type.
@@ -122,7 +126,10 @@ fn every_adapter_writes_and_deletes_an_attachment_as_one_commit() {
         json!({"path": "assets/json.png", "size": PNG.len(), "media_type": "image/png",
             "blob": blob.trim(), "sha256": sha256(PNG), "commit": server.head()})
     );
-    assert_eq!(std::fs::read(server.root.join("assets/json.png")).unwrap(), PNG);
+    assert_eq!(
+        std::fs::read(server.root.join("assets/json.png")).unwrap(),
+        PNG
+    );
     assert_eq!(in_git(&server.root, "HEAD", "assets/json.png"), PNG);
     assert_eq!(subject(&server.root), "mcp.files_write: assets/json.png");
     assert_eq!(server.commit_count(), before + 1);
@@ -140,13 +147,24 @@ fn every_adapter_writes_and_deletes_an_attachment_as_one_commit() {
     let wrote = upload(&server, "path=assets/raw.png", "image/png", &raw);
     assert_eq!(wrote.status, 200, "{wrote:?}");
     assert_eq!(wrote.body["size"], 70_000);
-    assert_eq!(std::fs::read(server.root.join("assets/raw.png")).unwrap(), raw);
+    assert_eq!(
+        std::fs::read(server.root.join("assets/raw.png")).unwrap(),
+        raw
+    );
     assert_eq!(in_git(&server.root, "HEAD", "assets/raw.png"), raw);
     clean(&server.root);
     // The link graph follows at once: both embeds resolve.
     let listed = server.get("/mcp/files").body;
-    assert_eq!(listed["files"][0]["linked_from"], json!(["a.md"]), "{listed}");
-    assert_eq!(listed["files"][1]["linked_from"], json!(["a.md"]), "{listed}");
+    assert_eq!(
+        listed["files"][0]["linked_from"],
+        json!(["a.md"]),
+        "{listed}"
+    );
+    assert_eq!(
+        listed["files"][1]["linked_from"],
+        json!(["a.md"]),
+        "{listed}"
+    );
 
     // MCP.
     let result = mcp_call(
@@ -155,7 +173,10 @@ fn every_adapter_writes_and_deletes_an_attachment_as_one_commit() {
         json!({"path": "mcp/x.pdf", "content_base64": b64(b"%PDF-1.4 mcp")}),
     );
     assert_eq!(result["isError"], false, "{result}");
-    assert_eq!(std::fs::read(server.root.join("mcp/x.pdf")).unwrap(), b"%PDF-1.4 mcp");
+    assert_eq!(
+        std::fs::read(server.root.join("mcp/x.pdf")).unwrap(),
+        b"%PDF-1.4 mcp"
+    );
     let result = mcp_call(&server, "files_delete", json!({"path": "mcp/x.pdf"}));
     assert_eq!(result["isError"], false, "{result}");
     assert!(!server.root.join("mcp/x.pdf").exists());
@@ -171,7 +192,10 @@ fn every_adapter_writes_and_deletes_an_attachment_as_one_commit() {
         ),
     );
     assert_eq!(body["result"], json!([6, "assets/json.png"]), "{body}");
-    assert_eq!(std::fs::read(server.root.join("js/y.gif")).unwrap(), b"GIF89a");
+    assert_eq!(
+        std::fs::read(server.root.join("js/y.gif")).unwrap(),
+        b"GIF89a"
+    );
     assert!(!server.root.join("assets/json.png").exists());
     // A dry run describes the change and writes nothing.
     let dry = server.post_json(
@@ -198,7 +222,10 @@ fn every_adapter_writes_and_deletes_an_attachment_as_one_commit() {
         &json!({"path": "cli/z.jpg", "content_base64": b64(b"\xff\xd8\xff")}),
     );
     assert_eq!(answer["size"], 3, "{answer}");
-    assert_eq!(std::fs::read(server.root.join("cli/z.jpg")).unwrap(), b"\xff\xd8\xff");
+    assert_eq!(
+        std::fs::read(server.root.join("cli/z.jpg")).unwrap(),
+        b"\xff\xd8\xff"
+    );
     let answer = call(&server.root, "files.delete", &json!({"path": "cli/z.jpg"}));
     assert_eq!(answer["path"], "cli/z.jpg", "{answer}");
     assert!(!server.root.join("cli/z.jpg").exists());
@@ -269,7 +296,12 @@ fn a_symlinked_target_escaping_the_root_is_refused_and_nothing_outside_changes()
     std::os::unix::fs::symlink("a.png", server.root.join("inside.png")).unwrap();
     server.write("a.png", PNG);
     let head = server.head();
-    for path in ["escape.png", "linked/victim.png", "linked/new.png", "inside.png"] {
+    for path in [
+        "escape.png",
+        "linked/victim.png",
+        "linked/new.png",
+        "inside.png",
+    ] {
         server
             .post_json(
                 "/mcp/files/write",
@@ -287,7 +319,10 @@ fn a_symlinked_target_escaping_the_root_is_refused_and_nothing_outside_changes()
             &json!({"from": "a.png", "to": "linked/moved.png"}),
         )
         .assert_error(400, "invalid_path");
-    assert_eq!(std::fs::read(outside.join("victim.png")).unwrap(), b"outside");
+    assert_eq!(
+        std::fs::read(outside.join("victim.png")).unwrap(),
+        b"outside"
+    );
     let mut names: Vec<String> = std::fs::read_dir(&outside)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -415,11 +450,20 @@ fn review_mode_proposes_a_binary_change_and_approval_writes_the_exact_bytes() {
 
     let approved = as_reviewer(&server, "/mcp/proposals/approve", json!({"id": id}));
     assert_eq!(approved.status, 200, "{approved:?}");
-    assert_eq!(std::fs::read(server.root.join("img/new.png")).unwrap(), bytes);
+    assert_eq!(
+        std::fs::read(server.root.join("img/new.png")).unwrap(),
+        bytes
+    );
     assert_eq!(in_git(&server.root, "HEAD", "img/new.png"), bytes);
     let message = git(&server.root, &["log", "-1", "--format=%B"]);
-    assert!(message.starts_with("mcp.files_write: img/new.png\n"), "{message}");
-    assert!(message.contains(&format!("Mirai-Proposal: {id}")), "{message}");
+    assert!(
+        message.starts_with("mcp.files_write: img/new.png\n"),
+        "{message}"
+    );
+    assert!(
+        message.contains(&format!("Mirai-Proposal: {id}")),
+        "{message}"
+    );
     clean(&server.root);
 
     // A replacement whose file changed meanwhile no longer applies.
@@ -430,7 +474,10 @@ fn review_mode_proposes_a_binary_change_and_approval_writes_the_exact_bytes() {
     assert_eq!(proposed.status, 202, "{proposed:?}");
     let diff = proposed.body["changes"][0]["diff"].as_str().unwrap();
     assert!(
-        diff.contains(&format!("--- binary, 9 bytes, sha256 {}", sha256(b"old bytes"))),
+        diff.contains(&format!(
+            "--- binary, 9 bytes, sha256 {}",
+            sha256(b"old bytes")
+        )),
         "{diff}"
     );
     let id = proposed.body["proposal"].as_str().unwrap().to_string();
@@ -438,7 +485,10 @@ fn review_mode_proposes_a_binary_change_and_approval_writes_the_exact_bytes() {
     server.commit_all();
     let refused = as_reviewer(&server, "/mcp/proposals/approve", json!({"id": id}));
     refused.assert_error(409, "conflict");
-    assert_eq!(std::fs::read(server.root.join("old.png")).unwrap(), b"someone else's");
+    assert_eq!(
+        std::fs::read(server.root.join("old.png")).unwrap(),
+        b"someone else's"
+    );
     // A deletion is proposed with no bytes and approved.
     let proposed = server.post_json("/mcp/files/delete", &json!({"path": "img/new.png"}));
     assert_eq!(proposed.status, 202, "{proposed:?}");
@@ -471,7 +521,10 @@ fn moving_a_linked_image_rewrites_every_link_form_in_one_commit_and_reverts() {
         json!([{"path": "a.md", "links": 3}, {"path": "deep/b.md", "links": 2}])
     );
     assert_eq!(server.commit_count(), before + 1, "one commit");
-    assert_eq!(subject(&server.root), "mcp.notes_move: assets/x.png -> img/y.png");
+    assert_eq!(
+        subject(&server.root),
+        "mcp.notes_move: assets/x.png -> img/y.png"
+    );
     assert!(!server.root.join("assets/x.png").exists());
     assert_eq!(std::fs::read(server.root.join("img/y.png")).unwrap(), PNG);
     assert_eq!(
@@ -485,22 +538,37 @@ fn moving_a_linked_image_rewrites_every_link_form_in_one_commit_and_reverts() {
     clean(&server.root);
     let listed = server.get("/mcp/files").body;
     assert_eq!(listed["files"][0]["path"], "img/y.png", "{listed}");
-    assert_eq!(listed["files"][0]["linked_from"], json!(["a.md", "deep/b.md"]));
+    assert_eq!(
+        listed["files"][0]["linked_from"],
+        json!(["a.md", "deep/b.md"])
+    );
     // The rules notes.move follows: never onto an existing file, never to a note or a foreign type.
     server
-        .post_json("/mcp/notes/move", &json!({"from": "img/y.png", "to": "other.png"}))
+        .post_json(
+            "/mcp/notes/move",
+            &json!({"from": "img/y.png", "to": "other.png"}),
+        )
         .assert_error(409, "conflict");
     server
-        .post_json("/mcp/notes/move", &json!({"from": "img/y.png", "to": "y.md"}))
+        .post_json(
+            "/mcp/notes/move",
+            &json!({"from": "img/y.png", "to": "y.md"}),
+        )
         .assert_error(400, "invalid_extension");
     server
-        .post_json("/mcp/notes/move", &json!({"from": "img/y.png", "to": "y.html"}))
+        .post_json(
+            "/mcp/notes/move",
+            &json!({"from": "img/y.png", "to": "y.html"}),
+        )
         .assert_error(400, "invalid_extension");
 
     // notes.revert takes the whole move back, the file's bytes included.
     let reverted = server.post_json("/mcp/notes/revert", &json!({"commit": "HEAD"}));
     assert_eq!(reverted.status, 200, "{reverted:?}");
-    assert_eq!(std::fs::read(server.root.join("assets/x.png")).unwrap(), PNG);
+    assert_eq!(
+        std::fs::read(server.root.join("assets/x.png")).unwrap(),
+        PNG
+    );
     assert!(!server.root.join("img/y.png").exists());
     assert!(std::fs::read_to_string(server.root.join("a.md"))
         .unwrap()
@@ -529,7 +597,10 @@ fn notes_revert_takes_back_an_attachments_change_only_where_it_stands() {
         &json!({"commit": commit, "path": "p.png"}),
     );
     assert_eq!(reverted.status, 200, "{reverted:?}");
-    assert_eq!(std::fs::read(server.root.join("p.png")).unwrap(), b"version one");
+    assert_eq!(
+        std::fs::read(server.root.join("p.png")).unwrap(),
+        b"version one"
+    );
     assert_eq!(in_git(&server.root, "HEAD", "p.png"), b"version one");
     let reverted = server.post_json("/mcp/notes/revert", &json!({"commit": creation}));
     assert_eq!(reverted.status, 200, "{reverted:?}");
@@ -539,7 +610,10 @@ fn notes_revert_takes_back_an_attachments_change_only_where_it_stands() {
     server
         .post_json("/mcp/notes/revert", &json!({"commit": commit}))
         .assert_error(409, "conflict");
-    assert_eq!(std::fs::read(server.root.join("p.png")).unwrap(), b"version one");
+    assert_eq!(
+        std::fs::read(server.root.join("p.png")).unwrap(),
+        b"version one"
+    );
 }
 
 const WRITER: &str = "writer-token";
@@ -592,8 +666,13 @@ fn a_scoped_caller_cannot_write_delete_or_move_outside_its_paths() {
     };
     write(WRITER, "public/x.png").assert_error(403, "policy_denied");
     write(READER, "secret/s.png").assert_error(403, "policy_denied");
-    post_as(&server, WRITER, "/mcp/files/delete", json!({"path": "secret/s.png"}))
-        .assert_error(403, "policy_denied");
+    post_as(
+        &server,
+        WRITER,
+        "/mcp/files/delete",
+        json!({"path": "secret/s.png"}),
+    )
+    .assert_error(403, "policy_denied");
     post_as(
         &server,
         WRITER,
@@ -618,7 +697,10 @@ fn a_scoped_caller_cannot_write_delete_or_move_outside_its_paths() {
     );
     raw.assert_error(403, "policy_denied");
     assert_eq!(server.head(), head, "nothing was committed");
-    assert_eq!(std::fs::read(server.root.join("secret/s.png")).unwrap(), PNG);
+    assert_eq!(
+        std::fs::read(server.root.join("secret/s.png")).unwrap(),
+        PNG
+    );
     assert!(!server.root.join("public/x.png").exists());
 
     // Inside its paths it writes, as itself.

@@ -259,7 +259,8 @@ pub async fn require_json(
             .and_then(|v| v.split(';').next())
             .map(str::trim);
         let json = media.is_some_and(|m| m.eq_ignore_ascii_case("application/json"));
-        if !json && !(takes_a_file(req.path()) && media.is_some_and(needs_preflight)) {
+        let raw_file = takes_a_file(req.path()) && media.is_some_and(needs_preflight);
+        if !(json || raw_file) {
             let got = match sent {
                 Some(sent) => format!("Content-Type {:?}", shorten(&sent)),
                 None => "no Content-Type".to_string(),
@@ -288,9 +289,13 @@ fn takes_a_file(path: &str) -> bool {
 /// (a CORS preflight, which mirai never grants): anything but the three
 /// types a page may send blind (text/plain and the two form encodings).
 fn needs_preflight(media: &str) -> bool {
-    !["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
-        .iter()
-        .any(|blind| media.eq_ignore_ascii_case(blind))
+    ![
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+    ]
+    .iter()
+    .any(|blind| media.eq_ignore_ascii_case(blind))
 }
 
 /// A panic anywhere below answers 500 `internal`, with nothing of the panic in it.

@@ -45,12 +45,10 @@ pub async fn serve(
                 Err(err) => return error_response(&err),
             }
         }
-        HttpInput::Body | HttpInput::BodyOrFile(_) => {
-            match read_body(&app.config, payload).await {
-                Ok(body) => OwnedInput::Body(body),
-                Err(err) => return error_response(&err),
-            }
-        }
+        HttpInput::Body | HttpInput::BodyOrFile(_) => match read_body(&app.config, payload).await {
+            Ok(body) => OwnedInput::Body(body),
+            Err(err) => return error_response(&err),
+        },
     };
     if op.class == Class::Sync {
         let ticket = match &input {

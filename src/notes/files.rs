@@ -84,7 +84,11 @@ const BINARY_HEADER: &str = "Binary file ";
 pub fn binary_diff(rel: &str, before: Option<&[u8]>, after: Option<&[u8]>) -> String {
     let side = |bytes: Option<&[u8]>| match bytes {
         None => "/dev/null".to_string(),
-        Some(bytes) => format!("binary, {} bytes, sha256 {}", bytes.len(), sha256_hex(bytes)),
+        Some(bytes) => format!(
+            "binary, {} bytes, sha256 {}",
+            bytes.len(),
+            sha256_hex(bytes)
+        ),
     };
     format!(
         "{BINARY_HEADER}{rel}\n--- {}\n+++ {}\n",
@@ -317,7 +321,10 @@ mod tests {
         assert_eq!(parse_binary_diff("n.pdf", &created).unwrap().0, None);
         let deleted = binary_diff("n.pdf", Some(b"x"), None);
         assert_eq!(parse_binary_diff("n.pdf", &deleted).unwrap().1, None);
-        assert!(parse_binary_diff("n.pdf", "Binary file n.pdf\n--- /dev/null\n+++ /dev/null\n").is_none());
+        assert!(
+            parse_binary_diff("n.pdf", "Binary file n.pdf\n--- /dev/null\n+++ /dev/null\n")
+                .is_none()
+        );
         assert!(parse_binary_diff("n.pdf", &format!("{created}extra\n")).is_none());
     }
 

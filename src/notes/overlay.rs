@@ -65,7 +65,9 @@ impl Overlay {
     /// The attachment as the dry run left it: `None` when the run never
     /// wrote it, `Some(None)` when the run deleted it.
     pub fn get_file(&self, rel: &str) -> Option<Option<Vec<u8>>> {
-        lock(&self.files).get(rel).map(|change| change.current.clone())
+        lock(&self.files)
+            .get(rel)
+            .map(|change| change.current.clone())
     }
 
     /// Records a write of attachment `rel`, whose bytes were `before` and are now `after`.
@@ -194,7 +196,9 @@ mod tests {
         let changes = overlay.changes();
         let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
         assert_eq!(paths, ["a.png", "b.md"]);
-        assert!(changes[0].patch.starts_with("Binary file a.png\n--- /dev/null\n+++ binary, 3 bytes"));
+        assert!(changes[0]
+            .patch
+            .starts_with("Binary file a.png\n--- /dev/null\n+++ binary, 3 bytes"));
         assert_eq!(changes[0].bytes.as_deref(), Some(&[0u8, 159, 146][..]));
     }
 

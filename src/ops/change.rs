@@ -213,7 +213,9 @@ pub(super) fn plan_recorded(
 fn plan_recorded_file(ctx: &Context, change: &Change) -> Result<Plan> {
     let path = change.path.as_str();
     let (before, after) = files::parse_binary_diff(path, &change.diff).ok_or_else(|| {
-        Error::conflict(format!("the change of {path} is not an attachment's change of that path"))
+        Error::conflict(format!(
+            "the change of {path} is not an attachment's change of that path"
+        ))
     })?;
     let bytes = match (&after, change.content_base64.as_deref()) {
         (None, None) => None,
@@ -498,14 +500,20 @@ fn commit(ctx: &Context, repo: &Repo, plans: &[&Plan], message: &str) -> Result<
             if let Some(snapshot) = repo::snapshot(repo, &plan.note.rel, &ctx.mirai_author())? {
                 if !plan.file {
                     let before = plan.before.as_ref().and_then(Body::text);
-                    ctx.index.notes_changed(&[(plan.note.rel.as_str(), before)], &[], &snapshot);
+                    ctx.index
+                        .notes_changed(&[(plan.note.rel.as_str(), before)], &[], &snapshot);
                 }
             }
         }
     }
     let changes: Vec<(&str, Option<&[u8]>)> = plans
         .iter()
-        .map(|plan| (plan.note.rel.as_str(), plan.content.as_ref().map(Body::as_bytes)))
+        .map(|plan| {
+            (
+                plan.note.rel.as_str(),
+                plan.content.as_ref().map(Body::as_bytes),
+            )
+        })
         .collect();
     let paths: Vec<&str> = changes.iter().map(|(path, _)| *path).collect();
     // Until the index has them, the watcher must not tell these files as outside edits.
@@ -515,7 +523,12 @@ fn commit(ctx: &Context, repo: &Repo, plans: &[&Plan], message: &str) -> Result<
     let (files, notes): (Vec<&&Plan>, Vec<&&Plan>) = plans.iter().partition(|plan| plan.file);
     let notes: Vec<(&str, Option<&str>)> = notes
         .iter()
-        .map(|plan| (plan.note.rel.as_str(), plan.content.as_ref().and_then(Body::text)))
+        .map(|plan| {
+            (
+                plan.note.rel.as_str(),
+                plan.content.as_ref().and_then(Body::text),
+            )
+        })
         .collect();
     let files: Vec<(&str, bool)> = files
         .iter()

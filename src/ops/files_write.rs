@@ -61,10 +61,10 @@ pub struct FileWritten {
 
 impl Operation for FilesWrite {
     const NAME: &'static str = "files.write";
-    const EXAMPLE: &'static str = r##"await mirai.files.write({path: "assets/dot.svg", content_base64: "PHN2Zy8+"})"##;
+    const EXAMPLE: &'static str =
+        r##"await mirai.files.write({path: "assets/dot.svg", content_base64: "PHN2Zy8+"})"##;
     const CLASS: Class = Class::Write;
-    const SUMMARY: &'static str =
-        "Write an attachment from base64.";
+    const SUMMARY: &'static str = "Write an attachment from base64.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post(
         "/mcp/files/write",

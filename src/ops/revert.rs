@@ -293,8 +293,11 @@ struct Working {
     current: Option<String>,
     text: Option<String>,
     /// An attachment instead: its bytes now, and as the inverses leave them.
-    file: Option<(Option<Vec<u8>>, Option<Vec<u8>>)>,
+    file: Option<(Bytes, Bytes)>,
 }
+
+/// An attachment's bytes at one moment (`None`: no file).
+type Bytes = Option<Vec<u8>>;
 
 /// Applies each commit's inverse, newest first, to the notes as this context
 /// sees them, then plans each note's whole change (one plan per note, in the

@@ -168,7 +168,11 @@ impl Repo {
                 if !crate::notes::path::has_note_extension(&path) {
                     let limit = self.notes.max_file_bytes();
                     if size as u64 > limit {
-                        return Err(crate::notes::files::file_too_large(&path, size as u64, limit));
+                        return Err(crate::notes::files::file_too_large(
+                            &path,
+                            size as u64,
+                            limit,
+                        ));
                     }
                 }
                 let limit = self.notes.max_note_bytes();

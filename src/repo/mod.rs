@@ -1485,16 +1485,26 @@ mod tests {
         fs::write(root.join(".git/index.lock"), "").unwrap();
 
         let repo = open_repo(root).unwrap();
-        let err =
-            write_and_commit(&repo, &[("a.md", Some(&b"changed\n"[..]))], "m\n", &author()).unwrap_err();
+        let err = write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"changed\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap_err();
         assert_eq!(err.code, ErrorCode::GitError, "{err}");
         assert_eq!(fs::read(root.join("a.md")).unwrap(), original);
         assert_eq!(git(root, &["rev-parse", "HEAD"]), head_before);
         assert_eq!(fs::read(root.join(".git/index")).unwrap(), index_before);
 
         // A created note is removed again, with the folders made for it.
-        let err = write_and_commit(&repo, &[("new/deep/n.md", Some(&b"x\n"[..]))], "m\n", &author())
-            .unwrap_err();
+        let err = write_and_commit(
+            &repo,
+            &[("new/deep/n.md", Some(&b"x\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap_err();
         assert_eq!(err.code, ErrorCode::GitError);
         assert!(!root.join("new").exists());
         // A deleted note comes back.
@@ -1508,7 +1518,13 @@ mod tests {
         // Once the lock is gone, the next commit carries only its own change.
         fs::remove_file(root.join(".git/index.lock")).unwrap();
         fs::write(root.join("a.md"), "alpha\n").unwrap();
-        write_and_commit(&repo, &[("a.md", Some(&b"alpha 3\n"[..]))], "m\n", &author()).unwrap();
+        write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"alpha 3\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap();
         assert_eq!(
             git(root, &["show", "--name-only", "--format=", "HEAD"]).trim(),
             "a.md"
@@ -1525,7 +1541,13 @@ mod tests {
         fs::write(root.join("b.md"), "beta 2\n").unwrap();
         git(root, &["commit", "-qam", "outside"]);
         let outside = git(root, &["rev-parse", "HEAD"]);
-        write_and_commit(&repo, &[("a.md", Some(&b"alpha 2\n"[..]))], "m\n", &author()).unwrap();
+        write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"alpha 2\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap();
         assert_eq!(git(root, &["rev-parse", "HEAD~1"]), outside);
         assert_eq!(git(root, &["show", "HEAD:b.md"]), "beta 2\n");
     }
@@ -1556,7 +1578,8 @@ mod tests {
         let repo = open_repo(&root).unwrap();
         // A ref lock left behind makes libgit2 fail with the lock's absolute path.
         fs::write(root.join(".git/refs/heads/main.lock"), "").unwrap();
-        let err = write_and_commit(&repo, &[("a.md", Some(&b"x\n"[..]))], "m\n", &author()).unwrap_err();
+        let err =
+            write_and_commit(&repo, &[("a.md", Some(&b"x\n"[..]))], "m\n", &author()).unwrap_err();
         assert_eq!(err.code, ErrorCode::GitError, "{err}");
         assert!(err.message.contains(".git/refs/heads/main.lock"), "{err}");
         assert!(
@@ -1619,7 +1642,13 @@ mod tests {
         let repo = open_repo(root).unwrap();
         assert_eq!(listing(".mirai/released"), Vec::<String>::new());
         assert_eq!(listing(".git/mirai-released"), Vec::<String>::new());
-        write_and_commit(&repo, &[("a.md", Some(&b"alpha 5\n"[..]))], "m\n", &author()).unwrap();
+        write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"alpha 5\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap();
         assert_eq!(git(root, &["status", "--porcelain"]), "");
         assert_fsck_clean(root);
     }
@@ -1629,17 +1658,35 @@ mod tests {
         let dir = seeded();
         let root = dir.path();
         let repo = open_repo(root).unwrap();
-        write_and_commit(&repo, &[("a.md", Some(&b"alpha 2\n"[..]))], "m\n", &author()).unwrap();
+        write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"alpha 2\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap();
         // The index is no longer the file mirai wrote: its kept entries must not be used.
         fs::write(root.join("b.md"), "beta staged\n").unwrap();
         git(root, &["add", "b.md"]);
         fs::write(root.join("c.md"), "new\n").unwrap();
         git(root, &["add", "-N", "c.md"]);
-        write_and_commit(&repo, &[("a.md", Some(&b"alpha 3\n"[..]))], "m\n", &author()).unwrap();
+        write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"alpha 3\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap();
         assert_eq!(git(root, &["status", "--porcelain"]), "M  b.md\n A c.md\n");
         assert_eq!(git(root, &["show", ":b.md"]), "beta staged\n");
         // And the entries mirai kept from that write serve the next one.
-        write_and_commit(&repo, &[("a.md", Some(&b"alpha 4\n"[..]))], "m\n", &author()).unwrap();
+        write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"alpha 4\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap();
         assert_eq!(git(root, &["status", "--porcelain"]), "M  b.md\n A c.md\n");
         assert_eq!(
             git(root, &["show", "--name-only", "--format=", "HEAD"]).trim(),
@@ -1723,7 +1770,10 @@ mod tests {
         fs::write(root.join("b.md"), "a person's beta\n").unwrap();
         let err = write_and_commit(
             &repo,
-            &[("made/n.md", Some(&b"x\n"[..])), ("b.md", Some(&b"mirai's\n"[..]))],
+            &[
+                ("made/n.md", Some(&b"x\n"[..])),
+                ("b.md", Some(&b"mirai's\n"[..])),
+            ],
             "m\n",
             &author(),
         )
