@@ -274,6 +274,14 @@ fn notes_hidden_paths_foreign_types_and_bad_bytes_are_refused() {
     assert_eq!(server.head(), head, "nothing was committed");
     assert!(!server.root.join("x.png").exists());
     clean(&server.root);
+    // Someone's uncommitted file is never overwritten or committed under mirai's name.
+    server.write("theirs.png", b"uncommitted");
+    write("theirs.png", &b64(PNG)).assert_error(409, "conflict");
+    assert_eq!(
+        std::fs::read(server.root.join("theirs.png")).unwrap(),
+        b"uncommitted"
+    );
+    assert_eq!(server.head(), head);
 
     // An operator may allow any type.
     let open = TestServer::start_with(|c| c.files_any_type = true);
