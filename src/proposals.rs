@@ -684,6 +684,26 @@ mod tests {
     }
 
     #[test]
+    fn an_attachments_change_names_its_path_and_carries_bytes_only_when_a_file_remains() {
+        let change = |path: &str, diff: String, bytes: Option<&str>| Change {
+            path: path.into(),
+            diff,
+            content_base64: bytes.map(str::to_string),
+        };
+        let written = crate::notes::files::binary_diff("x.png", None, Some(b"ab"));
+        let deleted = crate::notes::files::binary_diff("x.png", Some(b"ab"), None);
+        assert!(check_change(&change("x.png", written.clone(), Some("YWI="))).is_ok());
+        assert!(check_change(&change("x.png", deleted.clone(), None)).is_ok());
+        assert!(check_change(&change("x.png", written.clone(), None)).is_err());
+        assert!(check_change(&change("x.png", deleted, Some("YWI="))).is_err());
+        assert!(check_change(&change("y.png", written.clone(), Some("YWI="))).is_err());
+        let note = "--- /dev/null\n+++ b/a.md\n@@ -0,0 +1 @@\n+x\n".to_string();
+        assert!(check_change(&change("a.md", note, Some("YWI="))).is_err());
+        let as_note = crate::notes::files::binary_diff("a.md", None, Some(b"ab"));
+        assert!(check_change(&change("a.md", as_note, Some("YWI="))).is_err());
+    }
+
+    #[test]
     fn hostile_files_are_refused_and_skipped() {
         let (dir, store) = store();
         let good = uuid::Uuid::now_v7().to_string();
