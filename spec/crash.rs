@@ -10,7 +10,9 @@
 //! it in the middle of `notes.move`s of a note with 30 linkers (the note is in
 //! one place and every link agrees with it after each restart). A fourth
 //! harness kills it in the middle of pulls (fast-forwards of hundreds of
-//! notes) and replays: after each restart the working tree equals HEAD.
+//! notes) and replays: after each restart the working tree equals HEAD. A
+//! fifth kills it in the middle of binary `files.write`s and `files.delete`s:
+//! the file is whole (the acknowledged bytes or those in flight) or absent.
 
 use crate::common;
 
@@ -1239,4 +1241,110 @@ fn sigkill_during_moves_leaves_each_move_whole() {
     }
     eprintln!("move crash harness: {kills} kills, {moves} moves acknowledged");
     assert!(moves > 0, "no move was acknowledged between kills");
+}
+
+/// What a binary write loop has had acknowledged for its one file, and what
+/// it has in flight (`None` inside: the file absent, by a delete).
+#[derive(Default)]
+struct FileSeen {
+    acked: Option<Vec<u8>>,
+    in_flight: Option<Option<Vec<u8>>>,
+    writes: usize,
+}
+
+/// One `files.write` (a raw body of 256 KiB) or, every fifth time while the
+/// file exists, `files.delete`. `false` once the server is gone.
+fn binary_write_once(client: &Client, url: &str, seen: &Arc<Mutex<FileSeen>>, seed: u64) -> bool {
+    let delete = seed % 5 == 4 && seen.lock().unwrap().acked.is_some();
+    let next = if delete {
+        None
+    } else {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut bytes = vec![0u8; 256 * 1024];
+        rng.fill(&mut bytes);
+        Some(bytes)
+    };
+    seen.lock().unwrap().in_flight = Some(next.clone());
+    let request = match &next {
+        Some(bytes) => client
+            .post(format!("{url}/mcp/files/write?path=img/pic.png"))
+            .header("content-type", "image/png")
+            .body(bytes.clone()),
+        None => client
+            .post(format!("{url}/mcp/files/delete"))
+            .json(&json!({"path": "img/pic.png"})),
+    };
+    let Ok(response) = request.send() else {
+        return false;
+    };
+    let status = response.status().as_u16();
+    let Ok(body) = response.json::<Value>() else {
+        return false;
+    };
+    assert_eq!(status, 200, "{body}");
+    assert!(body["commit"].is_string(), "{body}");
+    let mut seen = seen.lock().unwrap();
+    seen.acked = next;
+    seen.in_flight = None;
+    seen.writes += 1;
+    true
+}
+
+#[test]
+fn sigkill_during_binary_writes_leaves_each_file_whole_or_absent() {
+    let kills: usize = std::env::var("MIRAI_CRASH_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let (dir, root) = seeded(&[("a.md", "![[pic.png]]\n")]);
+    let seen = Arc::new(Mutex::new(FileSeen::default()));
+    for round in 0..=kills {
+        let log = dir.path().join(format!("binary-{round}.log"));
+        let mirai = Mirai::start(&root, &log);
+        {
+            let mut seen = seen.lock().unwrap();
+            assert_eq!(
+                status(&root),
+                "",
+                "round {round}: the tree equals HEAD; {}",
+                fs::read_to_string(&log).unwrap()
+            );
+            assert!(!root.join(".git/index.lock").exists(), "round {round}");
+            assert_eq!(temp_files(&root), Vec::<String>::new(), "round {round}");
+            assert_fsck_clean(&root);
+            let on_disk = fs::read(root.join("img/pic.png")).ok();
+            let whole = on_disk == seen.acked || Some(&on_disk) == seen.in_flight.as_ref();
+            assert!(
+                whole,
+                "round {round}: img/pic.png holds {:?} bytes, neither the acknowledged version \
+                 nor the write in flight",
+                on_disk.as_ref().map(Vec::len)
+            );
+            seen.acked = on_disk;
+            seen.in_flight = None;
+        }
+        if round == kills {
+            break;
+        }
+        let (client, url) = (mirai.client.clone(), mirai.url.clone());
+        let writer = {
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                for i in 0u64.. {
+                    if !binary_write_once(&client, &url, &seen, round as u64 * 1_000_000 + i) {
+                        return;
+                    }
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(fastrand::u64(20..300)));
+        let mut mirai = mirai;
+        mirai.kill();
+        writer
+            .join()
+            .expect("the writer saw only 200s until the kill");
+    }
+    let writes = seen.lock().unwrap().writes;
+    eprintln!("binary crash harness: {kills} kills, {writes} writes acknowledged");
+    assert!(writes > 0, "no write was acknowledged between kills");
 }

@@ -152,6 +152,30 @@ fn a_write_is_one_commit_event_from_mirai_told_after_its_bytes_are_readable() {
 }
 
 #[test]
+fn an_attachments_write_and_delete_are_commit_events_like_a_notes() {
+    let server = TestServer::with_note("a.md", "one\n");
+    let stream = Stream::open(&server, "", None);
+    let answer = server.post_json(
+        "/mcp/files/write",
+        &json!({"path": "img/x.png", "content_base64": "iVBORw=="}),
+    );
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let (ev, _) = stream.until("commit", |d| d["commit"] == answer.body["commit"]);
+    assert_eq!(ev.data["source"], "mirai");
+    assert_eq!(
+        ev.data["paths"],
+        json!([{"path": "img/x.png", "status": "A"}])
+    );
+    let answer = server.post_json("/mcp/files/delete", &json!({"path": "img/x.png"}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let (ev, _) = stream.until("commit", |d| d["commit"] == answer.body["commit"]);
+    assert_eq!(
+        ev.data["paths"],
+        json!([{"path": "img/x.png", "status": "D"}])
+    );
+}
+
+#[test]
 fn a_persons_save_commit_amend_and_reset_are_told_as_outside() {
     let server = TestServer::with_note("a.md", "one\n");
     index_loaded(&server);

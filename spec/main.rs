@@ -24,6 +24,7 @@ mod edges;
 mod events;
 mod fields;
 mod files;
+mod files_write;
 mod foundation;
 mod front_matter;
 mod history;

@@ -173,6 +173,20 @@ fn every_operation_answers_from_javascript_as_it_does_over_http() {
         "return await mirai.files.read({path: 'a.md'})",
         server.get("/mcp/files/read?path=a.md"),
     );
+    // Refused alike (spec/files_write.rs follows the bytes of a sandbox's write).
+    same(
+        "files.write",
+        "return await mirai.files.write({path: 'a.md', content_base64: 'AA=='})",
+        server.post_json(
+            "/mcp/files/write",
+            &json!({"path": "a.md", "content_base64": "AA=="}),
+        ),
+    );
+    same(
+        "files.delete",
+        "return await mirai.files.delete({path: 'nope.png'})",
+        server.post_json("/mcp/files/delete", &json!({"path": "nope.png"})),
+    );
     same(
         "index.status",
         "return await mirai.index.status()",

@@ -1716,6 +1716,43 @@ fn a_replayed_move_follows_percent_encoded_links_and_honours_update_links() {
     }
 }
 
+/// A local move of an attachment replays on the remote's tree: its bytes move
+/// (unread, as the remote holds them) and the remote's new embeds of it follow.
+#[test]
+fn a_replayed_move_of_an_attachment_moves_its_bytes_and_rewrites_new_embeds() {
+    let world = World::new();
+    world.person_pushes(
+        &[
+            ("assets/x.png", Some("fake png bytes")),
+            ("a.md", Some("![[x.png]]\n")),
+        ],
+        "person: an image",
+    );
+    let server = world.mirai(|_| {});
+    assert_eq!(server.read("a.md").status, 200);
+    let theirs = world.person_pushes(
+        &[("c.md", Some("![plot](assets/x.png)\n"))],
+        "person: a new embed",
+    );
+    let moved = server.post_json(
+        "/mcp/notes/move",
+        &json!({"from": "assets/x.png", "to": "img/x.png"}),
+    );
+    assert_eq!(moved.status, 200, "{moved:?}");
+    let answer = server.post_json("/mcp/repo/sync", &json!({}));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.body["unmerged"], json!([]), "{answer:?}");
+    let head = server.head();
+    assert_eq!(commits_between(&server.root, &theirs, &head).len(), 1);
+    let file = |rel: &str| std::fs::read_to_string(server.root.join(rel)).unwrap();
+    assert_eq!(file("img/x.png"), "fake png bytes");
+    assert!(!server.root.join("assets/x.png").exists());
+    assert_eq!(file("a.md"), "![[x.png]]\n");
+    assert_eq!(file("c.md"), "![plot](img/x.png)\n");
+    assert_eq!(git(&server.root, &["status", "--porcelain"]), "");
+    assert_fsck(&server.root);
+}
+
 /// A local write into a folder that the remote meanwhile made a plain file
 /// cannot replay: it is kept back on an unmerged branch, the branch takes the
 /// remote's file, and later syncs pull and push as before.

@@ -92,12 +92,18 @@ pub struct Operation {
     pub body: String,
 }
 
-/// One note's change: a unified diff `patch.apply` accepts.
+/// One note's change: a unified diff `patch.apply` accepts. Or an
+/// attachment's: `Binary file <path>` with both sides' size and SHA-256, and
+/// the new bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Change {
     pub path: String,
     pub diff: String,
+    /// An attachment's new bytes, base64 (absent for a note, or a file deleted);
+    /// approving commits exactly these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_base64: Option<String>,
 }
 
 /// A proposal as stored.
@@ -188,6 +194,15 @@ fn short(text: &str) -> String {
 /// whose headers (both of them) name `change.path`. What a proposal lists is
 /// then exactly what approving it changes.
 pub fn check_change(change: &Change) -> std::result::Result<(), String> {
+    if crate::notes::files::is_binary_diff(&change.diff) {
+        return check_file_change(change);
+    }
+    if change.content_base64.is_some() {
+        return Err(format!(
+            "the change of {:?} carries bytes but its diff is a note's",
+            change.path
+        ));
+    }
     // An empty note created or deleted: the headers alone, naming the path.
     if crate::patch::empty_note_change(&change.path, &change.diff).is_some() {
         return Ok(());
@@ -201,6 +216,21 @@ pub fn check_change(change: &Change) -> std::result::Result<(), String> {
              name its own path and no other",
             change.path,
             short(&patch.path)
+        )),
+    }
+}
+
+/// An attachment's change: a plain path, its description naming that path,
+/// and bytes exactly when the file remains.
+fn check_file_change(change: &Change) -> std::result::Result<(), String> {
+    let plain = crate::notes::files::file_path(&change.path).is_ok_and(|rel| rel == change.path);
+    let described = crate::notes::files::parse_binary_diff(&change.path, &change.diff);
+    match described {
+        Some((_, after)) if plain && after.is_some() == change.content_base64.is_some() => Ok(()),
+        _ => Err(format!(
+            "the change of {:?} is not an attachment's change naming its own path, with its \
+             bytes when the file remains",
+            short(&change.path)
         )),
     }
 }
@@ -610,6 +640,7 @@ mod tests {
             changes: vec![Change {
                 path: "a.md".into(),
                 diff: "--- /dev/null\n+++ b/a.md\n@@ -0,0 +1 @@\n+x\n".into(),
+                content_base64: None,
             }],
             commit: None,
             reason: None,
@@ -650,6 +681,26 @@ mod tests {
                 .code,
             ErrorCode::NotFound
         );
+    }
+
+    #[test]
+    fn an_attachments_change_names_its_path_and_carries_bytes_only_when_a_file_remains() {
+        let change = |path: &str, diff: String, bytes: Option<&str>| Change {
+            path: path.into(),
+            diff,
+            content_base64: bytes.map(str::to_string),
+        };
+        let written = crate::notes::files::binary_diff("x.png", None, Some(b"ab"));
+        let deleted = crate::notes::files::binary_diff("x.png", Some(b"ab"), None);
+        assert!(check_change(&change("x.png", written.clone(), Some("YWI="))).is_ok());
+        assert!(check_change(&change("x.png", deleted.clone(), None)).is_ok());
+        assert!(check_change(&change("x.png", written.clone(), None)).is_err());
+        assert!(check_change(&change("x.png", deleted, Some("YWI="))).is_err());
+        assert!(check_change(&change("y.png", written.clone(), Some("YWI="))).is_err());
+        let note = "--- /dev/null\n+++ b/a.md\n@@ -0,0 +1 @@\n+x\n".to_string();
+        assert!(check_change(&change("a.md", note, Some("YWI="))).is_err());
+        let as_note = crate::notes::files::binary_diff("a.md", None, Some(b"ab"));
+        assert!(check_change(&change("a.md", as_note, Some("YWI="))).is_err());
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub(super) fn read(env: Env, config: &mut Config) -> Result<(), ConfigError> {
                 "at least MIRAI_MAX_NOTE_BYTES: a pull must bring back every note mirai may write",
         });
     }
+    if let Some(on) = env.switch("MIRAI_FILES_ANY_TYPE")? {
+        config.files_any_type = on;
+    }
     if let Some(n) = env.positive("MIRAI_BODY_TIMEOUT_MS", "a positive number of milliseconds")? {
         config.body_timeout_ms = n;
     }

@@ -58,6 +58,9 @@ pub struct Config {
     /// The largest file a pull writes into the working tree
     /// (`MIRAI_MAX_FILE_BYTES`); never below `max_note_bytes`.
     pub max_file_bytes: usize,
+    /// Whether `files.write` takes any extension, not only the allow-list's
+    /// (`MIRAI_FILES_ANY_TYPE`, default off).
+    pub files_any_type: bool,
     /// How long a request body may take to arrive, in milliseconds (`MIRAI_BODY_TIMEOUT_MS`).
     pub body_timeout_ms: u64,
     pub max_edits: usize,
@@ -114,6 +117,7 @@ impl std::fmt::Debug for Config {
             max_body_bytes,
             max_note_bytes,
             max_file_bytes,
+            files_any_type,
             body_timeout_ms,
             max_edits,
             max_changes,
@@ -146,6 +150,7 @@ impl std::fmt::Debug for Config {
             .field("max_body_bytes", max_body_bytes)
             .field("max_note_bytes", max_note_bytes)
             .field("max_file_bytes", max_file_bytes)
+            .field("files_any_type", files_any_type)
             .field("body_timeout_ms", body_timeout_ms)
             .field("max_edits", max_edits)
             .field("max_changes", max_changes)
@@ -231,6 +236,7 @@ impl Config {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_note_bytes: DEFAULT_MAX_NOTE_BYTES,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            files_any_type: false,
             body_timeout_ms: DEFAULT_BODY_TIMEOUT_MS,
             max_edits: DEFAULT_MAX_EDITS,
             max_changes: DEFAULT_MAX_CHANGES,
@@ -246,6 +252,7 @@ impl Config {
             max_body_bytes: self.max_body_bytes,
             max_note_bytes: self.max_note_bytes,
             max_file_bytes: self.max_file_bytes,
+            files_any_type: self.files_any_type,
             max_edits: self.max_edits,
             max_changes: self.max_changes,
             max_move_notes: self.max_move_notes,

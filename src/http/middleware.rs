@@ -25,6 +25,7 @@ use crate::app::App;
 use crate::callers::{Caller, Credential, Right};
 use crate::config::Config;
 use crate::error::{Error, ErrorCode};
+use crate::ops::HttpInput;
 use crate::origin::{self, OwnNames};
 
 /// One line per request: method, path, status, duration.
@@ -236,7 +237,8 @@ const ANY_BODY: &[&str] = &["/hooks/push"];
 /// `unsupported_media_type`): a page on another loopback origin can send a
 /// `text/plain` or form body without a preflight, but never a JSON one, so
 /// mirai reads no body such a page could send blind. MCP's Streamable HTTP
-/// sends `application/json` too.
+/// sends `application/json` too. A file sent raw to `files.write` may have
+/// its own media type, only one a page cannot send without a preflight.
 pub async fn require_json(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -256,7 +258,9 @@ pub async fn require_json(
             .as_deref()
             .and_then(|v| v.split(';').next())
             .map(str::trim);
-        if !media.is_some_and(|m| m.eq_ignore_ascii_case("application/json")) {
+        let json = media.is_some_and(|m| m.eq_ignore_ascii_case("application/json"));
+        let raw_file = takes_a_file(req.path()) && media.is_some_and(needs_preflight);
+        if !(json || raw_file) {
             let got = match sent {
                 Some(sent) => format!("Content-Type {:?}", shorten(&sent)),
                 None => "no Content-Type".to_string(),
@@ -272,6 +276,26 @@ pub async fn require_json(
         }
     }
     Ok(next.call(req).await?.map_into_boxed_body())
+}
+
+/// Whether `path` is a row's that takes a file as its raw body (`files.write`).
+fn takes_a_file(path: &str) -> bool {
+    crate::ops::TABLE
+        .iter()
+        .any(|op| matches!(op.http.input, HttpInput::BodyOrFile(_)) && op.http.path == path)
+}
+
+/// Whether a browser must ask before sending a body of media type `media`
+/// (a CORS preflight, which mirai never grants): anything but the three
+/// types a page may send blind (text/plain and the two form encodings).
+fn needs_preflight(media: &str) -> bool {
+    ![
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+    ]
+    .iter()
+    .any(|blind| media.eq_ignore_ascii_case(blind))
 }
 
 /// A panic anywhere below answers 500 `internal`, with nothing of the panic in it.

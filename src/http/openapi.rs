@@ -119,6 +119,29 @@ fn operation(op: &OpEntry, schemas: &mut Map<String, Value>) -> Yaml {
                 "content": {"application/json": {"schema": named(&request, schemas)}},
             });
         }
+        HttpInput::BodyOrFile(names) => {
+            // With a raw body the fields come from the query string instead.
+            let parameters: Vec<Value> = names
+                .iter()
+                .map(|name| {
+                    let mut parameter = query_parameter(name, &request);
+                    parameter["required"] = json!(false);
+                    parameter["x-mirai-raw-body-only"] = json!(true);
+                    parameter
+                })
+                .collect();
+            operation["parameters"] = Value::Array(parameters);
+            operation["requestBody"] = json!({
+                "required": true,
+                "description": "JSON; or the file's raw bytes with their media type as the \
+                    Content-Type (up to MIRAI_MAX_FILE_BYTES, refused from Content-Length before \
+                    it is read) and the other fields in the query string (path required).",
+                "content": {
+                    "application/json": {"schema": named(&request, schemas)},
+                    "*/*": {"schema": {"type": "string", "format": "binary"}},
+                },
+            });
+        }
     }
     operation["responses"] = json!({
         "200": {

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::middleware::caller_of;
 use super::peer::unless_gone;
-use super::respond::{error_response, gone, read_body, render};
+use super::respond::{error_response, gone, read_body, read_file_body, render};
 use crate::app::App;
 use crate::error::Error;
 use crate::ops::{self, Class, HttpAnswer, HttpInput, Input, OpEntry};
@@ -32,18 +32,24 @@ pub async fn serve(
     req: HttpRequest,
     payload: web::Payload,
 ) -> HttpResponse {
+    let ctx = app.ctx.via("http").as_caller(caller_of(&req));
     let input = match op.http.input {
         // A row that takes no fields still refuses parameters it would ignore.
         HttpInput::Nothing | HttpInput::Query(_) => match query_object(&req) {
             Ok(request) => OwnedInput::Json(request),
             Err(why) => return error_response(&Error::new(op.malformed, why)),
         },
-        HttpInput::Body => match read_body(&app.config, payload).await {
+        HttpInput::BodyOrFile(_) if !sends_json(&req) => {
+            match raw_file(&app, &ctx, op, &req, payload).await {
+                Ok(request) => OwnedInput::Json(request),
+                Err(err) => return error_response(&err),
+            }
+        }
+        HttpInput::Body | HttpInput::BodyOrFile(_) => match read_body(&app.config, payload).await {
             Ok(body) => OwnedInput::Body(body),
             Err(err) => return error_response(&err),
         },
     };
-    let ctx = app.ctx.via("http").as_caller(caller_of(&req));
     if op.class == Class::Sync {
         let ticket = match &input {
             OwnedInput::Json(value) => {
@@ -85,6 +91,60 @@ pub async fn serve(
         }
     }
     render(outcome, op.name)
+}
+
+/// Whether the request's body is JSON (its Content-Type says so, or says nothing).
+fn sends_json(req: &HttpRequest) -> bool {
+    match req.headers().get(actix_web::http::header::CONTENT_TYPE) {
+        None => true,
+        Some(value) => value.to_str().is_ok_and(|value| {
+            let essence = value.split(';').next().unwrap_or_default().trim();
+            essence.eq_ignore_ascii_case("application/json")
+        }),
+    }
+}
+
+/// A file sent as the raw body, as the row's JSON request: the query
+/// string's fields, the bytes as `content_base64` and the Content-Type as
+/// `media_type`. The policy and the caller's rights are checked before the
+/// body is read, and the body is capped by `MIRAI_MAX_FILE_BYTES`.
+async fn raw_file(
+    app: &App,
+    ctx: &ops::Context,
+    op: &OpEntry,
+    req: &HttpRequest,
+    payload: web::Payload,
+) -> Result<Value, Error> {
+    ops::admits(ctx, op.name)?;
+    let mut request = query_object(req).map_err(|why| Error::new(op.malformed, why))?;
+    for field in ["content_base64", "media_type"] {
+        if request.get(field).is_some() {
+            return Err(Error::new(
+                op.malformed,
+                format!(
+                    "{field} comes from the raw body and its Content-Type, not the query string: \
+                     leave it out of the query, or send JSON instead"
+                ),
+            ));
+        }
+    }
+    let bytes = read_file_body(&app.config, req, payload).await?;
+    let media_type = req
+        .headers()
+        .get(actix_web::http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_string);
+    if let Value::Object(fields) = &mut request {
+        use base64::Engine;
+        fields.insert(
+            "content_base64".into(),
+            Value::String(base64::engine::general_purpose::STANDARD.encode(&bytes)),
+        );
+        if let Some(media_type) = media_type {
+            fields.insert("media_type".into(), Value::String(media_type));
+        }
+    }
+    Ok(request)
 }
 
 /// Builds a JSON object from the query string's parameters (first value wins;

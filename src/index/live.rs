@@ -424,8 +424,8 @@ impl LiveIndex {
 
     /// Marks `changes`' notes as being written by mirai until the guard drops
     /// (after [`LiveIndex::notes_changed`]), so the watcher does not tell them.
-    pub fn writing(&self, changes: &[(&str, Option<&str>)]) -> Writing<'_> {
-        let paths: Vec<String> = changes.iter().map(|(p, _)| p.to_string()).collect();
+    pub fn writing(&self, paths: &[&str]) -> Writing<'_> {
+        let paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
         let mut writing = self.writing_now();
         for path in &paths {
             *writing.entry(path.clone()).or_default() += 1;
@@ -1068,6 +1068,23 @@ impl LiveIndex {
                 self.schedule_persist();
             }
             Source::OnDemand { .. } => {}
+        }
+    }
+
+    /// Attachments mirai wrote (`true`) or deleted (`false`): the link graph's
+    /// files follow at once, so links resolve to them (they are never indexed).
+    pub fn files_changed(&self, files: &[(&str, bool)]) {
+        let mut guard = self.write_lock();
+        let Some(vault) = guard.as_mut().and_then(|loaded| loaded.vault.as_mut()) else {
+            return;
+        };
+        let vault = Arc::make_mut(vault);
+        let mut changed = false;
+        for &(path, present) in files {
+            changed |= vault.attachment_changed(path, present);
+        }
+        if changed {
+            self.changed();
         }
     }
 

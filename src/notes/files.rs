@@ -7,7 +7,7 @@ use sha1::{Digest, Sha1};
 
 use super::path;
 use super::root::{Kind, Refusal};
-use super::{refused, Notes, WALK_LIMITS};
+use super::{refused, Existence, NotePath, Notes, WALK_LIMITS};
 use crate::error::{Error, ErrorCode, Result};
 
 /// What the extension of an attachment says it is, from the allow-list.
@@ -62,6 +62,71 @@ pub fn blob_id(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// The SHA-256 of `bytes`, in lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The first line of an attachment's change as a proposal or a dry run shows it.
+const BINARY_HEADER: &str = "Binary file ";
+
+/// An attachment's change as text, where a note's change is a unified diff:
+/// `Binary file <path>`, then `--- binary, N bytes, sha256 <hex>` (or `---
+/// /dev/null`) for the file before and `+++ ...` for after. No patch tool
+/// applies it: a proposal carries the new bytes beside it, which these lines
+/// name by size and hash.
+pub fn binary_diff(rel: &str, before: Option<&[u8]>, after: Option<&[u8]>) -> String {
+    let side = |bytes: Option<&[u8]>| match bytes {
+        None => "/dev/null".to_string(),
+        Some(bytes) => format!(
+            "binary, {} bytes, sha256 {}",
+            bytes.len(),
+            sha256_hex(bytes)
+        ),
+    };
+    format!(
+        "{BINARY_HEADER}{rel}\n--- {}\n+++ {}\n",
+        side(before),
+        side(after)
+    )
+}
+
+/// One side of a [`binary_diff`]: the file's size and SHA-256 (`None`: no file).
+pub type BinarySide = Option<(u64, String)>;
+
+/// Reads back a [`binary_diff`] of `rel`: its two sides, or `None` when
+/// `diff` is not one (a note's diff, or another path's).
+pub fn parse_binary_diff(rel: &str, diff: &str) -> Option<(BinarySide, BinarySide)> {
+    let mut lines = diff.strip_suffix('\n')?.split('\n');
+    if lines.next()? != format!("{BINARY_HEADER}{rel}") {
+        return None;
+    }
+    let side = |line: Option<&str>, mark: &str| -> Option<BinarySide> {
+        let rest = line?.strip_prefix(mark)?;
+        if rest == "/dev/null" {
+            return Some(None);
+        }
+        let (size, hash) = rest
+            .strip_prefix("binary, ")?
+            .split_once(" bytes, sha256 ")?;
+        let hex = hash.len() == 64 && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        hex.then_some(())?;
+        Some(Some((size.parse().ok()?, hash.to_string())))
+    };
+    let before = side(lines.next(), "--- ")?;
+    let after = side(lines.next(), "+++ ")?;
+    (lines.next().is_none() && (before.is_some() || after.is_some())).then_some((before, after))
+}
+
+/// Whether `diff` is an attachment's change ([`binary_diff`]) rather than a note's.
+pub fn is_binary_diff(diff: &str) -> bool {
+    diff.starts_with(BINARY_HEADER)
 }
 
 /// An attachment's path as callers name it: the lexical rules, not hidden
@@ -154,6 +219,49 @@ impl Notes {
         }
     }
 
+    /// Resolves an attachment's path for a write: the rules of [`file_path`],
+    /// inside the root, and never a symlink or through one (a link is refused
+    /// whatever it leads to: mirai replaces files, never writes through a
+    /// link). A folder there is `not_found`; with [`Existence::MustExist`],
+    /// so is a missing file.
+    pub fn resolve_file_for_write(&self, raw: &str, existence: Existence) -> Result<NotePath> {
+        let rel = file_path(raw)?;
+        let real = self
+            .handle
+            .resolve_links(&rel)
+            .map_err(|r| refused(&rel, r))?;
+        let plain = if real.via_link {
+            Err(Refusal::Symlink)
+        } else {
+            self.handle.check_plain(&rel)
+        };
+        plain.map_err(|r| refused(&rel, r))?;
+        match real.kind {
+            Kind::Folder => Err(Error::not_found(format!("{rel:?} is a folder, not a file"))),
+            Kind::Missing if existence == Existence::MustExist => Err(missing(&rel)),
+            Kind::Special => Err(Error::invalid_path(format!(
+                "{rel:?} is not a regular file (a FIFO, socket or device)"
+            ))),
+            _ => Ok(NotePath {
+                real: rel.clone(),
+                rel,
+                via_link: false,
+            }),
+        }
+    }
+
+    /// The bytes of the attachment at `file` (resolved for a write) now
+    /// (`None`: there is none), refused past `MIRAI_MAX_FILE_BYTES` from its
+    /// size before a byte is read.
+    pub fn current_file(&self, file: &NotePath) -> Result<Option<Vec<u8>>> {
+        match self.handle.read_real(&file.real, self.max_file_bytes) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(Refusal::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(Refusal::TooLarge { size, limit }) => Err(file_too_large(&file.rel, size, limit)),
+            Err(r) => Err(refused(&file.rel, r)),
+        }
+    }
+
     /// An attachment's bytes, whole, refused from its size (`fstat`) before
     /// a byte is read when it holds more than `MIRAI_MAX_FILE_BYTES`. One
     /// whose real path (past any symlink) a caller does not `sees` is missing,
@@ -204,6 +312,25 @@ mod tests {
             blob_id(b"hello\n"),
             "ce013625030ba8dba906f756967f9e9ca394464a"
         );
+    }
+
+    #[test]
+    fn binary_diffs_read_back_and_name_their_path() {
+        let diff = binary_diff("a/x.png", Some(b"one"), Some(b"three"));
+        assert!(diff.starts_with("Binary file a/x.png\n--- binary, 3 bytes, sha256 "));
+        let (before, after) = parse_binary_diff("a/x.png", &diff).unwrap();
+        assert_eq!(before, Some((3, sha256_hex(b"one"))));
+        assert_eq!(after, Some((5, sha256_hex(b"three"))));
+        assert!(parse_binary_diff("b.png", &diff).is_none());
+        let created = binary_diff("n.pdf", None, Some(b""));
+        assert_eq!(parse_binary_diff("n.pdf", &created).unwrap().0, None);
+        let deleted = binary_diff("n.pdf", Some(b"x"), None);
+        assert_eq!(parse_binary_diff("n.pdf", &deleted).unwrap().1, None);
+        assert!(
+            parse_binary_diff("n.pdf", "Binary file n.pdf\n--- /dev/null\n+++ /dev/null\n")
+                .is_none()
+        );
+        assert!(parse_binary_diff("n.pdf", &format!("{created}extra\n")).is_none());
     }
 
     #[test]

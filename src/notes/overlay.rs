@@ -10,27 +10,35 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
+use super::files;
 use crate::patch;
 
 /// Notes changed by a dry run, by normalized relative path.
 #[derive(Debug, Default)]
 pub struct Overlay {
     notes: Mutex<BTreeMap<String, Change>>,
+    /// Attachments the run changed: bytes, never text.
+    files: Mutex<BTreeMap<String, Change<Vec<u8>>>>,
 }
 
 #[derive(Debug)]
-struct Change {
+struct Change<T = String> {
     /// The note before the dry run touched it (`None`: it did not exist).
-    original: Option<String>,
+    original: Option<T>,
     /// The note now (`None`: deleted by the dry run).
-    current: Option<String>,
+    current: Option<T>,
 }
 
-/// One note's combined change, as a unified diff that `patch.apply` accepts.
+/// One note's combined change, as a unified diff that `patch.apply` accepts;
+/// an attachment's, as [`files::binary_diff`] describes it, with its new bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NoteChange {
     pub path: String,
     pub patch: String,
+    /// An attachment's bytes after the change (`None`: a note's change, or a
+    /// deletion); a proposal keeps them, an answer shows only `patch`.
+    #[serde(skip)]
+    pub bytes: Option<Vec<u8>>,
 }
 
 impl Overlay {
@@ -52,6 +60,24 @@ impl Overlay {
             current: None,
         });
         change.current = after.map(str::to_string);
+    }
+
+    /// The attachment as the dry run left it: `None` when the run never
+    /// wrote it, `Some(None)` when the run deleted it.
+    pub fn get_file(&self, rel: &str) -> Option<Option<Vec<u8>>> {
+        lock(&self.files)
+            .get(rel)
+            .map(|change| change.current.clone())
+    }
+
+    /// Records a write of attachment `rel`, whose bytes were `before` and are now `after`.
+    pub fn write_file(&self, rel: &str, before: Option<&[u8]>, after: Option<&[u8]>) {
+        let mut files = lock(&self.files);
+        let change = files.entry(rel.to_string()).or_insert_with(|| Change {
+            original: before.map(<[u8]>::to_vec),
+            current: None,
+        });
+        change.current = after.map(<[u8]>::to_vec);
     }
 
     /// `committed` (the notes on disk, sorted) as the dry run sees them.
@@ -80,27 +106,48 @@ impl Overlay {
             .collect()
     }
 
-    /// One diff per note whose text differs from before the run, sorted by path.
+    /// One diff per note whose text differs from before the run, and one
+    /// per attachment whose bytes do, sorted by path.
     pub fn changes(&self) -> Vec<NoteChange> {
-        self.lock()
+        let mut changes: Vec<NoteChange> = self
+            .lock()
             .iter()
             .filter_map(|(rel, change)| {
                 patch::make(rel, change.original.as_deref(), change.current.as_deref()).map(
                     |patch| NoteChange {
                         path: rel.clone(),
                         patch,
+                        bytes: None,
                     },
                 )
             })
-            .collect()
+            .collect();
+        changes.extend(
+            lock(&self.files)
+                .iter()
+                .filter(|(_, change)| change.original != change.current)
+                .map(|(rel, change)| NoteChange {
+                    path: rel.clone(),
+                    patch: files::binary_diff(
+                        rel,
+                        change.original.as_deref(),
+                        change.current.as_deref(),
+                    ),
+                    bytes: change.current.clone(),
+                }),
+        );
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
+        changes
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Change>> {
-        // The map is consistent after every statement; a panic elsewhere cannot tear it.
-        self.notes
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.notes)
     }
+}
+
+fn lock<T>(map: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The map is consistent after every statement; a panic elsewhere cannot tear it.
+    map.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]
@@ -135,6 +182,24 @@ mod tests {
             "{}",
             changes[2].patch
         );
+    }
+
+    #[test]
+    fn attachments_change_as_bytes_beside_the_notes() {
+        let overlay = Overlay::new();
+        overlay.write("b.md", None, Some("new\n"));
+        overlay.write_file("a.png", None, Some(&[0, 159, 146]));
+        overlay.write_file("c.pdf", Some(b"x"), Some(b"y"));
+        overlay.write_file("c.pdf", Some(b"y"), Some(b"x"));
+        assert_eq!(overlay.get_file("a.png"), Some(Some(vec![0, 159, 146])));
+        assert_eq!(overlay.get_file("b.md"), None);
+        let changes = overlay.changes();
+        let paths: Vec<&str> = changes.iter().map(|c| c.path.as_str()).collect();
+        assert_eq!(paths, ["a.png", "b.md"]);
+        assert!(changes[0]
+            .patch
+            .starts_with("Binary file a.png\n--- /dev/null\n+++ binary, 3 bytes"));
+        assert_eq!(changes[0].bytes.as_deref(), Some(&[0u8, 159, 146][..]));
     }
 
     #[test]

@@ -244,6 +244,28 @@ impl View {
         }
     }
 
+    /// Checks the path of an attachment about to be written (see
+    /// [`Notes::resolve_file_for_write`]), within the caller's paths; one the
+    /// view created exists, one it deleted does not.
+    pub fn resolve_file_for_write(&self, raw: &str, existence: Existence) -> Result<NotePath> {
+        self.check_writable(raw)?;
+        let file = self
+            .notes
+            .resolve_file_for_write(raw, Existence::MayBeMissing)?;
+        if existence == Existence::MustExist && self.current_file(&file)?.is_none() {
+            return Err(super::files::missing(&file.rel));
+        }
+        Ok(file)
+    }
+
+    /// A resolved attachment's bytes now (`None`: no file there), as this view sees them.
+    pub fn current_file(&self, file: &NotePath) -> Result<Option<Vec<u8>>> {
+        if let Some(current) = self.overlay.as_deref().and_then(|o| o.get_file(&file.rel)) {
+            return Ok(current);
+        }
+        self.notes.current_file(file)
+    }
+
     /// Every note, as normalized relative paths sorted by their bytes (see [`Notes::list`]).
     pub fn list(&self) -> Result<Vec<String>> {
         let on_disk = self.disk_list()?;

@@ -7,29 +7,59 @@
 //! new text ([`plan_text`], which makes the diff and plans that). [`land_all`]
 //! checks the plans again under the writer lock and writes them where the
 //! context's view says writes land: one commit on disk, or a dry run's overlay.
-//! [`land`] is the case of one note.
+//! [`land`] is the case of one note. An attachment's change ([`plan_file`])
+//! is a plan of bytes on the same path: the same locks, crash record, commit
+//! and change stream; only its "diff" is a description ([`files::binary_diff`]).
 
 use super::guard::{self, GuardPolicy};
 use super::settings::DirtyNotes;
 use super::Context;
 use crate::error::{Error, ErrorCode, Result};
+use crate::notes::files;
 use crate::notes::{Existence, Landing, NotePath};
 use crate::patch::{self, Budget, Patch, Target};
+use crate::proposals::Change;
 use crate::repo::history::Entry;
 use crate::repo::{self, Repo};
 
 /// A change to one note, planned: its path passed the rules, and the patch
-/// applies to the note as it is.
+/// applies to the note as it is. Or an attachment's change ([`plan_file`]).
 pub(super) struct Plan {
     pub note: NotePath,
     /// The note's text before the change (`None`: it does not exist yet).
-    pub before: Option<String>,
+    pub before: Option<Body>,
     /// The note's text after it (`None`: the change deletes it).
-    pub content: Option<String>,
-    /// The unified diff of the change (empty: it changes nothing).
+    pub content: Option<Body>,
+    /// The unified diff of the change (empty: it changes nothing); an
+    /// attachment's is [`files::binary_diff`]'s description.
     pub patch: String,
     pub hunk_count: usize,
     pub net_line_delta: i64,
+    /// Whether `note` is an attachment (its versions are bytes).
+    pub file: bool,
+}
+
+/// A version of what a plan changes: a note's text or an attachment's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Body {
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl Body {
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Body::Text(text) => text.as_bytes(),
+            Body::Bytes(bytes) => bytes,
+        }
+    }
+
+    fn text(&self) -> Option<&str> {
+        match self {
+            Body::Text(text) => Some(text),
+            Body::Bytes(_) => None,
+        }
+    }
 }
 
 impl Plan {
@@ -37,11 +67,12 @@ impl Plan {
     fn unchanged(note: NotePath, text: Option<String>) -> Plan {
         Plan {
             note,
-            before: text.clone(),
-            content: text,
+            before: text.clone().map(Body::Text),
+            content: text.map(Body::Text),
             patch: String::new(),
             hunk_count: 0,
             net_line_delta: 0,
+            file: false,
         }
     }
 
@@ -92,11 +123,12 @@ fn plan_parsed(
     }
     Ok(Plan {
         note,
-        before,
-        content: applied.content,
+        before: before.map(Body::Text),
+        content: applied.content.map(Body::Text),
         patch: text.to_string(),
         hunk_count: applied.hunk_count,
         net_line_delta: applied.net_line_delta,
+        file: false,
     })
 }
 
@@ -125,11 +157,12 @@ pub(super) fn plan_text(
         }
         return Ok(Plan {
             note,
-            before: current,
-            content: content.map(str::to_string),
+            before: current.map(Body::Text),
+            content: content.map(|c| Body::Text(c.to_string())),
             patch: diff,
             hunk_count: 0,
             net_line_delta: 0,
+            file: false,
         });
     }
     let parsed = patch::parse(&diff)?;
@@ -143,11 +176,14 @@ pub(super) fn plan_text(
 /// (the note must still be there and empty), as `notes.write` would.
 pub(super) fn plan_recorded(
     ctx: &Context,
-    path: &str,
-    diff: &str,
+    change: &Change,
     guard: &GuardPolicy,
     budget: &Budget,
 ) -> Result<Plan> {
+    let (path, diff) = (change.path.as_str(), change.diff.as_str());
+    if files::is_binary_diff(diff) {
+        return plan_recorded_file(ctx, change);
+    }
     let Some(creates) = patch::empty_note_change(path, diff) else {
         return plan_patch(ctx, diff, guard, budget);
     };
@@ -171,6 +207,58 @@ pub(super) fn plan_recorded(
     }
 }
 
+/// Plans an attachment's recorded change (a proposal's): the file must still
+/// hold what the change's description says it held (size and SHA-256, or no
+/// file), and the new bytes must be the ones it names; then [`plan_file`].
+fn plan_recorded_file(ctx: &Context, change: &Change) -> Result<Plan> {
+    let path = change.path.as_str();
+    let (before, after) = files::parse_binary_diff(path, &change.diff).ok_or_else(|| {
+        Error::conflict(format!(
+            "the change of {path} is not an attachment's change of that path"
+        ))
+    })?;
+    let bytes = match (&after, change.content_base64.as_deref()) {
+        (None, None) => None,
+        (Some((size, sha)), Some(text)) => {
+            use base64::Engine;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .ok()
+                .filter(|b| b.len() as u64 == *size && files::sha256_hex(b) == *sha)
+                .ok_or_else(|| {
+                    Error::conflict(format!(
+                        "the bytes recorded for {path} are not the ones its change names"
+                    ))
+                })?;
+            Some(bytes)
+        }
+        _ => {
+            return Err(Error::conflict(format!(
+                "the change of {path} and its recorded bytes disagree"
+            )))
+        }
+    };
+    let file = ctx
+        .view
+        .resolve_file_for_write(path, Existence::MayBeMissing)?;
+    let current = ctx.view.current_file(&file)?;
+    let now = current
+        .as_deref()
+        .map(|b| (b.len() as u64, files::sha256_hex(b)));
+    if now != before {
+        let shown = |side: &Option<(u64, String)>| match side {
+            None => "no file".to_string(),
+            Some((size, sha)) => format!("{size} bytes, sha256 {}", short(sha)),
+        };
+        return Err(Error::conflict(format!(
+            "{path} holds {} now, and this change was made against {}",
+            shown(&now),
+            shown(&before)
+        )));
+    }
+    plan_file(ctx, file, current, bytes)
+}
+
 /// Plans deleting the note at `raw_path`: the `+++ /dev/null` diff, planned as
 /// any diff is (deletions are never guarded). An empty note, which no diff can
 /// delete, gets the diff's headers alone.
@@ -185,16 +273,68 @@ pub(super) fn plan_delete(ctx: &Context, raw_path: &str, budget: &Budget) -> Res
     if current.is_empty() {
         return Ok(Plan {
             note,
-            before: Some(current),
+            before: Some(Body::Text(current)),
             content: None,
             patch: diff,
             hunk_count: 0,
             net_line_delta: 0,
+            file: false,
         });
     }
     let mut plan = plan_patch(ctx, &diff, &GuardPolicy::UNGUARDED, budget)?;
     plan.note = note;
     Ok(plan)
+}
+
+/// Plans turning attachment `file` (resolved for a write), whose bytes are
+/// `current` now, into `content` (`None`: deleting it). Equal bytes make a
+/// plan that changes nothing. The new bytes may not pass
+/// `MIRAI_MAX_FILE_BYTES`; a new file's folders are checked against git as a
+/// note's are.
+pub(super) fn plan_file(
+    ctx: &Context,
+    file: NotePath,
+    current: Option<Vec<u8>>,
+    content: Option<Vec<u8>>,
+) -> Result<Plan> {
+    if current == content {
+        return Ok(Plan {
+            note: file,
+            before: current.clone().map(Body::Bytes),
+            content: current.map(Body::Bytes),
+            patch: String::new(),
+            hunk_count: 0,
+            net_line_delta: 0,
+            file: true,
+        });
+    }
+    if let Some(bytes) = &content {
+        let limit = ctx.view.disk_notes().max_file_bytes();
+        if bytes.len() as u64 > limit {
+            return Err(files::file_too_large(&file.rel, bytes.len() as u64, limit));
+        }
+    }
+    if current.is_none() {
+        check_folders_in_git(ctx, &file.rel)?;
+    }
+    Ok(Plan {
+        patch: files::binary_diff(&file.rel, current.as_deref(), content.as_deref()),
+        note: file,
+        before: current.map(Body::Bytes),
+        content: content.map(Body::Bytes),
+        hunk_count: 0,
+        net_line_delta: 0,
+        file: true,
+    })
+}
+
+/// What `plan`'s note or attachment holds now, as the context's view sees it.
+fn current(ctx: &Context, plan: &Plan) -> Result<Option<Body>> {
+    Ok(if plan.file {
+        ctx.view.current_file(&plan.note)?.map(Body::Bytes)
+    } else {
+        ctx.view.current_text(&plan.note)?.map(Body::Text)
+    })
 }
 
 /// A new note's folders must be folders in git too: a folder the repository
@@ -292,7 +432,7 @@ pub(super) fn land_all(
         None => planner(ctx)?,
     };
     for plan in &plans {
-        if ctx.view.current_text(&plan.note)? != plan.before {
+        if current(ctx, plan)? != plan.before {
             plans = planner(ctx)?;
             break;
         }
@@ -309,11 +449,20 @@ pub(super) fn land_all(
     let commit = match ctx.view.landing() {
         Landing::Overlay(overlay) => {
             for plan in &changing {
-                overlay.write(
-                    &plan.note.rel,
-                    plan.before.as_deref(),
-                    plan.content.as_deref(),
-                );
+                let (before, after) = (plan.before.as_ref(), plan.content.as_ref());
+                if plan.file {
+                    overlay.write_file(
+                        &plan.note.rel,
+                        before.map(Body::as_bytes),
+                        after.map(Body::as_bytes),
+                    );
+                } else {
+                    overlay.write(
+                        &plan.note.rel,
+                        before.and_then(Body::text),
+                        after.and_then(Body::text),
+                    );
+                }
             }
             // In review mode the draft keeps the commit this write would have made.
             super::record_landing(ctx, || message(&changing));
@@ -349,22 +498,46 @@ fn commit(ctx: &Context, repo: &Repo, plans: &[&Plan], message: &str) -> Result<
     if ctx.dirty_notes == DirtyNotes::Snapshot {
         for plan in plans {
             if let Some(snapshot) = repo::snapshot(repo, &plan.note.rel, &ctx.mirai_author())? {
-                ctx.index.notes_changed(
-                    &[(plan.note.rel.as_str(), plan.before.as_deref())],
-                    &[],
-                    &snapshot,
-                );
+                if !plan.file {
+                    let before = plan.before.as_ref().and_then(Body::text);
+                    ctx.index
+                        .notes_changed(&[(plan.note.rel.as_str(), before)], &[], &snapshot);
+                }
             }
         }
     }
-    let changes: Vec<(&str, Option<&str>)> = plans
+    let changes: Vec<(&str, Option<&[u8]>)> = plans
         .iter()
-        .map(|plan| (plan.note.rel.as_str(), plan.content.as_deref()))
+        .map(|plan| {
+            (
+                plan.note.rel.as_str(),
+                plan.content.as_ref().map(Body::as_bytes),
+            )
+        })
         .collect();
+    let paths: Vec<&str> = changes.iter().map(|(path, _)| *path).collect();
     // Until the index has them, the watcher must not tell these files as outside edits.
-    let _writing = ctx.index.writing(&changes);
+    let _writing = ctx.index.writing(&paths);
     let commit = repo::write_and_commit(repo, &changes, message, &ctx.author())?;
-    ctx.index.notes_changed(&changes, &[], &commit);
+    // Notes are indexed and linked; attachments are only what links reach.
+    let (files, notes): (Vec<&&Plan>, Vec<&&Plan>) = plans.iter().partition(|plan| plan.file);
+    let notes: Vec<(&str, Option<&str>)> = notes
+        .iter()
+        .map(|plan| {
+            (
+                plan.note.rel.as_str(),
+                plan.content.as_ref().and_then(Body::text),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, bool)> = files
+        .iter()
+        .map(|plan| (plan.note.rel.as_str(), plan.content.is_some()))
+        .collect();
+    ctx.index.notes_changed(&notes, &[], &commit);
+    if !files.is_empty() {
+        ctx.index.files_changed(&files);
+    }
     if let Some(sync) = &ctx.sync {
         sync.committed();
     }

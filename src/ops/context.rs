@@ -44,6 +44,8 @@ pub struct Context {
     pub max_changes: usize,
     /// Most notes one `notes.move` rewrites links in (and a revert of a move changes, with the two paths).
     pub max_move_notes: usize,
+    /// Whether `files.write` takes files off the media-type allow-list (`MIRAI_FILES_ANY_TYPE`).
+    pub files_any_type: bool,
     /// What a write does to a note with someone else's uncommitted changes.
     pub dirty_notes: DirtyNotes,
     /// The guards against destructive writes (see [`guard`]).
@@ -125,6 +127,7 @@ impl Context {
             max_edits: settings.max_edits,
             max_changes: settings.max_changes,
             max_move_notes: settings.max_move_notes,
+            files_any_type: settings.files_any_type,
             dirty_notes: settings.dirty_notes,
             guards: settings.guards,
             identity: settings.git_identity,

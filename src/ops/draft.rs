@@ -87,6 +87,10 @@ impl Draft {
             .map(|change| Change {
                 path: change.path,
                 diff: change.patch,
+                content_base64: change.bytes.map(|bytes| {
+                    use base64::Engine;
+                    base64::engine::general_purpose::STANDARD.encode(bytes)
+                }),
             })
             .collect()
     }

@@ -68,8 +68,7 @@ impl Operation for FilesList {
     const NAME: &'static str = "files.list";
     const EXAMPLE: &'static str = r##"await mirai.files.list({prefix: "assets/"})"##;
     const CLASS: Class = Class::Read;
-    const SUMMARY: &'static str =
-        "Attachments (files that are not notes): size, media type, linking notes; paged.";
+    const SUMMARY: &'static str = "Attachments, with linking notes; paged.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::get(
         "/mcp/files",
@@ -177,8 +176,7 @@ impl Operation for FilesRead {
     const NAME: &'static str = "files.read";
     const EXAMPLE: &'static str = r##"await mirai.files.read({path: "assets/diagram.png"})"##;
     const CLASS: Class = Class::Read;
-    const SUMMARY: &'static str =
-        "An attachment's size, media type and blob; base64 bytes up to 32 KiB.";
+    const SUMMARY: &'static str = "An attachment's metadata; base64 bytes up to 32 KiB.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidPath;
     const HTTP: HttpRoute =
         HttpRoute::get("/mcp/files/read", HttpInput::Query(&["path", "rev"])).raw();

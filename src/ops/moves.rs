@@ -12,6 +12,14 @@
 //! those are read as they are now and their links found again, so the
 //! rewrite works on the current text. At most `MIRAI_MOVE_MAX_NOTES` notes
 //! besides the moved one are read (and so rewritten).
+//!
+//! An attachment (a `from` that is not a `.md` path) moves the same way, as
+//! bytes ([`plan_file`]), to a path that is not a note and whose extension
+//! `files.write` would take; every `![[x.png]]`, `![](assets/x.png)` and
+//! reference definition reaching it is rewritten in the same commit. One row
+//! rather than a `files.move`: the rules (links, `MIRAI_MOVE_MAX_NOTES`,
+//! `update_links`, `base_commit`, the subject a replay and a revert know)
+//! are the same, and a second row would have to copy them.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -19,11 +27,13 @@ use std::cell::RefCell;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::change::{land_all, plan_delete, plan_text, status_lines, Plan};
+use super::change::{land_all, plan_delete, plan_file, plan_text, status_lines, Plan};
+use super::files_write::check_writable_type;
 use super::guard::GuardPolicy;
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
-use crate::notes::Existence;
+use crate::notes::path::has_note_extension;
+use crate::notes::{Existence, View};
 use crate::patch::Budget;
 use crate::repo::{LINKS_UNCHANGED, MOVE_LINKS_TRAILER, MOVE_SUBJECT};
 use crate::vault::resolve::Files;
@@ -32,7 +42,7 @@ use crate::vault::rewrite::Move;
 /// `notes.move`'s request.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct MoveRequest {
-    /// The note to move, relative to the notes root.
+    /// The note (or attachment) to move, relative to the notes root.
     pub from: String,
     /// Its new path; must not exist.
     pub to: String,
@@ -75,7 +85,7 @@ impl Operation for NotesMove {
     const EXAMPLE: &'static str =
         r##"await mirai.notes.move({from: "trips/porto.md", to: "trips/2024/porto.md"})"##;
     const CLASS: Class = Class::Write;
-    const SUMMARY: &'static str = "Rename a note, rewriting links to it.";
+    const SUMMARY: &'static str = "Move a note or file; links to it follow.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/move", HttpInput::Body);
     const PROMPT: PromptDetail = PromptDetail::Brief;
@@ -156,12 +166,18 @@ fn plan_move(
     request: &MoveRequest,
     budget: &Budget,
 ) -> Result<(Vec<Plan>, Vec<RewrittenNote>)> {
-    let from = ctx
-        .view
-        .resolve_for_write(&request.from, Existence::MustExist)?;
-    let to = ctx
-        .view
-        .resolve_for_write(&request.to, Existence::MayBeMissing)?;
+    // An attachment moves as bytes; the links to it are rewritten as a note's.
+    let attachment = !has_note_extension(request.from.trim());
+    let resolve = if attachment {
+        View::resolve_file_for_write
+    } else {
+        View::resolve_for_write
+    };
+    let from = resolve(&ctx.view, &request.from, Existence::MustExist)?;
+    let to = resolve(&ctx.view, &request.to, Existence::MayBeMissing)?;
+    if attachment {
+        check_writable_type(ctx, &to.rel)?;
+    }
     if from.rel == to.rel {
         return Err(Error::new(
             ErrorCode::InvalidRequest,
@@ -171,17 +187,31 @@ fn plan_move(
             ),
         ));
     }
-    if ctx.view.current_text(&to)?.is_some() {
+    let exists = if attachment {
+        ctx.view.current_file(&to)?.is_some()
+    } else {
+        ctx.view.current_text(&to)?.is_some()
+    };
+    if exists {
         return Err(Error::conflict(format!(
-            "{} already exists; a move never replaces a note: choose another `to`, or delete \
-             that note first",
+            "{} already exists; a move never replaces a note or file: choose another `to`, or \
+             delete it first",
             to.rel
         )));
     }
-    let text = ctx
-        .view
-        .current_text(&from)?
-        .ok_or_else(|| crate::notes::suggest::missing(&from.rel))?;
+    let (text, bytes) = if attachment {
+        let bytes = ctx
+            .view
+            .current_file(&from)?
+            .ok_or_else(|| crate::notes::files::missing(&from.rel))?;
+        (String::new(), Some(bytes))
+    } else {
+        let text = ctx
+            .view
+            .current_text(&from)?
+            .ok_or_else(|| crate::notes::suggest::missing(&from.rel))?;
+        (text, None)
+    };
     let mut moved_text = text.clone();
     let mut rewritten: Vec<RewrittenNote> = Vec::new();
     let mut others: Vec<Plan> = Vec::new();
@@ -252,6 +282,14 @@ fn plan_move(
         }
     }
     rewritten.sort_by(|a, b| a.path.cmp(&b.path));
+    if let Some(bytes) = bytes {
+        let mut plans = vec![
+            plan_file(ctx, from, Some(bytes.clone()), None)?,
+            plan_file(ctx, to, None, Some(bytes))?,
+        ];
+        plans.extend(others);
+        return Ok((plans, rewritten));
+    }
     let mut plans = vec![
         plan_delete(ctx, &from.rel, budget)?,
         plan_text(

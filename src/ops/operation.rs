@@ -61,6 +61,11 @@ pub enum HttpInput {
     Query(&'static [&'static str]),
     /// The JSON body, parsed once the policy allows the row.
     Body,
+    /// The JSON body; or, when the Content-Type is not JSON, a file's raw
+    /// bytes (refused past `MIRAI_MAX_FILE_BYTES` from Content-Length before
+    /// a byte is read) with these query parameters: the adapter hands the
+    /// row the bytes as `content_base64` and the Content-Type as `media_type`.
+    BodyOrFile(&'static [&'static str]),
 }
 
 /// What HTTP answers for a row.

@@ -66,7 +66,7 @@ impl Operation for ProposalsList {
     const NAME: &'static str = "proposals.list";
     const EXAMPLE: &'static str = r##"await mirai.proposals.list({status: "pending", limit: 10})"##;
     const CLASS: Class = Class::Read;
-    const SUMMARY: &'static str = "Review mode's proposals, newest first (pending by default).";
+    const SUMMARY: &'static str = "Proposals, newest first (pending by default).";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::get(
         "/mcp/proposals",
@@ -159,7 +159,7 @@ impl Operation for ProposalsGet {
     const EXAMPLE: &'static str =
         r##"await mirai.proposals.get({id: "0192f0c4-5b3e-7c11-8d2a-4f3b2a1c0d9e"})"##;
     const CLASS: Class = Class::Read;
-    const SUMMARY: &'static str = "One proposal with its diffs and whether they still apply.";
+    const SUMMARY: &'static str = "One proposal, its diffs, whether they apply.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::get("/mcp/proposals/get", HttpInput::Query(&["id"]));
     const PROMPT: PromptDetail = PromptDetail::Brief;
@@ -173,13 +173,7 @@ impl Operation for ProposalsGet {
             let disk = on_disk(ctx);
             let budget = Budget::request();
             for change in &proposal.changes {
-                if let Err(e) = plan_recorded(
-                    &disk,
-                    &change.path,
-                    &change.diff,
-                    &GuardPolicy::UNGUARDED,
-                    &budget,
-                ) {
+                if let Err(e) = plan_recorded(&disk, change, &GuardPolicy::UNGUARDED, &budget) {
                     conflicts.push(ProposalConflict {
                         path: change.path.clone(),
                         code: e.code.as_str().to_string(),
@@ -528,7 +522,7 @@ fn plan_all(ctx: &Context, changes: &[Change], budget: &Budget) -> Result<Vec<Pl
                     "{why}; the proposal stays pending: reject it"
                 ))
             })?;
-            plan_recorded(ctx, &change.path, &change.diff, &GuardPolicy::UNGUARDED, budget).map_err(|e| {
+            plan_recorded(ctx, change, &GuardPolicy::UNGUARDED, budget).map_err(|e| {
                 Error::new(
                     e.code,
                     format!(

@@ -80,7 +80,10 @@ pub fn file_draft(draft: &Draft, ctx: &Context) -> Result<Option<Proposed>> {
             ),
         ));
     }
-    let bytes: usize = changes.iter().map(|c| c.diff.len()).sum();
+    let bytes: usize = changes
+        .iter()
+        .map(|c| c.diff.len() + c.content_base64.as_ref().map_or(0, String::len))
+        .sum();
     if bytes > ctx.max_content_bytes {
         return Err(Error::new(
             ErrorCode::PayloadTooLarge,

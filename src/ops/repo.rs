@@ -15,7 +15,8 @@ impl Operation for RepoStatus {
     const NAME: &'static str = "repo.status";
     const EXAMPLE: &'static str = r##"await mirai.repo.status()"##;
     const CLASS: Class = Class::Read;
-    const SUMMARY: &'static str = "Branch, HEAD and, with a remote, commits ahead/behind, last push, pull and error, mirai/unmerged branches.";
+    const SUMMARY: &'static str =
+        "Branch, HEAD and, with a remote, ahead/behind, last push, pull, error, unmerged branches.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::get("/mcp/repo/status", HttpInput::Nothing);
     const PROMPT: PromptDetail = PromptDetail::Brief;
@@ -42,7 +43,8 @@ impl Operation for RepoSync {
     const EXAMPLE: &'static str = r##"await mirai.repo.sync()"##;
     // Allowed in read_only mode, where it only pulls (a write class would deny it).
     const CLASS: Class = Class::Sync;
-    const SUMMARY: &'static str = "Pull now (local commits replayed; failures kept on a mirai/unmerged branch), then push (read_only: pull only).";
+    const SUMMARY: &'static str =
+        "Pull now (local commits replayed; failures kept on mirai/unmerged), then push.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/repo/sync", HttpInput::Nothing);
     const PROMPT: PromptDetail = PromptDetail::Brief;

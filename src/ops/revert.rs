@@ -10,18 +10,23 @@
 //! as one change. A note that stands as the commit left it is put back as the
 //! commit found it, with no diff work; the work of placing inverses in notes
 //! that moved is the request's patch budget ([`crate::patch::Budget`]), past
-//! which the answer is 409 saying so.
+//! which the answer is 409 saying so. An attachment (any path that is not a
+//! note) is never merged: it must hold the bytes the commit left, and gets
+//! back the bytes the commit found ([`plan_file`]); otherwise 409.
 
 use std::collections::HashMap;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::change::{land_all, plan_text, status_lines, Plan};
+use super::change::{land_all, plan_file, plan_text, status_lines, Plan};
+use super::files_write::check_writable_type;
 use super::guard::GuardPolicy;
 use super::patch::{summary, PatchSummary};
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
+use crate::notes::files;
+use crate::notes::path::has_note_extension;
 use crate::notes::{Existence, NotePath};
 use crate::patch::{self, Budget};
 use crate::repo::{CommitChanges, FileBound};
@@ -61,7 +66,7 @@ impl Operation for NotesRevert {
     const EXAMPLE: &'static str = r##"await mirai.notes.revert({commit: "3f2a9c1"})"##;
     const CLASS: Class = Class::Write;
     const SUMMARY: &'static str =
-        "Take back a commit ({commit}) or an agent run ({run_id}), optionally one note's part ({path}), as ONE new commit; 409 when it no longer applies.";
+        "Take back a commit ({commit}) or agent run ({run_id}), or one path of it ({path}), as ONE new commit; 409 if it no longer applies.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/revert", HttpInput::Body);
     const PROMPT: PromptDetail = PromptDetail::Brief;
@@ -69,10 +74,11 @@ impl Operation for NotesRevert {
     type Response = Reverted;
 
     fn run(ctx: &Context, request: RevertRequest) -> Result<Reverted> {
-        let only = match request.path.as_deref() {
-            Some(raw) => Some(ctx.view.resolve(raw, Existence::MayBeMissing)?.rel),
-            None => None,
-        };
+        let only = request
+            .path
+            .as_deref()
+            .map(|raw| named_path(ctx, raw))
+            .transpose()?;
         let (subject, commits) = match (request.commit.as_deref(), request.run_id.as_deref()) {
             (Some(sha), None) => {
                 let commit = {
@@ -136,6 +142,18 @@ impl Operation for NotesRevert {
     }
 }
 
+/// The note's or attachment's path `raw` names, when this context sees it.
+fn named_path(ctx: &Context, raw: &str) -> Result<String> {
+    if has_note_extension(raw.trim()) {
+        return Ok(ctx.view.resolve(raw, Existence::MayBeMissing)?.rel);
+    }
+    let rel = files::file_path(raw)?;
+    if !ctx.view.sees(&rel) {
+        return Err(files::missing(&rel));
+    }
+    Ok(rel)
+}
+
 /// Every commit of agent run `run_id`, newest first, with what each changed.
 fn run(ctx: &Context, run_id: &str, only: Option<&str>) -> Result<Vec<CommitChanges>> {
     if uuid::Uuid::parse_str(run_id).is_err() {
@@ -191,9 +209,18 @@ fn check_notes(ctx: &Context, commits: &[CommitChanges]) -> Result<()> {
                         .to_string(),
                 ));
             }
-            if let Err(e) = ctx.view.resolve(&file.path, Existence::MayBeMissing) {
+            let writable = if has_note_extension(&file.path) {
+                ctx.view
+                    .resolve(&file.path, Existence::MayBeMissing)
+                    .map(drop)
+            } else {
+                ctx.view
+                    .resolve_file_for_write(&file.path, Existence::MayBeMissing)
+                    .and_then(|_| check_writable_type(ctx, &file.path))
+            };
+            if let Err(e) = writable {
                 return Err(refuse(format!(
-                    "which is not a note mirai may write ({})",
+                    "which is not a note or file mirai may write ({})",
                     e.message
                 )));
             }
@@ -265,7 +292,12 @@ struct Working {
     note: NotePath,
     current: Option<String>,
     text: Option<String>,
+    /// An attachment instead: its bytes now, and as the inverses leave them.
+    file: Option<(Bytes, Bytes)>,
 }
+
+/// An attachment's bytes at one moment (`None`: no file).
+type Bytes = Option<Vec<u8>>;
 
 /// Applies each commit's inverse, newest first, to the notes as this context
 /// sees them, then plans each note's whole change (one plan per note, in the
@@ -281,8 +313,23 @@ fn plan_inverse(ctx: &Context, commits: &[CommitChanges], budget: &Budget) -> Re
             if file.before == file.after {
                 continue; // only the mode changed: no text to take back
             }
+            let attachment = !has_note_extension(&file.path);
             let slot = match at.get(file.path.as_str()) {
                 Some(&slot) => slot,
+                None if attachment => {
+                    let note = ctx
+                        .view
+                        .resolve_file_for_write(&file.path, Existence::MayBeMissing)?;
+                    let current = ctx.view.current_file(&note)?;
+                    at.insert(file.path.as_str(), notes.len());
+                    notes.push(Working {
+                        note,
+                        text: None,
+                        current: None,
+                        file: Some((current.clone(), current)),
+                    });
+                    notes.len() - 1
+                }
                 None => {
                     let note = ctx
                         .view
@@ -293,11 +340,23 @@ fn plan_inverse(ctx: &Context, commits: &[CommitChanges], budget: &Budget) -> Re
                         note,
                         text: current.clone(),
                         current,
+                        file: None,
                     });
                     notes.len() - 1
                 }
             };
             let working = &mut notes[slot];
+            if let Some((_, bytes)) = &mut working.file {
+                // Bytes are not merged: the file must stand as the commit left it.
+                if *bytes != file.after {
+                    return Err(Error::conflict(format!(
+                        "cannot take back commit {} ({}) in {}: the file changed since, and                          mirai does not merge a file's bytes; write the version you want with                          files.write instead",
+                        commit.short, commit.subject, working.note.rel
+                    )));
+                }
+                *bytes = file.before.clone();
+                continue;
+            }
             let as_text = |bytes: &Option<Vec<u8>>| -> Result<Option<String>> {
                 bytes
                     .as_ref()
@@ -354,6 +413,9 @@ fn plan_inverse(ctx: &Context, commits: &[CommitChanges], budget: &Budget) -> Re
     notes
         .into_iter()
         .map(|working| {
+            if let Some((current, bytes)) = working.file {
+                return plan_file(ctx, working.note, current, bytes);
+            }
             plan_text(
                 ctx,
                 working.note,

@@ -88,6 +88,8 @@ pub struct Settings {
     pub max_note_bytes: usize,
     /// The largest file a pull writes into the working tree (`MIRAI_MAX_FILE_BYTES`).
     pub max_file_bytes: usize,
+    /// Whether `files.write` takes any extension (`MIRAI_FILES_ANY_TYPE`).
+    pub files_any_type: bool,
     pub max_edits: usize,
     pub max_changes: usize,
     pub max_move_notes: usize,

@@ -38,7 +38,7 @@ impl Operation for NotesDelete {
     const NAME: &'static str = "notes.delete";
     const EXAMPLE: &'static str = r##"await mirai.notes.delete({path: "old/draft.md"})"##;
     const CLASS: Class = Class::Write;
-    const SUMMARY: &'static str = "Delete a note, as one commit.";
+    const SUMMARY: &'static str = "Delete a note.";
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post("/mcp/notes/delete", HttpInput::Body);
     type Request = DeleteRequest;

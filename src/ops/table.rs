@@ -99,6 +99,8 @@ pub static TABLE: &[OpEntry] = &[
     entry::<NotesTags>(),
     entry::<FilesList>(),
     entry::<FilesRead>(),
+    entry::<FilesWrite>(),
+    entry::<FilesDelete>(),
     entry::<PatchPropose>(),
     entry::<PatchApply>(),
     entry::<PatchMake>(),
@@ -191,6 +193,15 @@ pub fn dispatch_file(ctx: &Context, name: &str, input: Input<'_>) -> Result<File
         )
     })?;
     FilesRead::whole(ctx, request)
+}
+
+/// Whether `ctx` may run row `name` at all (policy and the caller's rights),
+/// decided from the row alone: for an adapter about to read a large body
+/// (HTTP's raw file upload) before it reads it.
+pub fn admits(ctx: &Context, name: &str) -> Result<()> {
+    let op = find(name).ok_or_else(|| Error::not_found(format!("unknown operation: {name}")))?;
+    check_policy(ctx.policy, ctx.reviewer, op)?;
+    check_rights(ctx, op)
 }
 
 /// The row named `name`, once policy allows it, and its request as JSON.

@@ -158,14 +158,25 @@ impl Repo {
                 if !present {
                     return Ok(None);
                 }
-                // A note past MIRAI_MAX_NOTE_BYTES is never loaded: its size is in the header.
+                // A note past MIRAI_MAX_NOTE_BYTES (an attachment past
+                // MIRAI_MAX_FILE_BYTES) is never loaded: its size is in the header.
                 let (size, _) = self
                     .git
                     .odb()
                     .and_then(|odb| odb.read_header(id))
                     .map_err(cannot)?;
+                if !crate::notes::path::has_note_extension(&path) {
+                    let limit = self.notes.max_file_bytes();
+                    if size as u64 > limit {
+                        return Err(crate::notes::files::file_too_large(
+                            &path,
+                            size as u64,
+                            limit,
+                        ));
+                    }
+                }
                 let limit = self.notes.max_note_bytes();
-                if size as u64 > limit {
+                if size as u64 > limit && crate::notes::path::has_note_extension(&path) {
                     return Err(crate::notes::too_large(&path, size as u64, limit));
                 }
                 let blob = self.git.find_blob(id).map_err(cannot)?;

@@ -900,7 +900,7 @@ struct Landed<'a> {
 /// refused (`invalid_path`), never written through.
 pub fn write_and_commit(
     repo: &Repo,
-    changes: &[(&str, Option<&str>)],
+    changes: &[(&str, Option<&[u8]>)],
     message: &str,
     author: &Author,
 ) -> Result<String> {
@@ -909,7 +909,7 @@ pub fn write_and_commit(
 
 fn write_and_commit_inner(
     repo: &Repo,
-    changes: &[(&str, Option<&str>)],
+    changes: &[(&str, Option<&[u8]>)],
     message: &str,
     author: &Author,
 ) -> Result<String> {
@@ -941,7 +941,7 @@ pub(super) fn blob_id(bytes: &[u8]) -> Result<Oid> {
 /// A note of a commit in progress: its folder held open and its bytes before.
 struct Opened<'a> {
     rel: &'a str,
-    content: Option<&'a str>,
+    content: Option<&'a [u8]>,
     slot: Slot,
     before: Option<Vec<u8>>,
 }
@@ -968,7 +968,7 @@ struct Ready {
 fn write_and_commit_recorded(
     repo: &Repo,
     journal: &mut Journal,
-    changes: &[(&str, Option<&str>)],
+    changes: &[(&str, Option<&[u8]>)],
     message: &str,
     author: &Author,
 ) -> Result<String> {
@@ -985,7 +985,7 @@ fn write_and_commit_recorded(
                 .zip(&ready)
                 .map(|(note, ready)| {
                     let mode = ready.meta.as_ref().map_or(FileMode::Blob, blob_mode);
-                    (note.rel, note.content.map(|c| (c.as_bytes(), mode)))
+                    (note.rel, note.content.map(|c| (c, mode)))
                 })
                 .collect();
             repo.build_commit(&notes, (message, author))
@@ -1041,7 +1041,7 @@ fn write_and_commit_recorded(
 fn open_all<'a>(
     repo: &Repo,
     index: &Entries,
-    changes: &[(&'a str, Option<&'a str>)],
+    changes: &[(&'a str, Option<&'a [u8]>)],
     opened: &mut Vec<Opened<'a>>,
 ) -> Result<()> {
     let head = repo.head_tree()?;
@@ -1086,7 +1086,7 @@ fn prepare_all(repo: &Repo, opened: &[Opened<'_>], ready: &mut Vec<Ready>) -> Re
         let mut next = Ready::default();
         let made = (|| -> std::io::Result<()> {
             if let Some(content) = note.content {
-                let temp = note.slot.prepare(content.as_bytes())?;
+                let temp = note.slot.prepare(content)?;
                 next.meta = Some(temp.metadata()?);
                 next.temp = Some(temp);
             }
@@ -1130,7 +1130,7 @@ fn record_writing(
             note: note.rel.to_string(),
             index_before: before.clone(),
             before,
-            after: hex(note.content.map(str::as_bytes))?,
+            after: hex(note.content)?,
             released: ready.held.as_ref().map(|held| held.name().to_string()),
             ..NoteIntent::default()
         });
@@ -1158,7 +1158,7 @@ fn finish_undo(
     for (i, note) in opened.iter().enumerate().take(touched).rev() {
         // Each note goes back only while it holds what the write put there: a
         // save someone made since stays (uncommitted, as any edit of theirs).
-        let installed = note.content.map(str::as_bytes);
+        let installed = note.content;
         let held = ready.get_mut(i).and_then(|r| r.held.take());
         let restored = match held {
             Some(held) => match held.put_back(&note.slot, installed) {
@@ -1404,7 +1404,7 @@ mod tests {
         let before = repo.head().unwrap().unwrap();
         let sha = write_and_commit(
             &repo,
-            &[("a.md", Some("alpha 2\n"))],
+            &[("a.md", Some(&b"alpha 2\n"[..]))],
             "mcp.patch_apply: a.md\n",
             &author(),
         )
@@ -1442,7 +1442,7 @@ mod tests {
         assert_eq!(repo.head().unwrap(), None);
         let sha = write_and_commit(
             &repo,
-            &[("x/y/z.md", Some("new\n"))],
+            &[("x/y/z.md", Some(&b"new\n"[..]))],
             "mcp.patch_apply: x/y/z.md\n",
             &author(),
         )
@@ -1485,16 +1485,26 @@ mod tests {
         fs::write(root.join(".git/index.lock"), "").unwrap();
 
         let repo = open_repo(root).unwrap();
-        let err =
-            write_and_commit(&repo, &[("a.md", Some("changed\n"))], "m\n", &author()).unwrap_err();
+        let err = write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"changed\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap_err();
         assert_eq!(err.code, ErrorCode::GitError, "{err}");
         assert_eq!(fs::read(root.join("a.md")).unwrap(), original);
         assert_eq!(git(root, &["rev-parse", "HEAD"]), head_before);
         assert_eq!(fs::read(root.join(".git/index")).unwrap(), index_before);
 
         // A created note is removed again, with the folders made for it.
-        let err = write_and_commit(&repo, &[("new/deep/n.md", Some("x\n"))], "m\n", &author())
-            .unwrap_err();
+        let err = write_and_commit(
+            &repo,
+            &[("new/deep/n.md", Some(&b"x\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap_err();
         assert_eq!(err.code, ErrorCode::GitError);
         assert!(!root.join("new").exists());
         // A deleted note comes back.
@@ -1508,7 +1518,13 @@ mod tests {
         // Once the lock is gone, the next commit carries only its own change.
         fs::remove_file(root.join(".git/index.lock")).unwrap();
         fs::write(root.join("a.md"), "alpha\n").unwrap();
-        write_and_commit(&repo, &[("a.md", Some("alpha 3\n"))], "m\n", &author()).unwrap();
+        write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"alpha 3\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap();
         assert_eq!(
             git(root, &["show", "--name-only", "--format=", "HEAD"]).trim(),
             "a.md"
@@ -1525,7 +1541,13 @@ mod tests {
         fs::write(root.join("b.md"), "beta 2\n").unwrap();
         git(root, &["commit", "-qam", "outside"]);
         let outside = git(root, &["rev-parse", "HEAD"]);
-        write_and_commit(&repo, &[("a.md", Some("alpha 2\n"))], "m\n", &author()).unwrap();
+        write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"alpha 2\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap();
         assert_eq!(git(root, &["rev-parse", "HEAD~1"]), outside);
         assert_eq!(git(root, &["show", "HEAD:b.md"]), "beta 2\n");
     }
@@ -1537,7 +1559,7 @@ mod tests {
         let repo = open_repo(root).unwrap();
         let base = repo.head().unwrap().unwrap();
         assert!(!repo.changed_since(&base, "a.md").unwrap());
-        write_and_commit(&repo, &[("b.md", Some("beta 2\n"))], "m\n", &author()).unwrap();
+        write_and_commit(&repo, &[("b.md", Some(&b"beta 2\n"[..]))], "m\n", &author()).unwrap();
         assert!(!repo.changed_since(&base, "a.md").unwrap());
         assert!(repo.changed_since(&base, "b.md").unwrap());
         assert!(repo.changed_since(&base[..10], "b.md").unwrap());
@@ -1556,7 +1578,8 @@ mod tests {
         let repo = open_repo(&root).unwrap();
         // A ref lock left behind makes libgit2 fail with the lock's absolute path.
         fs::write(root.join(".git/refs/heads/main.lock"), "").unwrap();
-        let err = write_and_commit(&repo, &[("a.md", Some("x\n"))], "m\n", &author()).unwrap_err();
+        let err =
+            write_and_commit(&repo, &[("a.md", Some(&b"x\n"[..]))], "m\n", &author()).unwrap_err();
         assert_eq!(err.code, ErrorCode::GitError, "{err}");
         assert!(err.message.contains(".git/refs/heads/main.lock"), "{err}");
         assert!(
@@ -1594,7 +1617,7 @@ mod tests {
         let repo = open_repo(root).unwrap();
         for n in 0..5 {
             let text = format!("alpha {n}\n");
-            write_and_commit(&repo, &[("a.md", Some(text.as_str()))], "m\n", &author()).unwrap();
+            write_and_commit(&repo, &[("a.md", Some(text.as_bytes()))], "m\n", &author()).unwrap();
         }
         write_and_commit(&repo, &[("b.md", None)], "m\n", &author()).unwrap();
         drop(repo); // waits for the links still queued
@@ -1619,7 +1642,13 @@ mod tests {
         let repo = open_repo(root).unwrap();
         assert_eq!(listing(".mirai/released"), Vec::<String>::new());
         assert_eq!(listing(".git/mirai-released"), Vec::<String>::new());
-        write_and_commit(&repo, &[("a.md", Some("alpha 5\n"))], "m\n", &author()).unwrap();
+        write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"alpha 5\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap();
         assert_eq!(git(root, &["status", "--porcelain"]), "");
         assert_fsck_clean(root);
     }
@@ -1629,17 +1658,35 @@ mod tests {
         let dir = seeded();
         let root = dir.path();
         let repo = open_repo(root).unwrap();
-        write_and_commit(&repo, &[("a.md", Some("alpha 2\n"))], "m\n", &author()).unwrap();
+        write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"alpha 2\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap();
         // The index is no longer the file mirai wrote: its kept entries must not be used.
         fs::write(root.join("b.md"), "beta staged\n").unwrap();
         git(root, &["add", "b.md"]);
         fs::write(root.join("c.md"), "new\n").unwrap();
         git(root, &["add", "-N", "c.md"]);
-        write_and_commit(&repo, &[("a.md", Some("alpha 3\n"))], "m\n", &author()).unwrap();
+        write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"alpha 3\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap();
         assert_eq!(git(root, &["status", "--porcelain"]), "M  b.md\n A c.md\n");
         assert_eq!(git(root, &["show", ":b.md"]), "beta staged\n");
         // And the entries mirai kept from that write serve the next one.
-        write_and_commit(&repo, &[("a.md", Some("alpha 4\n"))], "m\n", &author()).unwrap();
+        write_and_commit(
+            &repo,
+            &[("a.md", Some(&b"alpha 4\n"[..]))],
+            "m\n",
+            &author(),
+        )
+        .unwrap();
         assert_eq!(git(root, &["status", "--porcelain"]), "M  b.md\n A c.md\n");
         assert_eq!(
             git(root, &["show", "--name-only", "--format=", "HEAD"]).trim(),
@@ -1666,8 +1713,8 @@ mod tests {
             &repo,
             &[
                 ("b.md", None),
-                ("x/y/new.md", Some("new\n")),
-                ("a.md", Some("alpha 2\n")),
+                ("x/y/new.md", Some(&b"new\n"[..])),
+                ("a.md", Some(&b"alpha 2\n"[..])),
             ],
             "several\n",
             &author(),
@@ -1702,8 +1749,8 @@ mod tests {
         let err = write_and_commit(
             &repo,
             &[
-                ("a.md", Some("changed\n")),
-                ("new/deep/n.md", Some("x\n")),
+                ("a.md", Some(&b"changed\n"[..])),
+                ("new/deep/n.md", Some(&b"x\n"[..])),
                 ("b.md", None),
             ],
             "m\n",
@@ -1723,7 +1770,10 @@ mod tests {
         fs::write(root.join("b.md"), "a person's beta\n").unwrap();
         let err = write_and_commit(
             &repo,
-            &[("made/n.md", Some("x\n")), ("b.md", Some("mirai's\n"))],
+            &[
+                ("made/n.md", Some(&b"x\n"[..])),
+                ("b.md", Some(&b"mirai's\n"[..])),
+            ],
             "m\n",
             &author(),
         )
@@ -1743,7 +1793,7 @@ mod tests {
         // The same note twice is refused.
         let err = write_and_commit(
             &repo,
-            &[("a.md", Some("1\n")), ("a.md", Some("2\n"))],
+            &[("a.md", Some(&b"1\n"[..])), ("a.md", Some(&b"2\n"[..]))],
             "m\n",
             &author(),
         )

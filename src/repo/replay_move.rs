@@ -142,8 +142,18 @@ impl Repo {
             return Err(Error::conflict(format!("the remote made {to} too")));
         }
         let mut update = TreeUpdateBuilder::new();
+        if !path::has_note_extension(from) {
+            // An attachment moves as the remote holds it; only notes are rewritten.
+            if mv.links {
+                self.rewrite_links(mv, base, &mut update)?;
+            }
+            update.remove(from);
+            update.upsert(to, entry.id(), super::replay::file_mode(entry.filemode()));
+            return Ok(update);
+        }
         let text = if mv.links {
             self.rewrite_links(mv, base, &mut update)?
+                .ok_or_else(|| Error::conflict(format!("{from} is not a note on the remote")))?
         } else {
             let blob = super::blob_within(git, entry.id(), self.notes.max_note_bytes())?
                 .ok_or_else(|| {
@@ -160,14 +170,14 @@ impl Repo {
     }
 
     /// Rewrites, into `update`, every note of `base` whose links reach the
-    /// moved note, and answers the moved note's own text with its links
-    /// rewritten.
+    /// moved note or attachment, and answers the moved note's own text with
+    /// its links rewritten (`None`: `from` is not a note of `base`).
     fn rewrite_links(
         &self,
         mv: &MoveOf,
         base: &Tree<'_>,
         update: &mut TreeUpdateBuilder,
-    ) -> Result<String> {
+    ) -> Result<Option<String>> {
         let git = &self.git;
         let (from, to) = (mv.from.as_str(), mv.to.as_str());
         let cannot = |e| git_error(&format!("cannot replay the move of {from}"), e);
@@ -217,7 +227,7 @@ impl Repo {
                 update.upsert(&rel, new, super::replay::file_mode(mode));
             }
         }
-        moved.ok_or_else(|| Error::conflict(format!("{from} is not a note on the remote")))
+        Ok(moved)
     }
 
     /// Every visible file of `tree` (what links may reach), and its notes

@@ -124,6 +124,25 @@ impl Vault {
         !self.attachments.iter().eq(attachments.iter())
     }
 
+    /// Adds (`present`) or removes attachment `path`; `true` when that
+    /// changed anything.
+    pub fn attachment_changed(&mut self, path: &str, present: bool) -> bool {
+        let changed = if present {
+            self.attachments.insert(path.to_string())
+        } else {
+            self.attachments.remove(path)
+        };
+        if changed {
+            if present {
+                self.files.insert(path);
+            } else {
+                self.files.remove(path);
+            }
+            self.summary = OnceLock::new();
+        }
+        changed
+    }
+
     /// Makes `attachments` the vault's files that are not notes; `true` when
     /// that changed anything.
     pub fn set_attachments(&mut self, attachments: Vec<String>) -> bool {
