@@ -30,6 +30,7 @@ mod history;
 mod index;
 mod mcp;
 mod modules;
+mod oauth;
 mod openapi;
 mod page;
 mod patch;
