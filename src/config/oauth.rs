@@ -110,20 +110,13 @@ fn public_url(raw: &str) -> Option<String> {
     fine.then(|| raw.trim_end_matches('/').to_string())
 }
 
-/// Whether `raw` is https, or http to a loopback host, with no query or fragment.
+/// Whether `raw` is https, or http to a loopback host, with no query,
+/// fragment or password.
 fn secure(raw: &str) -> bool {
-    let Ok(url) = url::Url::parse(raw) else {
-        return false;
-    };
-    let loopback = url
-        .host()
-        .is_some_and(|host| crate::origin::is_loopback(&host.to_owned()));
-    let scheme = match url.scheme() {
-        "https" => url.host().is_some(),
-        "http" => loopback,
-        _ => false,
-    };
-    scheme && url.query().is_none() && url.fragment().is_none() && url.password().is_none()
+    crate::oauth::secure_url(raw)
+        && url::Url::parse(raw).is_ok_and(|url| {
+            url.query().is_none() && url.fragment().is_none() && url.password().is_none()
+        })
 }
 
 /// `read, write` as rights; `none` for none.

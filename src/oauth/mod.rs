@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use crate::callers::SignedIn;
 
+pub use keys::secure_url;
 pub use scopes::SCOPES;
 pub use settings::{OAuthSettings, DEFAULT_FETCH_TIMEOUT_MS, DEFAULT_REFRESH_SECS};
 
