@@ -31,6 +31,7 @@ mod history;
 mod index;
 mod mcp;
 mod modules;
+mod oauth;
 mod openapi;
 mod page;
 mod patch;

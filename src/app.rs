@@ -20,6 +20,7 @@ use crate::index::live::LiveIndex;
 use crate::index::live::{AlsoWatched, WATCH_EVERY};
 use crate::mcp::Mcp;
 use crate::notes::Notes;
+use crate::oauth::Resource;
 use crate::ops::{Context, PolicyMode, RepoSlot, Services};
 use crate::proposals::Proposals;
 use crate::repo::announce::Announcer;
@@ -45,6 +46,9 @@ pub struct App {
     /// The named callers (`MIRAI_CALLERS_FILE` and the token shorthands),
     /// reloaded on SIGHUP.
     pub callers: Arc<CallerBook>,
+    /// The OAuth resource server (`MIRAI_OAUTH_ISSUER`): access tokens
+    /// verified and mapped onto the callers.
+    pub oauth: Option<Arc<Resource>>,
     pub ctx: Arc<Context>,
     pub sandbox: Arc<Sandbox>,
     pub agent: Arc<Agent>,
@@ -177,9 +181,22 @@ pub fn build_on(config: Config, notes: Notes) -> Result<App, StartError> {
         config.mcp_max_result_bytes,
         config.events.mcp_max_subscriptions,
     ));
+    let oauth = config.oauth.clone().map(|settings| {
+        log::info!(
+            "oauth: access tokens from {} for {} (unlisted subjects may {})",
+            crate::redact::origin(&settings.issuer),
+            settings.audience,
+            match settings.default_can.names() {
+                names if names.is_empty() => "nothing".to_string(),
+                names => names.join(", "),
+            }
+        );
+        Arc::new(Resource::new(settings))
+    });
     Ok(App {
         config,
         callers,
+        oauth,
         ctx,
         sandbox,
         agent,

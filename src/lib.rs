@@ -19,6 +19,7 @@ pub mod index;
 pub mod json;
 pub mod mcp;
 pub mod notes;
+pub mod oauth;
 pub mod ops;
 pub mod origin;
 pub mod outbound;

@@ -142,6 +142,39 @@ pub fn post_json(
     }
 }
 
+/// GETs `url` once (no retries): the body of a 2xx answer, read up to `cap`
+/// bytes and before `deadline` (an identity provider's metadata and keys).
+pub fn get_capped(
+    http: &reqwest::blocking::Client,
+    url: &str,
+    deadline: Instant,
+    cap: usize,
+) -> Result<Vec<u8>, CallError> {
+    let timeout = deadline.saturating_duration_since(Instant::now());
+    if timeout.is_zero() {
+        return Err(CallError::Deadline);
+    }
+    let shown = crate::redact::urls(url);
+    match http.get(url).timeout(timeout).send() {
+        Ok(response) if response.status().is_success() => read_capped(response, cap, deadline)
+            .map_err(|e| match e {
+                CallError::TooLong(why) => CallError::TooLong(format!("{shown} {why}")),
+                CallError::Failed(why) => CallError::Failed(format!("{shown} {why}")),
+                CallError::Deadline => CallError::Deadline,
+            }),
+        Ok(response) => Err(CallError::Failed(format!(
+            "{shown} answered {}",
+            response.status().as_u16()
+        ))),
+        Err(e) if e.is_timeout() => {
+            Err(CallError::Failed(format!("{shown} did not answer in time")))
+        }
+        Err(e) => Err(CallError::Failed(
+            crate::redact::urls(&format!("cannot reach {shown}: {e}")).into_owned(),
+        )),
+    }
+}
+
 /// The body of `response`, refused past `cap` bytes or once `deadline` passes
 /// (an endless or trickling answer ends there; the rest is never read).
 fn read_capped(

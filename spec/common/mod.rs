@@ -1,6 +1,7 @@
 //! Test harness: a real mirai server on a loopback port, over its own temp
 //! notes repository, spoken to over real HTTP.
 
+pub mod auth_server;
 pub mod fake_embed;
 pub mod fake_llm;
 pub mod git_http;

@@ -30,10 +30,12 @@ impl std::error::Error for CallersError {}
 const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// The keys a `[[caller]]` table may have.
-const KEYS: [&str; 7] = [
+const KEYS: [&str; 9] = [
     "name",
     "email",
     "token_sha256",
+    "oauth_subject",
+    "oauth_email",
     "can",
     "paths",
     "read_paths",
@@ -111,9 +113,26 @@ pub fn parse(text: &str) -> Result<Vec<Caller>, CallersError> {
             if earlier.name == caller.name {
                 problems.push(format!("caller {:?} is named twice", caller.name));
             }
-            if earlier.token_sha256 == caller.token_sha256 {
+            if earlier.token_sha256.is_some() && earlier.token_sha256 == caller.token_sha256 {
                 problems.push(format!(
                     "callers {:?} and {:?} have the same token_sha256: each credential needs its own",
+                    earlier.name, caller.name
+                ));
+            }
+            if earlier.oauth_subject.is_some() && earlier.oauth_subject == caller.oauth_subject {
+                problems.push(format!(
+                    "callers {:?} and {:?} have the same oauth_subject: one person signs in as one caller",
+                    earlier.name, caller.name
+                ));
+            }
+            let same_email = |a: &Option<String>, b: &Option<String>| {
+                a.as_deref()
+                    .zip(b.as_deref())
+                    .is_some_and(|(a, b)| a.eq_ignore_ascii_case(b))
+            };
+            if same_email(&earlier.oauth_email, &caller.oauth_email) {
+                problems.push(format!(
+                    "callers {:?} and {:?} have the same oauth_email: one person signs in as one caller",
                     earlier.name, caller.name
                 ));
             }
@@ -160,17 +179,25 @@ fn caller_of(entry: &Table, n: usize, problems: &mut Vec<String>) -> Option<Call
             String::new()
         }
     };
-    let token_sha256 = match entry.get("token_sha256").and_then(Value::as_str) {
-        Some(hex) => hex_digest(hex).unwrap_or_else(|| {
+    let oauth_subject = identity_key(entry, "oauth_subject", &who, problems);
+    let oauth_email = identity_key(entry, "oauth_email", &who, problems);
+    let token_sha256 = match entry.get("token_sha256") {
+        Some(value) => match value.as_str().and_then(hex_digest) {
+            Some(digest) => Some(digest),
+            None => {
+                problems.push(format!(
+                    "{who}: token_sha256 must be 64 hex digits (the SHA-256 of the token, never the token)"
+                ));
+                None
+            }
+        },
+        None if oauth_subject.is_none() && oauth_email.is_none() => {
             problems.push(format!(
-                "{who}: token_sha256 must be 64 hex digits (the SHA-256 of the token, never the token)"
+                "{who}: token_sha256 is missing (or oauth_subject / oauth_email, for a caller who signs in)"
             ));
-            [0; 32]
-        }),
-        None => {
-            problems.push(format!("{who}: token_sha256 is missing"));
-            [0; 32]
+            None
         }
+        None => None,
     };
     let mut can = Rights::none();
     match entry.get("can").map(strings) {
@@ -207,7 +234,29 @@ fn caller_of(entry: &Table, n: usize, problems: &mut Vec<String>) -> Option<Call
         read_paths,
         self_review,
         token_sha256,
+        oauth_subject,
+        oauth_email,
     })
+}
+
+/// An identity provider's name for the caller (`oauth_subject`, `oauth_email`):
+/// a non-empty string of at most 255 characters, none of them a control character.
+fn identity_key(entry: &Table, key: &str, who: &str, problems: &mut Vec<String>) -> Option<String> {
+    match entry.get(key)? {
+        Value::String(text)
+            if !text.is_empty()
+                && text.chars().count() <= 255
+                && !text.chars().any(char::is_control) =>
+        {
+            Some(text.clone())
+        }
+        _ => {
+            problems.push(format!(
+                "{who}: {key} must be a non-empty string of at most 255 characters, as the identity provider sends it"
+            ));
+            None
+        }
+    }
 }
 
 /// Why `name` cannot name a caller: 1 to 64 of letters, digits, `.`, `_`, `-`.
@@ -349,6 +398,25 @@ mod tests {
         assert!(!callers[0].can.has(Right::Write));
         assert!(callers[0].paths.holds("inbox/x.md"));
         assert!(callers[0].read_paths.is_everything());
+    }
+
+    #[test]
+    fn a_caller_who_signs_in_needs_no_token_but_one_identity_each() {
+        let text = "[[caller]]\nname = \"ann\"\noauth_subject = \"sub-1\"\ncan = [\"read\"]\n\
+                    [[caller]]\nname = \"bea\"\noauth_email = \"Bea@Example.org\"\ncan = [\"read\"]\n";
+        let callers = parse(text).unwrap();
+        assert_eq!(callers[0].oauth_subject.as_deref(), Some("sub-1"));
+        assert_eq!(callers[0].token_sha256, None);
+        let twice = format!(
+            "{text}[[caller]]\nname = \"cy\"\noauth_subject = \"sub-1\"\noauth_email = \"bea@example.org\"\ncan = []\n"
+        );
+        let err = parse(&twice).unwrap_err();
+        assert_eq!(err.0.len(), 2, "{err}");
+        let neither = parse("[[caller]]\nname = \"dan\"\ncan = []\n").unwrap_err();
+        assert!(neither.0[0].contains("oauth_subject"), "{neither}");
+        let blank =
+            parse("[[caller]]\nname = \"dan\"\noauth_subject = \"\"\ncan = []\n").unwrap_err();
+        assert!(blank.0[0].contains("oauth_subject must be"), "{blank}");
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! [`Callers`] is one validated set (the file `MIRAI_CALLERS_FILE` plus the
 //! shorthands `MIRAI_API_TOKEN` and `MIRAI_REVIEWER_TOKEN`); [`CallerBook`]
 //! holds the live set and swaps it whole on reload. [`Callers::identify`] is
-//! the one lookup from a presented credential to a caller.
+//! the one lookup from a presented credential (a bearer token, or a person
+//! signed in through an identity provider: [`SignedIn`]) to a caller.
 
 mod file;
 mod rights;
@@ -33,7 +34,12 @@ pub struct Caller {
     pub read_paths: Prefixes,
     /// Whether it may approve proposals it asked for itself.
     pub self_review: bool,
-    token_sha256: [u8; 32],
+    /// The SHA-256 of its bearer token (`None`: it only signs in).
+    token_sha256: Option<[u8; 32]>,
+    /// The identity provider's `sub` this caller signs in as.
+    oauth_subject: Option<String>,
+    /// The verified email this caller signs in with.
+    oauth_email: Option<String>,
 }
 
 impl Caller {
@@ -47,7 +53,9 @@ impl Caller {
             paths: Prefixes::everything(),
             read_paths: Prefixes::everything(),
             self_review: false,
-            token_sha256: [0; 32],
+            token_sha256: None,
+            oauth_subject: None,
+            oauth_email: None,
         }
     }
 
@@ -58,12 +66,30 @@ impl Caller {
     }
 }
 
-/// A presented credential: what [`Callers::identify`] maps to a caller. A
-/// second kind (a signed-in identity) is a second variant here.
+/// A presented credential: what [`Callers::identify`] maps to a caller.
 #[derive(Debug, Clone, Copy)]
 pub enum Credential<'a> {
     /// A bearer token, as sent.
     Bearer(&'a str),
+    /// A person an identity provider signed in (a verified access token).
+    SignedIn(&'a SignedIn),
+}
+
+/// Who a verified access token says signed in, and what it lets them do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignedIn {
+    /// The token's `sub`.
+    pub subject: String,
+    /// Its `email`, only when the token says `email_verified`.
+    pub email: Option<String>,
+    /// The rights its scopes grant.
+    pub scopes: Rights,
+    /// The rights a subject with no entry in the callers file gets
+    /// (`MIRAI_OAUTH_DEFAULT_CAN`), before the scopes cut them.
+    pub unlisted: Rights,
+    /// A name for a subject with no verified email (`sub@issuer-host`), used
+    /// as its commits' email.
+    pub fallback_email: String,
 }
 
 /// Names the shorthands take.
@@ -100,7 +126,7 @@ impl Callers {
                 if earlier.name == caller.name {
                     problems.push(format!("caller {:?} is named twice", caller.name));
                 }
-                if earlier.token_sha256 == caller.token_sha256 {
+                if earlier.token_sha256.is_some() && earlier.token_sha256 == caller.token_sha256 {
                     problems.push(format!(
                         "callers {:?} and {:?} have the same token: each credential needs its own",
                         earlier.name, caller.name
@@ -117,18 +143,69 @@ impl Callers {
         })
     }
 
-    /// The caller a credential belongs to. Every caller's hash is compared,
-    /// each in constant time, so the time taken tells nothing of the token.
+    /// The caller a credential belongs to. A bearer token: every caller's
+    /// hash is compared, each in constant time, so the time taken tells
+    /// nothing of the token. A signed-in person: the entry whose
+    /// `oauth_subject` is the subject, else whose `oauth_email` is the
+    /// verified email, with the rights both its `can` and the token's scopes
+    /// hold; someone with no entry gets the unlisted rights (cut by the
+    /// scopes), named by email or subject.
     pub fn identify(&self, credential: Credential<'_>) -> Option<Arc<Caller>> {
-        let Credential::Bearer(token) = credential;
-        let sent: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let mut found = None;
-        for caller in &self.list {
-            if bool::from(caller.token_sha256.ct_eq(&sent)) {
-                found = Some(Arc::clone(caller));
+        match credential {
+            Credential::Bearer(token) => {
+                let sent: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+                let mut found = None;
+                for caller in &self.list {
+                    if let Some(hash) = &caller.token_sha256 {
+                        if bool::from(hash.ct_eq(&sent)) {
+                            found = Some(Arc::clone(caller));
+                        }
+                    }
+                }
+                found
             }
+            Credential::SignedIn(who) => Some(Arc::new(self.signed_in(who))),
         }
-        found
+    }
+
+    fn signed_in(&self, who: &SignedIn) -> Caller {
+        let by_subject = self
+            .list
+            .iter()
+            .find(|c| c.oauth_subject.as_deref() == Some(who.subject.as_str()));
+        let by_email = || {
+            let email = who.email.as_deref()?;
+            self.list.iter().find(|c| {
+                c.oauth_email
+                    .as_deref()
+                    .is_some_and(|e| e.eq_ignore_ascii_case(email))
+            })
+        };
+        if let Some(entry) = by_subject.or_else(by_email) {
+            let mut caller = Caller::clone(entry);
+            caller.can = caller.can.and(who.scopes);
+            return caller;
+        }
+        let mut name = who.email.clone().unwrap_or_else(|| who.subject.clone());
+        // Never a listed caller's name: that would be its sessions and proposals.
+        if self.named(&name).is_some() {
+            name = format!("oauth:{name}");
+        }
+        Caller {
+            name,
+            email: Some(
+                who.email
+                    .clone()
+                    .unwrap_or_else(|| who.fallback_email.clone()),
+            ),
+            can: who.unlisted.and(who.scopes),
+            paths: Prefixes::everything(),
+            read_paths: Prefixes::everything(),
+            self_review: false,
+            token_sha256: None,
+            oauth_subject: Some(who.subject.clone()),
+            oauth_email: None,
+        }
     }
 
     /// The caller named `name` (`mirai call --as`).
@@ -161,7 +238,9 @@ fn shorthand(name: &str, token: &str, review: bool) -> Caller {
         read_paths: Prefixes::everything(),
         // The reviewer token decided its own writes before callers existed.
         self_review: review,
-        token_sha256: Sha256::digest(token.as_bytes()).into(),
+        token_sha256: Some(Sha256::digest(token.as_bytes()).into()),
+        oauth_subject: None,
+        oauth_email: None,
     }
 }
 
@@ -262,6 +341,69 @@ mod tests {
         );
         let err = Callers::new(parse(&text).unwrap(), true, Some("t"), None).unwrap_err();
         assert_eq!(err.0.len(), 2, "{err}");
+    }
+
+    fn signed_in(subject: &str, email: Option<&str>, scopes: &[Right]) -> SignedIn {
+        let mut rights = Rights::none();
+        for right in scopes {
+            rights.add(*right);
+        }
+        let mut unlisted = Rights::none();
+        unlisted.add(Right::Read);
+        SignedIn {
+            subject: subject.to_string(),
+            email: email.map(str::to_string),
+            scopes: rights,
+            unlisted,
+            fallback_email: format!("{subject}@id.example"),
+        }
+    }
+
+    #[test]
+    fn a_signed_in_person_is_their_entry_with_rights_cut_by_the_scopes() {
+        let text = "[[caller]]\nname = \"ann\"\noauth_subject = \"s-ann\"\ncan = [\"read\", \"write\"]\npaths = [\"inbox/\"]\n\
+                    [[caller]]\nname = \"bea\"\noauth_email = \"bea@example.org\"\ncan = [\"read\"]\n";
+        let callers = Callers::new(parse(text).unwrap(), true, Some("api"), None).unwrap();
+        let ann = callers
+            .identify(Credential::SignedIn(&signed_in(
+                "s-ann",
+                None,
+                &[Right::Read, Right::Review],
+            )))
+            .unwrap();
+        assert_eq!(ann.name, "ann");
+        assert_eq!(ann.can.names(), ["read"]);
+        assert!(ann.paths.holds("inbox/a.md") && !ann.paths.holds("b.md"));
+        let bea = callers
+            .identify(Credential::SignedIn(&signed_in(
+                "s-x",
+                Some("BEA@example.org"),
+                &Right::ALL,
+            )))
+            .unwrap();
+        assert_eq!((bea.name.as_str(), bea.can.names()), ("bea", vec!["read"]));
+        // Unlisted: the default rights, cut by the scopes; never a listed name.
+        let zed = callers
+            .identify(Credential::SignedIn(&signed_in(
+                "s-zed",
+                None,
+                &[Right::Write],
+            )))
+            .unwrap();
+        assert_eq!(zed.name, "s-zed");
+        assert_eq!(zed.email.as_deref(), Some("s-zed@id.example"));
+        assert!(zed.can.names().is_empty());
+        let posing = callers
+            .identify(Credential::SignedIn(&signed_in(
+                "ann",
+                None,
+                &[Right::Read],
+            )))
+            .unwrap();
+        assert_eq!(posing.name, "oauth:ann");
+        assert_eq!(posing.can.names(), ["read"]);
+        // A caller who only signs in has no token to match.
+        assert!(callers.identify(Credential::Bearer("")).is_none());
     }
 
     #[test]

@@ -68,6 +68,11 @@ impl Rights {
         self.0 &= !right.bit();
     }
 
+    /// The rights both sets hold.
+    pub fn and(self, other: Rights) -> Rights {
+        Rights(self.0 & other.0)
+    }
+
     /// The rights' names, in [`Right::ALL`]'s order.
     pub fn names(self) -> Vec<&'static str> {
         Right::ALL

@@ -19,6 +19,9 @@ pub enum ConfigError {
     Sync(String),
     #[error("MIRAI_POLICY_MODE=review needs MIRAI_REVIEWER_TOKEN: approving and rejecting proposals over HTTP takes that second bearer token; set it (or use another policy mode)")]
     NoReviewerToken,
+    /// An OAuth setting that cannot be used (the message names it and the fix).
+    #[error("{0}")]
+    OAuth(String),
     /// The callers file's problems, one line each.
     #[error("{0}")]
     Callers(crate::callers::CallersError),

@@ -15,6 +15,7 @@ mod embed;
 mod error;
 mod guards;
 mod limits;
+mod oauth;
 mod policy;
 mod read;
 mod sandbox;
@@ -25,6 +26,7 @@ mod sync;
 pub use crate::agent::{AgentLimits, LlmConfig, DEFAULT_LLM_BASE_URL, MAX_AGENT_STEPS};
 pub use crate::embed::EmbedConfig;
 pub use crate::events::EventLimits;
+pub use crate::oauth::OAuthSettings;
 pub use crate::ops::{DirtyNotes, GuardMode, Guards, PolicyMode};
 pub use crate::repo::GitIdentity;
 pub use crate::sandbox::SandboxLimits;
@@ -58,6 +60,7 @@ impl Config {
         embed::read(env, &mut self)?;
         server::read(env, &mut self)?;
         sync::read(env, &mut self)?;
+        oauth::read(env, &mut self)?;
         Ok(self)
     }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use crate::agent::{AgentLimits, LlmConfig};
 use crate::embed::EmbedConfig;
 use crate::notes::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_NOTE_BYTES};
+use crate::oauth::OAuthSettings;
 use crate::ops::{DirtyNotes, Guards, PolicyMode};
 use crate::redact::presence;
 use crate::repo::GitIdentity;
@@ -99,6 +100,9 @@ pub struct Config {
     /// `MIRAI_WEBHOOK_SECRET`: when set (with a remote), `POST /hooks/push` exists and
     /// checks GitHub's `X-Hub-Signature-256` with it. Never logged, never shown.
     pub webhook_secret: Option<String>,
+    /// mirai as an OAuth resource server (`MIRAI_OAUTH_*`, `MIRAI_PUBLIC_URL`);
+    /// `None`: access tokens are not taken.
+    pub oauth: Option<OAuthSettings>,
 }
 
 impl std::fmt::Debug for Config {
@@ -136,6 +140,7 @@ impl std::fmt::Debug for Config {
             cache_dir_explicit,
             sync,
             webhook_secret,
+            oauth,
         } = self;
         f.debug_struct("Config")
             .field("notes_root", notes_root)
@@ -169,6 +174,7 @@ impl std::fmt::Debug for Config {
             .field("cache_dir_explicit", cache_dir_explicit)
             .field("sync", sync)
             .field("webhook_secret", &presence(webhook_secret))
+            .field("oauth", oauth)
             .finish()
     }
 }
@@ -215,6 +221,7 @@ impl Config {
             cache_dir_explicit: false,
             sync: None,
             webhook_secret: None,
+            oauth: None,
             dirty_notes: DirtyNotes::Refuse,
             guards: Guards::default(),
             sandbox: SandboxLimits::default(),

@@ -25,6 +25,7 @@ use crate::app::App;
 use crate::callers::{Caller, Credential, Right};
 use crate::config::Config;
 use crate::error::{Error, ErrorCode};
+use crate::oauth;
 use crate::ops::HttpInput;
 use crate::origin::{self, OwnNames};
 
@@ -57,8 +58,10 @@ impl Browsers {
     pub fn new(config: &Config) -> Browsers {
         Browsers {
             origins: config.allowed_origins.clone(),
-            own_names: (config.api_token.is_none() && config.callers_file.is_none())
-                .then(|| OwnNames::new(&config.host, &config.allowed_hosts)),
+            own_names: (config.api_token.is_none()
+                && config.callers_file.is_none()
+                && config.oauth.is_none())
+            .then(|| OwnNames::new(&config.host, &config.allowed_hosts)),
         }
     }
 
@@ -130,8 +133,14 @@ pub async fn refuse_browsers(
 
 /// Routes whose callers prove themselves otherwise: `/health` needs nothing,
 /// `/hooks/push` its HMAC signature (ARCHITECTURE.md, "The token guards the
-/// network").
-const TOKENLESS: &[&str] = &["/health", "/hooks/push"];
+/// network"), and the protected resource metadata is how a client learns to
+/// sign in.
+const TOKENLESS: &[&str] = &[
+    "/health",
+    "/hooks/push",
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp",
+];
 
 /// The named caller a request's bearer token belongs to, put on the request
 /// for the adapters to hand to `ops` ([`caller_of`]).
@@ -146,25 +155,44 @@ pub fn caller_of(req: &HttpRequest) -> Option<Arc<Caller>> {
 /// The bearer tokens (ARCHITECTURE.md, "The token guards the network" and "Only
 /// a person decides a proposal"). The presented token is looked up once, among
 /// the callers of the moment (`MIRAI_CALLERS_FILE` and the shorthands
-/// `MIRAI_API_TOKEN`, `MIRAI_REVIEWER_TOKEN`). With a callers file or the API
-/// token set, every route but [`TOKENLESS`] and the page's own files (`/`,
-/// `/ui/...`: they hold no notes) needs a caller's token. The routes of the
+/// `MIRAI_API_TOKEN`, `MIRAI_REVIEWER_TOKEN`); one that is none of theirs and
+/// is shaped like a JWT is verified as an OAuth access token
+/// (`MIRAI_OAUTH_ISSUER`, on the blocking pool: it may fetch the provider's
+/// keys) and its subject mapped onto a caller. With a callers file, the API
+/// token or OAuth set, every route but [`TOKENLESS`] and the page's own files
+/// (`/`, `/ui/...`: they hold no notes) needs a caller. The routes of the
 /// review class's rows (approve, reject) need a caller with `review`: another
-/// caller gets 403 `policy_denied`, no token or a wrong one 401. What each
-/// caller may do past that, `ops` decides.
+/// caller gets 403 `policy_denied`, no token or a wrong one 401. With OAuth,
+/// every 401 carries `WWW-Authenticate: Bearer resource_metadata="..."` (and
+/// `error="invalid_token"` when a token was sent), where MCP clients start
+/// their sign-in. What each caller may do past that, `ops` decides.
 pub async fn require_token(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let callers = req
-        .app_data::<web::Data<App>>()
-        .map(|app| app.callers.current());
+    let app = req.app_data::<web::Data<App>>().cloned();
+    let callers = app.as_ref().map(|app| app.callers.current());
+    let oauth = app.as_ref().and_then(|app| app.oauth.clone());
     let token = bearer(&req);
-    let caller = match (&callers, token.as_deref()) {
+    let mut caller = match (&callers, token.as_deref()) {
         (Some(callers), Some(token)) => callers.identify(Credential::Bearer(token)),
         _ => None,
     };
-    let guarded = callers.is_some_and(|c| c.guards_network());
+    let mut token_refused = None;
+    if let (None, Some(oauth), Some(callers), Some(token)) = (&caller, &oauth, &callers, &token) {
+        if oauth::looks_like_jwt(token) {
+            let (resource, token) = (Arc::clone(oauth), token.clone());
+            match web::block(move || resource.verify(&token)).await {
+                Ok(Ok(who)) => caller = callers.identify(Credential::SignedIn(&who)),
+                Ok(Err(why)) => {
+                    log::info!("oauth: an access token was refused: {why}");
+                    token_refused = Some(why);
+                }
+                Err(_) => token_refused = Some("it could not be checked".to_string()),
+            }
+        }
+    }
+    let guarded = callers.is_some_and(|c| c.guards_network()) || oauth.is_some();
     let refusal = if is_review_route(req.path())
         && !caller.as_ref().is_some_and(|c| c.can.has(Right::Review))
     {
@@ -178,7 +206,8 @@ pub async fn require_token(
                 ErrorCode::PolicyDenied,
                 format!(
                     "caller {} cannot approve or reject proposals: that takes a caller whose \
-                     `can` holds review (MIRAI_CALLERS_FILE) or MIRAI_REVIEWER_TOKEN",
+                     `can` holds review (MIRAI_CALLERS_FILE; with OAuth, and the scope \
+                     proposals:review) or MIRAI_REVIEWER_TOKEN",
                     caller.name
                 ),
             ),
@@ -194,16 +223,41 @@ pub async fn require_token(
         && !TOKENLESS.contains(&req.path())
         && !ui::is_page_path(req.path())
     {
-        Some(Error::new(
-            ErrorCode::Unauthorized,
-            "missing or wrong bearer token: send the header Authorization: Bearer <token> \
-             (MIRAI_API_TOKEN, or a caller's token from MIRAI_CALLERS_FILE)",
-        ))
+        Some(match (&token_refused, &oauth) {
+            (Some(why), _) => Error::new(
+                ErrorCode::Unauthorized,
+                format!("the access token was refused: {why}; sign in again for a new one"),
+            ),
+            (None, Some(oauth)) => Error::new(
+                ErrorCode::Unauthorized,
+                format!(
+                    "missing or wrong bearer token: send the header Authorization: Bearer \
+                     <token>, with an access token from {} (the resource metadata at {} says \
+                     how to get one) or a caller's token",
+                    oauth.settings().issuer,
+                    oauth.challenge_url(req.path())
+                ),
+            ),
+            (None, None) => Error::new(
+                ErrorCode::Unauthorized,
+                "missing or wrong bearer token: send the header Authorization: Bearer <token> \
+                 (MIRAI_API_TOKEN, or a caller's token from MIRAI_CALLERS_FILE)",
+            ),
+        })
     } else {
         None
     };
     if let Some(err) = refusal {
-        return Ok(req.into_response(error_response(&err)));
+        let mut response = error_response(&err);
+        if let (ErrorCode::Unauthorized, Some(oauth)) = (&err.code, &oauth) {
+            let challenge = oauth.challenge(req.path(), token.is_some());
+            if let Ok(value) = header::HeaderValue::from_str(&challenge) {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, value);
+            }
+        }
+        return Ok(req.into_response(response));
     }
     if let Some(caller) = caller {
         req.extensions_mut().insert(CallerOf(caller));

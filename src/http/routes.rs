@@ -1,6 +1,7 @@
 //! The route table: every row of the operation table at the route it declares
 //! (served by the one handler in `row.rs`), and the routes of mirai's own
-//! (`/health`, `/config`, `/agent/*`, `/mcp`, `/events`). The server is built from
+//! (`/health`, `/config`, `/agent/*`, `/mcp`, `/events`, the OAuth protected
+//! resource metadata under `/.well-known/`). The server is built from
 //! [`endpoints`], and the OpenAPI spec is checked against it. Paths no route
 //! matches, and methods a path does not serve, are answered here too. The web
 //! page (`/`, `/ui/...`, served by `ui.rs`) is routed here beside the API.
@@ -13,6 +14,7 @@ use super::respond::error_response;
 use super::{agent, events, hooks, mcp, row, ui};
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
+use crate::oauth;
 use crate::ops::{OpEntry, Verb, TABLE};
 
 /// One served route.
@@ -83,6 +85,8 @@ static OWN: &[Endpoint] = &[
     own(Verb::Delete, "/mcp", || web::route().to(mcp::delete)),
     own(Verb::Post, "/hooks/push", || web::route().to(hooks::push)),
     own(Verb::Get, "/events", || web::route().to(events::stream)),
+    own(Verb::Get, "/.well-known/oauth-protected-resource", || web::route().to(resource_metadata)),
+    own(Verb::Get, "/.well-known/oauth-protected-resource/mcp", || web::route().to(resource_metadata)),
 ];
 
 /// Every route the server answers: each row at its declared route, then mirai's own.
@@ -132,6 +136,24 @@ async fn method_not_allowed_page(req: HttpRequest) -> HttpResponse {
         actix_web::http::header::HeaderValue::from_static("GET"),
     );
     response
+}
+
+/// RFC 9728's protected resource metadata (the server's, or `/mcp`'s at the
+/// path-suffixed address); 404 when mirai takes no access tokens.
+async fn resource_metadata(app: web::Data<App>, req: HttpRequest) -> HttpResponse {
+    let suffix = if req.path().ends_with(oauth::MCP_PATH) {
+        oauth::MCP_PATH
+    } else {
+        ""
+    };
+    match &app.oauth {
+        Some(resource) => HttpResponse::Ok().json(resource.metadata(suffix)),
+        None => error_response(&Error::new(
+            ErrorCode::NotFound,
+            "mirai takes no OAuth access tokens here: MIRAI_OAUTH_ISSUER is not set, so use a \
+             bearer token (MIRAI_API_TOKEN or a caller's token)",
+        )),
+    }
 }
 
 async fn health() -> HttpResponse {
