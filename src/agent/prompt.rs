@@ -61,7 +61,7 @@ fn choosing(hints: &Hints) -> String {
 }
 
 /// The longest path of the task's that the prompt's examples show.
-const MAX_SHOWN_PATH: usize = 48;
+const MAX_SHOWN_PATH: usize = 40;
 
 /// Which write to use, one line each (a heading's rename or a move when the
 /// task speaks of one), and a worked example (left out when writes are
@@ -198,7 +198,7 @@ pub fn system_prompt(facts: &PromptFacts, hints: &Hints) -> String {
     if facts.review {
         out.push_str(
             "- Writes are proposed for a person to approve: each answers {proposal, changes} (no commit), \
-             later reads see them, and all of them become one proposal. Work as you would for real.\n",
+             later reads see them; all become one proposal. Work as you would for real.\n",
         );
     }
     if facts.dry_run {
