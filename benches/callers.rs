@@ -82,19 +82,7 @@ fn main() {
     // Words from the scoped caller's own note names: each query finds something for both.
     let names: Vec<String> =
         serde_json::from_value(get(SCOPED, "/mcp/notes")["notes"].clone()).unwrap();
-    let words: Vec<String> = names
-        .iter()
-        .flat_map(|n| {
-            n.rsplit('/')
-                .next()
-                .unwrap_or(n)
-                .trim_end_matches(".md")
-                .split([' ', '-', '_'])
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .filter(|w| w.len() >= 4 && w.chars().all(char::is_alphabetic))
-        .collect();
+    let words = support::name_words(&names);
     assert!(!words.is_empty(), "no words to query");
     let query = |token: &str, word: &str| {
         get(token, &format!("/mcp/index/query?q={word}&limit=10"));

@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 
 use mirai::config::Config;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use crate::common::fake_llm::{FakeLlm, Script};
-use crate::common::{git, mirai_cli, send, Answer, TestServer};
+use crate::common::{git, mirai_cli, send, token_sha256, Answer, TestServer};
 
 const WRITER: &str = "writer-token";
 const AGENT: &str = "agent-token";
@@ -18,13 +17,6 @@ const BOSS: &str = "boss-token";
 const READER: &str = "reader-token";
 const SELF: &str = "self-token";
 const CANARY: &str = "zebracanary";
-
-fn hash(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// The callers file every spec here serves, mode 600, beside the notes.
 fn callers_file(dir: &Path) -> PathBuf {
@@ -60,11 +52,11 @@ name = "selfish"
 token_sha256 = "{}"
 can = ["read", "propose", "review"]
 "#,
-        hash(WRITER),
-        hash(AGENT),
-        hash(BOSS),
-        hash(READER),
-        hash(SELF)
+        token_sha256(WRITER),
+        token_sha256(AGENT),
+        token_sha256(BOSS),
+        token_sha256(READER),
+        token_sha256(SELF)
     );
     let path = dir.join("callers.toml");
     std::fs::write(&path, text).unwrap();
@@ -343,7 +335,7 @@ fn a_file_others_may_read_stops_start_up_and_the_cli_adds_and_lists() {
     let token = String::from_utf8(added.stdout).unwrap().trim().to_string();
     assert_eq!(token.len(), 64);
     let stored = std::fs::read_to_string(&fresh).unwrap();
-    assert!(stored.contains(&hash(&token)) && !stored.contains(&token));
+    assert!(stored.contains(&token_sha256(&token)) && !stored.contains(&token));
     let mode = std::fs::metadata(&fresh).unwrap().permissions().mode();
     assert_eq!(mode & 0o077, 0);
     let listed = mirai_cli()
@@ -356,7 +348,7 @@ fn a_file_others_may_read_stops_start_up_and_the_cli_adds_and_lists() {
         listed.starts_with("bot\tcan=read,write,propose\tpaths=inbox/"),
         "{listed}"
     );
-    assert!(!listed.contains(&hash(&token)));
+    assert!(!listed.contains(&token_sha256(&token)));
 }
 
 #[test]
@@ -463,7 +455,7 @@ fn sighup_reloads_the_callers_while_requests_run_and_a_bad_file_keeps_the_old_on
     let mut text = std::fs::read_to_string(&file).unwrap();
     text.push_str(&format!(
         "\n[[caller]]\nname = \"late\"\ntoken_sha256 = \"{}\"\ncan = [\"read\"]\n",
-        hash("late-token")
+        token_sha256("late-token")
     ));
     std::fs::write(&file, &text).unwrap();
     let hangup = |pid: u32| {

@@ -14,21 +14,13 @@ use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use mirai::callers::{Right, Rights};
 use mirai::config::{Config, OAuthSettings};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 use crate::common::auth_server::{now, AuthServer, Jwks, SigningKey};
-use crate::common::{git, Answer, TestServer};
+use crate::common::{git, token_sha256, Answer, TestServer};
 
 const AUDIENCE: &str = "http://mirai.test";
 const STATIC: &str = "static-token";
 const METADATA: &str = "http://mirai.test/.well-known/oauth-protected-resource";
-
-fn hash(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
 
 /// ann signs in by subject, bea by verified email; `static` keeps a token.
 fn callers_file(dir: &Path) -> PathBuf {
@@ -52,7 +44,7 @@ name = "static"
 token_sha256 = "{}"
 can = ["read"]
 "#,
-        hash(STATIC)
+        token_sha256(STATIC)
     );
     let path = dir.join("callers.toml");
     std::fs::write(&path, text).unwrap();

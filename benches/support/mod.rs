@@ -243,6 +243,11 @@ pub fn note_name_words(server: &Server) -> Vec<String> {
         .json()
         .unwrap();
     let notes: Vec<String> = serde_json::from_value(answer["notes"].clone()).unwrap();
+    name_words(&notes)
+}
+
+/// Words of four or more letters from the names of `notes` (paths).
+pub fn name_words(notes: &[String]) -> Vec<String> {
     notes
         .iter()
         .flat_map(|n| {

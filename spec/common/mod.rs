@@ -251,6 +251,15 @@ pub fn encode(raw: &str) -> String {
 }
 
 /// Runs `git` in `repo` and returns its stdout.
+/// A token's SHA-256 in hex, as a callers file stores it.
+pub fn token_sha256(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 pub fn git(repo: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
