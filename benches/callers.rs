@@ -1,8 +1,10 @@
 //! What `read_paths` cost a search: `index.query` through HTTP on a large
 //! vault, for a caller that reads everything against one whose `read_paths`
-//! hold a single top folder (its query answers as if every other note were
-//! deleted: the index and link graph are asked `as_if`), the same words
-//! alternating between the two, with `/health` in the same run.
+//! hold a single top folder (its query answers from an index and link graph
+//! without the other notes, made on first need and kept until the index
+//! changes), the same words alternating between the two, with `/health` in
+//! the same run; then the scoped caller's first query after each write
+//! (when both are made again).
 //!
 //! cargo bench --bench callers -- VAULT   (a vault from `cargo run --release --example gen-notes -- --git`)
 
@@ -16,8 +18,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use support::{copy_tree, report, time_ms, vault_arg, Server};
 
-/// Few: at 40,000 notes a scoped query costs seconds (the whole index is copied `as_if`).
-const QUERIES: usize = 15;
+const QUERIES: usize = 40;
+/// Writes, each followed by a scoped query that makes the scoped copies again.
+const WRITES: usize = 8;
 const FULL: &str = "bench-full-token";
 const SCOPED: &str = "bench-scoped-token";
 
@@ -100,4 +103,19 @@ fn main() {
     let full = report("index.query, a caller that reads everything", &mut full);
     let scoped = report("index.query, a caller with read_paths", &mut scoped);
     println!("scoped / full (medians): {:.1}x", scoped / full);
+
+    let mut after_write = Vec::new();
+    for (i, word) in words.iter().cycle().take(WRITES).enumerate() {
+        let wrote = server
+            .client
+            .post(format!("{}/mcp/notes/write", server.url))
+            .bearer_auth(FULL)
+            .json(&serde_json::json!({"path": format!("{first}/bench-{i}.md"), "content": format!("{word} written\n")}))
+            .send()
+            .unwrap();
+        assert_eq!(wrote.status().as_u16(), 200);
+        after_write.push(time_ms(|| query(SCOPED, word)));
+    }
+    let after = report("index.query, a caller with read_paths, first after a write", &mut after_write);
+    println!("first after a write / full (medians): {:.1}x", after / full);
 }

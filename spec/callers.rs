@@ -1065,6 +1065,61 @@ fn the_canary_never_reaches_a_scoped_caller_through_embeds_links_diffs_or_propos
     assert!(boss.body.to_string().contains(CANARY), "{boss:?}");
 }
 
+/// The paths of a query's hits for `token`.
+fn found(server: &TestServer, token: &str, q: &str) -> Vec<String> {
+    let answer = get(server, token, &format!("/mcp/index/query?q={q}&limit=50"));
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let mut paths: Vec<String> = answer.body["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["metadata"]["path"].as_str().unwrap().to_string())
+        .collect();
+    paths.dedup();
+    paths
+}
+
+#[test]
+fn a_scoped_callers_search_and_tags_follow_every_write() {
+    // A scoped caller's index and link graph are made once and kept while
+    // the index does not change: each write must show in its next answer.
+    let server = server();
+    assert_eq!(found(&server, READER, "plain"), ["public/open.md"]);
+    assert!(found(&server, READER, "lives").is_empty());
+    let wrote = post(
+        &server,
+        READER,
+        "/mcp/notes/write",
+        json!({"path": "public/new.md", "content": "mango season #fruit\n"}),
+    );
+    assert_eq!(wrote.status, 200, "{wrote:?}");
+    assert_eq!(found(&server, READER, "mango"), ["public/new.md"]);
+    let tags = get(&server, READER, "/mcp/notes/tags");
+    assert!(tags.body.to_string().contains("fruit"), "{tags:?}");
+    // A note written where the caller cannot read never shows, before or after.
+    let wrote = post(
+        &server,
+        WRITER,
+        "/mcp/notes/write",
+        json!({"path": "inbox/mango.md", "content": "mango zebracanary #hiddentag\n"}),
+    );
+    assert_eq!(wrote.status, 200, "{wrote:?}");
+    assert_eq!(found(&server, BOSS, "mango"), ["inbox/mango.md", "public/new.md"]);
+    assert_eq!(found(&server, READER, "mango"), ["public/new.md"]);
+    let tags = get(&server, READER, "/mcp/notes/tags");
+    assert!(!tags.body.to_string().contains("hiddentag"), "{tags:?}");
+    // Deleted: gone from the next answer too.
+    let deleted = post(&server, READER, "/mcp/notes/delete", json!({"path": "public/new.md"}));
+    assert_eq!(deleted.status, 200, "{deleted:?}");
+    assert!(found(&server, READER, "mango").is_empty());
+    // A link into the hidden folder made after the caller's last search hides its note too.
+    std::os::unix::fs::symlink("../secret/hidden.md", server.root.join("public/peek.md")).unwrap();
+    server.commit_all();
+    let answer = get(&server, READER, "/mcp/index/query?q=lives&limit=50");
+    assert!(!answer.body.to_string().contains(CANARY), "{answer:?}");
+    assert_eq!(found(&server, BOSS, "lives"), ["public/peek.md", "secret/hidden.md"]);
+}
+
 #[test]
 fn an_operators_link_in_a_visible_folder_never_shows_a_hidden_note() {
     let server = server();

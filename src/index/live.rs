@@ -21,11 +21,12 @@ use std::time::{Duration, Instant, SystemTime};
 use chrono::{DateTime, SubsecRound, Utc};
 
 use super::artifact::{self, ArtifactMeta, NoteStat};
+use super::scoped::ScopedCopies;
 use super::Index;
 use crate::error::{Error, Result};
 use crate::events::Events;
 use crate::notes::path::has_note_extension;
-use crate::notes::Notes;
+use crate::notes::{Hidden, Notes, Seen};
 use crate::vault::Vault;
 
 /// How long applies must pause before the artifact is rewritten.
@@ -166,6 +167,8 @@ pub struct LiveIndex {
     warming: AtomicBool,
     /// Held while the link graph is built without the index's lock (one build at a time).
     vault_building: Mutex<()>,
+    /// The index and link graph as scoped callers see them.
+    scoped: ScopedCopies,
 }
 
 /// Holds notes in [`LiveIndex::writing`] for one write.
@@ -415,6 +418,7 @@ impl LiveIndex {
             following: AtomicBool::new(false),
             warming: AtomicBool::new(false),
             vault_building: Mutex::new(()),
+            scoped: ScopedCopies::default(),
         }
     }
 
@@ -539,19 +543,26 @@ impl LiveIndex {
     }
 
     /// Runs `f` on the index (loading or reloading the artifact when needed,
-    /// or indexing on demand when there is none) as if the notes in `written`
-    /// held that text (`None`: deleted): a dry run's view, which costs a copy
-    /// of the index. With nothing written, on the index itself.
-    pub fn as_if<R>(
-        &self,
-        written: &[(String, Option<String>)],
-        f: impl FnOnce(&Index) -> R,
-    ) -> Result<R> {
-        if written.is_empty() {
-            return self.with_index(f);
+    /// or indexing on demand when there is none) as a view sees it: without
+    /// the notes its caller may not read, and as if its unsaved notes held
+    /// that text (`None`: deleted), which costs a copy of the index. With
+    /// neither, on the index itself.
+    pub fn as_if<R>(&self, seen: &Seen, f: impl FnOnce(&Index) -> R) -> Result<R> {
+        let scoped = match &seen.hidden {
+            Some(hidden) => Some(self.scoped_index(hidden)?),
+            None => None,
+        };
+        if seen.unsaved.is_empty() {
+            return match scoped {
+                Some(index) => Ok(f(&index)),
+                None => self.with_index(f),
+            };
         }
-        let mut index = self.with_index(Index::clone)?;
-        for (path, content) in written {
+        let mut index = match scoped {
+            Some(index) => Index::clone(&index),
+            None => self.with_index(Index::clone)?,
+        };
+        for (path, content) in &seen.unsaved {
             match content {
                 Some(content) => index.upsert_note(path, content),
                 None => index.remove_note(path),
@@ -560,19 +571,50 @@ impl LiveIndex {
         Ok(f(&index))
     }
 
+    /// The index without the notes `hidden` hides: kept from an earlier
+    /// request of the same scope while the index has not changed.
+    fn scoped_index(&self, hidden: &Hidden) -> Result<Arc<Index>> {
+        let generation = self.generation();
+        if let Some(index) = self.scoped.index(generation, hidden) {
+            return Ok(index);
+        }
+        let index = Arc::new(self.with_index(|full| full.without(|path| hidden.hides(path)))?);
+        // Kept only when made from the index of that generation.
+        if self.generation() == generation {
+            self.scoped.keep_index(generation, hidden, Arc::clone(&index));
+        }
+        Ok(index)
+    }
+
     /// The link graph of the notes the index answers for (built from the
-    /// notes the first time), as if the notes in `written` held that text
-    /// (`None`: deleted), as [`LiveIndex::as_if`] does for the index.
-    pub fn vault_as_if(&self, written: &[(String, Option<String>)]) -> Result<Arc<Vault>> {
-        let mut vault = self.vault()?;
-        if !written.is_empty() {
+    /// notes the first time) as a view sees it, as [`LiveIndex::as_if`] does
+    /// for the index.
+    pub fn vault_as_if(&self, seen: &Seen) -> Result<Arc<Vault>> {
+        let mut vault = match &seen.hidden {
+            Some(hidden) => self.scoped_vault(hidden)?,
+            None => self.vault()?,
+        };
+        if !seen.unsaved.is_empty() {
             let copy = Arc::make_mut(&mut vault);
-            for (path, content) in written {
+            for (path, content) in &seen.unsaved {
                 match content {
                     Some(content) => copy.upsert(path, content),
                     None => copy.remove(path),
                 }
             }
+        }
+        Ok(vault)
+    }
+
+    /// The link graph without the notes `hidden` hides, kept as [`LiveIndex::scoped_index`] keeps its index.
+    fn scoped_vault(&self, hidden: &Hidden) -> Result<Arc<Vault>> {
+        let generation = self.generation();
+        if let Some(vault) = self.scoped.vault(generation, hidden) {
+            return Ok(vault);
+        }
+        let vault = Arc::new(self.vault()?.without(|path| hidden.hides(path)));
+        if self.generation() == generation {
+            self.scoped.keep_vault(generation, hidden, Arc::clone(&vault));
         }
         Ok(vault)
     }
@@ -1311,6 +1353,8 @@ impl LiveIndex {
         if let (Some(vault), Some(attachments)) = (loaded.vault.as_mut(), attachments) {
             if vault.attachments_differ(&attachments) {
                 Arc::make_mut(vault).set_attachments(attachments);
+                // What links resolve to changed: copies made for scoped callers are stale.
+                self.changed();
             }
         }
         let from_artifact = matches!(loaded.source, Source::Artifact { .. });

@@ -27,6 +27,14 @@ impl Terms {
         }
     }
 
+    /// The same dictionary with no postings (each list to be filled by the caller).
+    pub(super) fn clone_empty(&self) -> Terms {
+        Terms {
+            ids: self.ids.clone(),
+            ..Terms::default()
+        }
+    }
+
     pub(super) fn intern_owned(&mut self, term: Box<str>) -> u32 {
         let next = self.ids.len() as u32;
         let id = *self.ids.entry(term).or_insert(next);
@@ -82,6 +90,17 @@ impl Postings {
         let mut live: Vec<(u32, u32)> = self.iter().collect();
         live.sort_unstable_by_key(|e| e.0);
         std::borrow::Cow::Owned(live)
+    }
+
+    /// The live entries whose slot `keep` marks, as a compact list.
+    pub(super) fn only(&self, keep: &[bool]) -> Postings {
+        let kept = |&(slot, tf): &(u32, u32)| tf > 0 && keep.get(slot as usize) == Some(&true);
+        let mut entries: Vec<(u32, u32)> = self.entries.iter().copied().filter(kept).collect();
+        if (self.sorted as usize) < self.entries.len() {
+            entries.sort_unstable_by_key(|e| e.0);
+        }
+        entries.shrink_to_fit();
+        Postings::from_sorted(entries)
     }
 
     /// The run of entries sorted by slot; a removed entry there is a

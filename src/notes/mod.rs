@@ -21,7 +21,7 @@ use cap_std::fs::FileType;
 use crate::error::{Error, Result};
 pub use path::{Existence, NotePath};
 use root::{Kind, Real, Refusal, Root, Slot, WalkEnd, WALK_LIMITS};
-pub use view::{Landing, View};
+pub use view::{Hidden, Landing, Seen, View};
 
 /// Default cap on a note's size (`MIRAI_MAX_NOTE_BYTES`): larger notes are
 /// never loaded whole, and no write makes a note larger.

@@ -29,6 +29,43 @@ pub struct Scope {
     pub write: Prefixes,
 }
 
+/// What a view asks the index and the link graph to answer as if ([`View::as_seen`]).
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// The notes the view holds differently from the disk, with their text
+    /// (`None`: deleted), only those it may see.
+    pub unsaved: Vec<(String, Option<String>)>,
+    /// For a caller whose `read_paths` hide notes: which ones.
+    pub hidden: Option<Hidden>,
+}
+
+impl Seen {
+    /// The disk itself, or a dry run's notes, for a view that sees every note.
+    pub fn all(unsaved: Vec<(String, Option<String>)>) -> Seen {
+        Seen {
+            unsaved,
+            hidden: None,
+        }
+    }
+}
+
+/// The notes a scoped caller may not read, decided by path: every note
+/// outside `read`, and the symlinked notes inside it that lead outside.
+/// Equal values hide the same notes, whatever the notes are now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hidden {
+    read: Prefixes,
+    /// Sorted.
+    links: Vec<String>,
+}
+
+impl Hidden {
+    /// Whether note path `rel` (normalized) is hidden.
+    pub fn hides(&self, rel: &str) -> bool {
+        !self.read.holds(rel) || self.links.binary_search_by(|l| l.as_str().cmp(rel)).is_ok()
+    }
+}
+
 /// Where a write through a [`View`] lands.
 pub enum Landing<'a> {
     /// The notes on disk: the note is written and committed.
@@ -279,23 +316,36 @@ impl View {
         Ok(listed)
     }
 
-    /// [`View::unsaved`], and for a scoped caller every note it may not read
-    /// as deleted: what the index and the link graph are asked to answer as
-    /// if (`as_if`), so a hidden note is never found, counted, linked, tagged
-    /// or used for a search's feedback.
-    pub fn as_seen(&self) -> Result<Vec<(String, Option<String>)>> {
-        let mut changes = self.unsaved();
-        if self.scope.is_some() {
-            let hidden = self
-                .notes
-                .list_with_targets()?
-                .into_iter()
-                .filter(|(rel, real)| !self.sees_listed(rel, real.as_deref()))
-                .map(|(rel, _)| rel);
-            changes.retain(|(rel, _)| self.sees(rel));
-            changes.extend(hidden.map(|rel| (rel, None)));
-        }
-        Ok(changes)
+    /// What the index and the link graph are asked to answer as if
+    /// (`as_if`): the view's unsaved notes and, for a caller whose
+    /// `read_paths` hide notes, which ones, so a hidden note is never found,
+    /// counted, linked, tagged or used for a search's feedback.
+    pub fn as_seen(&self) -> Result<Seen> {
+        let mut unsaved = self.unsaved();
+        let Some(scope) = self.scope.as_deref().filter(|s| !s.read.is_everything()) else {
+            return Ok(Seen {
+                unsaved,
+                hidden: None,
+            });
+        };
+        unsaved.retain(|(rel, _)| self.sees(rel));
+        // By path, the prefixes decide; a symlinked note inside them that
+        // leads outside is hidden too, and only the walk finds those.
+        let mut links: Vec<String> = self
+            .notes
+            .list_with_targets()?
+            .into_iter()
+            .filter(|(rel, real)| real.is_some() && self.sees(rel) && !self.sees_listed(rel, real.as_deref()))
+            .map(|(rel, _)| rel)
+            .collect();
+        links.sort_unstable();
+        Ok(Seen {
+            unsaved,
+            hidden: Some(Hidden {
+                read: scope.read.clone(),
+                links,
+            }),
+        })
     }
 
     /// The notes on disk this view may see (every one without a scope; else

@@ -10,7 +10,7 @@ use super::grouped::{self, Passage};
 use super::tags::{tag_param, tagged};
 use super::{Class, Context, Empty, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
-use crate::notes::Landing;
+use crate::notes::{Landing, Seen};
 use crate::{embed, index};
 
 /// `index.rebuild`: index every note and write `.mirai/index.json`.
@@ -441,7 +441,7 @@ impl Operation for IndexQuery {
         };
         entries.drain(..offset.min(entries.len()));
         let tokenizer = if by_note {
-            Some(ctx.index.as_if(&[], |idx| idx.tokenizer().clone())?)
+            Some(ctx.index.as_if(&Seen::default(), |idx| idx.tokenizer().clone())?)
         } else {
             None
         };

@@ -33,7 +33,7 @@ use super::guard::GuardPolicy;
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
 use crate::notes::path::has_note_extension;
-use crate::notes::{Existence, View};
+use crate::notes::{Existence, Seen, View};
 use crate::patch::Budget;
 use crate::repo::{LINKS_UNCHANGED, MOVE_LINKS_TRAILER, MOVE_SUBJECT};
 use crate::vault::resolve::Files;
@@ -216,7 +216,7 @@ fn plan_move(
     let mut rewritten: Vec<RewrittenNote> = Vec::new();
     let mut others: Vec<Plan> = Vec::new();
     if request.update_links {
-        let vault = ctx.index.vault_as_if(&ctx.view.unsaved())?;
+        let vault = ctx.index.vault_as_if(&Seen::all(ctx.view.unsaved()))?;
         // The graph may lag the disk by a moment; the two notes are as the disk says.
         let before: Cow<'_, Files> = match (vault.note(&from.rel), vault.note(&to.rel)) {
             (Some(_), None) => Cow::Borrowed(vault.files()),

@@ -104,6 +104,32 @@ impl Vault {
         }
     }
 
+    /// This vault without the notes whose path `leave_out` holds: the same
+    /// as removing each ([`Vault::remove`]), in one pass.
+    pub fn without(&self, leave_out: impl Fn(&str) -> bool) -> Vault {
+        let gone = |path: &str| leave_out(path) && self.notes.contains_key(path);
+        Vault {
+            notes: self
+                .notes
+                .iter()
+                .filter(|(path, _)| !leave_out(path))
+                .map(|(path, facts)| (path.clone(), Arc::clone(facts)))
+                .collect(),
+            attachments: self.attachments.clone(),
+            files: self.files.without(gone),
+            linking: self
+                .linking
+                .iter()
+                .filter_map(|(key, sources)| {
+                    let kept: BTreeSet<Arc<str>> =
+                        sources.iter().filter(|s| !gone(s)).cloned().collect();
+                    (!kept.is_empty()).then(|| (key.clone(), kept))
+                })
+                .collect(),
+            summary: OnceLock::new(),
+        }
+    }
+
     /// Takes the links of note `path` out of the reverse index.
     fn forget_links(&mut self, path: &str) {
         let Some(facts) = self.notes.get(path) else {
@@ -394,6 +420,36 @@ mod tests {
             .map(|(p, c)| (p.to_string(), c.to_string()))
             .collect();
         Vault::build(&notes, attachments.iter().map(|a| a.to_string()).collect())
+    }
+
+    #[test]
+    fn a_vault_without_notes_is_the_vault_with_each_removed() {
+        let notes: &[(&str, &str)] = &[
+            ("a.md", "[[b]] and [[hidden/c]] ![[pic.png]] #tag/x\n"),
+            ("b.md", "[up](hidden/c.md) [[a]] #tag\n"),
+            ("hidden/c.md", "[[a]] [[b]] [[d]] #secret\n"),
+            ("hidden/d.md", "[[c]] ![[hidden/plan.pdf]]\n"),
+            ("e.md", "[[c]] [[nowhere]]\n"),
+        ];
+        let full = vault(notes, &["pic.png", "hidden/plan.pdf"]);
+        let hides = |path: &str| path.starts_with("hidden/");
+        let subset = full.without(hides);
+        let mut removed = full.clone();
+        for (path, _) in notes.iter().filter(|(p, _)| hides(p)) {
+            removed.remove(path);
+        }
+        let paths = |v: &Vault| v.notes().map(|(p, _)| p.to_string()).collect::<Vec<_>>();
+        assert_eq!(paths(&subset), ["a.md", "b.md", "e.md"]);
+        assert_eq!(paths(&subset), paths(&removed));
+        for path in ["a.md", "b.md", "e.md", "hidden/c.md", "pic.png", "hidden/plan.pdf"] {
+            assert_eq!(subset.backlinks(path), removed.backlinks(path), "{path}");
+        }
+        assert!(subset.backlinks("a.md").iter().all(|b| !hides(&b.path)));
+        assert_eq!(subset.broken(), removed.broken());
+        assert!(subset.broken().iter().any(|b| b.path == "e.md"), "a link into a hidden note is broken");
+        assert_eq!(subset.orphans(), removed.orphans());
+        assert_eq!(subset.tag_counts(), removed.tag_counts());
+        assert!(!subset.tag_counts().contains_key("secret"));
     }
 
     #[test]

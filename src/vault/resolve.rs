@@ -50,6 +50,22 @@ impl Files {
         }
     }
 
+    /// These files without those `leave_out` holds.
+    pub fn without(&self, leave_out: impl Fn(&str) -> bool) -> Files {
+        let only = |map: &HashMap<String, Vec<String>>| -> HashMap<String, Vec<String>> {
+            map.iter()
+                .filter_map(|(key, paths)| {
+                    let kept: Vec<String> = paths.iter().filter(|p| !leave_out(p)).cloned().collect();
+                    (!kept.is_empty()).then(|| (key.clone(), kept))
+                })
+                .collect()
+        };
+        Files {
+            by_path: only(&self.by_path),
+            by_name: only(&self.by_name),
+        }
+    }
+
     /// These files as they are once `from` is moved to `to`: what links
     /// resolve against after a move (a view: nothing is copied).
     pub fn moved<'a>(&'a self, from: &'a str, to: &'a str) -> Moved<'a> {
