@@ -116,6 +116,9 @@ fn main() {
         assert_eq!(wrote.status().as_u16(), 200);
         after_write.push(time_ms(|| query(SCOPED, word)));
     }
-    let after = report("index.query, a caller with read_paths, first after a write", &mut after_write);
+    let after = report(
+        "index.query, a caller with read_paths, first after a write",
+        &mut after_write,
+    );
     println!("first after a write / full (medians): {:.1}x", after / full);
 }

@@ -1104,12 +1104,20 @@ fn a_scoped_callers_search_and_tags_follow_every_write() {
         json!({"path": "inbox/mango.md", "content": "mango zebracanary #hiddentag\n"}),
     );
     assert_eq!(wrote.status, 200, "{wrote:?}");
-    assert_eq!(found(&server, BOSS, "mango"), ["inbox/mango.md", "public/new.md"]);
+    assert_eq!(
+        found(&server, BOSS, "mango"),
+        ["inbox/mango.md", "public/new.md"]
+    );
     assert_eq!(found(&server, READER, "mango"), ["public/new.md"]);
     let tags = get(&server, READER, "/mcp/notes/tags");
     assert!(!tags.body.to_string().contains("hiddentag"), "{tags:?}");
     // Deleted: gone from the next answer too.
-    let deleted = post(&server, READER, "/mcp/notes/delete", json!({"path": "public/new.md"}));
+    let deleted = post(
+        &server,
+        READER,
+        "/mcp/notes/delete",
+        json!({"path": "public/new.md"}),
+    );
     assert_eq!(deleted.status, 200, "{deleted:?}");
     assert!(found(&server, READER, "mango").is_empty());
     // A link into the hidden folder made after the caller's last search hides its note too.
@@ -1117,7 +1125,10 @@ fn a_scoped_callers_search_and_tags_follow_every_write() {
     server.commit_all();
     let answer = get(&server, READER, "/mcp/index/query?q=lives&limit=50");
     assert!(!answer.body.to_string().contains(CANARY), "{answer:?}");
-    assert_eq!(found(&server, BOSS, "lives"), ["public/peek.md", "secret/hidden.md"]);
+    assert_eq!(
+        found(&server, BOSS, "lives"),
+        ["public/peek.md", "secret/hidden.md"]
+    );
 }
 
 #[test]

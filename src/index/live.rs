@@ -581,7 +581,8 @@ impl LiveIndex {
         let index = Arc::new(self.with_index(|full| full.without(|path| hidden.hides(path)))?);
         // Kept only when made from the index of that generation.
         if self.generation() == generation {
-            self.scoped.keep_index(generation, hidden, Arc::clone(&index));
+            self.scoped
+                .keep_index(generation, hidden, Arc::clone(&index));
         }
         Ok(index)
     }
@@ -614,7 +615,8 @@ impl LiveIndex {
         }
         let vault = Arc::new(self.vault()?.without(|path| hidden.hides(path)));
         if self.generation() == generation {
-            self.scoped.keep_vault(generation, hidden, Arc::clone(&vault));
+            self.scoped
+                .keep_vault(generation, hidden, Arc::clone(&vault));
         }
         Ok(vault)
     }
@@ -1351,8 +1353,9 @@ impl LiveIndex {
                 (!paths.is_empty()).then_some(paths)
             });
         if let (Some(vault), Some(attachments)) = (loaded.vault.as_mut(), attachments) {
-            if vault.attachments_differ(&attachments) {
-                Arc::make_mut(vault).set_attachments(attachments);
+            if vault.attachments_differ(&attachments)
+                && Arc::make_mut(vault).set_attachments(attachments)
+            {
                 // What links resolve to changed: copies made for scoped callers are stale.
                 self.changed();
             }

@@ -19,11 +19,11 @@ pub mod live;
 pub mod markdown;
 mod postings;
 mod rank;
-mod scoped;
 mod request;
+mod scoped;
 mod stats;
-mod subset;
 pub(crate) mod stored;
+mod subset;
 pub mod tokenizer;
 mod update;
 

@@ -27,16 +27,9 @@ impl Terms {
         }
     }
 
-    /// The same dictionary with no postings (each list to be filled by the caller).
-    pub(super) fn clone_empty(&self) -> Terms {
-        Terms {
-            ids: self.ids.clone(),
-            ..Terms::default()
-        }
-    }
-
     pub(super) fn intern_owned(&mut self, term: Box<str>) -> u32 {
-        let next = self.ids.len() as u32;
+        // Ids follow the lists, which a subset's dictionary may be shorter than.
+        let next = self.body.len() as u32;
         let id = *self.ids.entry(term).or_insert(next);
         if id == next {
             self.body.push(Postings::default());

@@ -46,7 +46,12 @@ impl ScopedCopies {
         self.keep(generation, hidden, |copy| copy.vault = Some(vault));
     }
 
-    fn find<T>(&self, generation: u64, hidden: &Hidden, get: impl Fn(&Kept) -> Option<T>) -> Option<T> {
+    fn find<T>(
+        &self,
+        generation: u64,
+        hidden: &Hidden,
+        get: impl Fn(&Kept) -> Option<T>,
+    ) -> Option<T> {
         let mut copies = self.lock();
         let at = copies
             .iter()
@@ -84,6 +89,8 @@ impl ScopedCopies {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Kept>> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }

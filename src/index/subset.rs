@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use super::postings::{Postings, Terms};
 use super::{Chunk, Index, Note};
 
 impl Index {
@@ -42,7 +43,11 @@ impl Index {
             if !note.chunks.is_empty() {
                 live_notes -= 1;
             }
-            for chunk in note.chunks.iter().filter_map(|&c| self.chunks[c as usize].as_ref()) {
+            for chunk in note
+                .chunks
+                .iter()
+                .filter_map(|&c| self.chunks[c as usize].as_ref())
+            {
                 live_chunks -= 1;
                 total_len -= u64::from(chunk.len);
                 content_bytes -= chunk.content.len() as u64;
@@ -50,10 +55,46 @@ impl Index {
             }
             free_chunks.extend(note.chunks.iter().rev());
         }
-        let mut terms = self.terms.clone_empty();
-        terms.body = self.terms.body.iter().map(|p| p.only(&keep_chunk)).collect();
-        terms.title = self.terms.title.iter().map(|p| p.only(&keep_note)).collect();
-        terms.whole = self.terms.whole.iter().map(|p| p.only(&keep_note)).collect();
+        let body: Vec<Postings> = self
+            .terms
+            .body
+            .iter()
+            .map(|p| p.only(&keep_chunk))
+            .collect();
+        let title: Vec<Postings> = self
+            .terms
+            .title
+            .iter()
+            .map(|p| p.only(&keep_note))
+            .collect();
+        let whole: Vec<Postings> = self
+            .terms
+            .whole
+            .iter()
+            .map(|p| p.only(&keep_note))
+            .collect();
+        // The dictionary keeps only the terms of the notes kept (a caller
+        // reading one folder of a large vault needs a small part of it); the
+        // others keep their ids and empty lists, as a term whose notes are
+        // all gone does.
+        let live = |id: u32| {
+            [&body, &title, &whole]
+                .iter()
+                .any(|lists| lists[id as usize].len() > 0)
+        };
+        let ids = self
+            .terms
+            .ids
+            .iter()
+            .filter(|&(_, &id)| live(id))
+            .map(|(term, &id)| (term.clone(), id))
+            .collect();
+        let terms = Terms {
+            ids,
+            body,
+            title,
+            whole,
+        };
         Index {
             params: self.params,
             tokenizer: self.tokenizer.clone(),
@@ -98,11 +139,16 @@ mod tests {
                 let lines = 1 + next() % 40;
                 let text: String = (0..lines)
                     .map(|_| {
-                        let words: Vec<&str> = (0..1 + next() % 12).map(|_| WORDS[next() % WORDS.len()]).collect();
+                        let words: Vec<&str> = (0..1 + next() % 12)
+                            .map(|_| WORDS[next() % WORDS.len()])
+                            .collect();
                         format!("{}\n\n", words.join(" "))
                     })
                     .collect();
-                (format!("{folder}/n{i}.md"), format!("# {}\n\n{text}", WORDS[i % WORDS.len()]))
+                (
+                    format!("{folder}/n{i}.md"),
+                    format!("# {}\n\n{text}", WORDS[i % WORDS.len()]),
+                )
             })
             .collect()
     }
@@ -137,16 +183,36 @@ mod tests {
         assert_eq!(subset.chunks_indexed(), removed.chunks_indexed());
         assert_eq!(subset.content_bytes(), removed.content_bytes());
         assert!(subset.paths().all(|p| !hidden(p)));
-        for q in ["fox", "garden river", "lisbon coffee budget", "kernel deploy tomato recipe", "meeting"] {
+        for q in [
+            "fox",
+            "garden river",
+            "lisbon coffee budget",
+            "kernel deploy tomato recipe",
+            "meeting",
+        ] {
             let want = ranked(&removed, q);
             assert!(!want.is_empty(), "{q}");
             assert_eq!(ranked(&subset, q), want, "{q}");
-            assert_eq!(subset.query(q, 10, None).len(), removed.query(q, 10, None).len(), "{q}");
+            assert_eq!(
+                subset.query(q, 10, None).len(),
+                removed.query(q, 10, None).len(),
+                "{q}"
+            );
         }
         // A dry run's note on top of either ranks the same too.
         let (mut subset, mut removed) = (subset, removed);
-        subset.upsert_note("inbox/new.md", "fox fox garden\n");
-        removed.upsert_note("inbox/new.md", "fox fox garden\n");
-        assert_eq!(ranked(&subset, "fox garden"), ranked(&removed, "fox garden"));
+        // (A new word gets an id of its own, past every list, though the
+        // subset's dictionary is shorter.)
+        for (path, text) in [
+            ("inbox/new.md", "fox fox garden zanzibar\n"),
+            ("inbox/n3.md", "kernel zanzibar quartz\n"),
+        ] {
+            subset.upsert_note(path, text);
+            removed.upsert_note(path, text);
+        }
+        for q in ["fox garden", "zanzibar", "quartz kernel", "lisbon"] {
+            assert_eq!(ranked(&subset, q), ranked(&removed, q), "{q}");
+        }
+        assert_eq!(ranked(&subset, "quartz").len(), 1);
     }
 }

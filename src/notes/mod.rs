@@ -166,6 +166,19 @@ impl Notes {
         Ok(notes)
     }
 
+    /// The symlinked notes in the folders `enter` holds (and the root), each
+    /// with the real path it leads to: what a caller reading only those
+    /// folders must check beyond its prefixes, found without walking the rest.
+    pub fn links_within(&self, enter: impl Fn(&str) -> bool) -> Vec<(String, String)> {
+        self.walk_notes_in(enter, |_, _| {})
+            .into_iter()
+            .filter_map(|link| {
+                let note = self.resolve(&link, Existence::MustExist).ok()?;
+                (note.rel == link).then_some((link, note.real))
+            })
+            .collect()
+    }
+
     /// Every note as [`Notes::list`] lists them, with its size and modification
     /// time, in one walk: a regular file is looked at through its folder's
     /// handle (nothing followed, nothing opened), a symlinked note as
@@ -281,11 +294,20 @@ impl Notes {
     /// Walks the real folders and calls `file` with each regular file whose
     /// name makes it a note, and the handle of its folder; answers the
     /// symlinks with note names, for [`Notes::notes_behind`].
-    fn walk_notes(&self, mut file: impl FnMut(&str, &cap_std::fs::Dir)) -> Vec<String> {
+    fn walk_notes(&self, file: impl FnMut(&str, &cap_std::fs::Dir)) -> Vec<String> {
+        self.walk_notes_in(|_| true, file)
+    }
+
+    /// [`Notes::walk_notes`], entering only the folders `enter` holds.
+    fn walk_notes_in(
+        &self,
+        enter: impl Fn(&str) -> bool,
+        mut file: impl FnMut(&str, &cap_std::fs::Dir),
+    ) -> Vec<String> {
         let mut links = Vec::new();
         let end = self
             .handle
-            .walk(WALK_LIMITS, |rel, file_type: FileType, dir| {
+            .walk_pruned(WALK_LIMITS, enter, |rel, file_type: FileType, dir| {
                 let name = rel.rsplit('/').next().unwrap_or(rel);
                 if !path::is_plain_name(name) || rel != rel.trim() || !path::has_note_extension(rel)
                 {

@@ -321,7 +321,18 @@ impl Root {
     /// entered) and calls `visit` with each entry's relative path and type and
     /// the handle of the folder it is in, skipping hidden names. Depth and the
     /// number of entries are bounded.
-    pub fn walk(&self, limits: WalkLimits, mut visit: impl FnMut(&str, FileType, &Dir)) -> WalkEnd {
+    pub fn walk(&self, limits: WalkLimits, visit: impl FnMut(&str, FileType, &Dir)) -> WalkEnd {
+        self.walk_pruned(limits, |_| true, visit)
+    }
+
+    /// [`Root::walk`], entering only the folders `enter` holds (their
+    /// relative paths); the others are still visited, not listed.
+    pub fn walk_pruned(
+        &self,
+        limits: WalkLimits,
+        enter: impl Fn(&str) -> bool,
+        mut visit: impl FnMut(&str, FileType, &Dir),
+    ) -> WalkEnd {
         let Ok(root) = self.dir.try_clone() else {
             return WalkEnd::Complete;
         };
@@ -349,7 +360,7 @@ impl Root {
                 } else {
                     format!("{prefix}/{name}")
                 };
-                if file_type.is_dir() {
+                if file_type.is_dir() && enter(&rel) {
                     if depth + 1 >= limits.max_depth {
                         end = WalkEnd::TooDeep;
                         continue;

@@ -330,12 +330,13 @@ impl View {
         };
         unsaved.retain(|(rel, _)| self.sees(rel));
         // By path, the prefixes decide; a symlinked note inside them that
-        // leads outside is hidden too, and only the walk finds those.
+        // leads outside is hidden too, and only a walk of the folders they
+        // reach finds those.
         let mut links: Vec<String> = self
             .notes
-            .list_with_targets()?
+            .links_within(|folder| scope.read.reaches(folder))
             .into_iter()
-            .filter(|(rel, real)| real.is_some() && self.sees(rel) && !self.sees_listed(rel, real.as_deref()))
+            .filter(|(rel, real)| self.sees(rel) && !self.sees(real))
             .map(|(rel, _)| rel)
             .collect();
         links.sort_unstable();

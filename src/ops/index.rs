@@ -441,7 +441,10 @@ impl Operation for IndexQuery {
         };
         entries.drain(..offset.min(entries.len()));
         let tokenizer = if by_note {
-            Some(ctx.index.as_if(&Seen::default(), |idx| idx.tokenizer().clone())?)
+            Some(
+                ctx.index
+                    .as_if(&Seen::default(), |idx| idx.tokenizer().clone())?,
+            )
         } else {
             None
         };

@@ -107,7 +107,8 @@ impl Vault {
     /// This vault without the notes whose path `leave_out` holds: the same
     /// as removing each ([`Vault::remove`]), in one pass.
     pub fn without(&self, leave_out: impl Fn(&str) -> bool) -> Vault {
-        let gone = |path: &str| leave_out(path) && self.notes.contains_key(path);
+        // Every source of a link is a note; of the files, the attachments stay.
+        let gone = |path: &str| leave_out(path) && !self.attachments.contains(path);
         Vault {
             notes: self
                 .notes
@@ -122,7 +123,7 @@ impl Vault {
                 .iter()
                 .filter_map(|(key, sources)| {
                     let kept: BTreeSet<Arc<str>> =
-                        sources.iter().filter(|s| !gone(s)).cloned().collect();
+                        sources.iter().filter(|s| !leave_out(s)).cloned().collect();
                     (!kept.is_empty()).then(|| (key.clone(), kept))
                 })
                 .collect(),
@@ -441,12 +442,22 @@ mod tests {
         let paths = |v: &Vault| v.notes().map(|(p, _)| p.to_string()).collect::<Vec<_>>();
         assert_eq!(paths(&subset), ["a.md", "b.md", "e.md"]);
         assert_eq!(paths(&subset), paths(&removed));
-        for path in ["a.md", "b.md", "e.md", "hidden/c.md", "pic.png", "hidden/plan.pdf"] {
+        for path in [
+            "a.md",
+            "b.md",
+            "e.md",
+            "hidden/c.md",
+            "pic.png",
+            "hidden/plan.pdf",
+        ] {
             assert_eq!(subset.backlinks(path), removed.backlinks(path), "{path}");
         }
         assert!(subset.backlinks("a.md").iter().all(|b| !hides(&b.path)));
         assert_eq!(subset.broken(), removed.broken());
-        assert!(subset.broken().iter().any(|b| b.path == "e.md"), "a link into a hidden note is broken");
+        assert!(
+            subset.broken().iter().any(|b| b.path == "e.md"),
+            "a link into a hidden note is broken"
+        );
         assert_eq!(subset.orphans(), removed.orphans());
         assert_eq!(subset.tag_counts(), removed.tag_counts());
         assert!(!subset.tag_counts().contains_key("secret"));

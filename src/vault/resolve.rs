@@ -55,7 +55,8 @@ impl Files {
         let only = |map: &HashMap<String, Vec<String>>| -> HashMap<String, Vec<String>> {
             map.iter()
                 .filter_map(|(key, paths)| {
-                    let kept: Vec<String> = paths.iter().filter(|p| !leave_out(p)).cloned().collect();
+                    let kept: Vec<String> =
+                        paths.iter().filter(|p| !leave_out(p)).cloned().collect();
                     (!kept.is_empty()).then(|| (key.clone(), kept))
                 })
                 .collect()
