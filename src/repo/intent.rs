@@ -198,6 +198,20 @@ pub struct Journal {
     pending: bool,
 }
 
+/// A journal that ends between writes leaves nothing to recover: its file is
+/// removed (still locked, so no other mirai is reading it), and the next
+/// start-up finds no dead record of a process that ended cleanly (a
+/// `mirai call` from cron, a server stopped). A record in force stays.
+impl Drop for Journal {
+    fn drop(&mut self) {
+        if !self.pending && self.current.stage == Stage::Idle {
+            if let Err(e) = self.dir.remove_file(&self.name) {
+                log::debug!("could not remove .mirai/{INTENTS_DIR}/{}: {e}", self.name);
+            }
+        }
+    }
+}
+
 pub(super) fn intents_dir(notes: &Notes) -> Result<Dir> {
     let state = notes
         .state_dir(true)?
@@ -527,6 +541,31 @@ mod tests {
             other.try_lock(),
             Err(fs::TryLockError::WouldBlock)
         ));
+    }
+
+    #[test]
+    fn a_journal_ended_between_writes_leaves_no_record_and_one_in_force_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let notes = Notes::open(dir.path()).unwrap();
+        let mut journal = Journal::open(&notes).unwrap();
+        let path = intent_path(dir.path(), &journal);
+        journal.record(|intent| intent.stage = Stage::Writing).unwrap();
+        journal.idle();
+        drop(journal);
+        assert!(!path.exists(), "an idle journal's file is removed when it ends");
+
+        let mut journal = Journal::open(&notes).unwrap();
+        let path = intent_path(dir.path(), &journal);
+        journal.record(|intent| intent.stage = Stage::Writing).unwrap();
+        journal.keep_for_recovery();
+        journal.idle();
+        drop(journal);
+        assert!(path.exists(), "a record recovery needs stays");
+        let mut journal = Journal::open(&notes).unwrap();
+        let path = intent_path(dir.path(), &journal);
+        journal.record(|intent| intent.stage = Stage::Committing).unwrap();
+        drop(journal);
+        assert!(path.exists(), "a write cut off leaves its record");
     }
 
     #[test]
