@@ -156,6 +156,35 @@ fn mcp_call(server: &TestServer, token: &str, tool: &str, arguments: Value) -> V
     response.json().unwrap()
 }
 
+/// A 2026-07-28 MCP tools/call over HTTP: its status and `WWW-Authenticate`.
+fn mcp_refused(
+    server: &TestServer,
+    token: &str,
+    tool: &str,
+    arguments: Value,
+) -> (u16, Option<String>) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let response = server
+        .raw()
+        .post(format!("{}/mcp", server.url))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .json(&body)
+        .send()
+        .unwrap();
+    let challenge = response
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_string());
+    (response.status().as_u16(), challenge)
+}
+
 #[test]
 fn the_metadata_documents_and_the_challenge_on_every_route() {
     let key = SigningKey::p256("k1");
@@ -342,8 +371,36 @@ fn scopes_cut_the_callers_rights_and_its_paths_and_read_paths_hold() {
     // ann may write, but this token only reads.
     let reading = key.sign(&auth.claims(AUDIENCE, "sub-ann", "notes:read", json!({})));
     assert_eq!(read_todo(&server, &reading).0.status, 200);
-    let denied = write(&server, &reading, "inbox/x.md");
+    let (denied, challenge) = call(
+        &server,
+        "POST",
+        "/mcp/notes/write",
+        Some(&reading),
+        Some(json!({"path": "inbox/x.md", "content": "written\n"})),
+    );
     denied.assert_error(403, "policy_denied");
+    // The step-up: the scope that would grant the write, and where to learn more.
+    assert_eq!(
+        challenge.as_deref(),
+        Some(&*format!(
+            "Bearer error=\"insufficient_scope\", scope=\"notes:write\", resource_metadata=\"{METADATA}\""
+        )),
+        "{denied:?}"
+    );
+    // The same over MCP: 403 and the challenge naming the /mcp metadata.
+    let (status, challenge) = mcp_refused(
+        &server,
+        &reading,
+        "notes_write",
+        json!({"path": "inbox/x.md", "content": "written\n"}),
+    );
+    assert_eq!(status, 403);
+    assert_eq!(
+        challenge.as_deref(),
+        Some(&*format!(
+            "Bearer error=\"insufficient_scope\", scope=\"notes:write\", resource_metadata=\"{METADATA}/mcp\""
+        ))
+    );
     // No scope at all: nothing, not even reading.
     let bare = key.sign(&auth.claims(AUDIENCE, "sub-ann", "openid", json!({})));
     read_todo(&server, &bare)
@@ -382,7 +439,27 @@ fn scopes_cut_the_callers_rights_and_its_paths_and_read_paths_hold() {
             .contains(&json!("secret/hidden.md")),
         "{list:?}"
     );
-    write(&server, &unverified, "public/eve.md").assert_error(403, "policy_denied");
+    // An unlisted subject's default rights hold no write: no scope would
+    // grant it, so no step-up is offered.
+    let (refused, challenge) = call(
+        &server,
+        "POST",
+        "/mcp/notes/write",
+        Some(&unverified),
+        Some(json!({"path": "public/eve.md", "content": "written\n"})),
+    );
+    refused.assert_error(403, "policy_denied");
+    assert_eq!(challenge, None);
+    assert_eq!(
+        mcp_refused(
+            &server,
+            &unverified,
+            "notes_write",
+            json!({"path": "public/eve.md", "content": "x\n"})
+        )
+        .0,
+        200
+    );
 }
 
 #[test]

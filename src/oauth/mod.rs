@@ -12,10 +12,10 @@ mod token;
 
 use serde_json::{json, Value};
 
-use crate::callers::SignedIn;
+use crate::callers::{Right, SignedIn};
 
 pub use keys::secure_url;
-pub use scopes::SCOPES;
+pub use scopes::{scope_of, SCOPES};
 pub use settings::{OAuthSettings, DEFAULT_FETCH_TIMEOUT_MS, DEFAULT_REFRESH_SECS};
 
 /// The well-known path of the protected resource metadata.
@@ -75,6 +75,17 @@ impl Resource {
             value.push_str(", error=\"invalid_token\"");
         }
         value
+    }
+
+    /// The `WWW-Authenticate` value of a 403 on `path` whose valid token
+    /// lacks the scope granting `right` (RFC 6750 §3.1, the MCP spec's
+    /// step-up): a client signs in again asking for that scope.
+    pub fn insufficient_scope(&self, path: &str, right: Right) -> String {
+        format!(
+            "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
+            scope_of(right),
+            self.challenge_url(path)
+        )
     }
 }
 
