@@ -32,6 +32,7 @@ mod index;
 mod mcp;
 mod modules;
 mod oauth;
+mod oauth_page;
 mod openapi;
 mod page;
 mod patch;

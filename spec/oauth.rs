@@ -65,6 +65,7 @@ fn settings(auth: &AuthServer, default_can: &[Right]) -> OAuthSettings {
         default_can: can,
         fetch_timeout: Duration::from_millis(800),
         refresh_interval: Duration::from_secs(60),
+        page_client_id: None,
     }
 }
 

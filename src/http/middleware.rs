@@ -133,13 +133,14 @@ pub async fn refuse_browsers(
 
 /// Routes whose callers prove themselves otherwise: `/health` needs nothing,
 /// `/hooks/push` its HMAC signature (ARCHITECTURE.md, "The token guards the
-/// network"), and the protected resource metadata is how a client learns to
-/// sign in.
+/// network"), and the protected resource metadata and the page's client
+/// (`/oauth/page-client`) are how a client learns to sign in.
 const TOKENLESS: &[&str] = &[
     "/health",
     "/hooks/push",
     "/.well-known/oauth-protected-resource",
     "/.well-known/oauth-protected-resource/mcp",
+    "/oauth/page-client",
 ];
 
 /// The named caller a request's bearer token belongs to, put on the request

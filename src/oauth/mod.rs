@@ -6,6 +6,7 @@
 //! it. Knows no HTTP server, ops or git: the HTTP adapter asks [`Resource`].
 
 mod keys;
+mod page;
 mod scopes;
 mod settings;
 mod token;
@@ -15,6 +16,7 @@ use serde_json::{json, Value};
 use crate::callers::{Right, SignedIn};
 
 pub use keys::secure_url;
+pub use page::SIGNED_IN_PATH;
 pub use scopes::{scope_of, SCOPES};
 pub use settings::{OAuthSettings, DEFAULT_FETCH_TIMEOUT_MS, DEFAULT_REFRESH_SECS};
 
@@ -27,14 +29,31 @@ pub const MCP_PATH: &str = "/mcp";
 pub struct Resource {
     settings: OAuthSettings,
     keys: keys::Keys,
+    page: Option<page::PageClient>,
 }
 
 impl Resource {
     pub fn new(settings: OAuthSettings) -> Resource {
         Resource {
             keys: keys::Keys::new(&settings),
+            page: page::PageClient::new(&settings),
             settings,
         }
+    }
+
+    /// What the page signs in with (`GET /oauth/page-client`): `None` when
+    /// `MIRAI_OAUTH_PAGE_CLIENT_ID` is not set, else the document or why the
+    /// provider's endpoints are not known. May fetch the issuer's metadata:
+    /// call it off the async threads.
+    pub fn page_client(&self) -> Option<Result<Value, String>> {
+        let page = self.page.as_ref()?;
+        Some(page.document(&self.settings, &self.keys))
+    }
+
+    /// The origin the page may connect to besides its own: the token
+    /// endpoint's, once known (may fetch, as [`Resource::page_client`]).
+    pub fn page_connect_origin(&self) -> Option<String> {
+        self.page.as_ref()?.token_origin(&self.keys)
     }
 
     pub fn settings(&self) -> &OAuthSettings {
