@@ -267,12 +267,20 @@ function pretty(text) {
 let current = null; // {key, route, data}
 /** What an action said, by what it acted on: kept across the redraw live updates make. */
 const notices = new Map();
+/** The box each notice shows in now: a redraw while the action ran made a new one. */
+const noticeBoxes = new Map();
 
 function notice(key, make) {
   const box = h("div", { role: "status", class: "result" });
-  const fill = () => { const made = notices.get(key); box.replaceChildren(...(made ? [made()] : [])); };
-  fill();
-  return { box, set(made) { notices.set(key, made); fill(); } };
+  noticeBoxes.set(key, box);
+  const fill = (into) => { const made = notices.get(key); into.replaceChildren(...(made ? [made()] : [])); };
+  fill(box);
+  return { box, set(made) {
+    notices.set(key, made);
+    fill(box);
+    const shown = noticeBoxes.get(key);
+    if (shown && shown !== box) fill(shown);
+  } };
 }
 
 function parseRoute(url) {
