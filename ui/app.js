@@ -91,7 +91,8 @@ function askToken(kind, why, expired) {
         let provider = c.issuer;
         try { provider = new URL(c.issuer).host; } catch (_) { /* the issuer as it is */ }
         reason.textContent = (expired ? "Your sign-in is no longer accepted. " : "") +
-          "Sign in through " + provider + ", or paste a token.";
+          "Sign in through " + provider + ".";
+        document.getElementById("signin-button").focus();
       });
     }
     input.value = "";
