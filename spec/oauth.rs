@@ -482,16 +482,33 @@ fn an_unlisted_subject_gets_the_default_rights_and_its_name_on_commits() {
         "{log}"
     );
     assert!(log.contains("\nMirai-Caller: zed@example.org\n"), "{log}");
-    // Its scope asks for review; the default rights do not give it.
-    call(
+    // Its scope asks for review; the default rights do not give it, and no
+    // scope would: no step-up is offered.
+    let (refused, challenge) = call(
         &server,
         "POST",
         "/mcp/proposals/approve",
         Some(&zed),
         Some(json!({"id": "x"})),
-    )
-    .0
-    .assert_error(403, "policy_denied");
+    );
+    refused.assert_error(403, "policy_denied");
+    assert_eq!(challenge, None);
+    // The default rights hold write; a token without notes:write is told to ask for it.
+    let reading = key.sign(&auth.claims(AUDIENCE, "sub-zed", "notes:read", json!({})));
+    let (refused, challenge) = call(
+        &server,
+        "POST",
+        "/mcp/notes/write",
+        Some(&reading),
+        Some(json!({"path": "public/zed2.md", "content": "x\n"})),
+    );
+    refused.assert_error(403, "policy_denied");
+    assert!(
+        challenge
+            .as_deref()
+            .is_some_and(|c| c.contains("scope=\"notes:write\"")),
+        "{challenge:?}"
+    );
 
     // No verified email: named by its subject.
     let anon = key.sign(&auth.claims(AUDIENCE, "sub-anon", "notes:write notes:read", json!({})));
@@ -507,6 +524,25 @@ fn an_unlisted_subject_gets_the_default_rights_and_its_name_on_commits() {
         key.sign(&reader_auth.claims(AUDIENCE, "sub-zed", "notes:read notes:write", json!({})));
     assert_eq!(read_todo(&reader, &token).0.status, 200);
     write(&reader, &token, "public/zed.md").assert_error(403, "policy_denied");
+
+    // Review in the default rights, not in the token: the decision's step-up names proposals:review.
+    let review_auth = AuthServer::start(&[&key]);
+    let reviewer = mirai(settings(&review_auth, &[Right::Read, Right::Review]));
+    let token = key.sign(&review_auth.claims(AUDIENCE, "sub-rev", "notes:read", json!({})));
+    let (refused, challenge) = call(
+        &reviewer,
+        "POST",
+        "/mcp/proposals/approve",
+        Some(&token),
+        Some(json!({"id": "x"})),
+    );
+    refused.assert_error(403, "policy_denied");
+    assert_eq!(
+        challenge.as_deref(),
+        Some(&*format!(
+            "Bearer error=\"insufficient_scope\", scope=\"proposals:review\", resource_metadata=\"{METADATA}\""
+        ))
+    );
 }
 
 #[test]
