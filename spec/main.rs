@@ -32,6 +32,8 @@ mod index;
 mod mcp;
 mod modules;
 mod oauth;
+mod oauth_mcp_sdk;
+mod oauth_page;
 mod openapi;
 mod page;
 mod patch;

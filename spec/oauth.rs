@@ -65,6 +65,7 @@ fn settings(auth: &AuthServer, default_can: &[Right]) -> OAuthSettings {
         default_can: can,
         fetch_timeout: Duration::from_millis(800),
         refresh_interval: Duration::from_secs(60),
+        page_client_id: None,
     }
 }
 
@@ -154,6 +155,35 @@ fn mcp_call(server: &TestServer, token: &str, tool: &str, arguments: Value) -> V
         .unwrap();
     assert_eq!(response.status().as_u16(), 200);
     response.json().unwrap()
+}
+
+/// A 2026-07-28 MCP tools/call over HTTP: its status and `WWW-Authenticate`.
+fn mcp_refused(
+    server: &TestServer,
+    token: &str,
+    tool: &str,
+    arguments: Value,
+) -> (u16, Option<String>) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let response = server
+        .raw()
+        .post(format!("{}/mcp", server.url))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .json(&body)
+        .send()
+        .unwrap();
+    let challenge = response
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_string());
+    (response.status().as_u16(), challenge)
 }
 
 #[test]
@@ -342,8 +372,36 @@ fn scopes_cut_the_callers_rights_and_its_paths_and_read_paths_hold() {
     // ann may write, but this token only reads.
     let reading = key.sign(&auth.claims(AUDIENCE, "sub-ann", "notes:read", json!({})));
     assert_eq!(read_todo(&server, &reading).0.status, 200);
-    let denied = write(&server, &reading, "inbox/x.md");
+    let (denied, challenge) = call(
+        &server,
+        "POST",
+        "/mcp/notes/write",
+        Some(&reading),
+        Some(json!({"path": "inbox/x.md", "content": "written\n"})),
+    );
     denied.assert_error(403, "policy_denied");
+    // The step-up: the scope that would grant the write, and where to learn more.
+    assert_eq!(
+        challenge.as_deref(),
+        Some(&*format!(
+            "Bearer error=\"insufficient_scope\", scope=\"notes:write\", resource_metadata=\"{METADATA}\""
+        )),
+        "{denied:?}"
+    );
+    // The same over MCP: 403 and the challenge naming the /mcp metadata.
+    let (status, challenge) = mcp_refused(
+        &server,
+        &reading,
+        "notes_write",
+        json!({"path": "inbox/x.md", "content": "written\n"}),
+    );
+    assert_eq!(status, 403);
+    assert_eq!(
+        challenge.as_deref(),
+        Some(&*format!(
+            "Bearer error=\"insufficient_scope\", scope=\"notes:write\", resource_metadata=\"{METADATA}/mcp\""
+        ))
+    );
     // No scope at all: nothing, not even reading.
     let bare = key.sign(&auth.claims(AUDIENCE, "sub-ann", "openid", json!({})));
     read_todo(&server, &bare)
@@ -382,7 +440,27 @@ fn scopes_cut_the_callers_rights_and_its_paths_and_read_paths_hold() {
             .contains(&json!("secret/hidden.md")),
         "{list:?}"
     );
-    write(&server, &unverified, "public/eve.md").assert_error(403, "policy_denied");
+    // An unlisted subject's default rights hold no write: no scope would
+    // grant it, so no step-up is offered.
+    let (refused, challenge) = call(
+        &server,
+        "POST",
+        "/mcp/notes/write",
+        Some(&unverified),
+        Some(json!({"path": "public/eve.md", "content": "written\n"})),
+    );
+    refused.assert_error(403, "policy_denied");
+    assert_eq!(challenge, None);
+    assert_eq!(
+        mcp_refused(
+            &server,
+            &unverified,
+            "notes_write",
+            json!({"path": "public/eve.md", "content": "x\n"})
+        )
+        .0,
+        200
+    );
 }
 
 #[test]
@@ -404,16 +482,33 @@ fn an_unlisted_subject_gets_the_default_rights_and_its_name_on_commits() {
         "{log}"
     );
     assert!(log.contains("\nMirai-Caller: zed@example.org\n"), "{log}");
-    // Its scope asks for review; the default rights do not give it.
-    call(
+    // Its scope asks for review; the default rights do not give it, and no
+    // scope would: no step-up is offered.
+    let (refused, challenge) = call(
         &server,
         "POST",
         "/mcp/proposals/approve",
         Some(&zed),
         Some(json!({"id": "x"})),
-    )
-    .0
-    .assert_error(403, "policy_denied");
+    );
+    refused.assert_error(403, "policy_denied");
+    assert_eq!(challenge, None);
+    // The default rights hold write; a token without notes:write is told to ask for it.
+    let reading = key.sign(&auth.claims(AUDIENCE, "sub-zed", "notes:read", json!({})));
+    let (refused, challenge) = call(
+        &server,
+        "POST",
+        "/mcp/notes/write",
+        Some(&reading),
+        Some(json!({"path": "public/zed2.md", "content": "x\n"})),
+    );
+    refused.assert_error(403, "policy_denied");
+    assert!(
+        challenge
+            .as_deref()
+            .is_some_and(|c| c.contains("scope=\"notes:write\"")),
+        "{challenge:?}"
+    );
 
     // No verified email: named by its subject.
     let anon = key.sign(&auth.claims(AUDIENCE, "sub-anon", "notes:write notes:read", json!({})));
@@ -429,6 +524,25 @@ fn an_unlisted_subject_gets_the_default_rights_and_its_name_on_commits() {
         key.sign(&reader_auth.claims(AUDIENCE, "sub-zed", "notes:read notes:write", json!({})));
     assert_eq!(read_todo(&reader, &token).0.status, 200);
     write(&reader, &token, "public/zed.md").assert_error(403, "policy_denied");
+
+    // Review in the default rights, not in the token: the decision's step-up names proposals:review.
+    let review_auth = AuthServer::start(&[&key]);
+    let reviewer = mirai(settings(&review_auth, &[Right::Read, Right::Review]));
+    let token = key.sign(&review_auth.claims(AUDIENCE, "sub-rev", "notes:read", json!({})));
+    let (refused, challenge) = call(
+        &reviewer,
+        "POST",
+        "/mcp/proposals/approve",
+        Some(&token),
+        Some(json!({"id": "x"})),
+    );
+    refused.assert_error(403, "policy_denied");
+    assert_eq!(
+        challenge.as_deref(),
+        Some(&*format!(
+            "Bearer error=\"insufficient_scope\", scope=\"proposals:review\", resource_metadata=\"{METADATA}\""
+        ))
+    );
 }
 
 #[test]

@@ -2,12 +2,14 @@
 // Every note, run and proposal comes from the HTTP API with the token kept in
 // this tab's sessionStorage (and shared with the browser's other mirai tabs
 // through worker.js, in memory), sent in the Authorization header (never a
-// cookie). Text from the API is put into the page as text; the one HTML it
+// cookie). The token is typed, or, where mirai offers it, an access token
+// from signing in through the identity provider (signin.js). Text from the API is put into the page as text; the one HTML it
 // inserts is a note rendered and sanitized by the server (notes.render).
 "use strict";
 
 const TOKEN = "mirai.token";
 const REVIEWER = "mirai.reviewer";
+const SIGNED_IN = "mirai.signedin"; // "1" while this tab's token came from signing in
 const PAGE = 10; // search results per page
 const POLL_MS = 1500;
 const STREAM_WAIT_MS = 2000; // a tab whose stream is not open by then polls
@@ -63,17 +65,36 @@ class ApiError extends Error {
 const dialog = document.getElementById("token-dialog");
 let asking = null;
 
-/** Asks for a token (kind TOKEN or REVIEWER); resolves once one is typed, rejects on cancel. */
-function askToken(kind, why) {
+/**
+ * Asks for a token (kind TOKEN or REVIEWER); resolves once one is typed,
+ * rejects on cancel. Where mirai offers sign-in, the dialog offers it first
+ * (`expired`: the access token from the last sign-in was refused).
+ */
+function askToken(kind, why, expired) {
   if (asking) return asking;
   asking = new Promise((resolve, reject) => {
     const form = document.getElementById("token-form");
     const input = document.getElementById("token-input");
-    document.getElementById("token-title").textContent =
-      kind === REVIEWER ? "Reviewer token needed" : "Token needed";
-    document.getElementById("token-why").textContent = why ||
+    const title = document.getElementById("token-title");
+    const reason = document.getElementById("token-why");
+    const offer = document.getElementById("signin-offer");
+    title.textContent = kind === REVIEWER ? "Reviewer token needed" : "Token needed";
+    reason.textContent = why ||
       (kind === REVIEWER ? "Approving and rejecting proposals needs MIRAI_REVIEWER_TOKEN."
                          : "This mirai needs its MIRAI_API_TOKEN.");
+    offer.hidden = true;
+    if (kind === TOKEN) {
+      signIn.config().then((c) => {
+        if (!c || !dialog.open) return;
+        offer.hidden = false;
+        title.textContent = expired ? "Sign-in expired — sign in again" : "Sign in";
+        let provider = c.issuer;
+        try { provider = new URL(c.issuer).host; } catch (_) { /* the issuer as it is */ }
+        reason.textContent = (expired ? "Your sign-in is no longer accepted. " : "") +
+          "Sign in through " + provider + ".";
+        document.getElementById("signin-button").focus();
+      });
+    }
     input.value = "";
     const done = (ok) => {
       form.removeEventListener("submit", submit);
@@ -87,6 +108,7 @@ function askToken(kind, why) {
       event.preventDefault();
       if (!input.value.trim()) return;
       sessionStorage.setItem(kind, input.value.trim());
+      if (kind === TOKEN) { sessionStorage.removeItem(SIGNED_IN); share(SIGNED_IN, null); }
       share(kind, input.value.trim());
       done(true);
     };
@@ -100,6 +122,14 @@ function askToken(kind, why) {
   });
   return asking;
 }
+
+document.getElementById("signin-button").addEventListener("click", async (event) => {
+  event.currentTarget.disabled = true;
+  if (!(await signIn.start())) {
+    event.currentTarget.disabled = false;
+    document.getElementById("token-why").textContent = "Sign-in is not available now: paste a token.";
+  }
+});
 
 function authHeaders(kind, extra) {
   const headers = Object.assign({ Accept: "application/json" }, extra || {});
@@ -128,9 +158,13 @@ async function api(path, opts = {}) {
     const error = data && data.error ? data.error : {};
     const wrongToken = res.status === 401 || (opts.reviewer && res.status === 403 && error.code === "policy_denied");
     if (wrongToken) {
+      // An access token from signing in that the server now refuses (expired, revoked keys).
+      const expired = res.status === 401 && sessionStorage.getItem(SIGNED_IN) === "1" &&
+        /invalid_token/.test(res.headers.get("WWW-Authenticate") || "");
       sessionStorage.removeItem(kind);
+      if (kind === TOKEN) { sessionStorage.removeItem(SIGNED_IN); share(SIGNED_IN, null); }
       share(kind, null);
-      await askToken(kind, error.message);
+      await askToken(kind, error.message, expired);
       continue;
     }
     if (!res.ok) throw new ApiError(res.status, error.code, error.message);
@@ -234,12 +268,20 @@ function pretty(text) {
 let current = null; // {key, route, data}
 /** What an action said, by what it acted on: kept across the redraw live updates make. */
 const notices = new Map();
+/** The box each notice shows in now: a redraw while the action ran made a new one. */
+const noticeBoxes = new Map();
 
 function notice(key, make) {
   const box = h("div", { role: "status", class: "result" });
-  const fill = () => { const made = notices.get(key); box.replaceChildren(...(made ? [made()] : [])); };
-  fill();
-  return { box, set(made) { notices.set(key, made); fill(); } };
+  noticeBoxes.set(key, box);
+  const fill = (into) => { const made = notices.get(key); into.replaceChildren(...(made ? [made()] : [])); };
+  fill(box);
+  return { box, set(made) {
+    notices.set(key, made);
+    fill(box);
+    const shown = noticeBoxes.get(key);
+    if (shown && shown !== box) fill(shown);
+  } };
 }
 
 function parseRoute(url) {
@@ -1275,7 +1317,8 @@ function joinHub() {
     worker.addEventListener("error", () => { hub = null; settle(false); });
     hub.start();
     const hello = () => hub && hub.postMessage({ type: "hello",
-      tokens: { [TOKEN]: sessionStorage.getItem(TOKEN), [REVIEWER]: sessionStorage.getItem(REVIEWER) } });
+      tokens: { [TOKEN]: sessionStorage.getItem(TOKEN), [REVIEWER]: sessionStorage.getItem(REVIEWER),
+        [SIGNED_IN]: sessionStorage.getItem(SIGNED_IN) } });
     hello();
     // A closed tab leaves at once; one restored from the back-forward cache comes back.
     window.addEventListener("pagehide", () => hub && hub.postMessage({ type: "bye" }));
@@ -1414,5 +1457,34 @@ function poll() {
   tick();
 }
 
-joinHub().then(() => show(false));
+/**
+ * Starts the page. Back from the provider at /ui/signed-in, the sign-in is
+ * finished first: its access token kept (and shared with the other tabs) as
+ * a typed token is, and the view it started from shown again.
+ */
+async function boot() {
+  let back = null;
+  let token = null;
+  let trouble = null;
+  if (location.pathname === signIn.PATH) {
+    try {
+      ({ token, back } = await signIn.finish());
+    } catch (e) {
+      trouble = e.message;
+      back = "/ui/notes/";
+    }
+  }
+  await joinHub();
+  if (token) {
+    sessionStorage.setItem(TOKEN, token);
+    sessionStorage.setItem(SIGNED_IN, "1");
+    share(SIGNED_IN, "1");
+    share(TOKEN, token);
+  }
+  if (back) history.replaceState(null, "", back);
+  if (trouble) say(trouble);
+  show(false);
+}
+
+boot();
 

@@ -1,13 +1,13 @@
 // mirai's page, shared by every tab of one browser (a SharedWorker): it holds
 // the one change stream (GET /events) the tabs share, relays each event to
-// every tab, and keeps the tokens a person typed in memory so a new tab does
-// not ask again. Nothing is written to storage; the worker, its stream and
+// every tab, and keeps the tokens a person typed (or got by signing in, with
+// the mark that says so) in memory so a new tab does not ask again. Nothing is written to storage; the worker, its stream and
 // the tokens end when the last tab of mirai closes.
 "use strict";
 
 const RETRY_MS = 1500;
 const ports = new Set();
-const tokens = { "mirai.token": null, "mirai.reviewer": null };
+const tokens = { "mirai.token": null, "mirai.reviewer": null, "mirai.signedin": null };
 let lastId = null;
 let open = false;
 let running = null; // the AbortController of the stream being read

@@ -2,6 +2,7 @@
 //! notes repository, spoken to over real HTTP.
 
 pub mod auth_server;
+pub mod browser;
 pub mod fake_embed;
 pub mod fake_llm;
 pub mod git_http;
@@ -81,13 +82,24 @@ impl TestServer {
     /// Serves `root` (inside `dir`, which the server keeps alive), as it is
     /// or created when missing.
     pub fn start_in(dir: TempDir, root: PathBuf, adjust: impl FnOnce(&mut Config)) -> TestServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        TestServer::start_on(listener, dir, root, adjust)
+    }
+
+    /// [`TestServer::start_in`] on a listener the spec bound, so it knows
+    /// the server's URL before the configuration (`MIRAI_PUBLIC_URL`).
+    pub fn start_on(
+        listener: TcpListener,
+        dir: TempDir,
+        root: PathBuf,
+        adjust: impl FnOnce(&mut Config),
+    ) -> TestServer {
         let mut config = Config::new(&root);
         config.cache_dir = Some(guest_cache());
         adjust(&mut config);
         let token = config.api_token.clone();
         // Wired as `mirai serve` wires it: bootstrap, recovery, index warm-up and watch.
         let app = app::build(config).expect("the app builds");
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {

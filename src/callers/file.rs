@@ -233,6 +233,7 @@ fn caller_of(entry: &Table, n: usize, problems: &mut Vec<String>) -> Option<Call
         paths,
         read_paths,
         self_review,
+        withheld: Rights::none(),
         token_sha256,
         oauth_subject,
         oauth_email,

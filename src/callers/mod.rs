@@ -34,6 +34,10 @@ pub struct Caller {
     pub read_paths: Prefixes,
     /// Whether it may approve proposals it asked for itself.
     pub self_review: bool,
+    /// The rights it would hold but its access token's scopes withheld (a
+    /// person signed in through OAuth; none otherwise): a token asked for
+    /// with more scopes would grant them (the `insufficient_scope` step-up).
+    pub withheld: Rights,
     /// The SHA-256 of its bearer token (`None`: it only signs in).
     token_sha256: Option<[u8; 32]>,
     /// The identity provider's `sub` this caller signs in as.
@@ -53,6 +57,7 @@ impl Caller {
             paths: Prefixes::everything(),
             read_paths: Prefixes::everything(),
             self_review: false,
+            withheld: Rights::none(),
             token_sha256: None,
             oauth_subject: None,
             oauth_email: None,
@@ -183,6 +188,7 @@ impl Callers {
         };
         if let Some(entry) = by_subject.or_else(by_email) {
             let mut caller = Caller::clone(entry);
+            caller.withheld = caller.can.without(who.scopes);
             caller.can = caller.can.and(who.scopes);
             return caller;
         }
@@ -202,6 +208,7 @@ impl Callers {
             paths: Prefixes::everything(),
             read_paths: Prefixes::everything(),
             self_review: false,
+            withheld: who.unlisted.without(who.scopes),
             token_sha256: None,
             oauth_subject: Some(who.subject.clone()),
             oauth_email: None,
@@ -238,6 +245,7 @@ fn shorthand(name: &str, token: &str, review: bool) -> Caller {
         read_paths: Prefixes::everything(),
         // The reviewer token decided its own writes before callers existed.
         self_review: review,
+        withheld: Rights::none(),
         token_sha256: Some(Sha256::digest(token.as_bytes()).into()),
         oauth_subject: None,
         oauth_email: None,

@@ -73,6 +73,15 @@ impl Rights {
         Rights(self.0 & other.0)
     }
 
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The rights this set holds and `other` does not.
+    pub fn without(self, other: Rights) -> Rights {
+        Rights(self.0 & !other.0)
+    }
+
     /// The rights' names, in [`Right::ALL`]'s order.
     pub fn names(self) -> Vec<&'static str> {
         Right::ALL

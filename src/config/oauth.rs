@@ -32,6 +32,7 @@ pub(super) fn read(env: Env, config: &mut Config) -> Result<(), ConfigError> {
             "MIRAI_OAUTH_DEFAULT_CAN",
             "MIRAI_OAUTH_FETCH_TIMEOUT_MS",
             "MIRAI_OAUTH_REFRESH_SECONDS",
+            "MIRAI_OAUTH_PAGE_CLIENT_ID",
         ] {
             if env.non_empty(name).is_some() {
                 return Err(ConfigError::OAuth(format!(
@@ -85,6 +86,16 @@ pub(super) fn read(env: Env, config: &mut Config) -> Result<(), ConfigError> {
             "seconds from 1 to 86400",
         )?
         .unwrap_or(DEFAULT_REFRESH_SECS);
+    let page_client_id = match env.trimmed("MIRAI_OAUTH_PAGE_CLIENT_ID") {
+        Some(id) if !client_id(&id) => {
+            return Err(invalid(
+                "MIRAI_OAUTH_PAGE_CLIENT_ID",
+                id,
+                "the id of the public client the page signs in as (1 to 255 visible ASCII characters, registered at the identity provider with the redirect URI <MIRAI_PUBLIC_URL>/ui/signed-in)",
+            ))
+        }
+        id => id,
+    };
     config.oauth = Some(OAuthSettings {
         issuer,
         audience,
@@ -93,6 +104,7 @@ pub(super) fn read(env: Env, config: &mut Config) -> Result<(), ConfigError> {
         default_can,
         fetch_timeout: Duration::from_millis(fetch_timeout),
         refresh_interval: Duration::from_secs(refresh),
+        page_client_id,
     });
     Ok(())
 }
@@ -117,6 +129,11 @@ fn secure(raw: &str) -> bool {
         && url::Url::parse(raw).is_ok_and(|url| {
             url.query().is_none() && url.fragment().is_none() && url.password().is_none()
         })
+}
+
+/// Whether `id` may be an OAuth client id (RFC 6749's VSCHAR, bounded).
+fn client_id(id: &str) -> bool {
+    (1..=255).contains(&id.len()) && id.chars().all(|c| c.is_ascii_graphic() || c == ' ')
 }
 
 /// `read, write` as rights; `none` for none.
@@ -203,5 +220,30 @@ mod tests {
             ]))
             .unwrap();
         assert!(c.oauth.unwrap().default_can.names().is_empty());
+        let c = Config::new("n")
+            .with_environment(&env_of(&[
+                ("MIRAI_OAUTH_ISSUER", "http://127.0.0.1:9000"),
+                ("MIRAI_PUBLIC_URL", "http://127.0.0.1:4567"),
+                ("MIRAI_OAUTH_PAGE_CLIENT_ID", " mirai-page "),
+            ]))
+            .unwrap();
+        assert_eq!(
+            c.oauth.unwrap().page_client_id.as_deref(),
+            Some("mirai-page")
+        );
+        let err = Config::new("n")
+            .with_environment(&env_of(&[("MIRAI_OAUTH_PAGE_CLIENT_ID", "mirai-page")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("MIRAI_OAUTH_ISSUER is not"), "{err}");
+        let err = Config::new("n")
+            .with_environment(&env_of(&[
+                ("MIRAI_OAUTH_ISSUER", "http://127.0.0.1:9000"),
+                ("MIRAI_PUBLIC_URL", "http://127.0.0.1:4567"),
+                ("MIRAI_OAUTH_PAGE_CLIENT_ID", "bad\u{7}id"),
+            ]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("MIRAI_OAUTH_PAGE_CLIENT_ID"), "{err}");
     }
 }

@@ -7,7 +7,9 @@
 //! server-to-client messages: the notifications of its resource
 //! subscriptions, as server-sent events (one stream per session).
 //! `Origin` (403 to a foreign one, as the transport requires) and the bearer
-//! token are checked before routing, as for every route.
+//! token are checked before routing, as for every route; a tool call whose
+//! OAuth token lacks the scope for the tool's right is 403 with the
+//! `insufficient_scope` challenge.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,6 +25,7 @@ use super::respond::{error_response, gone, read_body};
 use crate::app::App;
 use crate::events::TooManyClients;
 use crate::mcp::{code, requested_version, Mcp, Subscribed, PROTOCOL_VERSIONS};
+use crate::oauth;
 
 const SESSION_HEADER: &str = "Mcp-Session-Id";
 const VERSION_HEADER: &str = "MCP-Protocol-Version";
@@ -167,6 +170,26 @@ pub async fn post(
     }
     if stateless && method == "subscriptions/listen" {
         return listen(&app, &req, &message);
+    }
+    // A person signed in through OAuth whose token's scopes withheld the
+    // right a tool takes: 403 with the step-up challenge (the MCP spec's
+    // scope challenge), so the client can sign in again for that scope.
+    if let Some(oauth) = &app.oauth {
+        if let Some(right) = app.mcp.missing_right(&message, caller.as_ref()) {
+            let scope = oauth::scope_of(right);
+            let mut answer = HttpResponse::Forbidden();
+            answer.insert_header((
+                header::WWW_AUTHENTICATE,
+                oauth.insufficient_scope(req.path(), right),
+            ));
+            return answer.json(json!({"jsonrpc": "2.0", "id": message.get("id"), "error": {
+                "code": code::INVALID_REQUEST,
+                "message": format!(
+                    "this access token lacks the scope {scope}, which this tool takes: sign in \
+                     again asking for {scope}"
+                ),
+            }}));
+        }
     }
     let mcp = app.mcp.clone();
     // A repo_sync call waits for its sync holding no thread, as the HTTP row does;

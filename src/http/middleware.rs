@@ -133,13 +133,14 @@ pub async fn refuse_browsers(
 
 /// Routes whose callers prove themselves otherwise: `/health` needs nothing,
 /// `/hooks/push` its HMAC signature (ARCHITECTURE.md, "The token guards the
-/// network"), and the protected resource metadata is how a client learns to
-/// sign in.
+/// network"), and the protected resource metadata and the page's client
+/// (`/oauth/page-client`) are how a client learns to sign in.
 const TOKENLESS: &[&str] = &[
     "/health",
     "/hooks/push",
     "/.well-known/oauth-protected-resource",
     "/.well-known/oauth-protected-resource/mcp",
+    "/oauth/page-client",
 ];
 
 /// The named caller a request's bearer token belongs to, put on the request
@@ -165,7 +166,8 @@ pub fn caller_of(req: &HttpRequest) -> Option<Arc<Caller>> {
 /// caller gets 403 `policy_denied`, no token or a wrong one 401. With OAuth,
 /// every 401 carries `WWW-Authenticate: Bearer resource_metadata="..."` (and
 /// `error="invalid_token"` when a token was sent), where MCP clients start
-/// their sign-in. What each caller may do past that, `ops` decides.
+/// their sign-in; a signed-in person refused a decision for want of the
+/// scope proposals:review gets the `insufficient_scope` challenge with it. What each caller may do past that, `ops` decides.
 pub async fn require_token(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -249,13 +251,24 @@ pub async fn require_token(
     };
     if let Some(err) = refusal {
         let mut response = error_response(&err);
-        if let (ErrorCode::Unauthorized, Some(oauth)) = (&err.code, &oauth) {
-            let challenge = oauth.challenge(req.path(), token.is_some());
-            if let Ok(value) = header::HeaderValue::from_str(&challenge) {
-                response
-                    .headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, value);
+        let challenge = match (&err.code, &oauth) {
+            (ErrorCode::Unauthorized, Some(oauth)) => {
+                Some(oauth.challenge(req.path(), token.is_some()))
             }
+            // A signed-in reviewer whose token was not given proposals:review.
+            (ErrorCode::PolicyDenied, Some(oauth))
+                if caller
+                    .as_ref()
+                    .is_some_and(|c| c.withheld.has(Right::Review)) =>
+            {
+                Some(oauth.insufficient_scope(req.path(), Right::Review))
+            }
+            _ => None,
+        };
+        if let Some(value) = challenge.and_then(|c| header::HeaderValue::from_str(&c).ok()) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, value);
         }
         return Ok(req.into_response(response));
     }

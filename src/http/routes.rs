@@ -87,6 +87,7 @@ static OWN: &[Endpoint] = &[
     own(Verb::Get, "/events", || web::route().to(events::stream)),
     own(Verb::Get, "/.well-known/oauth-protected-resource", || web::route().to(resource_metadata)),
     own(Verb::Get, "/.well-known/oauth-protected-resource/mcp", || web::route().to(resource_metadata)),
+    own(Verb::Get, "/oauth/page-client", || web::route().to(page_client)),
 ];
 
 /// Every route the server answers: each row at its declared route, then mirai's own.
@@ -153,6 +154,37 @@ async fn resource_metadata(app: web::Data<App>, req: HttpRequest) -> HttpRespons
             "mirai takes no OAuth access tokens here: MIRAI_OAUTH_ISSUER is not set, so use a \
              bearer token (MIRAI_API_TOKEN or a caller's token)",
         )),
+    }
+}
+
+/// What the page signs in with (authorization code with PKCE as the public
+/// client `MIRAI_OAUTH_PAGE_CLIENT_ID`): the provider's endpoints from its
+/// metadata, the client id, the scopes, the redirect URI. 404 when the page
+/// has no sign-in; 503 while the provider's metadata cannot be read.
+async fn page_client(app: web::Data<App>) -> HttpResponse {
+    let off = |why: &str| {
+        error_response(&Error::new(
+            ErrorCode::NotFound,
+            format!("the page has no sign-in here: {why}; it takes a bearer token instead"),
+        ))
+    };
+    let Some(resource) = app.oauth.clone() else {
+        return off("MIRAI_OAUTH_ISSUER is not set");
+    };
+    match web::block(move || resource.page_client()).await {
+        Ok(None) => off("MIRAI_OAUTH_PAGE_CLIENT_ID is not set"),
+        Ok(Some(Ok(document))) => HttpResponse::Ok()
+            .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
+            .json(document),
+        Ok(Some(Err(why))) => error_response(&Error::new(
+            ErrorCode::RemoteUnavailable,
+            format!(
+                "the identity provider's sign-in endpoints could not be found ({}); try again \
+                 later, or sign in with a bearer token",
+                crate::redact::urls(&why)
+            ),
+        )),
+        Err(_) => error_response(&super::respond::internal_error()),
     }
 }
 

@@ -8,6 +8,8 @@
 //! answers its raw bytes (`file.rs`). A request that carried the reviewer token
 //! runs as a reviewer's; a write review mode proposed answers 202.
 
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{Map, Value};
 
@@ -26,6 +28,9 @@ enum OwnedInput {
 
 /// Serves row `op`. A query string that cannot be decoded gets the row's
 /// malformed code; a body is read within its limits before policy and parsing.
+/// A person signed in through OAuth whose token's scopes withheld the right
+/// the row takes gets the 403 with the `insufficient_scope` challenge naming
+/// the scope that grants it.
 pub async fn serve(
     app: web::Data<App>,
     op: &'static OpEntry,
@@ -33,6 +38,28 @@ pub async fn serve(
     payload: web::Payload,
 ) -> HttpResponse {
     let ctx = app.ctx.via("http").as_caller(caller_of(&req));
+    let step_up = app.oauth.as_ref().and_then(|oauth| {
+        let right = ops::missing_right(&ctx, op.name)?;
+        HeaderValue::from_str(&oauth.insufficient_scope(req.path(), right)).ok()
+    });
+    let mut response = run(app, ctx, op, req, payload).await;
+    if let Some(challenge) = step_up {
+        if response.status() == StatusCode::FORBIDDEN {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, challenge);
+        }
+    }
+    response
+}
+
+async fn run(
+    app: web::Data<App>,
+    ctx: ops::Context,
+    op: &'static OpEntry,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> HttpResponse {
     let input = match op.http.input {
         // A row that takes no fields still refuses parameters it would ignore.
         HttpInput::Nothing | HttpInput::Query(_) => match query_object(&req) {

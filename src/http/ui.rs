@@ -7,20 +7,35 @@
 //! Every answer here carries a strict `Content-Security-Policy` (scripts and
 //! styles from this server only, nothing inline, no eval, `connect-src
 //! 'self'`, no framing), `X-Content-Type-Options: nosniff` and no referrer.
+//! With the page's sign-in (`MIRAI_OAUTH_PAGE_CLIENT_ID`), `connect-src` adds
+//! one origin, the provider's token endpoint's, where the page trades its
+//! authorization code for an access token; nothing else is loosened.
 //! Each file is gzipped once, the first time a client that accepts gzip asks.
 
 use std::sync::OnceLock;
 
 use actix_web::http::header::{self, HeaderValue};
-use actix_web::{HttpRequest, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::respond::error_response;
+use crate::app::App;
 use crate::error::Error;
 
 /// The page's Content-Security-Policy.
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
      img-src 'self' data: blob:; connect-src 'self'; base-uri 'none'; form-action 'none'; \
      frame-ancestors 'none'";
+
+/// [`CSP`] with `origin` (the sign-in's token endpoint's) added to `connect-src`.
+fn csp_with(origin: Option<&str>) -> String {
+    match origin {
+        Some(origin) => CSP.replace(
+            "connect-src 'self'",
+            &format!("connect-src 'self' {origin}"),
+        ),
+        None => CSP.to_string(),
+    }
+}
 
 /// One embedded file.
 struct Asset {
@@ -47,7 +62,13 @@ static PAGE: Asset = asset(
     include_bytes!("../../ui/index.html"),
 );
 
-static ASSETS: [Asset; 4] = [
+static ASSETS: [Asset; 5] = [
+    // The sign-in through the identity provider (authorization code with PKCE).
+    asset(
+        "signin.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../../ui/signin.js"),
+    ),
     asset(
         "app.js",
         "text/javascript; charset=utf-8",
@@ -78,6 +99,20 @@ pub fn is_page_path(path: &str) -> bool {
 
 /// `GET /` and `GET /ui/...`: the page for a view, or one of its files.
 pub async fn serve(req: HttpRequest) -> HttpResponse {
+    // The sign-in's token endpoint, found once (off the async threads: the
+    // first look may fetch the provider's metadata, within its timeout).
+    let resource = req
+        .app_data::<web::Data<App>>()
+        .and_then(|app| app.oauth.clone());
+    let origin = match resource {
+        Some(resource) => web::block(move || resource.page_connect_origin())
+            .await
+            .ok()
+            .flatten(),
+        None => None,
+    };
+    let csp = HeaderValue::from_str(&csp_with(origin.as_deref()))
+        .unwrap_or_else(|_| HeaderValue::from_static(CSP));
     let path = req.path();
     let found = match path.strip_prefix("/ui/assets/") {
         Some(name) => ASSETS.iter().find(|asset| asset.name == name),
@@ -92,7 +127,7 @@ pub async fn serve(req: HttpRequest) -> HttpResponse {
                 .collect::<Vec<_>>()
                 .join(", ")
         )));
-        guard(&mut response);
+        guard(&mut response, csp);
         return response;
     };
     let mut response = HttpResponse::Ok();
@@ -107,17 +142,14 @@ pub async fn serve(req: HttpRequest) -> HttpResponse {
     } else {
         response.body(asset.bytes)
     };
-    guard(&mut response);
+    guard(&mut response, csp);
     response
 }
 
 /// The headers every answer of the page carries.
-fn guard(response: &mut HttpResponse) {
+fn guard(response: &mut HttpResponse, csp: HeaderValue) {
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
+    headers.insert(header::CONTENT_SECURITY_POLICY, csp);
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -165,6 +197,17 @@ mod tests {
             .map(|asset| gzipped(asset).len())
             .sum();
         assert!(total < 150 * 1024, "{total} bytes gzipped");
+    }
+
+    #[test]
+    fn the_sign_in_adds_one_origin_to_connect_src_only() {
+        assert_eq!(csp_with(None), CSP);
+        let csp = csp_with(Some("https://id.example"));
+        assert!(
+            csp.contains("connect-src 'self' https://id.example;"),
+            "{csp}"
+        );
+        assert_eq!(csp.matches("https://id.example").count(), 1, "{csp}");
     }
 
     #[test]

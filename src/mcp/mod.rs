@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use crate::callers::Caller;
+use crate::callers::{Caller, Right};
 use crate::ops::adapters::{Synced, Ticket};
 use crate::ops::Context;
 use crate::sandbox::Sandbox;
@@ -127,6 +127,17 @@ impl Mcp {
             return None;
         }
         tools::sync_ticket(&self.ctx.as_caller(caller.cloned()), message.get("params")?)
+    }
+
+    /// The right whose want alone keeps `caller` from the tool a `tools/call`
+    /// message names, when its access token's scopes withheld it
+    /// ([`ops::missing_right`]): a transport answers the step-up challenge.
+    pub fn missing_right(&self, message: &Value, caller: Option<&Arc<Caller>>) -> Option<Right> {
+        if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+            return None;
+        }
+        let row = tools::row_of(message.get("params")?)?;
+        crate::ops::missing_right(&self.ctx.as_caller(caller.cloned()), row)
     }
 
     /// [`Mcp::handle`], with the answer of the sync a transport awaited for a

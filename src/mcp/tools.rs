@@ -105,6 +105,15 @@ pub fn sync_ticket(ctx: &Context, params: &Value) -> Option<Result<Ticket, Error
     Some(ops::dispatch_sync(ctx, op.name, Input::Json(arguments)))
 }
 
+/// The row a `tools/call` names (`None`: no such tool, or `agent_eval`).
+pub fn row_of(params: &Value) -> Option<&'static str> {
+    let name = params.get("name").and_then(Value::as_str)?;
+    TABLE
+        .iter()
+        .find(|op| tool_name(op) == name)
+        .map(|op| op.name)
+}
+
 /// Calls a tool: the row through `ops::dispatch` (same policy, validation and
 /// errors as HTTP), or the sandbox for `agent_eval`. `synced` is the answer of
 /// the sync a transport already awaited for this call ([`sync_ticket`]); a

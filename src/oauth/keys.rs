@@ -118,6 +118,39 @@ impl Keys {
     /// The `jwks_uri` of the issuer's metadata: RFC 8414's document first,
     /// then OpenID Connect's; its `issuer` must be the one configured.
     fn discover(&self, deadline: Instant) -> Result<String, String> {
+        let metadata = self.metadata_where(deadline, |url, metadata| {
+            let jwks = metadata
+                .get("jwks_uri")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("{url} has no jwks_uri"))?;
+            if !secure_url(jwks) {
+                return Err(format!(
+                    "{url} names a jwks_uri that is neither https nor loopback"
+                ));
+            }
+            Ok(())
+        })?;
+        Ok(metadata["jwks_uri"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string())
+    }
+
+    /// The issuer's metadata document (RFC 8414's, then OpenID Connect's)
+    /// naming the configured issuer and passing `fits`, fetched within the
+    /// fetch timeout: for the page's sign-in, its endpoints.
+    pub fn metadata(
+        &self,
+        fits: impl Fn(&str, &Value) -> Result<(), String>,
+    ) -> Result<Value, String> {
+        self.metadata_where(Instant::now() + self.timeout, fits)
+    }
+
+    fn metadata_where(
+        &self,
+        deadline: Instant,
+        fits: impl Fn(&str, &Value) -> Result<(), String>,
+    ) -> Result<Value, String> {
         let mut tried = Vec::new();
         for url in metadata_urls(&self.issuer) {
             let document = match self.get(&url, deadline) {
@@ -135,17 +168,10 @@ impl Keys {
                 tried.push(format!("{url} names another issuer"));
                 continue;
             }
-            let Some(jwks) = metadata.get("jwks_uri").and_then(Value::as_str) else {
-                tried.push(format!("{url} has no jwks_uri"));
-                continue;
-            };
-            if !secure_url(jwks) {
-                tried.push(format!(
-                    "{url} names a jwks_uri that is neither https nor loopback"
-                ));
-                continue;
+            match fits(&url, &metadata) {
+                Ok(()) => return Ok(metadata),
+                Err(why) => tried.push(why),
             }
-            return Ok(jwks.to_string());
         }
         Err(tried.join("; "))
     }

@@ -6,16 +6,18 @@
 //! it. Knows no HTTP server, ops or git: the HTTP adapter asks [`Resource`].
 
 mod keys;
+mod page;
 mod scopes;
 mod settings;
 mod token;
 
 use serde_json::{json, Value};
 
-use crate::callers::SignedIn;
+use crate::callers::{Right, SignedIn};
 
 pub use keys::secure_url;
-pub use scopes::SCOPES;
+pub use page::SIGNED_IN_PATH;
+pub use scopes::{scope_of, SCOPES};
 pub use settings::{OAuthSettings, DEFAULT_FETCH_TIMEOUT_MS, DEFAULT_REFRESH_SECS};
 
 /// The well-known path of the protected resource metadata.
@@ -27,14 +29,31 @@ pub const MCP_PATH: &str = "/mcp";
 pub struct Resource {
     settings: OAuthSettings,
     keys: keys::Keys,
+    page: Option<page::PageClient>,
 }
 
 impl Resource {
     pub fn new(settings: OAuthSettings) -> Resource {
         Resource {
             keys: keys::Keys::new(&settings),
+            page: page::PageClient::new(&settings),
             settings,
         }
+    }
+
+    /// What the page signs in with (`GET /oauth/page-client`): `None` when
+    /// `MIRAI_OAUTH_PAGE_CLIENT_ID` is not set, else the document or why the
+    /// provider's endpoints are not known. May fetch the issuer's metadata:
+    /// call it off the async threads.
+    pub fn page_client(&self) -> Option<Result<Value, String>> {
+        let page = self.page.as_ref()?;
+        Some(page.document(&self.settings, &self.keys))
+    }
+
+    /// The origin the page may connect to besides its own: the token
+    /// endpoint's, once known (may fetch, as [`Resource::page_client`]).
+    pub fn page_connect_origin(&self) -> Option<String> {
+        self.page.as_ref()?.token_origin(&self.keys)
     }
 
     pub fn settings(&self) -> &OAuthSettings {
@@ -75,6 +94,17 @@ impl Resource {
             value.push_str(", error=\"invalid_token\"");
         }
         value
+    }
+
+    /// The `WWW-Authenticate` value of a 403 on `path` whose valid token
+    /// lacks the scope granting `right` (RFC 6750 §3.1, the MCP spec's
+    /// step-up): a client signs in again asking for that scope.
+    pub fn insufficient_scope(&self, path: &str, right: Right) -> String {
+        format!(
+            "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
+            scope_of(right),
+            self.challenge_url(path)
+        )
     }
 }
 

@@ -14,6 +14,15 @@ pub const SCOPES: [(&str, Right); 5] = [
     ("repo:sync", Right::Sync),
 ];
 
+/// The scope that grants `right`.
+pub fn scope_of(right: Right) -> &'static str {
+    SCOPES
+        .iter()
+        .find(|(_, granted)| *granted == right)
+        .map(|(scope, _)| *scope)
+        .unwrap_or("notes:read")
+}
+
 /// The rights the token's scopes grant: `scope` (a space-separated string,
 /// RFC 9068) or `scp` (a list, as some providers send). Unknown scopes grant
 /// nothing.

@@ -29,4 +29,8 @@ pub struct OAuthSettings {
     pub fetch_timeout: Duration,
     /// Shortest time between two refreshes.
     pub refresh_interval: Duration,
+    /// The client id mirai's page signs in as (`MIRAI_OAUTH_PAGE_CLIENT_ID`:
+    /// a public client, authorization code with PKCE); `None`: the page
+    /// offers no sign-in.
+    pub page_client_id: Option<String>,
 }

@@ -316,44 +316,67 @@ fn check_policy(mode: PolicyMode, reviewer: bool, op: &OpEntry) -> Result<()> {
     Ok(())
 }
 
-/// The named caller's rights (ARCHITECTURE.md, "Callers"): a row of class
-/// read needs `read` (the proposals' own rows also `review`), a write of notes
-/// `write` or `propose` (then it is proposed), any other write `write`, sync
-/// `sync`, review `review`. Decided from the row alone, before the body is read.
+/// The rights any one of which lets a caller run row `op` (ARCHITECTURE.md,
+/// "Callers"): a row of class read needs `read` (the proposals' own rows also
+/// `review`), a write of notes `write` or `propose` (then it is proposed), any
+/// other write `write`, sync `sync`, review `review`.
+fn rights_for(op: &OpEntry) -> &'static [Right] {
+    match op.class {
+        Class::Read if op.name.starts_with("proposals.") => &[Right::Read, Right::Review],
+        Class::Read => &[Right::Read],
+        Class::Write if op.reviewed => &[Right::Write, Right::Propose],
+        Class::Write => &[Right::Write],
+        Class::Sync => &[Right::Sync],
+        Class::Review => &[Right::Review],
+    }
+}
+
+/// The named caller's rights: it holds one of [`rights_for`] the row.
+/// Decided from the row alone, before the body is read.
 fn check_rights(ctx: &Context, op: &OpEntry) -> Result<()> {
     let Some(caller) = ctx.caller() else {
         return Ok(());
     };
-    let can = caller.can;
-    let allowed = match op.class {
-        Class::Read => {
-            can.has(Right::Read) || (op.name.starts_with("proposals.") && can.has(Right::Review))
-        }
-        Class::Write if op.reviewed => can.has(Right::Write) || can.has(Right::Propose),
-        Class::Write => can.has(Right::Write),
-        Class::Sync => can.has(Right::Sync),
-        Class::Review => can.has(Right::Review),
-    };
-    if allowed {
+    let needs = rights_for(op);
+    if needs.iter().any(|right| caller.can.has(*right)) {
         return Ok(());
     }
-    let needs = match op.class {
-        Class::Read => "read",
-        Class::Write if op.reviewed => "write or propose",
-        Class::Write => "write",
-        Class::Sync => "sync",
-        Class::Review => "review",
+    let needs = needs
+        .iter()
+        .map(|right| right.name())
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let fix = if caller.withheld.is_empty() {
+        "ask the operator to add it in MIRAI_CALLERS_FILE"
+    } else {
+        "sign in again asking for the scope that grants it, or ask the operator to add it in \
+         MIRAI_CALLERS_FILE"
     };
     Err(Error::new(
         ErrorCode::PolicyDenied,
         format!(
-            "caller {} may not run {}: that takes the {needs} right, and its `can` holds [{}]; \
-             ask the operator to add it in MIRAI_CALLERS_FILE",
+            "caller {} may not run {}: that takes the {needs} right, and its `can` holds [{}]; {fix}",
             caller.name,
             op.name,
             caller.can.names().join(", ")
         ),
     ))
+}
+
+/// The right whose want alone keeps `ctx`'s caller from row `name`, when its
+/// access token's scopes withheld it (a token with the scope that grants it
+/// would run the row): what an adapter names in an `insufficient_scope`
+/// challenge. `None` when the row is allowed, refused for another reason
+/// (policy, an unknown row), or the right is not the token's to grant.
+pub fn missing_right(ctx: &Context, name: &str) -> Option<Right> {
+    let op = find(name)?;
+    let caller = ctx.caller()?;
+    check_policy(ctx.policy, ctx.reviewer, op).ok()?;
+    check_rights(ctx, op).err()?;
+    rights_for(op)
+        .iter()
+        .copied()
+        .find(|right| caller.withheld.has(*right))
 }
 
 #[cfg(test)]
