@@ -2,9 +2,10 @@
 //! completes its OAuth flow against mirai and the spec's authorization server
 //! (spec/common/auth_server.rs), then calls a tool. The client is the
 //! committed script spec/python/mcp_oauth_client.py run by the interpreter
-//! `MIRAI_MCP_PYTHON` names (.ci/run makes a venv with
-//! spec/python/requirements.txt; unset, `$HOME/.cache/mirai-mcp-venv`). A
-//! missing interpreter or SDK fails the spec, saying how to install it.
+//! `MIRAI_MCP_PYTHON` names, else a venv at `$HOME/.cache/mirai-mcp-venv`
+//! with spec/python/requirements.txt, which the spec makes when missing (as
+//! .ci/run does). Without python3 and its venv module the spec fails, saying
+//! how to install them.
 
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
@@ -19,22 +20,59 @@ use serde_json::Value;
 use crate::common::auth_server::{AuthServer, SigningKey};
 use crate::common::{git, TestServer};
 
-/// The interpreter with the SDK: `MIRAI_MCP_PYTHON`, else the venv .ci/run makes.
+/// The interpreter with the SDK: `MIRAI_MCP_PYTHON`, else the venv at
+/// `$HOME/.cache/mirai-mcp-venv`, made here (python3's venv, the pinned
+/// requirements from PyPI) when there is none, so `cargo test` alone runs it.
 fn python() -> PathBuf {
-    let named = std::env::var_os("MIRAI_MCP_PYTHON")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|home| PathBuf::from(home).join(".cache/mirai-mcp-venv/bin/python"))
-        })
-        .unwrap_or_default();
+    if let Some(named) = std::env::var_os("MIRAI_MCP_PYTHON").map(PathBuf::from) {
+        assert!(
+            named.is_file(),
+            "MIRAI_MCP_PYTHON names {named:?}, which is not a file: name a Python with the MCP SDK \
+             (spec/python/requirements.txt), or unset it to have this spec make one"
+        );
+        return named;
+    }
+    let venv =
+        PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/mirai-mcp-venv");
+    let python = venv.join("bin/python");
+    let requirements = concat!(env!("CARGO_MANIFEST_DIR"), "/spec/python/requirements.txt");
+    let has_sdk = |python: &PathBuf| {
+        Command::new(python)
+            .args(["-c", "import mcp"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !has_sdk(&python) {
+        let run = |program: &str, args: &[&str]| {
+            let out = Command::new(program).args(args).output();
+            assert!(
+                out.as_ref().is_ok_and(|o| o.status.success()),
+                "making the MCP SDK's venv at {venv:?} failed at `{program} {}`: {out:?}; \
+                 this spec runs the official MCP Python SDK: install python3 and its venv module \
+                 (Debian: python3-venv), or set MIRAI_MCP_PYTHON to a Python with \
+                 spec/python/requirements.txt installed",
+                args.join(" ")
+            );
+        };
+        let venv_str = venv.to_str().expect("a UTF-8 HOME");
+        run("python3", &["-m", "venv", venv_str]);
+        let pip = venv.join("bin/pip");
+        run(
+            pip.to_str().unwrap(),
+            &[
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "-r",
+                requirements,
+            ],
+        );
+    }
     assert!(
-        named.is_file(),
-        "no Python with the MCP SDK at {named:?}: this spec runs the official MCP Python SDK; \
-         make one with `python3 -m venv ~/.cache/mirai-mcp-venv && ~/.cache/mirai-mcp-venv/bin/pip \
-         install -r spec/python/requirements.txt` (as .ci/run does) or set MIRAI_MCP_PYTHON"
+        has_sdk(&python),
+        "the venv at {venv:?} has no MCP SDK after installing it"
     );
-    named
+    python
 }
 
 #[test]

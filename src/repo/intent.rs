@@ -549,21 +549,30 @@ mod tests {
         let notes = Notes::open(dir.path()).unwrap();
         let mut journal = Journal::open(&notes).unwrap();
         let path = intent_path(dir.path(), &journal);
-        journal.record(|intent| intent.stage = Stage::Writing).unwrap();
+        journal
+            .record(|intent| intent.stage = Stage::Writing)
+            .unwrap();
         journal.idle();
         drop(journal);
-        assert!(!path.exists(), "an idle journal's file is removed when it ends");
+        assert!(
+            !path.exists(),
+            "an idle journal's file is removed when it ends"
+        );
 
         let mut journal = Journal::open(&notes).unwrap();
         let path = intent_path(dir.path(), &journal);
-        journal.record(|intent| intent.stage = Stage::Writing).unwrap();
+        journal
+            .record(|intent| intent.stage = Stage::Writing)
+            .unwrap();
         journal.keep_for_recovery();
         journal.idle();
         drop(journal);
         assert!(path.exists(), "a record recovery needs stays");
         let mut journal = Journal::open(&notes).unwrap();
         let path = intent_path(dir.path(), &journal);
-        journal.record(|intent| intent.stage = Stage::Committing).unwrap();
+        journal
+            .record(|intent| intent.stage = Stage::Committing)
+            .unwrap();
         drop(journal);
         assert!(path.exists(), "a write cut off leaves its record");
     }
