@@ -8,14 +8,17 @@
 //! Notes are refused (`invalid_extension`: the note rows write them), and so
 //! is an extension off the media-type allow-list unless the operator allows
 //! any (`MIRAI_FILES_ANY_TYPE=on`). The bytes come as base64 from every
-//! adapter; HTTP also takes the raw body, capped by `MIRAI_MAX_FILE_BYTES`
-//! before it is read whole (http/row.rs), and hands it on as base64.
+//! adapter (held in memory: within the request body limit). HTTP also takes
+//! the raw body, streamed to `.mirai/uploads/` as it arrives and capped there
+//! by `MIRAI_MAX_FILE_BYTES` (http/row.rs); the row gets it from the context
+//! ([`Context::with_upload`](super::Context::with_upload)) and the write path
+//! moves that file into place and streams it into git, never holding it whole.
 
 use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::change::{land_all, plan_file};
+use super::change::{land_all, plan_file, plan_file_body, Body};
 use super::history::invalid_request;
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
@@ -34,8 +37,10 @@ pub struct FilesWrite;
 pub struct FilesWriteRequest {
     /// The file's path, e.g. "assets/diagram.png" (not a .md note).
     pub path: String,
-    /// The bytes, base64.
-    pub content_base64: String,
+    /// The bytes, base64. Required, except over HTTP when the raw body is
+    /// the file.
+    #[serde(default)]
+    pub content_base64: Option<String>,
     /// The bytes' media type (a raw HTTP body's Content-Type): the
     /// extension's, or application/octet-stream.
     #[serde(default)]
@@ -81,7 +86,33 @@ impl Operation for FilesWrite {
         if let Some(sent) = request.media_type.as_deref() {
             check_sent_type(&rel, sent, media.mime)?;
         }
-        let bytes = decode(ctx, &rel, &request.content_base64)?;
+        let content =
+            match (request.content_base64.as_deref(), &ctx.upload) {
+                (Some(text), None) => Body::Bytes(decode(ctx, &rel, text)?),
+                (None, Some(upload)) => Body::Upload(upload.clone()),
+                (Some(_), Some(_)) => {
+                    return Err(invalid_request(
+                        "the file came as the raw body: leave content_base64 out",
+                    ))
+                }
+                (None, None) => return Err(invalid_request(
+                    "content_base64 is missing: send the file's bytes as base64 in content_base64 \
+                     (over HTTP the raw body may be the file instead, with its media type)",
+                )),
+            };
+        let (size, blob, sha256) = match &content {
+            Body::Upload(upload) => (
+                upload.size(),
+                upload.blob_id().to_string(),
+                upload.sha256_hex(),
+            ),
+            Body::Bytes(bytes) => (
+                bytes.len() as u64,
+                files::blob_id(bytes),
+                files::sha256_hex(bytes),
+            ),
+            Body::Text(_) => unreachable!("files.write writes bytes"),
+        };
         let (_, commit) = land_all(
             ctx,
             request.base_commit.as_deref(),
@@ -90,15 +121,20 @@ impl Operation for FilesWrite {
                     .view
                     .resolve_file_for_write(&request.path, Existence::MayBeMissing)?;
                 let current = ctx.view.current_file(&file)?;
-                Ok(vec![plan_file(ctx, file, current, Some(bytes.clone()))?])
+                Ok(vec![plan_file_body(
+                    ctx,
+                    file,
+                    current,
+                    Some(content.clone()),
+                )?])
             },
             |_| ctx.commit_message(&format!("{FILES_WRITE_SUBJECT}{rel}"), ""),
         )?;
         Ok(FileWritten {
-            size: bytes.len() as u64,
+            size,
             media_type: media.mime.to_string(),
-            blob: files::blob_id(&bytes),
-            sha256: files::sha256_hex(&bytes),
+            blob,
+            sha256,
             path: rel,
             commit,
         })
