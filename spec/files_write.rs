@@ -496,6 +496,25 @@ fn a_multi_megabyte_raw_upload_streams_to_disk_and_commits_byte_for_byte() {
     let again = upload(&server, "path=docs/scan.pdf", "application/pdf", &bytes);
     assert_eq!(again.status, 200, "{again:?}");
     assert!(again.body["commit"].is_null(), "{again:?}");
+    // create_only: a file already there is a conflict, never replaced.
+    let head = server.head();
+    let clash = upload(
+        &server,
+        "path=docs/scan.pdf&create_only=true",
+        "application/pdf",
+        b"%PDF other",
+    );
+    clash.assert_error(409, "conflict");
+    assert!(clash.body["error"]["message"].as_str().unwrap().contains("choose another name"));
+    assert_eq!(server.head(), head);
+    assert_eq!(std::fs::read(server.root.join("docs/scan.pdf")).unwrap(), bytes);
+    let fresh = upload(
+        &server,
+        "path=docs/scan-2.pdf&create_only=true",
+        "application/pdf",
+        b"%PDF other",
+    );
+    assert_eq!(fresh.status, 200, "{fresh:?}");
     clean(&server.root);
     assert_eq!(parts(&server.root), Vec::<String>::new());
 }

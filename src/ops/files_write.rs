@@ -48,6 +48,12 @@ pub struct FilesWriteRequest {
     /// Refuse (conflict) when the file changed between this commit and HEAD.
     #[serde(default)]
     pub base_commit: Option<String>,
+    /// True: only create the file; one already at the path is a 409
+    /// conflict, never replaced (choose another name). A boolean, or
+    /// `true`/`false` in a query string.
+    #[serde(default)]
+    #[schemars(with = "Option<bool>", extend("default" = false))]
+    pub create_only: Option<serde_json::Value>,
 }
 
 /// What `files.write` did.
@@ -73,7 +79,7 @@ impl Operation for FilesWrite {
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post(
         "/mcp/files/write",
-        HttpInput::BodyOrFile(&["path", "base_commit"]),
+        HttpInput::BodyOrFile(&["path", "base_commit", "create_only"]),
     );
     const PROMPT: PromptDetail = PromptDetail::Brief;
     type Request = FilesWriteRequest;
@@ -83,6 +89,7 @@ impl Operation for FilesWrite {
         let rel = files::file_path(&request.path)?;
         let media = media_type(&rel);
         check_writable_type(ctx, &rel)?;
+        let create_only = super::notes::flag("create_only", request.create_only.as_ref())?;
         if let Some(sent) = request.media_type.as_deref() {
             check_sent_type(&rel, sent, media.mime)?;
         }
@@ -121,6 +128,13 @@ impl Operation for FilesWrite {
                     .view
                     .resolve_file_for_write(&request.path, Existence::MayBeMissing)?;
                 let current = ctx.view.current_file(&file)?;
+                if create_only && current.is_some() {
+                    return Err(Error::conflict(format!(
+                        "{:?} already exists and create_only is set, so it was not replaced: \
+                         choose another name (or leave create_only out to replace it)",
+                        file.rel
+                    )));
+                }
                 Ok(vec![plan_file_body(
                     ctx,
                     file,
