@@ -505,9 +505,15 @@ fn a_multi_megabyte_raw_upload_streams_to_disk_and_commits_byte_for_byte() {
         b"%PDF other",
     );
     clash.assert_error(409, "conflict");
-    assert!(clash.body["error"]["message"].as_str().unwrap().contains("choose another name"));
+    assert!(clash.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("choose another name"));
     assert_eq!(server.head(), head);
-    assert_eq!(std::fs::read(server.root.join("docs/scan.pdf")).unwrap(), bytes);
+    assert_eq!(
+        std::fs::read(server.root.join("docs/scan.pdf")).unwrap(),
+        bytes
+    );
     let fresh = upload(
         &server,
         "path=docs/scan-2.pdf&create_only=true",

@@ -644,7 +644,7 @@ function attachControl(notePath) {
   const name = h("input", { type: "text", id: "attach-name", spellcheck: "false", autocomplete: "off" });
   const bar = h("progress", { max: "1", value: "0", hidden: true, "aria-label": "Upload progress" });
   const status = h("div", { class: "attach-status", "aria-live": "polite" });
-  const upload = h("button", { type: "button", disabled: true }, "Upload");
+  const upload = h("button", { type: "button", id: "attach-upload", disabled: true }, "Upload");
   input.addEventListener("change", () => {
     const file = input.files && input.files[0];
     name.value = file ? file.name : "";
@@ -653,12 +653,13 @@ function attachControl(notePath) {
   });
   const offer = (path, embedName) => {
     const embed = "![[" + embedName + "]]";
-    const insert = h("button", { type: "button" }, "Insert embed");
-    const skip = h("button", { type: "button", class: "quiet" }, "Not now");
+    const insert = h("button", { type: "button", id: "attach-insert" }, "Insert embed");
+    const skip = h("button", { type: "button", id: "attach-skip" }, "Not now");
     insert.addEventListener("click", async () => {
       insert.disabled = skip.disabled = true;
       try {
-        await api("/mcp/notes/append", { body: { path: notePath, text: embed } });
+        // A blank line first: the embed is a paragraph of its own, not the end of the last one.
+        await api("/mcp/notes/append", { body: { path: notePath, text: "\n" + embed } });
         say("Added " + embed + " to " + notePath);
         show(false);
       } catch (err) {
@@ -690,7 +691,7 @@ function attachControl(notePath) {
       offer(path, chosen);
     } catch (err) {
       const again = err.code === "conflict" ? nextName(chosen) : null;
-      const use = again ? h("button", { type: "button" }, "Use " + again) : null;
+      const use = again ? h("button", { type: "button", id: "attach-rename" }, "Use " + again) : null;
       if (use) use.addEventListener("click", () => { name.value = again; status.replaceChildren(); upload.focus(); });
       status.replaceChildren(h("p", { class: "error", role: "alert" }, err.message), use);
     } finally {
