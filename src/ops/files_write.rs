@@ -37,9 +37,10 @@ pub struct FilesWrite;
 pub struct FilesWriteRequest {
     /// The file's path, e.g. "assets/diagram.png" (not a .md note).
     pub path: String,
-    /// The bytes, base64. Required, except over HTTP when the raw body is
-    /// the file.
-    #[serde(default)]
+    /// The bytes, base64 (over HTTP the raw body may be the file instead).
+    // Missing is None to serde, so HTTP's raw body can stand in; the schema
+    // keeps it required for every other caller.
+    #[schemars(with = "String")]
     pub content_base64: Option<String>,
     /// The bytes' media type (a raw HTTP body's Content-Type): the
     /// extension's, or application/octet-stream.
