@@ -591,16 +591,20 @@ impl Slot {
         }
     }
 
-    /// [`Slot::prepare`] for an upload on disk: its file is moved beside the
-    /// note under a temp name (a rename, no byte copied; a copy only across
-    /// file systems), with the note's permissions when it exists.
-    pub fn prepare_from(&self, upload: &super::uploads::Upload) -> io::Result<Prepared> {
+    /// [`Slot::prepare`] of a file made elsewhere: `place` puts it beside
+    /// the note under the temp name it is given (an upload's file renamed
+    /// there: no byte copied) and answers it open; it gets the note's
+    /// permissions when the note exists.
+    pub fn prepare_with(
+        &self,
+        place: impl FnOnce(&Dir, &str) -> io::Result<std::fs::File>,
+    ) -> io::Result<Prepared> {
         let keep = match self.dir.symlink_metadata(&self.name) {
             Ok(meta) if meta.is_file() => Some(meta.permissions()),
             _ => None,
         };
         let temp = temp_name();
-        let file = upload.move_to(&self.dir, &temp)?;
+        let file = place(&self.dir, &temp)?;
         let permissions = match keep {
             Some(permissions) => permissions.into_std(&file),
             None => Ok(std::os::unix::fs::PermissionsExt::from_mode(0o644)),

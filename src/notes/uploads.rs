@@ -7,7 +7,8 @@
 //! died. [`UploadWriter`] takes the bytes piece by piece, refuses them past
 //! its cap as they arrive, and hashes them as it goes (SHA-256, and git's blob
 //! id when the size was declared up front). Finished, it is an [`Upload`]:
-//! the write path moves its file into place ([`Slot::prepare_from`]) and
+//! the write path moves its file into place ([`Upload::move_to`], through
+//! `Slot::prepare_with`) and
 //! streams it into git's object database; dropped unused (a failure, a
 //! refusal, a client gone), either one removes its file.
 
@@ -300,7 +301,7 @@ impl Upload {
     /// same file system, so no byte is copied); where a rename cannot cross
     /// (another file system under `.mirai/`), the bytes are copied. Answers
     /// the file now at `name`, open.
-    pub(super) fn move_to(&self, into: &Dir, name: &str) -> io::Result<std::fs::File> {
+    pub fn move_to(&self, into: &Dir, name: &str) -> io::Result<std::fs::File> {
         match self.part.dir.rename(&self.part.name, into, name) {
             Ok(()) => self.part.file.try_clone(),
             Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
@@ -364,11 +365,11 @@ mod tests {
             assert_eq!(upload.size(), 11);
             assert_eq!(
                 upload.blob_id(),
-                super::super::files::blob_id(b"hello world")
+                "95d09f2b10159347eece71399a7e2e907ea3df4f" // git hash-object
             );
             assert_eq!(
                 upload.sha256_hex(),
-                super::super::files::sha256_hex(b"hello world")
+                "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9" // sha256sum
             );
             assert_eq!(upload.read_all().unwrap(), b"hello world");
             assert_eq!(parts(dir.path()).len(), 1);

@@ -1162,7 +1162,9 @@ fn prepare_all(repo: &Repo, opened: &[Opened<'_>], ready: &mut Vec<Ready>) -> Re
             if let Some(content) = note.content {
                 let temp = match content {
                     NewBytes::Mem(bytes) => note.slot.prepare(bytes)?,
-                    NewBytes::Upload(upload) => note.slot.prepare_from(upload)?,
+                    NewBytes::Upload(upload) => note
+                        .slot
+                        .prepare_with(|dir, temp| upload.move_to(dir, temp))?,
                 };
                 next.meta = Some(temp.metadata()?);
                 next.temp = Some(temp);
