@@ -608,6 +608,15 @@ fn review_mode_proposes_a_binary_change_and_approval_writes_the_exact_bytes() {
         Vec::<String>::new(),
         "the upload went with the request"
     );
+    // An upload no proposal can carry (past MIRAI_MAX_BODY_BYTES as base64)
+    // is refused, not read back whole.
+    let big = vec![5u8; 2 * 1024 * 1024];
+    let refused = upload(&server, "path=img/big.png", "image/png", &big);
+    refused.assert_error(413, "payload_too_large");
+    let said = refused.body["error"]["message"].as_str().unwrap();
+    assert!(said.contains("as base64") && said.contains("MIRAI_MAX_BODY_BYTES"), "{said}");
+    assert_eq!(parts(&server.root), Vec::<String>::new());
+    assert_eq!(server.head(), head);
     let id = proposed.body["proposal"].as_str().unwrap().to_string();
     let detail = server.get(&format!("/mcp/proposals/get?id={id}"));
     assert_eq!(detail.body["applies"], true, "{detail:?}");

@@ -501,6 +501,9 @@ pub(super) fn land_all(
             for plan in &changing {
                 let (before, after) = (plan.before.as_ref(), plan.content.as_ref());
                 if plan.file {
+                    if let (Some(_), Some(Body::Upload(upload))) = (&ctx.draft, after) {
+                        check_proposable(ctx, &plan.note.rel, upload.size())?;
+                    }
                     let before = before.map(Body::to_bytes).transpose()?;
                     let after = after.map(Body::to_bytes).transpose()?;
                     overlay.write_file(&plan.note.rel, before.as_deref(), after.as_deref());
@@ -519,6 +522,25 @@ pub(super) fn land_all(
         Landing::Disk => Some(commit(ctx, &repo, &changing, &message(&changing))?),
     };
     Ok((plans, commit))
+}
+
+/// A proposal carries an attachment's new bytes as base64 within
+/// `MIRAI_MAX_BODY_BYTES`: an upload that cannot fit is refused before its
+/// file is read back into memory for the proposal.
+fn check_proposable(ctx: &Context, rel: &str, size: u64) -> Result<()> {
+    let base64 = size.div_ceil(3) * 4;
+    if base64 <= ctx.max_content_bytes as u64 {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorCode::PayloadTooLarge,
+        format!(
+            "{rel} is {size} bytes, {base64} as base64; one proposal holds at most {} bytes of \
+             diffs and bytes (MIRAI_MAX_BODY_BYTES): nothing was proposed; in review mode send a \
+             smaller file, or ask the operator to raise MIRAI_MAX_BODY_BYTES",
+            ctx.max_content_bytes
+        ),
+    ))
 }
 
 /// Refuses a change to `rel` made against `base` when the note changed between
