@@ -651,24 +651,28 @@ function attachControl(notePath) {
     upload.disabled = !file;
     status.replaceChildren();
   });
-  const offer = (path, embedName) => {
+  // `proposal`: the id review mode answered (202) instead of writing.
+  const offer = (path, embedName, proposal) => {
     const embed = "![[" + embedName + "]]";
+    const done = proposal
+      ? ["Proposed ", h("span", { class: "mono" }, path), " (a reviewer decides: ", h("a", { href: "/ui/proposals/" + enc(proposal) }, "the proposal"), ")"]
+      : ["Uploaded ", h("span", { class: "mono" }, path)];
     const insert = h("button", { type: "button", id: "attach-insert" }, "Insert embed");
     const skip = h("button", { type: "button", id: "attach-skip" }, "Not now");
     insert.addEventListener("click", async () => {
       insert.disabled = skip.disabled = true;
       try {
         // A blank line first: the embed is a paragraph of its own, not the end of the last one.
-        await api("/mcp/notes/append", { body: { path: notePath, text: "\n" + embed } });
-        say("Added " + embed + " to " + notePath);
+        const { status: code } = await api("/mcp/notes/append", { body: { path: notePath, text: "\n" + embed } });
+        say((code === 202 ? "Proposed adding " : "Added ") + embed + " to " + notePath);
         show(false);
       } catch (err) {
         insert.disabled = skip.disabled = false;
         status.append(h("p", { class: "error", role: "alert" }, err.message));
       }
     });
-    skip.addEventListener("click", () => status.replaceChildren(h("p", { class: "muted" }, "Uploaded " + path + "; the note is unchanged.")));
-    status.replaceChildren(h("p", { class: "ok-line" }, "Uploaded ", h("span", { class: "mono" }, path), ". Add ",
+    skip.addEventListener("click", () => status.replaceChildren(h("p", { class: "muted" }, done, "; the note is unchanged.")));
+    status.replaceChildren(h("p", { class: "ok-line" }, done, ". Add ",
       h("code", {}, embed), " at the end of this note?"), h("div", { class: "actions" }, insert, skip));
     insert.focus();
   };
@@ -686,9 +690,9 @@ function attachControl(notePath) {
     bar.value = 0;
     status.replaceChildren(h("p", { class: "muted" }, "Uploading " + path + "…"));
     try {
-      await uploadFile(path, file, (part) => { bar.value = part; });
+      const answer = await uploadFile(path, file, (part) => { bar.value = part; });
       bar.value = 1;
-      offer(path, chosen);
+      offer(path, chosen, answer.status === 202 && answer.data ? answer.data.proposal : null);
     } catch (err) {
       const again = err.code === "conflict" ? nextName(chosen) : null;
       const use = again ? h("button", { type: "button", id: "attach-rename" }, "Use " + again) : null;
