@@ -1610,6 +1610,7 @@ fn a_file_attached_on_the_page_is_committed_and_embedded_once_confirmed() {
     let said = browser.wait_text(".attach-status .error", "already exists");
     assert!(said.contains("choose another name"), "{said}");
     assert_eq!(server.head(), head, "nothing was written");
+    browser.shot(&shots, "attach-clash", 1280, 900);
     assert_eq!(
         std::fs::read(server.root.join("travel/map.png")).unwrap(),
         png(10, 10)
