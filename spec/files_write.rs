@@ -614,7 +614,10 @@ fn review_mode_proposes_a_binary_change_and_approval_writes_the_exact_bytes() {
     let refused = upload(&server, "path=img/big.png", "image/png", &big);
     refused.assert_error(413, "payload_too_large");
     let said = refused.body["error"]["message"].as_str().unwrap();
-    assert!(said.contains("as base64") && said.contains("MIRAI_MAX_BODY_BYTES"), "{said}");
+    assert!(
+        said.contains("as base64") && said.contains("MIRAI_MAX_BODY_BYTES"),
+        "{said}"
+    );
     assert_eq!(parts(&server.root), Vec::<String>::new());
     assert_eq!(server.head(), head);
     let id = proposed.body["proposal"].as_str().unwrap().to_string();
