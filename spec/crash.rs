@@ -12,7 +12,8 @@
 //! harness kills it in the middle of pulls (fast-forwards of hundreds of
 //! notes) and replays: after each restart the working tree equals HEAD. A
 //! fifth kills it in the middle of binary `files.write`s and `files.delete`s:
-//! the file is whole (the acknowledged bytes or those in flight) or absent.
+//! the file is whole (the acknowledged bytes or those in flight) or absent,
+//! and a large raw upload cut by the kill leaves no `.mirai/uploads/*.part`.
 
 use crate::common;
 
@@ -261,6 +262,7 @@ fn temp_files(root: &Path) -> Vec<String> {
                 || name.starts_with("index.json.tmp-")
                 || name.contains(".json.tmp-")
                 || name.contains(".jsonl.tmp-")
+                || name.ends_with(".part")
         })
         .collect()
 }
@@ -1290,6 +1292,44 @@ fn binary_write_once(client: &Client, url: &str, seen: &Arc<Mutex<FileSeen>>, se
     true
 }
 
+/// Starts a raw `files.write` of 32 MiB to `img/big.png` and sends its
+/// first 2 MiB; answers once its upload file is on disk (the connection,
+/// to drop after the kill).
+fn large_upload_under_way(url: &str, root: &Path) -> std::net::TcpStream {
+    use std::io::Write;
+    let address = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "POST /mcp/files/write?path=img/big.png HTTP/1.1\r\nHost: {address}\r\n\
+         Content-Type: image/png\r\nContent-Length: {}\r\n\r\n",
+        32 * 1024 * 1024
+    )
+    .unwrap();
+    for _ in 0..32 {
+        stream.write_all(&[9u8; 64 * 1024]).unwrap();
+    }
+    let parts = || {
+        fs::read_dir(root.join(".mirai/uploads"))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let started = Instant::now();
+    while parts() == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the upload never reached the disk"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stream
+}
+
 #[test]
 fn sigkill_during_binary_writes_leaves_each_file_whole_or_absent() {
     let kills: usize = std::env::var("MIRAI_CRASH_KILLS")
@@ -1312,6 +1352,10 @@ fn sigkill_during_binary_writes_leaves_each_file_whole_or_absent() {
             assert!(!root.join(".git/index.lock").exists(), "round {round}");
             assert_eq!(temp_files(&root), Vec::<String>::new(), "round {round}");
             assert_fsck_clean(&root);
+            assert!(
+                !root.join("img/big.png").exists(),
+                "round {round}: the cut upload was never written"
+            );
             let on_disk = fs::read(root.join("img/pic.png")).ok();
             let whole = on_disk == seen.acked || Some(&on_disk) == seen.in_flight.as_ref();
             assert!(
@@ -1337,12 +1381,16 @@ fn sigkill_during_binary_writes_leaves_each_file_whole_or_absent() {
                 }
             })
         };
+        // Beside them, a large upload sent slowly: killed mid-body, its
+        // `.mirai/uploads/*.part` is on disk, and the restart sweeps it.
+        let uploader = large_upload_under_way(&mirai.url, &root);
         std::thread::sleep(Duration::from_millis(fastrand::u64(20..300)));
         let mut mirai = mirai;
         mirai.kill();
         writer
             .join()
             .expect("the writer saw only 200s until the kill");
+        drop(uploader);
     }
     let writes = seen.lock().unwrap().writes;
     eprintln!("binary crash harness: {kills} kills, {writes} writes acknowledged");

@@ -383,6 +383,7 @@ fn a_100_mb_body_is_refused_before_it_is_read_whole() {
 
     // Without a Content-Length (chunked), the read stops at the limit.
     let small = TestServer::start_with(|c| c.max_file_bytes = 64 * 1024);
+    let small_head = small.head();
     let body = reqwest::blocking::Body::new(ChunkedReader(vec![vec![0u8; 4096]; 40]));
     let answer = send(
         small
@@ -392,6 +393,11 @@ fn a_100_mb_body_is_refused_before_it_is_read_whole() {
             .body(body),
     );
     answer.assert_error(413, "payload_too_large");
+    assert_eq!(
+        parts(&small.root),
+        Vec::<String>::new(),
+        "the refused upload's .part went"
+    );
     // Base64 in JSON is refused from its length before it is decoded.
     let answer = small.post_json(
         "/mcp/files/write",
@@ -399,6 +405,151 @@ fn a_100_mb_body_is_refused_before_it_is_read_whole() {
     );
     answer.assert_error(413, "payload_too_large");
     assert!(!small.root.join("big.pdf").exists());
+    assert_eq!(small.head(), small_head, "no commit");
+    assert_eq!(parts(&server.root), Vec::<String>::new());
+}
+
+/// The uploads under way or left behind: `.mirai/uploads/*.part`.
+fn parts(root: &Path) -> Vec<String> {
+    std::fs::read_dir(root.join(".mirai/uploads"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .filter(|name| name.ends_with(".part"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits (30 s at most) until `done`.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_multi_megabyte_raw_upload_streams_to_disk_and_commits_byte_for_byte() {
+    let server = TestServer::with_note("a.md", "![[scan.pdf]]\n");
+    let mut bytes = vec![0u8; 6 * 1024 * 1024 + 123];
+    fastrand::Rng::with_seed(46).fill(&mut bytes);
+    // With a Content-Length (git's blob id hashed as the bytes came) ...
+    let wrote = upload(&server, "path=docs/scan.pdf", "application/pdf", &bytes);
+    assert_eq!(wrote.status, 200, "{wrote:?}");
+    assert_eq!(wrote.body["size"], bytes.len() as u64);
+    assert_eq!(wrote.body["sha256"], sha256(&bytes));
+    let commit = wrote.body["commit"].as_str().unwrap().to_string();
+    assert_eq!(server.head(), commit);
+    assert_eq!(subject(&server.root), "mcp.files_write: docs/scan.pdf");
+    assert_eq!(
+        std::fs::read(server.root.join("docs/scan.pdf")).unwrap(),
+        bytes
+    );
+    assert_eq!(in_git(&server.root, &commit, "docs/scan.pdf"), bytes);
+    let blob = git(
+        &server.root,
+        &["rev-parse", &format!("{commit}:docs/scan.pdf")],
+    );
+    assert_eq!(
+        wrote.body["blob"],
+        blob.trim(),
+        "the answer names the commit's blob"
+    );
+    clean(&server.root);
+    assert_eq!(
+        parts(&server.root),
+        Vec::<String>::new(),
+        "the upload's file was moved into place"
+    );
+
+    // ... and chunked, without one (the blob id read back from the file).
+    bytes.reverse();
+    let body = reqwest::blocking::Body::new(ChunkedReader(
+        bytes.chunks(100_000).map(<[u8]>::to_vec).collect(),
+    ));
+    let wrote = send(
+        server
+            .raw()
+            .post(format!("{}/mcp/files/write?path=docs/scan.pdf", server.url))
+            .header("content-type", "application/octet-stream")
+            .body(body),
+    );
+    assert_eq!(wrote.status, 200, "{wrote:?}");
+    let commit = wrote.body["commit"].as_str().unwrap();
+    assert_eq!(in_git(&server.root, commit, "docs/scan.pdf"), bytes);
+    let blob = git(
+        &server.root,
+        &["rev-parse", &format!("{commit}:docs/scan.pdf")],
+    );
+    assert_eq!(wrote.body["blob"], blob.trim());
+    assert_eq!(
+        std::fs::read(server.root.join("docs/scan.pdf")).unwrap(),
+        bytes
+    );
+    // The same bytes again: no commit, and nothing left behind.
+    let again = upload(&server, "path=docs/scan.pdf", "application/pdf", &bytes);
+    assert_eq!(again.status, 200, "{again:?}");
+    assert!(again.body["commit"].is_null(), "{again:?}");
+    // create_only: a file already there is a conflict, never replaced.
+    let head = server.head();
+    let clash = upload(
+        &server,
+        "path=docs/scan.pdf&create_only=true",
+        "application/pdf",
+        b"%PDF other",
+    );
+    clash.assert_error(409, "conflict");
+    assert!(clash.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("choose another name"));
+    assert_eq!(server.head(), head);
+    assert_eq!(
+        std::fs::read(server.root.join("docs/scan.pdf")).unwrap(),
+        bytes
+    );
+    let fresh = upload(
+        &server,
+        "path=docs/scan-2.pdf&create_only=true",
+        "application/pdf",
+        b"%PDF other",
+    );
+    assert_eq!(fresh.status, 200, "{fresh:?}");
+    clean(&server.root);
+    assert_eq!(parts(&server.root), Vec::<String>::new());
+}
+
+#[test]
+fn a_caller_gone_mid_body_leaves_no_part_and_no_commit() {
+    let server = TestServer::with_note("a.md", "# A\n");
+    let head = server.head();
+    let address = server.url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "POST /mcp/files/write?path=half.png HTTP/1.1\r\nHost: {address}\r\n\
+         Content-Type: image/png\r\nContent-Length: {}\r\n\r\n",
+        8 * 1024 * 1024
+    )
+    .unwrap();
+    // A megabyte of the eight: the upload's file is on disk, growing.
+    for _ in 0..16 {
+        stream.write_all(&[7u8; 64 * 1024]).unwrap();
+    }
+    wait_until("the upload is on disk", || parts(&server.root).len() == 1);
+    drop(stream);
+    wait_until("the gone caller's upload is removed", || {
+        parts(&server.root).is_empty()
+    });
+    assert!(!server.root.join("half.png").exists());
+    assert_eq!(server.head(), head);
+    clean(&server.root);
 }
 
 /// A body of several reads, sent chunked (no Content-Length).
@@ -451,6 +602,23 @@ fn review_mode_proposes_a_binary_change_and_approval_writes_the_exact_bytes() {
     assert_eq!(proposed.body["changes"][0]["diff"], diff);
     assert_eq!(proposed.body["changes"][0]["content_base64"], b64(&bytes));
     assert!(!server.root.join("img/new.png").exists(), "nothing written");
+    assert_eq!(server.head(), head);
+    assert_eq!(
+        parts(&server.root),
+        Vec::<String>::new(),
+        "the upload went with the request"
+    );
+    // An upload no proposal can carry (past MIRAI_MAX_BODY_BYTES as base64)
+    // is refused, not read back whole.
+    let big = vec![5u8; 2 * 1024 * 1024];
+    let refused = upload(&server, "path=img/big.png", "image/png", &big);
+    refused.assert_error(413, "payload_too_large");
+    let said = refused.body["error"]["message"].as_str().unwrap();
+    assert!(
+        said.contains("as base64") && said.contains("MIRAI_MAX_BODY_BYTES"),
+        "{said}"
+    );
+    assert_eq!(parts(&server.root), Vec::<String>::new());
     assert_eq!(server.head(), head);
     let id = proposed.body["proposal"].as_str().unwrap().to_string();
     let detail = server.get(&format!("/mcp/proposals/get?id={id}"));

@@ -1368,6 +1368,108 @@ fn the_page_shows_vault_images_and_offers_other_files_as_downloads() {
     browser.shot(&shots, "vault-image", 1000, 700);
 }
 
+/// A note's "Attach file" control: a labelled file input; the chosen PNG is
+/// uploaded beside the note as a raw body with the token, a name already
+/// taken is the server's conflict with the next name offered, the bytes are
+/// in HEAD and the note unchanged until the embed is confirmed, and then the
+/// image shows in the note.
+#[test]
+fn a_file_attached_on_the_page_is_committed_and_embedded_once_confirmed() {
+    let browser = match Browser::start() {
+        Ok(browser) => browser,
+        Err(why) => {
+            println!("SKIPPED: the browser test needs chromium and chromedriver: {why}");
+            return;
+        }
+    };
+    let shots = std::env::var_os("MIRAI_PAGE_SHOTS").map(PathBuf::from);
+    let server = TestServer::start_with(|c| c.api_token = Some(TOKEN.into()));
+    let note = "# Trip\n\nThe route.\n";
+    server.write("travel/trip.md", note);
+    server.write("travel/map.png", png(10, 10));
+    server.commit_all();
+    let chosen = tempfile::tempdir().unwrap();
+    let picture = png(180, 60);
+    let file = chosen.path().join("map.png");
+    std::fs::write(&file, &picture).unwrap();
+
+    browser.goto(&format!("{}/ui/notes/travel/trip.md", server.url));
+    browser.wait("#token-dialog[open]");
+    browser.type_into("#token-input", TOKEN);
+    browser.click("#token-form button[type=submit]");
+    browser.wait("#attach-file");
+    let control = browser.js(
+        "const i = document.querySelector('#attach-file'); i.focus(); \
+         return [i.type, i.labels[0].textContent, document.activeElement === i, i.tabIndex >= 0]",
+    );
+    assert_eq!(control, json!(["file", "Attach file", true, true]));
+    browser.type_into("#attach-file", &file.display().to_string());
+    assert_eq!(
+        browser.js("return document.querySelector('#attach-name').value"),
+        json!("map.png")
+    );
+    let head = server.head();
+
+    // travel/map.png is taken: the server's conflict, and the next name offered.
+    browser.click("#attach-upload");
+    let said = browser.wait_text(".attach-status .error", "already exists");
+    assert!(said.contains("choose another name"), "{said}");
+    assert_eq!(server.head(), head, "nothing was written");
+    browser.shot(&shots, "attach-clash", 1280, 900);
+    assert_eq!(
+        std::fs::read(server.root.join("travel/map.png")).unwrap(),
+        png(10, 10)
+    );
+    browser.click("#attach-rename");
+    assert_eq!(
+        browser.js("return document.querySelector('#attach-name').value"),
+        json!("map-2.png")
+    );
+    browser.click("#attach-upload");
+    browser.wait_text(".attach-status", "Uploaded travel/map-2.png");
+    browser.wait("#attach-insert");
+    assert_ne!(server.head(), head);
+    let in_head = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&server.root)
+        .args(["cat-file", "blob", "HEAD:travel/map-2.png"])
+        .output()
+        .unwrap()
+        .stdout;
+    assert_eq!(in_head, picture, "the chosen file's bytes are in HEAD");
+    assert_eq!(
+        git(&server.root, &["log", "-1", "--format=%s"]).trim(),
+        "mcp.files_write: travel/map-2.png"
+    );
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("travel/trip.md")).unwrap(),
+        note,
+        "the note is unchanged until the embed is confirmed"
+    );
+    browser.shot(&shots, "attach-offer", 1280, 900);
+    browser.shot(&shots, "attach-offer-narrow", 360, 900);
+
+    browser.click("#attach-insert");
+    browser.wait("article.note img.vault-image");
+    let started = Instant::now();
+    let shown = loop {
+        let shown = browser.js(
+            "const i = document.querySelector('article.note img.vault-image'); \
+             return [i.src.slice(0, 5), i.naturalWidth, i.alt]",
+        );
+        if shown[1] != json!(0) || started.elapsed() > Duration::from_secs(10) {
+            break shown;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(shown, json!(["blob:", 180, "map-2.png"]));
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("travel/trip.md")).unwrap(),
+        format!("{note}\n![[map-2.png]]\n")
+    );
+    browser.shot(&shots, "attach-embedded", 1280, 900);
+}
+
 /// With named callers (MIRAI_CALLERS_FILE), the page says who wrote each
 /// commit of a note's history and of the first page's latest changes, who
 /// asked for each proposal and who decided it, and who started each run.

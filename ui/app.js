@@ -630,6 +630,130 @@ async function fillFiles(article) {
   }
 }
 
+/**
+ * Sends `file` as the raw body of files.write to `path` (create_only: a file
+ * already there is the server's 409 conflict), with the token; `progress`
+ * gets the fraction sent. XMLHttpRequest, for its upload progress. A 401
+ * asks for the token and tries again, as api() does.
+ */
+async function uploadFile(path, file, progress) {
+  for (;;) {
+    const answer = await new Promise((resolve, reject) => {
+      const xhr = new XMLHttpRequest();
+      xhr.open("POST", "/mcp/files/write?" + q({ path, create_only: "true" }));
+      const headers = authHeaders(TOKEN, { "Content-Type": "application/octet-stream" });
+      for (const [k, v] of Object.entries(headers)) xhr.setRequestHeader(k, v);
+      xhr.upload.onprogress = (e) => { if (e.lengthComputable) progress(e.loaded / e.total); };
+      xhr.onload = () => {
+        let data = null;
+        try { data = JSON.parse(xhr.responseText); } catch (_) { data = null; }
+        resolve({ status: xhr.status, data });
+      };
+      xhr.onerror = () => reject(new ApiError(0, "network", "the upload did not reach mirai (the connection failed)"));
+      xhr.send(file);
+    });
+    const error = answer.data && answer.data.error ? answer.data.error : {};
+    if (answer.status === 401) {
+      sessionStorage.removeItem(TOKEN);
+      share(TOKEN, null);
+      await askToken(TOKEN, error.message);
+      continue;
+    }
+    if (answer.status < 200 || answer.status >= 300) throw new ApiError(answer.status, error.code, error.message);
+    return answer;
+  }
+}
+
+/** A free-looking name after a clash: `plot.png` -> `plot-2.png`, `plot-2.png` -> `plot-3.png`. */
+function nextName(name) {
+  const dot = name.lastIndexOf(".");
+  const [stem, ext] = dot > 0 ? [name.slice(0, dot), name.slice(dot)] : [name, ""];
+  const m = /^(.*)-(\d+)$/.exec(stem);
+  return m ? m[1] + "-" + (Number(m[2]) + 1) + ext : stem + "-2" + ext;
+}
+
+/**
+ * The "Attach file" control of a note's view: a labelled file input and the
+ * name the file gets in the note's folder (editable); Upload sends it as the
+ * raw body (never replacing a file: a clash shows the server's conflict and
+ * offers the next free-looking name); once it is in, the page offers to add
+ * `![[name]]` at the end of the note (notes.append), and writes nothing
+ * unless that is confirmed.
+ */
+function attachControl(notePath) {
+  const folder = notePath.includes("/") ? notePath.slice(0, notePath.lastIndexOf("/") + 1) : "";
+  const input = h("input", { type: "file", id: "attach-file", "aria-describedby": "attach-help" });
+  const name = h("input", { type: "text", id: "attach-name", spellcheck: "false", autocomplete: "off" });
+  const bar = h("progress", { max: "1", value: "0", hidden: true, "aria-label": "Upload progress" });
+  const status = h("div", { class: "attach-status", "aria-live": "polite" });
+  const upload = h("button", { type: "button", id: "attach-upload", disabled: true }, "Upload");
+  input.addEventListener("change", () => {
+    const file = input.files && input.files[0];
+    name.value = file ? file.name : "";
+    upload.disabled = !file;
+    status.replaceChildren();
+  });
+  // `proposal`: the id review mode answered (202) instead of writing.
+  const offer = (path, embedName, proposal) => {
+    const embed = "![[" + embedName + "]]";
+    const done = proposal
+      ? ["Proposed ", h("span", { class: "mono" }, path), " (a reviewer decides: ", h("a", { href: "/ui/proposals/" + enc(proposal) }, "the proposal"), ")"]
+      : ["Uploaded ", h("span", { class: "mono" }, path)];
+    const insert = h("button", { type: "button", id: "attach-insert" }, "Insert embed");
+    const skip = h("button", { type: "button", id: "attach-skip" }, "Not now");
+    insert.addEventListener("click", async () => {
+      insert.disabled = skip.disabled = true;
+      try {
+        // A blank line first: the embed is a paragraph of its own, not the end of the last one.
+        const { status: code } = await api("/mcp/notes/append", { body: { path: notePath, text: "\n" + embed } });
+        say((code === 202 ? "Proposed adding " : "Added ") + embed + " to " + notePath);
+        show(false);
+      } catch (err) {
+        insert.disabled = skip.disabled = false;
+        status.append(h("p", { class: "error", role: "alert" }, err.message));
+      }
+    });
+    skip.addEventListener("click", () => status.replaceChildren(h("p", { class: "muted" }, done, "; the note is unchanged.")));
+    status.replaceChildren(h("p", { class: "ok-line" }, done, ". Add ",
+      h("code", {}, embed), " at the end of this note?"), h("div", { class: "actions" }, insert, skip));
+    insert.focus();
+  };
+  upload.addEventListener("click", async () => {
+    const file = input.files && input.files[0];
+    const chosen = name.value.trim();
+    if (!file || !chosen) return;
+    if (chosen.includes("/")) {
+      status.replaceChildren(h("p", { class: "error", role: "alert" }, "A name, not a path: the file goes beside the note, in " + (folder || "the top folder") + "."));
+      return;
+    }
+    const path = folder + chosen;
+    upload.disabled = true;
+    bar.hidden = false;
+    bar.value = 0;
+    status.replaceChildren(h("p", { class: "muted" }, "Uploading " + path + "…"));
+    try {
+      const answer = await uploadFile(path, file, (part) => { bar.value = part; });
+      bar.value = 1;
+      offer(path, chosen, answer.status === 202 && answer.data ? answer.data.proposal : null);
+    } catch (err) {
+      const again = err.code === "conflict" ? nextName(chosen) : null;
+      const use = again ? h("button", { type: "button", id: "attach-rename" }, "Use " + again) : null;
+      if (use) use.addEventListener("click", () => { name.value = again; status.replaceChildren(); upload.focus(); });
+      status.replaceChildren(h("p", { class: "error", role: "alert" }, err.message), use);
+    } finally {
+      upload.disabled = !(input.files && input.files[0]);
+      bar.hidden = true;
+    }
+  });
+  return h("section", { class: "attach", "aria-label": "Attach a file" },
+    h("div", { class: "attach-row" },
+      h("label", { for: "attach-file" }, "Attach file"), input,
+      h("label", { for: "attach-name" }, "Name"), name, upload, bar),
+    h("p", { id: "attach-help", class: "muted" }, "The file is added beside this note" + (folder ? ", in " + folder : "") +
+      " (images, PDFs; never replacing a file). Nothing is added to the note unless you confirm."),
+    status);
+}
+
 /** Embedded notes (`![[note]]`, `![[note#Heading]]`): shown inline, one level deep, ten at most. */
 async function fillEmbeds(article) {
   const embeds = [...article.querySelectorAll("a.note-embed")].slice(0, 10);
@@ -691,7 +815,7 @@ function linksOf(links) {
         l.resolved && l.resolved.endsWith(".md")
           ? h("a", { href: noteHref(l.resolved) + (l.target.includes("#") ? "#" + encodeURIComponent(l.target.split("#")[1]) : "") }, l.text || l.target)
           : l.resolved ? h("span", {}, l.text || l.target, " ", h("span", { class: "muted" }, "(attachment)"))
-          : [h("span", { class: "bad" }, "✗ broken: "), h("span", { class: "mono" }, l.target)],
+          : [h("span", { class: "bad" }, "broken: "), h("span", { class: "mono" }, l.target)],
         " ", h("span", { class: "muted" }, "line " + l.line))))
         : h("p", { class: "muted" }, "None."),
       links.outgoing_omitted ? h("p", { class: "muted" }, links.outgoing_omitted + " more not listed.") : null),
@@ -742,6 +866,7 @@ const VIEWS = {
         contents,
         body,
         h("p", { class: "muted" }, n.line_count + " lines, " + n.bytes + " bytes"),
+        attachControl(n.path),
         linksOf(d.links)));
       view.ready = showSource ? Promise.resolve() : Promise.all([fillEmbeds(body), fillFiles(body)]);
       return view;

@@ -7,7 +7,7 @@
 //! before routing; POST bodies declared JSON; one log line per request; body limits and the time a body
 //! may take to arrive; and turning a panic into a plain 500.
 //!
-//! Inside, dependencies point one way: `routes` -> `row` (-> `file`), `agent`, `mcp`, `events`, `ui` ->
+//! Inside, dependencies point one way: `routes` -> `row` (-> `file`, `upload`), `agent`, `mcp`, `events`, `ui` ->
 //! `respond`; `row`, `agent`, `mcp` -> `middleware` (the request's caller) -> `respond`, `ui`; `row`, `hooks`, `events`, `mcp` -> `peer`; this file ->
 //! `routes`, `middleware`, `mcp`, `peer`; `stop` and `hangup` (signals, for `mirai serve`:
 //! stop, reload the callers) import none of them. `openapi` (the generated document)
@@ -27,6 +27,7 @@ mod routes;
 mod row;
 pub mod stop;
 mod ui;
+mod upload;
 
 pub use crate::ops::Verb;
 pub use routes::{endpoints, Endpoint};

@@ -85,35 +85,6 @@ pub async fn read_body(config: &Config, payload: web::Payload) -> Result<web::By
     read_limited(config, payload, limit, too_large).await
 }
 
-/// Reads a file sent as the raw body, up to `MIRAI_MAX_FILE_BYTES`: a
-/// Content-Length past it is refused before a byte is read, and a body
-/// without one is cut off there.
-pub async fn read_file_body(
-    config: &Config,
-    req: &actix_web::HttpRequest,
-    payload: web::Payload,
-) -> Result<web::Bytes, Error> {
-    let limit = config.max_file_bytes;
-    let too_large = || {
-        Error::new(
-            ErrorCode::PayloadTooLarge,
-            format!(
-                "the file sent is larger than the {limit} bytes mirai writes (MIRAI_MAX_FILE_BYTES): \
-                 nothing was read or written; send a smaller file, or raise MIRAI_MAX_FILE_BYTES"
-            ),
-        )
-    };
-    let declared = req
-        .headers()
-        .get(actix_web::http::header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.trim().parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Err(too_large());
-    }
-    read_limited(config, payload, limit, too_large).await
-}
-
 /// Reads the body up to `limit` bytes and within `MIRAI_BODY_TIMEOUT_MS`.
 async fn read_limited(
     config: &Config,

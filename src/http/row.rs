@@ -15,9 +15,11 @@ use serde_json::{Map, Value};
 
 use super::middleware::caller_of;
 use super::peer::unless_gone;
-use super::respond::{error_response, gone, read_body, read_file_body, render};
+use super::respond::{error_response, gone, read_body, render};
+use super::upload::stream_file_body;
 use crate::app::App;
 use crate::error::Error;
+use crate::ops::adapters::Upload;
 use crate::ops::{self, Class, HttpAnswer, HttpInput, Input, OpEntry};
 
 /// Request input an operation will get, owned so it can move to a blocking thread.
@@ -55,7 +57,7 @@ pub async fn serve(
 
 async fn run(
     app: web::Data<App>,
-    ctx: ops::Context,
+    mut ctx: ops::Context,
     op: &'static OpEntry,
     req: HttpRequest,
     payload: web::Payload,
@@ -68,7 +70,10 @@ async fn run(
         },
         HttpInput::BodyOrFile(_) if !sends_json(&req) => {
             match raw_file(&app, &ctx, op, &req, payload).await {
-                Ok(request) => OwnedInput::Json(request),
+                Ok((request, upload)) => {
+                    ctx = ctx.with_upload(upload);
+                    OwnedInput::Json(request)
+                }
                 Err(err) => return error_response(&err),
             }
         }
@@ -131,17 +136,18 @@ fn sends_json(req: &HttpRequest) -> bool {
     }
 }
 
-/// A file sent as the raw body, as the row's JSON request: the query
-/// string's fields, the bytes as `content_base64` and the Content-Type as
-/// `media_type`. The policy and the caller's rights are checked before the
-/// body is read, and the body is capped by `MIRAI_MAX_FILE_BYTES`.
+/// A file sent as the raw body, as the row's JSON request (the query
+/// string's fields, the Content-Type as `media_type`) and the file itself,
+/// streamed to disk (upload.rs) for the context to carry. The policy and the
+/// caller's rights are checked before the body is read, and the body is
+/// capped by `MIRAI_MAX_FILE_BYTES` as it arrives.
 async fn raw_file(
     app: &App,
     ctx: &ops::Context,
     op: &OpEntry,
     req: &HttpRequest,
     payload: web::Payload,
-) -> Result<Value, Error> {
+) -> Result<(Value, Upload), Error> {
     ops::admits(ctx, op.name)?;
     let mut request = query_object(req).map_err(|why| Error::new(op.malformed, why))?;
     for field in ["content_base64", "media_type"] {
@@ -155,23 +161,16 @@ async fn raw_file(
             ));
         }
     }
-    let bytes = read_file_body(&app.config, req, payload).await?;
+    let upload = stream_file_body(&app.config, ctx, req, payload).await?;
     let media_type = req
         .headers()
         .get(actix_web::http::header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .map(str::to_string);
-    if let Value::Object(fields) = &mut request {
-        use base64::Engine;
-        fields.insert(
-            "content_base64".into(),
-            Value::String(base64::engine::general_purpose::STANDARD.encode(&bytes)),
-        );
-        if let Some(media_type) = media_type {
-            fields.insert("media_type".into(), Value::String(media_type));
-        }
+    if let (Value::Object(fields), Some(media_type)) = (&mut request, media_type) {
+        fields.insert("media_type".into(), Value::String(media_type));
     }
-    Ok(request)
+    Ok((request, upload))
 }
 
 /// Builds a JSON object from the query string's parameters (first value wins;

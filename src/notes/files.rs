@@ -82,13 +82,16 @@ const BINARY_HEADER: &str = "Binary file ";
 /// applies it: a proposal carries the new bytes beside it, which these lines
 /// name by size and hash.
 pub fn binary_diff(rel: &str, before: Option<&[u8]>, after: Option<&[u8]>) -> String {
-    let side = |bytes: Option<&[u8]>| match bytes {
+    let side = |bytes: Option<&[u8]>| bytes.map(|bytes| (bytes.len() as u64, sha256_hex(bytes)));
+    binary_diff_sides(rel, side(before), side(after))
+}
+
+/// [`binary_diff`] from each side's size and SHA-256 (`None`: no file), for
+/// bytes that are not in memory (an upload on disk).
+pub fn binary_diff_sides(rel: &str, before: BinarySide, after: BinarySide) -> String {
+    let side = |side: BinarySide| match side {
         None => "/dev/null".to_string(),
-        Some(bytes) => format!(
-            "binary, {} bytes, sha256 {}",
-            bytes.len(),
-            sha256_hex(bytes)
-        ),
+        Some((size, sha256)) => format!("binary, {size} bytes, sha256 {sha256}"),
     };
     format!(
         "{BINARY_HEADER}{rel}\n--- {}\n+++ {}\n",

@@ -10,6 +10,7 @@ pub mod overlay;
 pub mod path;
 pub mod root;
 pub mod suggest;
+pub mod uploads;
 pub mod view;
 
 use std::path::{Path, PathBuf};
@@ -400,7 +401,13 @@ impl Notes {
     /// Removes `.mirai/`'s stray temp files (see [`Root::remove_state_temps`]);
     /// only when no other mirai is alive.
     pub fn remove_state_temps(&self) -> usize {
-        self.handle.remove_state_temps()
+        self.handle.remove_state_temps() + self.handle.remove_stale_uploads()
+    }
+
+    /// Starts an upload of at most `MIRAI_MAX_FILE_BYTES` into
+    /// `.mirai/uploads/` ([`uploads`]); `declared`: the size the sender announced.
+    pub fn begin_upload(&self, declared: Option<u64>) -> std::io::Result<uploads::UploadWriter> {
+        self.handle.begin_upload(self.max_file_bytes, declared)
     }
 
     /// The folder of a note for one write, reached without symlinks; with

@@ -22,6 +22,21 @@ use cap_std::fs::{Dir, File, FileType, OpenOptions, OpenOptionsExt};
 use rustix::fs::{renameat_with, RenameFlags};
 use rustix::io::Errno;
 
+/// What a write expects a file to hold: bytes in memory, or the size and
+/// SHA-256 of an upload streamed to disk (never held whole: compared by
+/// reading the file through once).
+#[derive(Debug, Clone, Copy)]
+pub enum Expected<'a> {
+    Bytes(&'a [u8]),
+    Digest { size: u64, sha256: &'a [u8; 32] },
+}
+
+impl<'a> From<&'a [u8]> for Expected<'a> {
+    fn from(bytes: &'a [u8]) -> Expected<'a> {
+        Expected::Bytes(bytes)
+    }
+}
+
 /// How many symlinks one lookup may pass through before it is called a loop.
 const MAX_LINK_HOPS: usize = 40;
 
@@ -587,6 +602,33 @@ impl Slot {
         }
     }
 
+    /// [`Slot::prepare`] of a file made elsewhere: `place` puts it beside
+    /// the note under the temp name it is given (an upload's file renamed
+    /// there: no byte copied) and answers it open; it gets the note's
+    /// permissions when the note exists.
+    pub fn prepare_with(
+        &self,
+        place: impl FnOnce(&Dir, &str) -> io::Result<std::fs::File>,
+    ) -> io::Result<Prepared> {
+        let keep = match self.dir.symlink_metadata(&self.name) {
+            Ok(meta) if meta.is_file() => Some(meta.permissions()),
+            _ => None,
+        };
+        let temp = temp_name();
+        let file = place(&self.dir, &temp)?;
+        let permissions = match keep {
+            Some(permissions) => permissions.into_std(&file),
+            None => Ok(std::os::unix::fs::PermissionsExt::from_mode(0o644)),
+        };
+        match permissions.and_then(|permissions| file.set_permissions(permissions)) {
+            Ok(()) => Ok(Prepared { temp, file }),
+            Err(e) => {
+                let _ = self.dir.remove_file(&temp);
+                Err(e)
+            }
+        }
+    }
+
     /// Renames a prepared temp file over the note (no new space needed) and
     /// answers the note's metadata after the rename.
     pub fn install(&self, prepared: Prepared) -> io::Result<std::fs::Metadata> {
@@ -612,7 +654,7 @@ impl Slot {
     pub fn install_checked(
         &self,
         prepared: Prepared,
-        expected: Option<&[u8]>,
+        expected: Option<Expected<'_>>,
     ) -> Result<std::fs::Metadata, Refusal> {
         let Prepared { temp, file } = prepared;
         let swapped = match expected {
@@ -632,7 +674,7 @@ impl Slot {
     /// only when what came out holds `expected`: the old file is then removed
     /// under `ours`'s name. Otherwise the swap is undone and the note, which
     /// someone changed, stays as they left it.
-    fn swap_in(&self, from: &Dir, ours: &str, expected: &[u8]) -> Result<(), Refusal> {
+    fn swap_in(&self, from: &Dir, ours: &str, expected: Expected<'_>) -> Result<(), Refusal> {
         match renameat_with(from, ours, &self.dir, &self.name, RenameFlags::EXCHANGE) {
             Ok(()) => {}
             // The note is gone: someone deleted or moved it.
@@ -664,7 +706,7 @@ impl Slot {
     /// aside in one step, compared, and renamed back on any difference
     /// ([`Refusal::Changed`]). A symlink, folder or special file at the
     /// note's name is refused, never removed.
-    pub fn remove_checked(&self, expected: &[u8]) -> Result<(), Refusal> {
+    pub fn remove_checked(&self, expected: Expected<'_>) -> Result<(), Refusal> {
         self.check_removable()?;
         let aside = temp_name();
         match rename_new(&self.dir, &self.name, &self.dir, &aside) {
@@ -696,7 +738,7 @@ impl Slot {
         &self,
         from: &Dir,
         name: &str,
-        installed: Option<&[u8]>,
+        installed: Option<Expected<'_>>,
     ) -> io::Result<bool> {
         let done = match installed {
             Some(installed) => self.swap_in(from, name, installed),
@@ -741,7 +783,7 @@ impl Slot {
     pub fn restore_checked(
         &self,
         before: Option<&[u8]>,
-        installed: Option<&[u8]>,
+        installed: Option<Expected<'_>>,
     ) -> io::Result<bool> {
         let done = match (before, installed) {
             (Some(bytes), installed) => {
@@ -854,11 +896,45 @@ fn exchange_unsupported(e: Errno) -> bool {
 }
 
 /// Whether `name` in `dir` is a regular file holding exactly `expected`
-/// (read no further than one byte past it).
-fn holds(dir: &Dir, name: &str, expected: &[u8]) -> bool {
-    open_regular(dir, name)
-        .and_then(|file| read_all(file, expected.len() as u64))
-        .is_ok_and(|bytes| bytes == expected)
+/// (read no further than one byte past it; a digest's file is read through
+/// in pieces, never whole).
+fn holds(dir: &Dir, name: &str, expected: Expected<'_>) -> bool {
+    match expected {
+        Expected::Bytes(expected) => open_regular(dir, name)
+            .and_then(|file| read_all(file, expected.len() as u64))
+            .is_ok_and(|bytes| bytes == expected),
+        Expected::Digest { size, sha256 } => open_regular(dir, name)
+            .map_err(|_| ())
+            .and_then(|file| {
+                let file = file.into_std();
+                if file.metadata().map_err(|_| ())?.len() != size {
+                    return Err(());
+                }
+                sha256_of(file.take(size.saturating_add(1))).map_err(|_| ())
+            })
+            .is_ok_and(|(read, digest)| read == size && &digest == sha256),
+    }
+}
+
+/// The SHA-256 of everything `reader` gives, and how many bytes that was,
+/// read in pieces of 64 KiB.
+pub fn sha256_of(mut reader: impl Read) -> io::Result<(u64, [u8; 32])> {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => {
+                hasher.update(&buffer[..n]);
+                total += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((total, hasher.finalize().into()))
 }
 
 /// Removes `created` (parent, name), deepest first, each only if still empty:

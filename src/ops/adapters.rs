@@ -2,8 +2,8 @@
 //! besides the rows, so that they import `ops` and never the domain below it
 //! (`spec/modules.rs` holds that wall): a dry run's overlay and its changes,
 //! a note path's check, the closest note names, token counts, a folder under
-//! the notes root opened without following a symlink, and the git remote's
-//! sync tickets and webhook signature.
+//! the notes root opened without following a symlink, an upload streamed to
+//! `.mirai/uploads/`, and the git remote's sync tickets and webhook signature.
 
 use std::io;
 
@@ -12,6 +12,7 @@ use cap_std::fs::Dir;
 use crate::error::Result;
 
 pub use crate::notes::overlay::{NoteChange, Overlay};
+pub use crate::notes::uploads::{Upload, UploadError, UploadWriter};
 pub use crate::sync::webhook::SIGNATURE_HEADER as WEBHOOK_SIGNATURE_HEADER;
 pub use crate::sync::{Synced, Ticket};
 
@@ -38,6 +39,18 @@ pub fn count_tokens(text: &str) -> usize {
 /// with `create`; `None` when it is missing and `create` is false.
 pub fn open_folder(dir: &Dir, name: &str, create: bool) -> io::Result<Option<Dir>> {
     Ok(crate::notes::root::open_folder(dir, name, create)?.map(|(folder, _)| folder))
+}
+
+/// Starts streaming a file to `.mirai/uploads/` for `files.write`, capped
+/// by `MIRAI_MAX_FILE_BYTES` (`declared`: the size the sender announced);
+/// hand it to the row with [`Context::with_upload`](super::Context::with_upload).
+pub fn begin_upload(ctx: &super::Context, declared: Option<u64>) -> io::Result<UploadWriter> {
+    ctx.view.disk_notes().begin_upload(declared)
+}
+
+/// The largest file `files.write` takes (`MIRAI_MAX_FILE_BYTES`).
+pub fn max_file_bytes(ctx: &super::Context) -> u64 {
+    ctx.view.disk_notes().max_file_bytes()
 }
 
 /// Whether `signature` (the webhook's header) signs `body` with `secret`.

@@ -20,7 +20,8 @@ use crate::notes::{Existence, Landing, NotePath};
 use crate::patch::{self, Budget, Patch, Target};
 use crate::proposals::Change;
 use crate::repo::history::Entry;
-use crate::repo::{self, Repo};
+use crate::repo::{self, NewBytes, Repo, Upload};
+use std::sync::Arc;
 
 /// A change to one note, planned: its path passed the rules, and the patch
 /// applies to the note as it is. Or an attachment's change ([`plan_file`]).
@@ -39,25 +40,50 @@ pub(super) struct Plan {
     pub file: bool,
 }
 
-/// A version of what a plan changes: a note's text or an attachment's bytes.
+/// A version of what a plan changes: a note's text or an attachment's
+/// bytes, in memory or (an upload HTTP streamed to disk) in a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Body {
     Text(String),
     Bytes(Vec<u8>),
+    Upload(Arc<Upload>),
 }
 
 impl Body {
-    pub fn as_bytes(&self) -> &[u8] {
+    /// The bytes as the write path takes them.
+    fn new_bytes(&self) -> NewBytes<'_> {
         match self {
-            Body::Text(text) => text.as_bytes(),
-            Body::Bytes(bytes) => bytes,
+            Body::Text(text) => NewBytes::Mem(text.as_bytes()),
+            Body::Bytes(bytes) => NewBytes::Mem(bytes),
+            Body::Upload(upload) => NewBytes::Upload(upload),
+        }
+    }
+
+    /// The bytes in memory: an upload's are read whole (a dry run's or a
+    /// proposal's copy, within `MIRAI_MAX_FILE_BYTES`).
+    fn to_bytes(&self) -> Result<std::borrow::Cow<'_, [u8]>> {
+        Ok(match self {
+            Body::Text(text) => text.as_bytes().into(),
+            Body::Bytes(bytes) => bytes.as_slice().into(),
+            Body::Upload(upload) => upload
+                .read_all()
+                .map_err(|e| Error::internal(format!("cannot read the uploaded file back: {e}")))?
+                .into(),
+        })
+    }
+
+    /// The size and SHA-256 of an attachment's bytes, as a binary diff names them.
+    fn side(&self) -> (u64, String) {
+        match self.new_bytes() {
+            NewBytes::Mem(bytes) => (bytes.len() as u64, files::sha256_hex(bytes)),
+            NewBytes::Upload(upload) => (upload.size(), upload.sha256_hex()),
         }
     }
 
     fn text(&self) -> Option<&str> {
         match self {
             Body::Text(text) => Some(text),
-            Body::Bytes(_) => None,
+            Body::Bytes(_) | Body::Upload(_) => None,
         }
     }
 }
@@ -297,7 +323,27 @@ pub(super) fn plan_file(
     current: Option<Vec<u8>>,
     content: Option<Vec<u8>>,
 ) -> Result<Plan> {
-    if current == content {
+    plan_file_body(ctx, file, current, content.map(Body::Bytes))
+}
+
+/// [`plan_file`] of new bytes in memory or an upload on disk (`content`:
+/// [`Body::Bytes`] or [`Body::Upload`]; an upload is compared with the file
+/// now by size and SHA-256, never read whole).
+pub(super) fn plan_file_body(
+    ctx: &Context,
+    file: NotePath,
+    current: Option<Vec<u8>>,
+    content: Option<Body>,
+) -> Result<Plan> {
+    let same = match (&current, content.as_ref().map(Body::new_bytes)) {
+        (None, None) => true,
+        (Some(now), Some(NewBytes::Mem(new))) => now.as_slice() == new,
+        (Some(now), Some(NewBytes::Upload(upload))) => {
+            now.len() as u64 == upload.size() && files::sha256_hex(now) == upload.sha256_hex()
+        }
+        _ => false,
+    };
+    if same {
         return Ok(Plan {
             note: file,
             before: current.clone().map(Body::Bytes),
@@ -308,20 +354,24 @@ pub(super) fn plan_file(
             file: true,
         });
     }
-    if let Some(bytes) = &content {
+    let after = content.as_ref().map(Body::side);
+    if let Some((size, _)) = &after {
         let limit = ctx.view.disk_notes().max_file_bytes();
-        if bytes.len() as u64 > limit {
-            return Err(files::file_too_large(&file.rel, bytes.len() as u64, limit));
+        if *size > limit {
+            return Err(files::file_too_large(&file.rel, *size, limit));
         }
     }
     if current.is_none() {
         check_folders_in_git(ctx, &file.rel)?;
     }
+    let before = current
+        .as_deref()
+        .map(|now| (now.len() as u64, files::sha256_hex(now)));
     Ok(Plan {
-        patch: files::binary_diff(&file.rel, current.as_deref(), content.as_deref()),
+        patch: files::binary_diff_sides(&file.rel, before, after),
         note: file,
         before: current.map(Body::Bytes),
-        content: content.map(Body::Bytes),
+        content,
         hunk_count: 0,
         net_line_delta: 0,
         file: true,
@@ -451,11 +501,12 @@ pub(super) fn land_all(
             for plan in &changing {
                 let (before, after) = (plan.before.as_ref(), plan.content.as_ref());
                 if plan.file {
-                    overlay.write_file(
-                        &plan.note.rel,
-                        before.map(Body::as_bytes),
-                        after.map(Body::as_bytes),
-                    );
+                    if let (Some(_), Some(Body::Upload(upload))) = (&ctx.draft, after) {
+                        check_proposable(ctx, &plan.note.rel, upload.size())?;
+                    }
+                    let before = before.map(Body::to_bytes).transpose()?;
+                    let after = after.map(Body::to_bytes).transpose()?;
+                    overlay.write_file(&plan.note.rel, before.as_deref(), after.as_deref());
                 } else {
                     overlay.write(
                         &plan.note.rel,
@@ -471,6 +522,25 @@ pub(super) fn land_all(
         Landing::Disk => Some(commit(ctx, &repo, &changing, &message(&changing))?),
     };
     Ok((plans, commit))
+}
+
+/// A proposal carries an attachment's new bytes as base64 within
+/// `MIRAI_MAX_BODY_BYTES`: an upload that cannot fit is refused before its
+/// file is read back into memory for the proposal.
+fn check_proposable(ctx: &Context, rel: &str, size: u64) -> Result<()> {
+    let base64 = size.div_ceil(3) * 4;
+    if base64 <= ctx.max_content_bytes as u64 {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorCode::PayloadTooLarge,
+        format!(
+            "{rel} is {size} bytes, {base64} as base64; one proposal holds at most {} bytes of \
+             diffs and bytes (MIRAI_MAX_BODY_BYTES): nothing was proposed; in review mode send a \
+             smaller file, or ask the operator to raise MIRAI_MAX_BODY_BYTES",
+            ctx.max_content_bytes
+        ),
+    ))
 }
 
 /// Refuses a change to `rel` made against `base` when the note changed between
@@ -506,19 +576,19 @@ fn commit(ctx: &Context, repo: &Repo, plans: &[&Plan], message: &str) -> Result<
             }
         }
     }
-    let changes: Vec<(&str, Option<&[u8]>)> = plans
+    let changes: Vec<(&str, Option<NewBytes<'_>>)> = plans
         .iter()
         .map(|plan| {
             (
                 plan.note.rel.as_str(),
-                plan.content.as_ref().map(Body::as_bytes),
+                plan.content.as_ref().map(Body::new_bytes),
             )
         })
         .collect();
     let paths: Vec<&str> = changes.iter().map(|(path, _)| *path).collect();
     // Until the index has them, the watcher must not tell these files as outside edits.
     let _writing = ctx.index.writing(&paths);
-    let commit = repo::write_and_commit(repo, &changes, message, &ctx.author())?;
+    let commit = repo::write_files_and_commit(repo, &changes, message, &ctx.author())?;
     // Notes are indexed and linked; attachments are only what links reach.
     let (files, notes): (Vec<&&Plan>, Vec<&&Plan>) = plans.iter().partition(|plan| plan.file);
     let notes: Vec<(&str, Option<&str>)> = notes

@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::events::Events;
 use crate::index::live::LiveIndex;
 use crate::notes::overlay::Overlay;
+use crate::notes::uploads::Upload;
 use crate::notes::{Notes, View};
 use crate::proposals::Proposals;
 use crate::repo::announce::Announcer;
@@ -82,6 +83,9 @@ pub struct Context {
     /// The named caller the calls are made for (`None`: the operator, or a
     /// server without credentials): its rights, paths and name on commits.
     pub(super) caller: Option<Arc<Caller>>,
+    /// A file the adapter streamed to disk for `files.write` (HTTP's raw
+    /// body): the row takes its bytes from here instead of `content_base64`.
+    pub(super) upload: Option<Arc<Upload>>,
 }
 
 /// The services a context shares with every clone of it. The composition
@@ -136,6 +140,7 @@ impl Context {
             deadline: None,
             model_author: false,
             sync,
+            upload: None,
         }
     }
 
@@ -180,6 +185,15 @@ impl Context {
     }
 
     /// This context, for calls through `adapter` (`http`, `mcp`, `sandbox`, `agent`, `cli`).
+    /// This context, carrying `upload` (a raw body streamed to disk) for
+    /// `files.write`.
+    pub fn with_upload(&self, upload: Upload) -> Context {
+        Context {
+            upload: Some(Arc::new(upload)),
+            ..self.clone()
+        }
+    }
+
     pub fn via(&self, adapter: &'static str) -> Context {
         Context {
             adapter,

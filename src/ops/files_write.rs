@@ -8,14 +8,17 @@
 //! Notes are refused (`invalid_extension`: the note rows write them), and so
 //! is an extension off the media-type allow-list unless the operator allows
 //! any (`MIRAI_FILES_ANY_TYPE=on`). The bytes come as base64 from every
-//! adapter; HTTP also takes the raw body, capped by `MIRAI_MAX_FILE_BYTES`
-//! before it is read whole (http/row.rs), and hands it on as base64.
+//! adapter (held in memory: within the request body limit). HTTP also takes
+//! the raw body, streamed to `.mirai/uploads/` as it arrives and capped there
+//! by `MIRAI_MAX_FILE_BYTES` (http/row.rs); the row gets it from the context
+//! ([`Context::with_upload`](super::Context::with_upload)) and the write path
+//! moves that file into place and streams it into git, never holding it whole.
 
 use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::change::{land_all, plan_file};
+use super::change::{land_all, plan_file, plan_file_body, Body};
 use super::history::invalid_request;
 use super::{Class, Context, HttpInput, HttpRoute, Operation, PromptDetail};
 use crate::error::{Error, ErrorCode, Result};
@@ -34,8 +37,11 @@ pub struct FilesWrite;
 pub struct FilesWriteRequest {
     /// The file's path, e.g. "assets/diagram.png" (not a .md note).
     pub path: String,
-    /// The bytes, base64.
-    pub content_base64: String,
+    /// The bytes, base64 (over HTTP the raw body may be the file instead).
+    // Missing is None to serde, so HTTP's raw body can stand in; the schema
+    // keeps it required for every other caller.
+    #[schemars(with = "String")]
+    pub content_base64: Option<String>,
     /// The bytes' media type (a raw HTTP body's Content-Type): the
     /// extension's, or application/octet-stream.
     #[serde(default)]
@@ -43,6 +49,12 @@ pub struct FilesWriteRequest {
     /// Refuse (conflict) when the file changed between this commit and HEAD.
     #[serde(default)]
     pub base_commit: Option<String>,
+    /// True: only create the file; one already at the path is a 409
+    /// conflict, never replaced (choose another name). A boolean, or
+    /// `true`/`false` in a query string.
+    #[serde(default)]
+    #[schemars(with = "Option<bool>", extend("default" = false))]
+    pub create_only: Option<serde_json::Value>,
 }
 
 /// What `files.write` did.
@@ -68,7 +80,7 @@ impl Operation for FilesWrite {
     const MALFORMED: ErrorCode = ErrorCode::InvalidRequest;
     const HTTP: HttpRoute = HttpRoute::post(
         "/mcp/files/write",
-        HttpInput::BodyOrFile(&["path", "base_commit"]),
+        HttpInput::BodyOrFile(&["path", "base_commit", "create_only"]),
     );
     const PROMPT: PromptDetail = PromptDetail::Brief;
     type Request = FilesWriteRequest;
@@ -78,10 +90,37 @@ impl Operation for FilesWrite {
         let rel = files::file_path(&request.path)?;
         let media = media_type(&rel);
         check_writable_type(ctx, &rel)?;
+        let create_only = super::notes::flag("create_only", request.create_only.as_ref())?;
         if let Some(sent) = request.media_type.as_deref() {
             check_sent_type(&rel, sent, media.mime)?;
         }
-        let bytes = decode(ctx, &rel, &request.content_base64)?;
+        let content =
+            match (request.content_base64.as_deref(), &ctx.upload) {
+                (Some(text), None) => Body::Bytes(decode(ctx, &rel, text)?),
+                (None, Some(upload)) => Body::Upload(upload.clone()),
+                (Some(_), Some(_)) => {
+                    return Err(invalid_request(
+                        "the file came as the raw body: leave content_base64 out",
+                    ))
+                }
+                (None, None) => return Err(invalid_request(
+                    "content_base64 is missing: send the file's bytes as base64 in content_base64 \
+                     (over HTTP the raw body may be the file instead, with its media type)",
+                )),
+            };
+        let (size, blob, sha256) = match &content {
+            Body::Upload(upload) => (
+                upload.size(),
+                upload.blob_id().to_string(),
+                upload.sha256_hex(),
+            ),
+            Body::Bytes(bytes) => (
+                bytes.len() as u64,
+                files::blob_id(bytes),
+                files::sha256_hex(bytes),
+            ),
+            Body::Text(_) => unreachable!("files.write writes bytes"),
+        };
         let (_, commit) = land_all(
             ctx,
             request.base_commit.as_deref(),
@@ -90,15 +129,27 @@ impl Operation for FilesWrite {
                     .view
                     .resolve_file_for_write(&request.path, Existence::MayBeMissing)?;
                 let current = ctx.view.current_file(&file)?;
-                Ok(vec![plan_file(ctx, file, current, Some(bytes.clone()))?])
+                if create_only && current.is_some() {
+                    return Err(Error::conflict(format!(
+                        "{:?} already exists and create_only is set, so it was not replaced: \
+                         choose another name (or leave create_only out to replace it)",
+                        file.rel
+                    )));
+                }
+                Ok(vec![plan_file_body(
+                    ctx,
+                    file,
+                    current,
+                    Some(content.clone()),
+                )?])
             },
             |_| ctx.commit_message(&format!("{FILES_WRITE_SUBJECT}{rel}"), ""),
         )?;
         Ok(FileWritten {
-            size: bytes.len() as u64,
+            size,
             media_type: media.mime.to_string(),
-            blob: files::blob_id(&bytes),
-            sha256: files::sha256_hex(&bytes),
+            blob,
+            sha256,
             path: rel,
             commit,
         })

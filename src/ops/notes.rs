@@ -149,7 +149,7 @@ fn one_level(notes: &mut Vec<String>, prefix: &str) -> Vec<FolderCount> {
 }
 
 /// A yes-or-no parameter: a boolean, or `true`/`false` in a query string.
-fn flag(field: &str, raw: Option<&Value>) -> Result<bool> {
+pub(super) fn flag(field: &str, raw: Option<&Value>) -> Result<bool> {
     match raw {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(b)) => Ok(*b),

@@ -32,7 +32,8 @@ use git2::build::TreeUpdateBuilder;
 use git2::{FileMode, IndexEntry, IndexTime, Oid, Repository, Signature};
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::notes::root::{Prepared, Refusal, Slot};
+use crate::notes::root::{Expected, Prepared, Refusal, Slot};
+pub use crate::notes::uploads::Upload;
 use crate::notes::{refused, Notes};
 pub use commits::{
     CommitChanges, FileBound, FileChange, LINKS_UNCHANGED, MOVE_LINKS_TRAILER, MOVE_SUBJECT,
@@ -443,9 +444,11 @@ impl Repo {
         for &(rel_path, bytes) in notes {
             match bytes {
                 Some((bytes, mode)) => {
-                    let id = git
-                        .blob(bytes)
-                        .map_err(|e| git_error(&format!("cannot store {rel_path}"), e))?;
+                    let cannot = |e| git_error(&format!("cannot store {rel_path}"), e);
+                    let id = match bytes {
+                        NewBytes::Mem(bytes) => git.blob(bytes).map_err(cannot)?,
+                        NewBytes::Upload(upload) => stream_blob(git, rel_path, upload)?,
+                    };
                     update.upsert(rel_path, id, mode);
                     blobs.push(Some(id));
                 }
@@ -864,7 +867,38 @@ type Staged<'a> = (&'a str, Option<(Oid, &'a std::fs::Metadata)>);
 
 /// A note of a commit to build: its path, and its new bytes with their tree
 /// mode (`None`: deleted).
-type NewNote<'a> = (&'a str, Option<(&'a [u8], FileMode)>);
+type NewNote<'a> = (&'a str, Option<(NewBytes<'a>, FileMode)>);
+
+/// A file's new bytes in a write: in memory, or an upload streamed to disk
+/// (moved into place and into git's object database from its file, never
+/// held whole).
+#[derive(Debug, Clone, Copy)]
+pub enum NewBytes<'a> {
+    Mem(&'a [u8]),
+    Upload(&'a Upload),
+}
+
+impl<'a> NewBytes<'a> {
+    /// What the file holds once written, as the undo compares it.
+    fn expected(self) -> Expected<'a> {
+        match self {
+            NewBytes::Mem(bytes) => Expected::Bytes(bytes),
+            NewBytes::Upload(upload) => Expected::Digest {
+                size: upload.size(),
+                sha256: upload.sha256(),
+            },
+        }
+    }
+
+    /// Git's blob id of the bytes.
+    fn blob_id(self) -> Result<Oid> {
+        match self {
+            NewBytes::Mem(bytes) => blob_id(bytes),
+            NewBytes::Upload(upload) => Oid::from_str(upload.blob_id())
+                .map_err(|e| git_error("cannot read an upload's blob id", e)),
+        }
+    }
+}
 
 /// A commit made as objects, not yet on the branch: the reference it moves
 /// and from where, and each note's blob (`None`: deleted), in order.
@@ -904,12 +938,27 @@ pub fn write_and_commit(
     message: &str,
     author: &Author,
 ) -> Result<String> {
+    let changes: Vec<(&str, Option<NewBytes<'_>>)> = changes
+        .iter()
+        .map(|&(rel, bytes)| (rel, bytes.map(NewBytes::Mem)))
+        .collect();
+    write_files_and_commit(repo, &changes, message, author)
+}
+
+/// [`write_and_commit`] of bytes in memory or uploads on disk: an upload's
+/// file is renamed into place and streamed into git's object database.
+pub fn write_files_and_commit(
+    repo: &Repo,
+    changes: &[(&str, Option<NewBytes<'_>>)],
+    message: &str,
+    author: &Author,
+) -> Result<String> {
     write_and_commit_inner(repo, changes, message, author).map_err(|e| repo.scrub(e))
 }
 
 fn write_and_commit_inner(
     repo: &Repo,
-    changes: &[(&str, Option<&[u8]>)],
+    changes: &[(&str, Option<NewBytes<'_>>)],
     message: &str,
     author: &Author,
 ) -> Result<String> {
@@ -934,6 +983,25 @@ fn blob_within(git: &Repository, id: Oid, limit: u64) -> Result<Option<git2::Blo
     git.find_blob(id).map(Some).map_err(cannot)
 }
 
+/// Writes an upload into git's object database from its file, piece by
+/// piece (`Odb::writer`), and checks the id against the one hashed as it came.
+fn stream_blob(git: &Repository, rel_path: &str, upload: &Upload) -> Result<Oid> {
+    let cannot = |e| git_error(&format!("cannot store {rel_path}"), e);
+    let odb = git.odb().map_err(cannot)?;
+    let size = usize::try_from(upload.size())
+        .map_err(|_| Error::internal(format!("{rel_path} is too large for this machine")))?;
+    let mut writer = odb.writer(size, git2::ObjectType::Blob).map_err(cannot)?;
+    std::io::copy(&mut upload.reader(), &mut writer)
+        .map_err(|e| io_failure(&format!("cannot store {rel_path}"), &e))?;
+    let id = writer.finalize().map_err(cannot)?;
+    if id.to_string() != upload.blob_id() {
+        return Err(Error::internal(format!(
+            "{rel_path}: the uploaded file changed on disk before it was committed; nothing was written, send it again"
+        )));
+    }
+    Ok(id)
+}
+
 pub(super) fn blob_id(bytes: &[u8]) -> Result<Oid> {
     Oid::hash_object(git2::ObjectType::Blob, bytes).map_err(|e| git_error("cannot hash a note", e))
 }
@@ -941,7 +1009,7 @@ pub(super) fn blob_id(bytes: &[u8]) -> Result<Oid> {
 /// A note of a commit in progress: its folder held open and its bytes before.
 struct Opened<'a> {
     rel: &'a str,
-    content: Option<&'a [u8]>,
+    content: Option<NewBytes<'a>>,
     slot: Slot,
     before: Option<Vec<u8>>,
 }
@@ -968,7 +1036,7 @@ struct Ready {
 fn write_and_commit_recorded(
     repo: &Repo,
     journal: &mut Journal,
-    changes: &[(&str, Option<&[u8]>)],
+    changes: &[(&str, Option<NewBytes<'_>>)],
     message: &str,
     author: &Author,
 ) -> Result<String> {
@@ -1004,8 +1072,14 @@ fn write_and_commit_recorded(
         // bytes read under the lock: a save made since is never overwritten.
         let before = note.before.as_deref();
         let result = match (ready[touched].temp.take(), before) {
-            (Some(temp), _) => note.slot.install_checked(temp, before).map(Some),
-            (None, Some(before)) => note.slot.remove_checked(before).map(|()| None),
+            (Some(temp), _) => note
+                .slot
+                .install_checked(temp, before.map(Expected::Bytes))
+                .map(Some),
+            (None, Some(before)) => note
+                .slot
+                .remove_checked(Expected::Bytes(before))
+                .map(|()| None),
             (None, None) => note.slot.remove().map(|()| None),
         }
         .map_err(|r| match r {
@@ -1041,7 +1115,7 @@ fn write_and_commit_recorded(
 fn open_all<'a>(
     repo: &Repo,
     index: &Entries,
-    changes: &[(&'a str, Option<&'a [u8]>)],
+    changes: &[(&'a str, Option<NewBytes<'a>>)],
     opened: &mut Vec<Opened<'a>>,
 ) -> Result<()> {
     let head = repo.head_tree()?;
@@ -1086,7 +1160,12 @@ fn prepare_all(repo: &Repo, opened: &[Opened<'_>], ready: &mut Vec<Ready>) -> Re
         let mut next = Ready::default();
         let made = (|| -> std::io::Result<()> {
             if let Some(content) = note.content {
-                let temp = note.slot.prepare(content)?;
+                let temp = match content {
+                    NewBytes::Mem(bytes) => note.slot.prepare(bytes)?,
+                    NewBytes::Upload(upload) => note
+                        .slot
+                        .prepare_with(|dir, temp| upload.move_to(dir, temp))?,
+                };
                 next.meta = Some(temp.metadata()?);
                 next.temp = Some(temp);
             }
@@ -1130,7 +1209,11 @@ fn record_writing(
             note: note.rel.to_string(),
             index_before: before.clone(),
             before,
-            after: hex(note.content)?,
+            after: note
+                .content
+                .map(NewBytes::blob_id)
+                .transpose()?
+                .map(|id| id.to_string()),
             released: ready.held.as_ref().map(|held| held.name().to_string()),
             ..NoteIntent::default()
         });
@@ -1158,7 +1241,7 @@ fn finish_undo(
     for (i, note) in opened.iter().enumerate().take(touched).rev() {
         // Each note goes back only while it holds what the write put there: a
         // save someone made since stays (uncommitted, as any edit of theirs).
-        let installed = note.content;
+        let installed = note.content.map(NewBytes::expected);
         let held = ready.get_mut(i).and_then(|r| r.held.take());
         let restored = match held {
             Some(held) => match held.put_back(&note.slot, installed) {
@@ -1323,7 +1406,10 @@ fn snapshot_recorded(
     let message = format!("mirai: snapshot of uncommitted edits to {rel_path}\n");
     let mode = meta.as_ref().map_or(FileMode::Blob, blob_mode);
     let built = repo.build_commit(
-        &[(rel_path, work.as_deref().map(|bytes| (bytes, mode)))],
+        &[(
+            rel_path,
+            work.as_deref().map(|bytes| (NewBytes::Mem(bytes), mode)),
+        )],
         (&message, author),
     )?;
     let staged = [(rel_path, work_id.zip(meta.as_ref()))];

@@ -21,6 +21,7 @@ use git2::{Oid, Repository};
 use super::intent::*;
 use super::{blob_id, tracked_under, Landed, Repo};
 use crate::error::{Error, Result};
+use crate::notes::root::Expected;
 use crate::notes::{Existence, Notes};
 
 /// How long after a dead mirai recorded that it was taking the branch's ref
@@ -349,7 +350,7 @@ fn roll_back(repo: &Repo, head: Option<&git2::Tree>, note: &OnDisk, pid: u32) ->
                 .is_some_and(|id| Some(id) == note.before)
         });
     // Only while the note still holds mirai's write: an edit made since stays.
-    let installed = note.work.as_deref();
+    let installed = note.work.as_deref().map(Expected::Bytes);
     let put_back = match held {
         Some(held) => match held.put_back(&slot, installed) {
             Ok(None) => Ok(()),

@@ -23,7 +23,7 @@ use std::thread::JoinHandle;
 
 use cap_std::fs::Dir;
 
-use crate::notes::root::{open_folder, open_regular_in, Refusal, Slot};
+use crate::notes::root::{open_folder, open_regular_in, Expected, Refusal, Slot};
 use crate::notes::Notes;
 
 /// The folder under `.mirai/` that holds released notes.
@@ -92,7 +92,7 @@ impl Held {
     pub fn put_back(
         self,
         slot: &Slot,
-        installed: Option<&[u8]>,
+        installed: Option<Expected<'_>>,
     ) -> Result<Option<Held>, (Held, io::Error)> {
         match slot.take_back_checked(&self.dir, &self.name, installed) {
             Ok(true) => Ok(None),
