@@ -1069,12 +1069,7 @@ fn the_canary_never_reaches_a_scoped_caller_through_embeds_links_diffs_or_propos
 fn found(server: &TestServer, token: &str, q: &str) -> Vec<String> {
     let answer = get(server, token, &format!("/mcp/index/query?q={q}&limit=50"));
     assert_eq!(answer.status, 200, "{answer:?}");
-    let mut paths: Vec<String> = answer.body["chunks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["metadata"]["path"].as_str().unwrap().to_string())
-        .collect();
+    let mut paths = crate::common::hit_paths(&answer.body);
     paths.dedup();
     paths
 }

@@ -257,12 +257,7 @@ fn eventually_found(server: &TestServer, q: &str, want: &[&str], bound: Duration
     loop {
         let answer = server.get(&format!("/mcp/index/query?q={q}&limit=50"));
         assert_eq!(answer.status, 200, "{answer:?}");
-        let mut paths: Vec<String> = answer.body["chunks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["metadata"]["path"].as_str().unwrap().to_string())
-            .collect();
+        let mut paths = crate::common::hit_paths(&answer.body);
         paths.sort();
         paths.dedup();
         if paths == want {

@@ -123,12 +123,7 @@ fn query(server: &TestServer, q: &str, mode: Option<&str>) -> Value {
 }
 
 fn paths(answer: &Value) -> Vec<String> {
-    answer["chunks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["metadata"]["path"].as_str().unwrap().to_string())
-        .collect()
+    crate::common::hit_paths(answer)
 }
 
 #[test]

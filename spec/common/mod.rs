@@ -251,6 +251,16 @@ pub fn send(request: RequestBuilder) -> Answer {
 }
 
 /// Percent-encodes every byte outside the unreserved set.
+/// The note path of each hit of an `index.query` answer, in rank order.
+pub fn hit_paths(body: &Value) -> Vec<String> {
+    body["chunks"]
+        .as_array()
+        .expect("an index.query answer has chunks")
+        .iter()
+        .map(|c| c["metadata"]["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
 pub fn encode(raw: &str) -> String {
     raw.bytes()
         .map(|b| match b {

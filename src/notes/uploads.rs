@@ -108,14 +108,7 @@ impl Root {
         let (dir, _) = open_folder(&state, UPLOADS, true)?
             .ok_or_else(|| io::Error::other("cannot make .mirai/uploads/"))?;
         let name = format!("{}{PART}", uuid::Uuid::new_v4().simple());
-        let mut options = OpenOptions::new();
-        options
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .follow(FollowSymlinks::No)
-            .mode(0o600);
-        let file = dir.open_with(&name, &options)?.into_std();
+        let file = create_new(&dir, &name, 0o600)?;
         let part = PartFile { dir, name, file };
         flock(&part.file, FlockOperation::NonBlockingLockExclusive)?;
         let blob = declared.map(|size| {
@@ -305,14 +298,7 @@ impl Upload {
         match self.part.dir.rename(&self.part.name, into, name) {
             Ok(()) => self.part.file.try_clone(),
             Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
-                let mut options = OpenOptions::new();
-                options
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .follow(FollowSymlinks::No)
-                    .mode(0o644);
-                let mut file = into.open_with(name, &options)?.into_std();
+                let mut file = create_new(into, name, 0o644)?;
                 let copied = io::copy(&mut self.reader(), &mut file);
                 match copied {
                     Ok(n) if n == self.size => Ok(file),
@@ -331,6 +317,19 @@ impl Upload {
             Err(e) => Err(e),
         }
     }
+}
+
+/// A new file `name` in `dir` (never one already there, never through a
+/// symlink), open for reading and writing, with `mode`.
+fn create_new(dir: &Dir, name: &str, mode: u32) -> io::Result<std::fs::File> {
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .follow(FollowSymlinks::No)
+        .mode(mode);
+    Ok(dir.open_with(name, &options)?.into_std())
 }
 
 #[cfg(test)]
