@@ -585,6 +585,11 @@ fn the_page_in_a_real_browser() {
         );
     }
     browser.shot(&shots, "home-360", 360, 780);
+    assert_eq!(
+        browser.overflow_at(360),
+        0,
+        "the home view is wider than 360 px"
+    );
     // "/" puts the cursor in the search box.
     browser.js("document.body.focus(); return true");
     let body = browser.wait("body");
@@ -646,6 +651,13 @@ fn the_page_in_a_real_browser() {
     assert!(links.contains("plans"), "{links}");
     browser.shot(&shots, "note-desktop", 1280, 900);
     browser.shot(&shots, "note-360", 360, 780);
+    // A phone's width shows the whole note view: nothing to scroll sideways
+    // (a grid column's `1fr` once grew to its widest item, past the screen).
+    assert_eq!(
+        browser.overflow_at(360),
+        0,
+        "the note view is wider than 360 px"
+    );
     browser.click(".note-head button[aria-pressed]");
     browser.wait_text("pre.source", "[[Missing note]]");
     browser.click(".note-head button[aria-pressed]");

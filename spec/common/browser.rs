@@ -168,6 +168,23 @@ impl Browser {
         }
     }
 
+    /// How many pixels the page is wider than a window of `width` shows
+    /// (0: nothing to scroll sideways), the window given back its size after.
+    pub fn overflow_at(&self, width: u32) -> i64 {
+        self.runtime
+            .block_on(self.c().set_window_size(width, 780))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let overflow = self
+            .js("return document.documentElement.scrollWidth - document.documentElement.clientWidth;")
+            .as_i64()
+            .unwrap();
+        self.runtime
+            .block_on(self.c().set_window_size(1280, 900))
+            .unwrap();
+        overflow
+    }
+
     /// Saves a screenshot at `width` x `height` into `dir` (MIRAI_PAGE_SHOTS), when set.
     pub fn shot(&self, dir: &Option<PathBuf>, name: &str, width: u32, height: u32) {
         let Some(dir) = dir else { return };
