@@ -894,3 +894,38 @@ fn a_scoped_caller_cannot_write_delete_or_move_outside_its_paths() {
     let wrote = write(READER, "public/mine.png");
     assert_eq!(wrote.status, 200, "{wrote:?}");
 }
+
+#[test]
+fn an_upload_gets_the_mode_a_note_gets_under_the_servers_umask() {
+    // A person whose umask keeps their notes from others' eyes keeps their
+    // attachments too: an upload arrives private, then takes a new note's mode.
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("notes");
+    let (mut child, port) = crate::common::serve_child(&root, Some("027"));
+    let url = format!("http://127.0.0.1:{port}");
+    let client = reqwest::blocking::Client::new();
+    let uploaded = client
+        .post(format!("{url}/mcp/files/write?path=img/plot.png"))
+        .header("content-type", "image/png")
+        .body(b"\x89PNG\r\n\x1a\nbytes".to_vec())
+        .send()
+        .unwrap();
+    let wrote = client
+        .post(format!("{url}/mcp/notes/write"))
+        .json(&json!({"path": "img/plot.md", "content": "![[plot.png]]\n"}))
+        .send()
+        .unwrap();
+    let statuses = (uploaded.status().as_u16(), wrote.status().as_u16());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(statuses, (200, 200));
+    let mode = |rel: &str| {
+        std::fs::metadata(root.join(rel))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode("img/plot.md"), 0o640);
+    assert_eq!(mode("img/plot.png"), 0o640);
+}

@@ -6,7 +6,7 @@ use crate::common;
 
 use std::collections::BTreeSet;
 
-use common::{guest_cache, mirai_cli, TestServer};
+use common::{guest_cache, mirai_cli, serve_child, TestServer};
 use mirai::config::PolicyMode;
 use mirai::ops::TABLE;
 use rmcp::model::{
@@ -675,31 +675,6 @@ fn tool_descriptions_state_the_limits_the_server_uses() {
     );
 }
 
-/// `mirai serve` as a child process on a free loopback port, serving.
-fn serve_child(root: &std::path::Path) -> (std::process::Child, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = mirai_cli()
-        .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
-        .arg("--notes-root")
-        .arg(root)
-        .env("MIRAI_CACHE_DIR", guest_cache())
-        .env("RUST_LOG", "warn")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while reqwest::blocking::get(format!("http://127.0.0.1:{port}/health")).is_err() {
-        assert!(std::time::Instant::now() < deadline, "mirai never served");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    (child, port)
-}
-
 /// Sends `head` on a fresh connection and leaves it open.
 fn open_connection(port: u16, head: &str) -> std::net::TcpStream {
     use std::io::Write;
@@ -712,7 +687,7 @@ fn open_connection(port: u16, head: &str) -> std::net::TcpStream {
 fn a_stop_is_prompt_whatever_clients_did() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("notes");
-    let (mut child, port) = serve_child(&root);
+    let (mut child, port) = serve_child(&root, None);
     let url = format!("http://127.0.0.1:{port}/mcp");
     runtime().block_on(async {
         // The session the issue measured: initialize, tools, a read, a failing

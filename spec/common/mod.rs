@@ -324,6 +324,49 @@ pub fn guest_cache() -> PathBuf {
 /// The tests may run as root (CI does), which mirai refuses without MIRAI_ALLOW_ROOT.
 pub fn mirai_cli() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_mirai"));
+    clean_env(&mut command);
+    command
+}
+
+/// `mirai serve` as a child process on a free loopback port, serving
+/// `root`, with [`mirai_cli`]'s settings; under `umask` when one is given
+/// (started by `sh`, which sets it and execs mirai).
+pub fn serve_child(root: &Path, umask: Option<&str>) -> (std::process::Child, u16) {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut command = match umask {
+        None => Command::new(env!("CARGO_BIN_EXE_mirai")),
+        Some(umask) => {
+            let mut sh = Command::new("sh");
+            sh.args(["-c", &format!("umask {umask} && exec \"$0\" \"$@\"")])
+                .arg(env!("CARGO_BIN_EXE_mirai"));
+            sh
+        }
+    };
+    clean_env(&mut command);
+    let child = command
+        .args(["serve", "--host", "127.0.0.1", "--port", &port.to_string()])
+        .arg("--notes-root")
+        .arg(root)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while reqwest::blocking::get(format!("http://127.0.0.1:{port}/health")).is_err() {
+        assert!(std::time::Instant::now() < deadline, "mirai never served");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    (child, port)
+}
+
+/// None of the settings a developer's shell may carry; the shared guest
+/// cache; root allowed.
+fn clean_env(command: &mut Command) {
     for var in [
         "MIRAI_POLICY_MODE",
         "MCP_POLICY_MODE",
@@ -339,5 +382,4 @@ pub fn mirai_cli() -> Command {
     }
     command.env("MIRAI_CACHE_DIR", guest_cache());
     command.env("MIRAI_ALLOW_ROOT", "1");
-    command
 }

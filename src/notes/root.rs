@@ -471,6 +471,24 @@ fn note_temp_pid(name: &str) -> Option<u32> {
     Some(pid.parse().unwrap_or(u32::MAX))
 }
 
+/// The mode a new note gets from `open` (0644 less the process's umask),
+/// for a file made elsewhere (an upload, private while it arrived) that
+/// becomes one: read once from `/proc/self/status`, since asking `umask(2)`
+/// means changing it; 022 where that line is missing.
+fn new_file_mode() -> u32 {
+    static MODE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *MODE.get_or_init(|| {
+        let umask = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+                u32::from_str_radix(line.trim(), 8).ok()
+            })
+            .unwrap_or(0o022);
+        0o644 & !umask
+    })
+}
+
 /// Removes the regular files in `dir` whose names `matches`; answers how many.
 fn remove_matching(dir: &Dir, matches: impl Fn(&str) -> bool) -> usize {
     let Ok(entries) = dir.entries() else {
@@ -618,7 +636,7 @@ impl Slot {
         let file = place(&self.dir, &temp)?;
         let permissions = match keep {
             Some(permissions) => permissions.into_std(&file),
-            None => Ok(std::os::unix::fs::PermissionsExt::from_mode(0o644)),
+            None => Ok(std::os::unix::fs::PermissionsExt::from_mode(new_file_mode())),
         };
         match permissions.and_then(|permissions| file.set_permissions(permissions)) {
             Ok(()) => Ok(Prepared { temp, file }),
