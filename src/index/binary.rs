@@ -605,7 +605,7 @@ fn put_texts(idx: &mut Index, texts: Vec<Option<String>>) -> Res<()> {
         match (chunk, text) {
             (Some(chunk), Some(text)) => {
                 idx.content_bytes += text.len() as u64;
-                chunk.content = text;
+                chunk.content = text.into();
             }
             (None, None) => {}
             _ => return Err("a chunk's text is missing or belongs to no chunk".into()),
@@ -938,7 +938,7 @@ fn read_chunks(
             note: note_slot,
             chunk_index,
             // From the JSON artifact, once the tables are read.
-            content: String::new(),
+            content: "".into(),
             len,
         }));
     }

@@ -156,7 +156,7 @@ impl Index {
             && ranges.iter().zip(&note.chunks).all(|(&(s, e), &slot)| {
                 self.chunks[slot as usize]
                     .as_ref()
-                    .is_some_and(|chunk| chunk.content == content[s..e])
+                    .is_some_and(|chunk| *chunk.content == content[s..e])
             })
     }
 

@@ -165,7 +165,8 @@ pub struct ChunkRef(u32);
 struct Chunk {
     note: u32,
     chunk_index: u32,
-    content: String,
+    /// Shared with copies of the index (a dry run's, a scoped caller's): text is never copied.
+    content: std::sync::Arc<str>,
     /// Terms in the content (after stop words), the BM25 document length.
     len: u32,
 }
@@ -311,14 +312,8 @@ impl Index {
     /// Every chunk as (note path, the note's content hash, chunk index,
     /// text), in path then chunk order: what embeddings are made of.
     pub fn chunk_texts(&self) -> impl Iterator<Item = (&str, u64, usize, &str)> {
-        self.chunks_in_order().map(|(path, hash, _, chunk)| {
-            (
-                path,
-                hash,
-                chunk.chunk_index as usize,
-                chunk.content.as_str(),
-            )
-        })
+        self.chunks_in_order()
+            .map(|(path, hash, _, chunk)| (path, hash, chunk.chunk_index as usize, &*chunk.content))
     }
 
     /// Every chunk with its note's path and content hash and its slot, in
@@ -359,14 +354,8 @@ impl Index {
     /// Each note's chunks in path then chunk order (the artifact's order):
     /// path, chunk slot, chunk index and text.
     fn sorted_chunks(&self) -> impl Iterator<Item = (&str, u32, usize, &str)> {
-        self.chunks_in_order().map(|(path, _, slot, chunk)| {
-            (
-                path,
-                slot,
-                chunk.chunk_index as usize,
-                chunk.content.as_str(),
-            )
-        })
+        self.chunks_in_order()
+            .map(|(path, _, slot, chunk)| (path, slot, chunk.chunk_index as usize, &*chunk.content))
     }
 }
 

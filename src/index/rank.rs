@@ -759,7 +759,7 @@ impl Index {
             }
         }
         Some(Hit {
-            content: chunk.content.clone(),
+            content: chunk.content.to_string(),
             score,
             path: note.path.clone(),
             chunk_index: chunk.chunk_index as usize,

@@ -93,7 +93,7 @@ impl Index {
             if let Some(slot) = reused {
                 let same = self.chunks[slot as usize]
                     .as_ref()
-                    .is_some_and(|chunk| chunk.content == text);
+                    .is_some_and(|chunk| *chunk.content == *text);
                 if same {
                     slots.push(slot);
                     continue;
@@ -127,7 +127,7 @@ impl Index {
                 Chunk {
                     note: note_slot,
                     chunk_index: chunk_index as u32,
-                    content: text,
+                    content: text.into(),
                     len,
                 },
             );
@@ -245,7 +245,7 @@ impl Index {
                 Chunk {
                     note: note_slot,
                     chunk_index: chunk_index as u32,
-                    content: text,
+                    content: text.into(),
                     len,
                 },
             );
