@@ -335,7 +335,12 @@ fn shown<'a>(
                 vault_file("file-embed", file, closing)
             }
             Some(Some(file)) => vault_file("file-link", file, closing),
-            _ => {
+            // An embed of a vault file that is not there: marked as a broken link is.
+            Some(None) => {
+                closing.push(Event::InlineHtml(CowStr::from("</span>")));
+                Event::InlineHtml(CowStr::from("<span class=\"embed unresolved\">"))
+            }
+            None => {
                 closing.push(Event::InlineHtml(CowStr::from("</span>")));
                 Event::InlineHtml(CowStr::from("<span class=\"embed\">"))
             }
@@ -681,7 +686,10 @@ mod tests {
             html.contains("<span class=\"file-link\" data-file=\"docs/p.pdf\">paper</span>"),
             "{html}"
         );
-        assert!(html.contains("<span class=\"embed\">gone</span>"), "{html}");
+        assert!(
+            html.contains("<span class=\"embed unresolved\">gone</span>"),
+            "{html}"
+        );
         assert!(!html.contains("<img"), "{html}");
     }
 }
