@@ -7,7 +7,9 @@
 //! write) answered once with the facts, then marked `reply_contradicted`;
 //! plain answers as replies; only an answer's first code block run; results
 //! that look wrong (a list of nulls, an object iterated) named with the
-//! answers' real shapes, and the same failing code twice shown a working call.
+//! answers' real shapes, and the same failing code twice shown a working call
+//! (a read's from the table; a write's own call mended, never the table's
+//! example, whose text small models write into the note).
 
 use crate::common;
 
@@ -491,6 +493,30 @@ fn an_object_iterated_as_a_list_is_named() {
 
 #[test]
 fn the_same_failing_code_twice_is_shown_a_working_call_from_the_table() {
+    // A read: the table's own example, with the path the model used (small
+    // models copy a path verbatim).
+    let bad = r#"<code>return await mirai.notes.outline({path: "todo.md", depth: "all"});</code>"#;
+    let llm = answers(&[bad, bad, "<reply>todo.md has no headings.</reply>"]);
+    let server = server_for(&llm, |_| {});
+    ok_run(&server, "Outline todo.md.");
+    let observation = last_message(&llm, 2);
+    let example = mirai::ops::find("notes.outline").unwrap().example;
+    assert!(example.contains("trips/lisbon.md"));
+    let shown = example.replace("trips/lisbon.md", "todo.md");
+    assert!(
+        observation.contains("You sent this same code 2 times")
+            && observation
+                .contains("A call of mirai.notes.outline that works, from the API's own examples")
+            && observation.contains(serde_json::to_string(&shown).unwrap().trim_matches('"')),
+        "{observation}"
+    );
+}
+
+#[test]
+fn the_same_failing_write_twice_is_never_shown_the_tables_example() {
+    // A write's example text is what a small model writes into the note
+    // (seen in a real run): a write that failed twice gets its own call
+    // mended, or none.
     let bad = r#"<code>return await mirai.notes.edit({path: "todo.md", edits: [{old: "- buy bread", new: "- rye"}]});</code>"#;
     let llm = answers(&[
         bad,
@@ -501,19 +527,10 @@ fn the_same_failing_code_twice_is_shown_a_working_call_from_the_table() {
     ok_run(&server, "Make the bread rye.");
     let observation = last_message(&llm, 2);
     let example = mirai::ops::find("notes.edit").unwrap().example;
-    assert!(example.starts_with("await mirai.notes.edit({path: \"shop/list.md\""));
-    // The example with the path the model used: small models copy a path verbatim.
-    let shown = example.replace("shop/list.md", "todo.md");
+    assert!(example.contains("shop/list.md"));
     assert!(
         observation.contains("You sent this same code 2 times")
-            && observation
-                .contains("A call of mirai.notes.edit that works, from the API's own examples")
-            && observation.contains(
-                &serde_json::to_string(&shown)
-                    .unwrap()
-                    .trim_matches('"')
-                    .to_string()
-            )
+            && !observation.contains("from the API's own examples")
             && !observation.contains("shop/list.md"),
         "{observation}"
     );
@@ -687,4 +704,47 @@ fn a_tag_copied_from_the_prompts_examples_is_named_with_a_search_to_copy() {
             ),
         "{observation}"
     );
+}
+
+#[test]
+fn a_failed_write_is_shown_mended_in_the_models_own_words_never_the_tables_example() {
+    // From a real run: notes.write sent with notes.edit's `edits` twice, then
+    // the table's example written into the note ("# Porto ..."). Now the
+    // observation hands back the model's own call, mended, and no example text.
+    let create = r##"<think>Create it.</think><code>return await mirai.notes.write({path: "ideas/tea.md", edits: [{old: "", new: "# Tea\nTry oolong."}]});</code>"##;
+    let mended = r##"<think>As mirai says.</think><code>return await mirai.notes.write({"content":"# Tea\nTry oolong.","path":"ideas/tea.md"});</code>"##;
+    let assign = r#"<think>Fix it.</think><code>const text = (await mirai.notes.read({path: "todo.md"})).content; text = text.replace("milk", "oat milk"); return text;</code>"#;
+    let llm = answers(&[
+        create,
+        create,
+        mended,
+        assign,
+        "<think>Done.</think><reply>Created ideas/tea.md.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(
+        &server,
+        "Create ideas/tea.md with a heading Tea and the line Try oolong.",
+    );
+    for request in [1, 2] {
+        let observation = last_message(&llm, request);
+        assert!(
+            observation.contains(
+                r##"Your call, mended (your own path and text): mirai.notes.write({\"content\":\"# Tea\\nTry oolong.\",\"path\":\"ideas/tea.md\"})"##
+            ),
+            "{observation}"
+        );
+        assert!(!observation.contains("Porto"), "{observation}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("ideas/tea.md")).unwrap(),
+        "# Tea\nTry oolong."
+    );
+    // A const given a new value is told in plain words.
+    let observation = last_message(&llm, 4);
+    assert!(
+        observation.contains("`text` was declared with const, so it cannot be given a new value"),
+        "{observation}"
+    );
+    assert_eq!(report["outcome"]["kind"], "committed");
 }

@@ -13,6 +13,7 @@ pub mod prompt;
 pub mod protocol;
 mod run;
 mod settings;
+mod suggest;
 pub mod transcript;
 pub mod warnings;
 

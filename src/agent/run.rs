@@ -18,6 +18,7 @@ use super::llm::Message;
 use super::outcome::{self, contradiction, facts_message, failed_write, Kind, RunOutcome};
 use super::prompt::{self, system_prompt, PromptFacts};
 use super::protocol::{self, Broken};
+use super::suggest;
 use super::transcript::{Event, Transcript};
 use super::warnings::{self, claimed_change, Outcome};
 use super::{Agent, MAX_AGENT_STEPS, OBSERVATION_CAP};
@@ -1223,6 +1224,13 @@ fn observe(
     if let Some(note) = looks_wrong(evaluation) {
         add_note(&mut body, &note);
     }
+    if let Some(note) = evaluation
+        .error
+        .as_ref()
+        .and_then(|e| suggest::js_mistake(&e.message))
+    {
+        add_note(&mut body, &note);
+    }
     body
 }
 
@@ -1434,8 +1442,20 @@ fn malformed(evaluation: &Evaluation) -> Option<String> {
             format!(" `{field}` is a field of the request itself, beside `path`, not of each entry of `{list}`.")
         });
     // Not its example: small models copy an example's path and text verbatim.
+    // The model's own call, mended where mirai can, instead.
+    let own = evaluation
+        .calls
+        .iter()
+        .rev()
+        .find(|call| !call.ok && call.op == name)
+        .and_then(|call| serde_json::from_str::<Value>(&call.request).ok())
+        .filter(|_| entry.class == Class::Write)
+        .and_then(|request| suggest::own_call(entry, &request))
+        .map_or(String::new(), |own| {
+            format!(" Your call, mended (your own path and text): {own}")
+        });
     Some(format!(
-        "mirai.{name} takes {}.{misplaced}",
+        "mirai.{name} takes {}.{misplaced}{own}",
         prompt::shape(&schema)
     ))
 }
@@ -1516,9 +1536,25 @@ fn repeated(times: usize, evaluation: &Evaluation) -> String {
         let example = call
             .and_then(|call| Some((call, crate::ops::find(&call.op)?)))
             .map_or(String::new(), |(call, entry)| {
+                let request = serde_json::from_str::<Value>(&call.request).ok();
+                if entry.class == Class::Write {
+                    // Never a write's example: small models write its text into the note.
+                    // A malformed call's own, mended, is in `malformed`'s note already.
+                    if evaluation
+                        .error
+                        .as_ref()
+                        .is_some_and(|e| e.message.contains("malformed request for "))
+                    {
+                        return String::new();
+                    }
+                    return request
+                        .and_then(|request| suggest::own_call(entry, &request))
+                        .map_or(String::new(), |own| {
+                            format!(" Your call, mended (your own path and text): {own}")
+                        });
+                }
                 // With the path the model used: small models copy an example's path verbatim.
-                let example = match serde_json::from_str::<Value>(&call.request)
-                    .ok()
+                let example = match request
                     .and_then(|request| Some(request.get("path")?.as_str()?.to_string()))
                 {
                     Some(path) => with_path(entry.example, &path),
