@@ -748,3 +748,51 @@ fn a_failed_write_is_shown_mended_in_the_models_own_words_never_the_tables_examp
     );
     assert_eq!(report["outcome"]["kind"], "committed");
 }
+
+#[test]
+fn nothing_found_without_a_search_is_held_once_and_shown_a_search() {
+    // From a real run: "Which note mentions a heron?" looked with a made-up
+    // tag, found nothing, and answered "There is no note that mentions a heron."
+    let llm = answers(&[
+        r#"<code>return (await mirai.notes.list({tag: "heron"})).notes;</code>"#,
+        "<reply>There is no note that mentions a heron.</reply>",
+        "<reply>journal.md mentions a heron.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    server.write(
+        "journal.md",
+        "# Journal\n\nSaw a blue heron by the canal.\n",
+    );
+    server.commit_all();
+    let report = ok_run(&server, "Which note mentions a heron?");
+    let shown = last_message(&llm, 2);
+    assert!(
+        shown.starts_with("Your answer was not given to the user: it says nothing was found, but no search of the notes was made.")
+            && shown.contains("mirai.index.query")
+            && shown.contains("journal.md"),
+        "{shown}"
+    );
+    assert_eq!(report["reply"], "journal.md mentions a heron.");
+    let events = transcript(&server, &report);
+    assert!(
+        events.iter().any(|e| e["type"] == "first_look"),
+        "{events:?}"
+    );
+
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "reply_held" && e["why"] == "none_found_without_a_search"),
+        "{events:?}"
+    );
+
+    // A run that searched may answer that nothing was found.
+    let llm = answers(&[
+        r#"<code>return (await mirai.index.query({q: "pelican"})).chunks;</code>"#,
+        "<reply>There is no note that mentions a pelican.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Which note mentions a pelican?");
+    assert_eq!(report["reply"], "There is no note that mentions a pelican.");
+    assert_eq!(llm.requests().len(), 2);
+}

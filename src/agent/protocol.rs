@@ -98,6 +98,25 @@ pub fn looks_unfinished(reply: &str) -> bool {
         || lower.ends_with('…')
 }
 
+/// Whether a reply says the notes hold nothing that answers ("there is no
+/// note that mentions...", "I could not find..."): a negative answer, which
+/// a run that never searched the notes has not earned.
+pub fn says_none_found(reply: &str) -> bool {
+    const NONE: [&str; 9] = [
+        "there is no note",
+        "there are no notes",
+        "no note ",
+        "no notes ",
+        "none of the notes",
+        "could not find",
+        "couldn't find",
+        "did not find",
+        "no such note",
+    ];
+    let lower = reply.to_lowercase();
+    NONE.iter().any(|phrase| lower.contains(phrase))
+}
+
 /// An answer with no `<code>` tag whose JavaScript sits in a markdown fence
 /// (```js or ```javascript): the same answer with that fence as its code.
 fn fenced_code(text: &str) -> Option<String> {
@@ -181,6 +200,16 @@ fn unfence(code: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_that_nothing_was_found_is_recognised() {
+        assert!(says_none_found("There is no note that mentions a heron."));
+        assert!(says_none_found("I could not find anything about it."));
+        assert!(!says_none_found(
+            "journal.md mentions a heron: \"Saw a blue heron.\""
+        ));
+        assert!(!says_none_found("Note renamed."));
+    }
 
     #[test]
     fn think_and_code() {

@@ -226,10 +226,27 @@ impl Agent {
                 let nothing_ran = talk.run.steps.iter().all(|step| step.code.is_none());
                 // In a read-only run, a reply that says so is a refusal: nothing to look at.
                 let refusal = facts.read_only && reply.to_lowercase().contains("read-only");
-                let remind = (answer.plain || (hints.question && nothing_ran && !refusal))
+                // Nor has an answer that nothing was found, from a run that never searched.
+                // (A reply on a list of nulls is held for that, with its own words.)
+                let unsearched_none = hints.question
+                    && !nothing_ran
+                    && protocol::says_none_found(&reply)
+                    && !talk
+                        .run
+                        .steps
+                        .last()
+                        .is_some_and(|step| only_nulls(&step.result))
+                    && !talk.run.steps.iter().any(|step| {
+                        step.code
+                            .as_deref()
+                            .is_some_and(|code| code.contains("index.query"))
+                    });
+                let remind = (answer.plain
+                    || (hints.question && nothing_ran && !refusal)
+                    || unsearched_none)
                     && !talk.run.reminded
                     && talk.run.steps.len() + 1 < max_steps
-                    && (nothing_ran || protocol::looks_unfinished(&reply));
+                    && (nothing_ran || unsearched_none || protocol::looks_unfinished(&reply));
                 let parroted = !talk.run.held_a_reply
                     && talk.run.steps.len() + 1 < max_steps
                     && parrots(&reply, &talk.messages);
@@ -258,7 +275,10 @@ impl Agent {
                     // question gets that call's observation (a read, run by mirai).
                     let next = match nothing_ran {
                         true if hints.question => {
-                            self.look_first(&mut talk, run_ctx, task, landing)
+                            self.look_first(&mut talk, run_ctx, task, landing, LOOKED)
+                        }
+                        false if unsearched_none => {
+                            self.look_first(&mut talk, run_ctx, task, landing, SEARCHED_FIRST)
                         }
                         true => format!(
                             "{UNFINISHED} A first step for this task: {}",
@@ -266,7 +286,12 @@ impl Agent {
                         ),
                         false => UNFINISHED.to_string(),
                     };
-                    ("unfinished", next)
+                    let why = if unsearched_none {
+                        "none_found_without_a_search"
+                    } else {
+                        "unfinished"
+                    };
+                    (why, next)
                 } else {
                     talk.run.held_a_reply = true;
                     match held_for {
@@ -467,7 +492,8 @@ impl Agent {
         None
     }
 
-    /// For a question answered before any look at the notes: runs the task's
+    /// For a question answered before any look at the notes, or answered
+    /// that nothing was found without a search (`why` says which): runs the task's
     /// first call (mirai's own code, read-only, in the sandbox as any code of
     /// the run) and answers the message that shows the code and its
     /// observation. Recorded in the transcript as `first_look` with the code's events.
@@ -477,6 +503,7 @@ impl Agent {
         run_ctx: &Context,
         task: &str,
         landing: Landing,
+        why: &str,
     ) -> String {
         let call = first_call(run_ctx, task);
         let mut look = run_ctx.clone();
@@ -493,7 +520,7 @@ impl Agent {
             landing,
         );
         format!(
-            "{LOOKED}\n<code>{}</code>\n{}\n{AFTER_THE_LOOK}",
+            "{why}\n<code>{}</code>\n{}\n{AFTER_THE_LOOK}",
             call.code,
             render(&body)
         )
@@ -1131,6 +1158,11 @@ const UNFINISHED: &str = "Your answer had no <code> block and no <reply>, so it 
 /// notes, before the code mirai ran for it and that code's observation.
 const LOOKED: &str = "Your answer was not given to the user: it came before any look at the \
      notes. mirai ran a first step for this task:";
+
+/// What the model is told when it answered that the notes hold nothing
+/// without having searched them, before the code mirai ran and its observation.
+const SEARCHED_FIRST: &str = "Your answer was not given to the user: it says nothing was found, \
+     but no search of the notes was made. mirai ran a first step for this task:";
 
 /// What the model is told after the observation of the code mirai ran.
 const AFTER_THE_LOOK: &str =
