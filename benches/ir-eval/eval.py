@@ -323,6 +323,48 @@ def load_smart(folder, stem, title_only=lambda i: False):
     return notes, queries, rel, {}
 
 
+def slash_records(path):
+    """A file of records each ending in a line holding `/` (NPL's original layout):
+    [(number, text)], the number the record's first word, the text the rest, whitespace
+    collapsed. Empty records are kept (an empty text)."""
+    records, words = [], []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.strip() == "/":
+                if words:
+                    records.append((int(words[0]), " ".join(words[1:])))
+                words = []
+            else:
+                words.extend(line.split())
+    return records
+
+
+def load_npl_original(folder):
+    """NPL as distributed (`doc-text`, `query-text`, `rlv-ass`: number, text, `/`):
+    the same notes, queries and judgments as the bundled compact form (data/npl), read
+    from a folder given with `--collection-dir npl=DIR`."""
+    notes = {"d%04d.md" % i: "%s\n" % text
+             for i, text in slash_records(os.path.join(folder, "doc-text")) if text}
+    qtext = dict(slash_records(os.path.join(folder, "query-text")))
+    judged = {}
+    for q, rest in slash_records(os.path.join(folder, "rlv-ass")):
+        judged.setdefault(q, set()).update("d%04d.md" % int(d) for d in rest.split())
+    queries = [("q%03d" % q, qtext[q]) for q in sorted(judged) if judged[q]]
+    rel = {"q%03d" % q: paths for q, paths in judged.items() if paths}
+    return notes, queries, rel, {}
+
+
+def load_folder(folder):
+    """A collection folder: NPL's original layout (`doc-text`), or the compact SMART form
+    (`<NAME>.ALL`, `.QRY`, `.REL`, as data/<name>)."""
+    if os.path.exists(os.path.join(folder, "doc-text")):
+        return load_npl_original(folder)
+    stems = [f[:-4] for f in sorted(os.listdir(folder)) if f.endswith(".ALL")]
+    if len(stems) != 1:
+        sys.exit("%s: neither doc-text nor exactly one <NAME>.ALL" % folder)
+    return load_smart(folder, stems[0])
+
+
 # The development collections (data/<name>, each with its SOURCE.md). `-stubs`
 # variants keep only the title of every other document: the judgments are the
 # originals', so they test how title-only notes (stubs, daily notes, link hubs)
@@ -403,7 +445,13 @@ def score_collection(name, notes, queries, rel, exclude, variants, notes_dir=Non
 
 
 def collection_run(args):
-    names = args.collection or DEV_SET
+    for spec in args.collection_dir or []:
+        name, _, folder = spec.partition("=")
+        if not folder or not os.path.isdir(folder):
+            sys.exit("--collection-dir NAME=DIR: %r names no folder" % spec)
+        COLLECTIONS[name] = (lambda f: lambda: load_folder(f))(folder)
+    names = (args.collection or ([] if args.collection_dir else DEV_SET)) + [
+        s.partition("=")[0] for s in args.collection_dir or []]
     tables, per_query, query_terms = {}, {}, {}
     for name in names + (["vault"] if args.notes else []):
         if name == "vault":
@@ -412,8 +460,10 @@ def collection_run(args):
             notes, queries, rel, exclude = COLLECTIONS[name]()
         print("%s: %d notes, %d judged queries" % (name, len(notes), len(queries)), file=sys.stderr)
         # Chunk vectors are kept between runs (keyed by model and chunk text).
+        # IR_EVAL_VECTORS names the folder (default: the temporary one).
         os.environ["RANK_VECTORS"] = os.path.join(
-            tempfile.gettempdir(), "mirai-ir-eval-vectors-%s.bin" % name)
+            os.environ.get("IR_EVAL_VECTORS") or tempfile.gettempdir(),
+            "mirai-ir-eval-vectors-%s.bin" % name)
         tables[name], per_query[name] = score_collection(
             name, notes, queries, rel, exclude, args.variants, args.notes if name == "vault" else None)
         terms = sorted(QUERY_TERMS.values())
@@ -461,6 +511,9 @@ def main():
     ap.add_argument("--collection", nargs="*", choices=sorted(COLLECTIONS),
                     help="test collections under data/ (none named: the whole development set); "
                          "with --notes, the vault's known items are one more")
+    ap.add_argument("--collection-dir", nargs="*", metavar="NAME=DIR",
+                    help="more collections from folders outside the project: NPL's original "
+                         "layout (doc-text, query-text, rlv-ass) or the compact form of data/<name>")
     ap.add_argument("--summary-only", action="store_true",
                     help="print only the table of variants by collection")
     ap.add_argument("--per-set", type=int, default=300)
@@ -469,6 +522,8 @@ def main():
                          "query's distinct indexed terms as JSON (for query-length levers)")
     ap.add_argument("--variants", nargs="*")
     args = ap.parse_args()
+    if args.collection_dir and args.collection is None:
+        args.collection = []
     if args.collection is not None:
         if not args.variants:
             args.variants = list(COLLECTION_VARIANTS)

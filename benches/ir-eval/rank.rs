@@ -14,7 +14,11 @@
 //! Semantic and hybrid variants add `mode=semantic|hybrid`, and for hybrid
 //! `fusion=rrf|weighted` with `rrfk` or `alpha` (the lexical weight), `depth` (each
 //! side's list) and `fill` (0/1: a chunk missing from one side's list gets its exact
-//! score there instead of that list's lowest); they embed with the embedding server configured as the server's
+//! score there instead of that list's lowest), `miss` (a share of the chunks, picked by a hash
+//! of path and chunk index, treated as not embedded yet, as while the server's worker catches
+//! up) and `missfill` (0/1: a chunk without a vector counts 0 on the semantic side, as the
+//! server does, or its normalized lexical score there, so it is neither pushed down nor
+//! lifted by having no vector); they embed with the embedding server configured as the server's
 //! `MIRAI_EMBED_*` settings say, keeping chunk vectors in the file `RANK_VECTORS` names.
 //! Prints `variant<TAB>qid<TAB>rank<TAB>path<TAB>chunk_index<TAB>score` lines; with
 //! `RANK_QLEN` set, writes `qid<TAB>distinct indexed terms` per query (the first
@@ -66,6 +70,11 @@ struct Ranking {
     /// 0 without a query term), normalized by that side's list like the rest,
     /// instead of counting as that list's lowest.
     fill: bool,
+    /// The share of chunks treated as having no vector yet.
+    miss: f64,
+    /// Weighted fusion: a chunk without a vector scores its lexical part on
+    /// the semantic side too, instead of 0.
+    missfill: bool,
 }
 
 fn params(spec: &str) -> (String, Params, Ranking) {
@@ -76,6 +85,8 @@ fn params(spec: &str) -> (String, Params, Ranking) {
         fusion: mirai::embed::search::DEFAULT_FUSION,
         depth: mirai::embed::FUSION_DEPTH,
         fill: false,
+        miss: 0.0,
+        missfill: false,
     };
     for pair in kv.split(',').filter(|s| !s.is_empty()) {
         let (k, v) = pair.split_once('=').expect("key=value");
@@ -100,6 +111,8 @@ fn params(spec: &str) -> (String, Params, Ranking) {
             "alpha" => r.fusion = Fusion::Weighted { lexical_weight: f },
             "depth" => r.depth = f as usize,
             "fill" => r.fill = f != 0.0,
+            "miss" => r.miss = f,
+            "missfill" => r.missfill = f != 0.0,
             "k1" => p.k1 = f,
             "b" => p.b = f,
             "tw" => p.title_weight = f,
@@ -131,9 +144,20 @@ fn params(spec: &str) -> (String, Params, Ranking) {
     (name.to_string(), p, r)
 }
 
+/// Whether a chunk counts as not embedded yet when a share `miss` of them does:
+/// an FNV-1a hash of its path and index, so the same chunks for every variant.
+fn unembedded(path: &str, chunk_index: usize, miss: f64) -> bool {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in path.bytes().chain(chunk_index.to_le_bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    ((h >> 11) as f64 / (1u64 << 53) as f64) < miss
+}
+
 /// The embedding client and the vectors of every chunk of `idx`, embedded
-/// where the cache file has none.
-fn embedded(idx: &Index, client: &Client) -> Matrix {
+/// where the cache file has none; the search's matrix leaves out the share
+/// `miss` of the chunks (see [`unembedded`]).
+fn embedded(idx: &Index, client: &Client, miss: f64) -> Matrix {
     let cache = std::env::var("RANK_VECTORS").expect("RANK_VECTORS: where to keep chunk vectors");
     let model = &client.config().model;
     let mut vectors = std::fs::read(&cache)
@@ -168,7 +192,62 @@ fn embedded(idx: &Index, client: &Client) -> Matrix {
         );
         std::fs::write(&cache, vectors.encode()).expect("write RANK_VECTORS");
     }
-    Matrix::build(&keyed, &vectors)
+    let kept: Vec<_> = keyed
+        .into_iter()
+        .filter(|k| !unembedded(k.path, k.chunk_index, miss))
+        .collect();
+    Matrix::build(&kept, &vectors)
+}
+
+/// Weighted fusion as the server's `fuse`, except that a chunk without a
+/// vector (see [`unembedded`]) scores its normalized lexical part on the semantic
+/// side too.
+fn missfilled(
+    idx: &Index,
+    q: &str,
+    lexical: &[(f64, ChunkRef)],
+    semantic: &[(f64, ChunkRef)],
+    ranking: &Ranking,
+    limit: usize,
+) -> Vec<(f64, ChunkRef)> {
+    let Fusion::Weighted { lexical_weight } = ranking.fusion else {
+        panic!("missfill=1 is for weighted fusion");
+    };
+    let range = |list: &[(f64, ChunkRef)]| {
+        let max = list.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max);
+        let min = list.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
+        move |x: f64| {
+            if max > min {
+                (x - min) / (max - min)
+            } else {
+                1.0
+            }
+        }
+    };
+    let (lnorm, snorm) = (range(lexical), range(semantic));
+    let sem: HashMap<ChunkRef, f64> = semantic.iter().map(|&(s, c)| (c, snorm(s))).collect();
+    let hits = idx.hits(q, lexical);
+    let mut out: Vec<(f64, ChunkRef)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (&(score, chunk), hit) in lexical.iter().zip(hits) {
+        seen.insert(chunk);
+        let lex = lnorm(score);
+        let no_vector = hit.is_some_and(|h| unembedded(&h.path, h.chunk_index, ranking.miss));
+        let s = match sem.get(&chunk) {
+            Some(&s) => s,
+            None if no_vector => lex,
+            None => 0.0,
+        };
+        out.push((lexical_weight * lex + (1.0 - lexical_weight) * s, chunk));
+    }
+    for &(_, chunk) in semantic {
+        if seen.insert(chunk) {
+            out.push(((1.0 - lexical_weight) * sem[&chunk], chunk));
+        }
+    }
+    out.sort_by(|a, b| b.0.total_cmp(&a.0));
+    out.truncate(limit);
+    out
 }
 
 /// Weighted fusion of each side's best `ranking.depth` chunks where a chunk
@@ -259,7 +338,7 @@ fn main() {
         }
         let semantic = (ranking.mode != "lexical").then(|| {
             let client = client();
-            let matrix = embedded(&idx, &client);
+            let matrix = embedded(&idx, &client, ranking.miss);
             (client, matrix)
         });
         for (qid, q) in &queries {
@@ -275,6 +354,9 @@ fn main() {
                     let near = matrix.nearest(&idx, qv, ranking.depth, None);
                     let ranked: Vec<(f64, ChunkRef)> = if ranking.mode == "semantic" {
                         near.into_iter().take(depth).collect()
+                    } else if ranking.missfill {
+                        let lexical = idx.ranked(q, ranking.depth, None);
+                        missfilled(&idx, q, &lexical, &near, &ranking, depth)
                     } else if ranking.fill {
                         filled(&idx, matrix, q, qv, &ranking, depth)
                     } else {
