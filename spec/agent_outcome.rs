@@ -796,3 +796,26 @@ fn nothing_found_without_a_search_is_held_once_and_shown_a_search() {
     assert_eq!(report["reply"], "There is no note that mentions a pelican.");
     assert_eq!(llm.requests().len(), 2);
 }
+
+#[test]
+fn an_edit_of_nothing_but_new_text_is_shown_the_append_it_is() {
+    // From real runs: `old: ""` sent eight times until max_steps.
+    let bad = r#"<code>return await mirai.notes.edit({path: "todo.md", edits: [{old: "", new: "- buy eggs"}]});</code>"#;
+    let append =
+        r#"<code>return await mirai.notes.append({"path":"todo.md","text":"- buy eggs"});</code>"#;
+    let llm = answers(&[bad, append, "<reply>Added - buy eggs to todo.md.</reply>"]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Add buy eggs to todo.md.");
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation.contains(
+            r#"Your call, mended (your own path and text): mirai.notes.append({\"path\":\"todo.md\",\"text\":\"- buy eggs\"})"#
+        ),
+        "{observation}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("todo.md")).unwrap(),
+        format!("{TODO}- buy eggs\n")
+    );
+    assert_eq!(report["outcome"]["kind"], "committed");
+}

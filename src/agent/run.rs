@@ -1389,9 +1389,23 @@ fn failed_writes(evaluation: &Evaluation) -> Option<String> {
              Next: a <reply> telling the user the change could not be made."
         )
     } else {
+        // The model's own call, mended where mirai can (a malformed one's is in `malformed`'s note).
+        let own = evaluation
+            .calls
+            .iter()
+            .filter(|call| !call.ok && is_write(&call.op))
+            .filter(|call| !call.answer.contains("malformed request for "))
+            .find_map(|call| {
+                let entry = crate::ops::find(&call.op)?;
+                let request = serde_json::from_str::<Value>(&call.request).ok()?;
+                suggest::own_call(entry, &request)
+            })
+            .map_or(String::new(), |own| {
+                format!(" Your call, mended (your own path and text): {own}")
+            });
         format!(
             "The {calls} changed nothing. Next: a <code> block that calls it again, fixed as the \
-             error message says (it often names the right path or the exact text)."
+             error message says (it often names the right path or the exact text).{own}"
         )
     })
 }
