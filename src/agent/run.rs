@@ -1393,16 +1393,9 @@ fn failed_writes(evaluation: &Evaluation) -> Option<String> {
         let own = evaluation
             .calls
             .iter()
-            .filter(|call| !call.ok && is_write(&call.op))
-            .filter(|call| !call.answer.contains("malformed request for "))
-            .find_map(|call| {
-                let entry = crate::ops::find(&call.op)?;
-                let request = serde_json::from_str::<Value>(&call.request).ok()?;
-                suggest::own_call(entry, &request)
-            })
-            .map_or(String::new(), |own| {
-                format!(" Your call, mended (your own path and text): {own}")
-            });
+            .filter(|call| !call.ok && !call.answer.contains("malformed request for "))
+            .find_map(suggest::mended)
+            .unwrap_or_default();
         format!(
             "The {calls} changed nothing. Next: a <code> block that calls it again, fixed as the \
              error message says (it often names the right path or the exact text).{own}"
@@ -1494,12 +1487,8 @@ fn malformed(evaluation: &Evaluation) -> Option<String> {
         .iter()
         .rev()
         .find(|call| !call.ok && call.op == name)
-        .and_then(|call| serde_json::from_str::<Value>(&call.request).ok())
-        .filter(|_| entry.class == Class::Write)
-        .and_then(|request| suggest::own_call(entry, &request))
-        .map_or(String::new(), |own| {
-            format!(" Your call, mended (your own path and text): {own}")
-        });
+        .and_then(suggest::mended)
+        .unwrap_or_default();
     Some(format!(
         "mirai.{name} takes {}.{misplaced}{own}",
         prompt::shape(&schema)
@@ -1582,7 +1571,6 @@ fn repeated(times: usize, evaluation: &Evaluation) -> String {
         let example = call
             .and_then(|call| Some((call, crate::ops::find(&call.op)?)))
             .map_or(String::new(), |(call, entry)| {
-                let request = serde_json::from_str::<Value>(&call.request).ok();
                 if entry.class == Class::Write {
                     // Never a write's example: small models write its text into the note.
                     // A malformed call's own, mended, is in `malformed`'s note already.
@@ -1593,12 +1581,9 @@ fn repeated(times: usize, evaluation: &Evaluation) -> String {
                     {
                         return String::new();
                     }
-                    return request
-                        .and_then(|request| suggest::own_call(entry, &request))
-                        .map_or(String::new(), |own| {
-                            format!(" Your call, mended (your own path and text): {own}")
-                        });
+                    return suggest::mended(call).unwrap_or_default();
                 }
+                let request = serde_json::from_str::<Value>(&call.request).ok();
                 // With the path the model used: small models copy an example's path verbatim.
                 let example = match request
                     .and_then(|request| Some(request.get("path")?.as_str()?.to_string()))

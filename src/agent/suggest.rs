@@ -5,7 +5,20 @@
 
 use serde_json::{Map, Value};
 
-use crate::ops::OpEntry;
+use crate::ops::{Class, OpEntry};
+use crate::sandbox::CallRecord;
+
+/// For a failed call of a write row: the observation's sentence handing
+/// back its own call, mended ([`own_call`]); `None` for a read, or when
+/// nothing can be mended.
+pub fn mended(call: &CallRecord) -> Option<String> {
+    let entry = crate::ops::find(&call.op).filter(|entry| entry.class == Class::Write)?;
+    let request = serde_json::from_str::<Value>(&call.request).ok()?;
+    let own = own_call(entry, &request)?;
+    Some(format!(
+        " Your call, mended (your own path and text): {own}"
+    ))
+}
 
 /// The call of write row `entry` the model's failed `request` meant, when
 /// mirai can mend it: the fields the row does not take dropped, a missing

@@ -490,7 +490,7 @@ fn new_file_mode() -> u32 {
 }
 
 /// Removes the regular files in `dir` whose names `matches`; answers how many.
-fn remove_matching(dir: &Dir, matches: impl Fn(&str) -> bool) -> usize {
+pub(super) fn remove_matching(dir: &Dir, matches: impl Fn(&str) -> bool) -> usize {
     let Ok(entries) = dir.entries() else {
         return 0;
     };

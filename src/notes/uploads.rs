@@ -20,7 +20,7 @@ use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use rustix::fs::{flock, FlockOperation};
 use sha1::Digest;
 
-use super::root::{open_folder, Root};
+use super::root::{open_folder, remove_matching, Root};
 
 /// The folder of uploads under `.mirai/`.
 const UPLOADS: &str = "uploads";
@@ -135,30 +135,15 @@ impl Root {
         let Ok(Some((dir, _))) = open_folder(&state, UPLOADS, false) else {
             return 0;
         };
-        let Ok(entries) = dir.entries() else {
-            return 0;
-        };
-        let mut removed = 0;
-        for entry in entries.flatten() {
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
-            };
-            if !name.ends_with(PART) || !entry.file_type().is_ok_and(|t| t.is_file()) {
-                continue;
-            }
+        remove_matching(&dir, |name| {
             let mut options = OpenOptions::new();
             options.read(true).follow(FollowSymlinks::No);
-            let Ok(file) = dir.open_with(&name, &options) else {
-                continue;
-            };
-            // Locked: a live upload. Unlocked: its process died.
-            if flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok()
-                && dir.remove_file(&name).is_ok()
-            {
-                removed += 1;
-            }
-        }
-        removed
+            // Unlocked: its process died. Locked: a live upload, which stays.
+            name.ends_with(PART)
+                && dir.open_with(name, &options).is_ok_and(|file| {
+                    flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok()
+                })
+        })
     }
 }
 
