@@ -594,7 +594,8 @@ fn read_only_runs_are_allowed_and_their_writes_denied() {
     assert!(
         observation.contains(
             "The notes.write call changed nothing: this deployment is read-only and no write can \
-             succeed. Next: a <reply>"
+             succeed. Next: a <reply> that says so, e.g. <reply>This deployment is read-only, so \
+             nothing was changed.</reply>"
         ),
         "{observation}"
     );

@@ -126,7 +126,7 @@ fn code_returning_a_success_string_without_a_write_is_a_claim() {
     let observation = last_message(&llm, 1);
     assert!(
         observation.contains(
-            r#"Your code returned \"Changed 'weekly' to 'daily' in todo.md\", but no write succeeded in it"#
+            r#"Your code returned "Changed 'weekly' to 'daily' in todo.md", but no write succeeded in it"#
         ),
         "{observation}"
     );
@@ -259,6 +259,11 @@ fn a_plain_answer_is_the_reply_after_one_reminder_when_nothing_was_looked_at() {
     );
     assert_eq!(report["steps"][1]["error"], Value::Null);
     assert_eq!(report["outcome"]["kind"], "nothing");
+    // The outcome says why nothing was changed.
+    assert_eq!(
+        report["outcome"]["summary"],
+        "Nothing was changed: this deployment is read-only (it reads and searches, never writes)."
+    );
 }
 
 #[test]
@@ -437,7 +442,7 @@ fn a_list_of_nulls_names_the_real_shape_and_a_reply_on_it_is_held_once() {
                 "mirai.notes.list answers {notes: string[2]} (a list of plain strings: each entry is the value itself"
             )
             // The data itself, to answer from.
-            && observation.contains(r#"What mirai.notes.list answered: {\"notes\":[\""#)
+            && observation.contains(r#"What mirai.notes.list answered: {"notes":[""#)
             && observation.contains("todo.md"),
         "{observation}"
     );
@@ -507,7 +512,7 @@ fn the_same_failing_code_twice_is_shown_a_working_call_from_the_table() {
         observation.contains("You sent this same code 2 times")
             && observation
                 .contains("A call of mirai.notes.outline that works, from the API's own examples")
-            && observation.contains(serde_json::to_string(&shown).unwrap().trim_matches('"')),
+            && observation.contains(&shown),
         "{observation}"
     );
 }
@@ -631,7 +636,7 @@ fn a_whole_note_written_back_unchanged_shows_the_note_to_change() {
     assert!(
         observation.contains("changed nothing")
             && observation
-                .contains(r##"todo.md holds: \"# Todo\\n\\n- buy milk\\n- water the plants\\n\""##),
+                .contains(r##"todo.md holds: "# Todo\n\n- buy milk\n- water the plants\n""##),
         "{observation}"
     );
     assert_eq!(report["outcome"]["kind"], "committed");
@@ -697,10 +702,9 @@ fn a_tag_copied_from_the_prompts_examples_is_named_with_a_search_to_copy() {
     ok_run(&server, "Which of my tags has a note that mentions milk?");
     let observation = last_message(&llm, 1);
     assert!(
-        observation
-            .contains(r#"\"recipe\" is a tag from the examples; the task names no such tag."#)
+        observation.contains(r#""recipe" is a tag from the examples; the task names no such tag."#)
             && observation.contains(
-                r#"mirai.index.query({q: \"Which of my tags has a note that mentions milk?\""#
+                r#"mirai.index.query({q: "Which of my tags has a note that mentions milk?""#
             ),
         "{observation}"
     );
@@ -730,10 +734,12 @@ fn a_failed_write_is_shown_mended_in_the_models_own_words_never_the_tables_examp
         let observation = last_message(&llm, request);
         assert!(
             observation.contains(
-                r##"Your call, mended (your own path and text): mirai.notes.write({\"content\":\"# Tea\\nTry oolong.\",\"path\":\"ideas/tea.md\"})"##
+                r##"Your call, mended (your own path and text): mirai.notes.write({"content":"# Tea\nTry oolong.","path":"ideas/tea.md"})"##
             ),
             "{observation}"
         );
+        // The note is plain text after the observation's JSON: its code has single escapes.
+        assert!(!observation.contains(r"\\n"), "{observation}");
         assert!(!observation.contains("Porto"), "{observation}");
     }
     assert_eq!(
@@ -809,7 +815,7 @@ fn an_edit_of_nothing_but_new_text_is_shown_the_append_it_is() {
     let observation = last_message(&llm, 1);
     assert!(
         observation.contains(
-            r#"Your call, mended (your own path and text): mirai.notes.append({\"path\":\"todo.md\",\"text\":\"- buy eggs\"})"#
+            r#"Your call, mended (your own path and text): mirai.notes.append({"path":"todo.md","text":"- buy eggs"})"#
         ),
         "{observation}"
     );
@@ -818,4 +824,157 @@ fn an_edit_of_nothing_but_new_text_is_shown_the_append_it_is() {
         format!("{TODO}- buy eggs\n")
     );
     assert_eq!(report["outcome"]["kind"], "committed");
+}
+
+#[test]
+fn a_reply_naming_a_note_that_does_not_exist_is_held_once_and_shown_a_search() {
+    // From a real run: the model answered with trips/lisbon.md, a path from the
+    // prompt's examples that it had read and been told is not there.
+    let llm = answers(&[
+        r#"<code>return (await mirai.notes.read({path: "todo.md"})).content;</code>"#,
+        "<reply>trips/lisbon.md says to buy milk.</reply>",
+        "<reply>todo.md says to buy milk.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let head = server.head();
+    let report = ok_run(
+        &server,
+        "Which note says to buy milk? Answer with its path.",
+    );
+    assert_eq!(report["stopped"], "reply");
+    assert_eq!(report["reply"], "todo.md says to buy milk.");
+    assert_eq!(
+        report["steps"][1]["contested_reply"],
+        "trips/lisbon.md says to buy milk."
+    );
+    assert_eq!(report["warnings"], json!([]));
+    let told = last_message(&llm, 2);
+    assert!(
+        told.starts_with(
+            "Your reply was not given to the user: it names trips/lisbon.md, but there is no note at that path."
+        ) && told.contains("mirai.index.query"),
+        "{told}"
+    );
+    let contested: Vec<Value> = transcript(&server, &report)
+        .into_iter()
+        .filter(|e| e["type"] == "reply_contested")
+        .map(|e| e["why"].clone())
+        .collect();
+    assert_eq!(
+        contested,
+        vec![json!(
+            "the reply names trips/lisbon.md, but there is no note at that path"
+        )]
+    );
+    assert_eq!(server.head(), head);
+}
+
+#[test]
+fn a_second_reply_naming_a_missing_note_stands_with_its_warning() {
+    let invented = "<reply>trips/lisbon.md says to buy milk.</reply>";
+    let llm = answers(&[
+        r#"<code>return (await mirai.notes.read({path: "todo.md"})).content;</code>"#,
+        invented,
+        invented,
+    ]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(
+        &server,
+        "Which note says to buy milk? Answer with its path.",
+    );
+    assert_eq!(report["reply"], "trips/lisbon.md says to buy milk.");
+    assert_eq!(
+        report["warnings"],
+        json!(["the model's reply names trips/lisbon.md, but there is no note at that path"])
+    );
+    assert_eq!(report["steps"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn a_write_sent_again_after_it_succeeded_is_not_run_and_said_so() {
+    // From a real run: the model appended its line, then sent the same append
+    // again; the note got the line twice.
+    let llm = answers(&[
+        APPEND,
+        APPEND,
+        "<reply>Added \"- bread\" to todo.md.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Add bread to todo.md.");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("todo.md")).unwrap(),
+        format!("{TODO}- bread\n")
+    );
+    assert_eq!(report["commits"].as_array().unwrap().len(), 1);
+    assert_eq!(report["outcome"]["kind"], "committed");
+    assert_eq!(report["reply"], "Added \"- bread\" to todo.md.");
+    // The first observation says the change is made.
+    let first = last_message(&llm, 1);
+    let commit = report["commits"][0].as_str().unwrap();
+    assert!(
+        first.contains(&format!(
+            "note: Done: the change to todo.md is committed ({}). Do not send this code again",
+            &commit[..7]
+        )),
+        "{first}"
+    );
+    // The second was not run, and the step says why.
+    assert_eq!(
+        report["steps"][1]["not_run"],
+        "it is step 1's code, whose notes.append of todo.md already succeeded"
+    );
+    assert_eq!(report["steps"][1]["calls"], json!([]));
+    let second = last_message(&llm, 2);
+    assert!(
+        second.contains("\"not_run\":true")
+            && second.contains("This code was not run: it is step 1's code"),
+        "{second}"
+    );
+    let not_run: Vec<Value> = transcript(&server, &report)
+        .into_iter()
+        .filter(|e| e["type"] == "not_run")
+        .map(|e| e["step"].clone())
+        .collect();
+    assert_eq!(not_run, vec![json!(2)]);
+}
+
+#[test]
+fn a_failed_write_sent_again_is_run_again() {
+    let missing =
+        r#"<code>return await mirai.notes.append({path: "nope.md", text: "- bread"});</code>"#;
+    let llm = answers(&[
+        missing,
+        missing,
+        "<reply>nope.md is not there; nothing was changed.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Add bread to nope.md.");
+    // Both ran (and failed): only a write that succeeded is kept from running twice.
+    assert_eq!(report["steps"][1]["calls"][0]["ok"], false);
+    assert_eq!(report["steps"][1].get("not_run"), None);
+    assert_eq!(report["outcome"]["kind"], "nothing");
+}
+
+#[test]
+fn the_same_code_answering_nothing_twice_gets_mirais_own_look_once() {
+    // From a real run: `notes.list(...).notes[0]` of an empty list, eight times.
+    let empty = r#"<code>return (await mirai.notes.list({prefix: "trips/"})).notes[0];</code>"#;
+    let llm = answers(&[empty, empty, "<reply>todo.md says to buy milk.</reply>"]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Which note says to buy milk?");
+    assert_eq!(report["reply"], "todo.md says to buy milk.");
+    let told = last_message(&llm, 2);
+    assert!(
+        told.starts_with("You sent the same code twice and it answered nothing both times")
+            && told.contains("mirai.index.query({q: \"Which note says to buy milk?\"")
+            // The look's observation: the search found the note.
+            && told.contains("[\"todo.md\",")
+            && told.contains("Next: answer the task from this observation"),
+        "{told}"
+    );
+    let looks = transcript(&server, &report)
+        .into_iter()
+        .filter(|e| e["type"] == "first_look")
+        .count();
+    assert_eq!(looks, 1);
 }

@@ -73,7 +73,7 @@ impl RunOutcome {
         notes.sort();
         notes.dedup();
         failed.truncate(MAX_FAILED);
-        let summary = summarize(kind, &notes, &commits, proposal.as_deref(), &failed);
+        let summary = summarize(kind, &notes, &commits, proposal.as_deref(), &failed, false);
         RunOutcome {
             kind,
             summary,
@@ -83,6 +83,20 @@ impl RunOutcome {
             failed,
         }
     }
+
+    /// The outcome of a run in a read-only deployment: when nothing was
+    /// changed, the summary says why.
+    pub fn in_read_only(mut self) -> RunOutcome {
+        self.summary = summarize(
+            self.kind,
+            &self.notes,
+            &self.commits,
+            self.proposal.as_deref(),
+            &self.failed,
+            true,
+        );
+        self
+    }
 }
 
 fn summarize(
@@ -91,6 +105,7 @@ fn summarize(
     commits: &[String],
     proposal: Option<&str>,
     failed: &[FailedWrite],
+    read_only: bool,
 ) -> String {
     let named = name_notes(notes);
     let mut summary = match kind {
@@ -109,6 +124,9 @@ fn summarize(
         ),
         Kind::DryRun => {
             format!("Dry run: changes to {named} were kept aside; nothing was committed.")
+        }
+        Kind::Nothing if read_only => {
+            "Nothing was changed: this deployment is read-only (it reads and searches, never writes).".to_string()
         }
         Kind::Nothing => "Nothing was changed.".to_string(),
     };
@@ -278,6 +296,19 @@ mod tests {
             outcome.summary,
             "Nothing was changed. 1 write failed: notes.edit todo.md (conflict)."
         );
+        // A read-only deployment's outcome says why nothing was changed; a change it names as ever.
+        assert_eq!(
+            nothing().in_read_only().summary,
+            "Nothing was changed: this deployment is read-only (it reads and searches, never writes)."
+        );
+        let dry = RunOutcome::new(
+            Kind::DryRun,
+            ["a.md".to_string()],
+            Vec::new(),
+            None,
+            Vec::new(),
+        );
+        assert_eq!(dry.clone().in_read_only().summary, dry.summary);
         // A cut answer still names the call.
         let cut = failed_write("notes.write", "{\"path\":\"x", "{\"error\":{\"co");
         assert_eq!((cut.path, cut.code.as_str()), (None, "failed"));

@@ -73,6 +73,10 @@ pub struct Step {
     /// What the answer wrote after its first code block, dropped unrun.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dropped: Option<String>,
+    /// Why the step's code was not run: it was an earlier step's code whose
+    /// write had succeeded, and running it again would make the change twice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_run: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -175,6 +179,12 @@ impl Agent {
             .list()
             .map(|notes| notes.into_iter().collect())
             .unwrap_or_default();
+        let seen = Seen {
+            ctx,
+            run_id: &run_id,
+            task,
+            notes_before: &notes_before,
+        };
         let starter = ctx.caller().map(|c| c.name.clone());
         let mut telling = telling_the_stream(ctx.events.clone(), run_id.clone(), starter, listener);
         let mut transcript = Transcript::create(&self.runs, &run_id, &mut telling);
@@ -263,7 +273,7 @@ impl Agent {
                     .run
                     .replied(answer.think, answer.reply, answer.dropped, llm_ms, hold)
                 {
-                    if self.contest(&mut talk, ctx, &writes, &run_id) {
+                    if self.contest(&mut talk, &writes, &seen) {
                         continue;
                     }
                     break Stopped::Reply;
@@ -317,10 +327,21 @@ impl Agent {
                 llm_ms,
             };
             if let Some(stopped) = self.run_code(&mut talk, run_ctx, task, ran, landing) {
-                if stopped == Stopped::Reply && self.contest(&mut talk, ctx, &writes, &run_id) {
+                if stopped == Stopped::Reply && self.contest(&mut talk, &writes, &seen) {
                     continue;
                 }
                 break stopped;
+            }
+            // The same code answering nothing twice: small models send it until the
+            // steps run out. Once per run, mirai looks for them (its observation shown).
+            if talk.run.repeats > 0
+                && !talk.run.looked_again
+                && talk.run.steps.last().is_some_and(answered_nothing)
+            {
+                talk.run.looked_again = true;
+                let next = self.look_first(&mut talk, run_ctx, task, landing, NOTHING_TWICE);
+                talk.messages.pop();
+                talk.messages.push(Message::user(next));
             }
         };
         let Talk {
@@ -421,6 +442,45 @@ impl Agent {
             transcript,
         } = talk;
         let step = run.steps.len() + 1;
+        if let Some(why) = done_before(&run.steps, &ran.code) {
+            // Small models send a write that succeeded again: a line appended twice.
+            transcript.record(
+                "not_run",
+                json!({"step": step, "code": ran.code, "why": why}),
+            );
+            run.steps.push(Step {
+                think: ran.think,
+                code: Some(ran.code),
+                result: Value::Null,
+                error: None,
+                console: Vec::new(),
+                calls: Vec::new(),
+                llm_ms: ran.llm_ms,
+                held_reply: None,
+                contested_reply: None,
+                dropped: ran.dropped,
+                not_run: Some(why.clone()),
+            });
+            run.repeats = 0;
+            if ran.reply.is_some() {
+                run.reply = ran.reply;
+                return Some(Stopped::Reply);
+            }
+            let mut body = json!({"result": null, "not_run": true});
+            if landing == Landing::Committed {
+                body["commits_so_far"] = json!(run.commits.len());
+            }
+            add_note(
+                &mut body,
+                &format!(
+                    "This code was not run: {why}, so running it again would make the change twice. \
+                     The change is made. If the task asked for nothing more, next: a <reply> that says \
+                     what was changed."
+                ),
+            );
+            messages.push(Message::user(render(&body)));
+            return None;
+        }
         let system = messages
             .first()
             .map_or("", |m| m.content.as_str())
@@ -463,6 +523,7 @@ impl Agent {
             held_reply: None,
             contested_reply: None,
             dropped: ran.dropped,
+            not_run: None,
         });
         if ran.reply.is_some() {
             if !failed {
@@ -527,22 +588,41 @@ impl Agent {
     }
 
     /// Holds the reply back once per run when it contradicts mirai's record
-    /// of the run so far: the model is told the facts (after the observation
-    /// it has not seen, if the reply came with code) and has one more step.
-    /// `true` when the run goes on.
-    fn contest(&self, talk: &mut Talk<'_>, ctx: &Context, writes: &Writes, run_id: &str) -> bool {
+    /// of the run so far, or names a note that does not exist (a path from
+    /// the prompt's examples, or made up): the model is told the facts (after
+    /// the observation it has not seen, if the reply came with code) and has
+    /// one more step. `true` when the run goes on.
+    fn contest(&self, talk: &mut Talk<'_>, writes: &Writes, seen: &Seen<'_>) -> bool {
         let run = &mut talk.run;
         let unsent = run.unsent_observation.take();
-        // A run with commits made a change: no claim of one contradicts it.
-        if run.facts_given || !run.commits.is_empty() {
+        if run.facts_given {
             return false;
         }
         let Some(reply) = run.reply.clone() else {
             return false;
         };
-        let record = record_of(ctx, writes, run, run_id, Ended::No);
-        let Some(why) = contradiction(&reply, run.code_claim.as_deref(), &record) else {
-            return false;
+        let record = record_of(seen.ctx, writes, run, seen.run_id, Ended::No);
+        // A run with commits made a change: no claim of one contradicts it.
+        let contradicted = match run.commits.is_empty() {
+            true => contradiction(&reply, run.code_claim.as_deref(), &record),
+            false => None,
+        };
+        let (why, facts) = match contradicted {
+            Some(why) => {
+                let facts = facts_message(&record, &why);
+                (why, facts)
+            }
+            None => {
+                let notes_now = writes.ctx.view.list().unwrap_or_default();
+                let invented =
+                    warnings::invented_notes(&reply, seen.task, seen.notes_before, &notes_now);
+                let Some(named) = invented.first() else {
+                    return false;
+                };
+                let why = format!("the reply {named}");
+                let facts = format!("Your reply was not given to the user: it {named}. {INVENTED}");
+                (why, facts)
+            }
         };
         run.facts_given = true;
         run.reply = None;
@@ -554,7 +634,6 @@ impl Agent {
             "reply_contested",
             json!({"step": step, "reply": reply, "why": why, "outcome": record}),
         );
-        let facts = facts_message(&record, &why);
         talk.messages.push(Message::user(match unsent {
             Some(observation) => format!("{observation}\n{facts}"),
             None => facts,
@@ -625,6 +704,15 @@ enum Landing {
     Aside,
     /// In the run's proposal (review mode): made only once a person approves it.
     Proposed,
+}
+
+/// What a reply is checked against before it ends the run (see `Agent::contest`).
+struct Seen<'a> {
+    ctx: &'a Context,
+    run_id: &'a str,
+    task: &'a str,
+    /// The notes when the run began: a note the run deletes is no invention.
+    notes_before: &'a HashSet<String>,
 }
 
 /// Where a run's writes land, and the context its code runs against.
@@ -748,6 +836,21 @@ fn record_of(
     run_id: &str,
     ended: Ended<'_>,
 ) -> RunOutcome {
+    let outcome = recorded(ctx, writes, run, run_id, ended);
+    match ctx.policy {
+        PolicyMode::ReadOnly => outcome.in_read_only(),
+        _ => outcome,
+    }
+}
+
+/// [`record_of`], before a read-only deployment is said.
+fn recorded(
+    ctx: &Context,
+    writes: &Writes,
+    run: &Progress,
+    run_id: &str,
+    ended: Ended<'_>,
+) -> RunOutcome {
     let filed = match ended {
         Ended::Filed(filed) => filed,
         Ended::No => None,
@@ -858,6 +961,8 @@ struct Progress {
     reminded: bool,
     /// Whether a contradicted reply has been answered with the facts (see `contest`).
     facts_given: bool,
+    /// Whether mirai has made its own look after the same code answered nothing twice.
+    looked_again: bool,
     /// The last change a program claimed in the string it returned with no write behind it.
     code_claim: Option<String>,
     /// The observation of the step whose reply ended the run, not yet sent.
@@ -909,6 +1014,7 @@ impl Progress {
             held_reply: if hold { reply.clone() } else { None },
             contested_reply: None,
             dropped,
+            not_run: None,
         });
         self.repeats = 0;
         if hold {
@@ -939,6 +1045,7 @@ impl Progress {
             held_reply: None,
             contested_reply: None,
             dropped: None,
+            not_run: None,
         });
         self.broken_in_a_row += 1;
         self.repeats = 0;
@@ -976,6 +1083,11 @@ impl Progress {
         only_nulls(&last.result).then_some(Held::AfterNulls)
     }
 }
+
+/// What the model is told after its reply named a note that does not exist.
+const INVENTED: &str = "Answer only from what your code's observations showed. Next: to find the \
+     note, a <code> block that searches its words with mirai.index.query and returns each hit's \
+     metadata.path; if nothing is found, a <reply> that says so.";
 
 /// What the model is told when its reply to a failed step is held back.
 /// (Small models copy such text into their reply: it offers no words for one.)
@@ -1164,6 +1276,28 @@ const LOOKED: &str = "Your answer was not given to the user: it came before any 
 const SEARCHED_FIRST: &str = "Your answer was not given to the user: it says nothing was found, \
      but no search of the notes was made. mirai ran a first step for this task:";
 
+/// What the model is told when the same code answered nothing twice, before
+/// the code mirai ran and its observation.
+const NOTHING_TWICE: &str = "You sent the same code twice and it answered nothing both times \
+     (null, undefined or an empty list): sending it again will answer nothing again. mirai ran a \
+     first step for this task:";
+
+/// Whether a step's code ran without an error, wrote nothing and answered
+/// nothing: null (or undefined), an empty list or text, or a list of nulls.
+fn answered_nothing(step: &Step) -> bool {
+    let empty = match &step.result {
+        Value::Null => true,
+        Value::Array(items) => items.iter().all(Value::is_null),
+        Value::String(text) => text.trim().is_empty(),
+        _ => false,
+    };
+    empty
+        && step.code.is_some()
+        && step.not_run.is_none()
+        && step.error.is_none()
+        && !step.calls.iter().any(|call| is_write(&call.op))
+}
+
 /// What the model is told after the observation of the code mirai ran.
 const AFTER_THE_LOOK: &str =
     "Next: answer the task from this observation in a <reply>, naming each \
@@ -1242,6 +1376,8 @@ fn observe(
         add_note(&mut body, &note);
     }
     if let Some(note) = unchanged_writes(evaluation, landing) {
+        add_note(&mut body, &note);
+    } else if let Some(note) = committed_writes(evaluation, landing) {
         add_note(&mut body, &note);
     }
     if let Some(note) = proposed_writes(evaluation, landing) {
@@ -1348,9 +1484,18 @@ fn answered(evaluation: &Evaluation) -> Vec<(&str, &str)> {
     found
 }
 
-/// The observation message for `body`.
+/// The observation message for `body`: its data as JSON, and its `note` after
+/// it in plain text. (Inside JSON a note's code would reach the model with
+/// doubled escapes, `\\n` for `\n`, and small models copy those into notes.)
 fn render(body: &Value) -> String {
-    format!("<observation>\n{body}\n</observation>")
+    let mut data = body.clone();
+    let note = data
+        .as_object_mut()
+        .and_then(|fields| fields.remove("note"));
+    match note.as_ref().and_then(Value::as_str) {
+        Some(note) => format!("<observation>\n{data}\nnote: {note}\n</observation>"),
+        None => format!("<observation>\n{data}\n</observation>"),
+    }
 }
 
 /// Adds `note` to the observation's notes.
@@ -1386,7 +1531,8 @@ fn failed_writes(evaluation: &Evaluation) -> Option<String> {
     Some(if denied {
         format!(
             "The {calls} changed nothing: this deployment is read-only and no write can succeed. \
-             Next: a <reply> telling the user the change could not be made."
+             Next: a <reply> that says so, e.g. <reply>This deployment is read-only, so nothing was \
+             changed.</reply>"
         )
     } else {
         // The model's own call, mended where mirai can (a malformed one's is in `malformed`'s note).
@@ -1401,6 +1547,75 @@ fn failed_writes(evaluation: &Evaluation) -> Option<String> {
              error message says (it often names the right path or the exact text).{own}"
         )
     })
+}
+
+/// Why `code` must not run again: it is the code of an earlier step whose
+/// writes all succeeded ("it is step 2's code, whose notes.append of
+/// todo.md already succeeded"). Code whose write failed, or that only read,
+/// may be sent again.
+fn done_before(steps: &[Step], code: &str) -> Option<String> {
+    let (at, step) = steps.iter().enumerate().find(|(_, step)| {
+        step.code.as_deref() == Some(code)
+            && step.not_run.is_none()
+            && step.calls.iter().any(|call| is_write(&call.op))
+            && step
+                .calls
+                .iter()
+                .filter(|call| is_write(&call.op))
+                .all(|call| call.ok)
+    })?;
+    let writes: Vec<String> = step
+        .calls
+        .iter()
+        .filter(|call| is_write(&call.op))
+        .map(|call| match written_path(call) {
+            Some(path) => format!("{} of {path}", call.op),
+            None => call.op.clone(),
+        })
+        .collect();
+    Some(format!(
+        "it is step {}'s code, whose {} already succeeded",
+        at + 1,
+        writes.join(" and ")
+    ))
+}
+
+/// The note a write call named (`path`, or a move's `from`).
+fn written_path(call: &CallRecord) -> Option<String> {
+    let request: Value = serde_json::from_str(&call.request).ok()?;
+    ["path", "from"]
+        .iter()
+        .find_map(|field| request.get(field).and_then(Value::as_str))
+        .map(str::to_string)
+}
+
+/// For writes that committed: the change is made, so the next answer is a
+/// reply, not the same call again (small models append a line twice).
+fn committed_writes(evaluation: &Evaluation, landing: Landing) -> Option<String> {
+    if landing != Landing::Committed || evaluation.commits.is_empty() {
+        return None;
+    }
+    let mut paths: Vec<String> = evaluation
+        .calls
+        .iter()
+        .filter(|call| call.ok && is_write(&call.op))
+        .filter_map(written_path)
+        .collect();
+    paths.dedup();
+    let commits: Vec<&str> = evaluation
+        .commits
+        .iter()
+        .map(|c| c.get(..7).unwrap_or(c))
+        .collect();
+    let what = match paths.is_empty() {
+        true => String::new(),
+        false => format!(" to {}", paths.join(", ")),
+    };
+    Some(format!(
+        "Done: the change{what} is committed ({}). Do not send this code again: it would make \
+         the change twice. If the task asked for nothing more, next: a <reply> that says what was changed.",
+        commits.join(", ")
+    ))
 }
 
 /// For writes that succeeded without a commit: the note already held that

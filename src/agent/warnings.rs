@@ -106,21 +106,42 @@ pub fn check(reply: &str, outcome: &Outcome<'_>) -> Vec<String> {
             ));
         }
     }
-    let notes_now: HashSet<&str> = outcome.notes_after.iter().map(String::as_str).collect();
-    let task = outcome.task.to_lowercase();
-    for named in named_paths(reply) {
-        if notes_now.contains(named.as_str())
-            || outcome.notes_before.contains(&named)
-            || task.contains(&named.to_lowercase())
-        {
-            continue;
-        }
-        warnings.push(format!(
-            "the model's reply names {named}, but there is no note at that path{}",
-            did_you_mean(&named, outcome.notes_after)
-        ));
+    for named in invented_notes(
+        reply,
+        outcome.task,
+        outcome.notes_before,
+        outcome.notes_after,
+    ) {
+        warnings.push(format!("the model's reply {named}"));
     }
     warnings
+}
+
+/// Each note path `reply` names that is not a note now, was not one when the
+/// run began and is not named by `task`, said as "names x.md, but there is no
+/// note at that path" with the closest note's path when there is one.
+pub(super) fn invented_notes(
+    reply: &str,
+    task: &str,
+    notes_before: &HashSet<String>,
+    notes_now: &[String],
+) -> Vec<String> {
+    let now: HashSet<&str> = notes_now.iter().map(String::as_str).collect();
+    let task = task.to_lowercase();
+    named_paths(reply)
+        .into_iter()
+        .filter(|named| {
+            !now.contains(named.as_str())
+                && !notes_before.contains(named)
+                && !task.contains(&named.to_lowercase())
+        })
+        .map(|named| {
+            format!(
+                "names {named}, but there is no note at that path{}",
+                did_you_mean(&named, notes_now)
+            )
+        })
+        .collect()
 }
 
 /// The first clause of `reply` that says something was changed and does not

@@ -531,7 +531,9 @@ impl Embeddings {
                         .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
                     (semantic, lexical)
                 });
-                fuse(&lexical, &semantic, DEFAULT_FUSION, limit)
+                fuse(&lexical, &semantic, DEFAULT_FUSION, limit, |chunk| {
+                    matrix.has(index, chunk)
+                })
             }
         };
         let refs: Vec<(f64, ChunkRef)> = fused.iter().map(|f| (f.score, f.chunk)).collect();

@@ -3,7 +3,9 @@
 //! the best kept); its rows name chunks by note path, the note's content hash
 //! and chunk index, so a row of a note changed since it was built is dropped,
 //! never shown as another chunk. [`fuse`]: reciprocal rank fusion or a
-//! weighted sum of min-max normalized scores.
+//! weighted sum of min-max normalized scores, where a chunk with no vector
+//! yet (a note the embedder has not caught up with) is scored by its lexical
+//! side on both.
 
 use std::collections::HashMap;
 
@@ -23,7 +25,10 @@ struct Row {
 #[derive(Debug, Default)]
 pub struct Matrix {
     dimension: usize,
+    /// Sorted by bytes (rows are built in path order).
     paths: Vec<String>,
+    /// Where each path's rows begin in `rows`.
+    starts: Vec<u32>,
     rows: Vec<Row>,
     /// `rows.len() x dimension`, normalized.
     values: Vec<f32>,
@@ -105,6 +110,7 @@ impl Matrix {
             };
             if last_path != Some(chunk.path) {
                 matrix.paths.push(chunk.path.to_string());
+                matrix.starts.push(matrix.rows.len() as u32);
                 last_path = Some(chunk.path);
             }
             matrix.rows.push(Row {
@@ -127,6 +133,28 @@ impl Matrix {
 
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
+    }
+
+    /// Whether chunk `chunk` of `index` has a vector here: a row of its note
+    /// at the note's current content hash.
+    pub fn has(&self, index: &Index, chunk: ChunkRef) -> bool {
+        let Some((path, note_hash, chunk_index)) = index.identify(chunk) else {
+            return false;
+        };
+        let Ok(note) = self
+            .paths
+            .binary_search_by(|p| p.as_bytes().cmp(path.as_bytes()))
+        else {
+            return false;
+        };
+        let start = self.starts[note] as usize;
+        let end = self
+            .starts
+            .get(note + 1)
+            .map_or(self.rows.len(), |&end| end as usize);
+        self.rows[start..end]
+            .iter()
+            .any(|row| row.note_hash == note_hash && row.chunk_index as usize == chunk_index)
     }
 
     /// The `limit` chunks of `index` nearest to `query` by cosine, best
@@ -221,7 +249,8 @@ pub enum Fusion {
     /// Reciprocal rank fusion: the sum of `1 / (k + rank)` over both lists.
     Rrf { k: f64 },
     /// `lexical_weight * lexical + (1 - lexical_weight) * semantic`, each
-    /// score min-max normalized over its list (0 when absent from it).
+    /// score min-max normalized over its list (0 when absent from it; a
+    /// chunk with no vector yet takes its lexical score as its semantic one).
     Weighted { lexical_weight: f64 },
 }
 
@@ -243,12 +272,16 @@ pub struct Fused {
 }
 
 /// Fuses two rankings (each best first) into the best `limit`; ties keep the
-/// lexical list's order, then the semantic list's.
+/// lexical list's order, then the semantic list's. `embedded` says whether a
+/// chunk has a vector: one without (not embedded yet) is no evidence against
+/// its meaning, so a weighted sum scores its semantic side as its lexical one
+/// (measured against counting it 0 in benches/ir-eval/README.md, issue 48).
 pub fn fuse(
     lexical: &[(f64, ChunkRef)],
     semantic: &[(f64, ChunkRef)],
     fusion: Fusion,
     limit: usize,
+    embedded: impl Fn(ChunkRef) -> bool,
 ) -> Vec<Fused> {
     let mut all: Vec<Fused> = Vec::with_capacity(lexical.len() + semantic.len());
     let mut at: HashMap<ChunkRef, usize> = HashMap::new();
@@ -297,7 +330,11 @@ pub fn fuse(
             }
             Fusion::Weighted { lexical_weight } => {
                 let lex = f.lexical_rank.map_or(0.0, |r| lex_norm(lexical[r - 1].0));
-                let sem = f.semantic_score.map_or(0.0, &sem_norm);
+                let sem = match f.semantic_score {
+                    Some(score) => sem_norm(score),
+                    None if !embedded(f.chunk) => lex,
+                    None => 0.0,
+                };
                 lexical_weight * lex + (1.0 - lexical_weight) * sem
             }
         };
@@ -384,7 +421,7 @@ mod tests {
         assert!(r.len() >= 3);
         let lexical = vec![(9.0, r[0]), (3.0, r[1])];
         let semantic = vec![(0.9, r[2]), (0.8, r[1])];
-        let rrf = fuse(&lexical, &semantic, Fusion::Rrf { k: 60.0 }, 10);
+        let rrf = fuse(&lexical, &semantic, Fusion::Rrf { k: 60.0 }, 10, |_| true);
         assert_eq!(rrf[0].chunk, r[1]); // in both lists
         assert_eq!(rrf[0].lexical_rank, Some(2));
         assert_eq!(rrf[0].semantic_rank, Some(2));
@@ -397,6 +434,7 @@ mod tests {
                 lexical_weight: 0.7,
             },
             2,
+            |_| true,
         );
         // r0: 0.7 * 1; r1: 0.7 * 0 + 0.3 * 0; r2: 0.3 * 1.
         assert_eq!(
@@ -416,7 +454,7 @@ mod tests {
         let r: Vec<ChunkRef> = all.iter().map(|a| a.1).collect();
         let lexical = vec![(9.0, r[0]), (3.0, r[1])];
         let semantic = vec![(0.9, r[0]), (0.95, r[2]), (0.1, r[1])];
-        let fused = fuse(&lexical, &semantic, DEFAULT_FUSION, 10);
+        let fused = fuse(&lexical, &semantic, DEFAULT_FUSION, 10, |_| true);
         let score = |c: ChunkRef| fused.iter().find(|f| f.chunk == c).map(|f| f.score);
         assert_eq!(
             DEFAULT_FUSION,
@@ -427,5 +465,43 @@ mod tests {
         assert!((score(r[2]).unwrap() - 0.15).abs() < 1e-12);
         assert!(score(r[0]).unwrap() > 0.85 && score(r[0]).unwrap() < 1.0);
         assert!(score(r[1]).unwrap().abs() < 1e-12);
+    }
+
+    /// A chunk not embedded yet is scored by its lexical side on both: it is
+    /// not put under every embedded chunk for a vector it does not have yet.
+    /// The matrix says which chunks have one, at their note's current text.
+    #[test]
+    fn a_chunk_without_a_vector_yet_is_scored_by_its_lexical_side() {
+        let mut idx = index();
+        let (mut v, _) = vectors(&idx);
+        v.map.remove(&key_of("delta dates\n"));
+        let matrix = Matrix::build(&KeyCache::default().keyed(&idx), &v);
+        let all = idx.ranked("alpha beta gamma delta apples", 10, None);
+        let r: Vec<ChunkRef> = all.iter().map(|a| a.1).collect();
+        let path_of = |c: ChunkRef| idx.identify(c).unwrap().0.to_string();
+        let missing = *r.iter().find(|&&c| path_of(c) == "d.md").unwrap();
+        let embedded = *r.iter().find(|&&c| path_of(c) == "b/c.md").unwrap();
+        assert!(!matrix.has(&idx, missing));
+        assert!(matrix.has(&idx, embedded));
+        // Both at the lexical list's middle; only `embedded` has a vector, far from the query.
+        let top = *r.iter().find(|&&c| c != missing && c != embedded).unwrap();
+        let lexical = vec![
+            (9.0, top),
+            (5.0, missing),
+            (5.0, embedded),
+            (1.0, r[r.len() - 1]),
+        ];
+        let semantic = vec![(0.9, top)];
+        let fused = fuse(&lexical, &semantic, DEFAULT_FUSION, 10, |c| {
+            matrix.has(&idx, c)
+        });
+        let score = |c: ChunkRef| fused.iter().find(|f| f.chunk == c).unwrap().score;
+        let lex = 0.5; // (5 - 1) / (9 - 1)
+        assert!((score(missing) - lex).abs() < 1e-12);
+        assert!((score(embedded) - 0.85 * lex).abs() < 1e-12);
+        // Once the note changes its old vector is no longer its own.
+        idx.upsert_note("b/c.md", "gamma grapes, changed\n");
+        let now = idx.ranked("gamma", 1, None)[0].1;
+        assert!(!matrix.has(&idx, now));
     }
 }

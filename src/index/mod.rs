@@ -351,6 +351,14 @@ impl Index {
             .map(ChunkRef)
     }
 
+    /// Which chunk `chunk` is: its note's path and content hash and its chunk
+    /// index (`None` for a slot this index no longer holds).
+    pub fn identify(&self, chunk: ChunkRef) -> Option<(&str, u64, usize)> {
+        let found = self.chunks.get(chunk.0 as usize)?.as_ref()?;
+        let note = self.notes.get(found.note as usize)?.as_ref()?;
+        Some((&note.path, note.hash, found.chunk_index as usize))
+    }
+
     /// Each note's chunks in path then chunk order (the artifact's order):
     /// path, chunk slot, chunk index and text.
     fn sorted_chunks(&self) -> impl Iterator<Item = (&str, u32, usize, &str)> {
