@@ -344,6 +344,10 @@ fn a_question_answered_before_looking_gets_mirais_first_look_and_its_observation
             told.contains(seen),
             "{task}: the observation shows what the call found: {told}"
         );
+        if task.contains("handbook.md say") {
+            // A long note's look shows only the lines with the words found.
+            assert!(!told.contains("line 150"), "{told}");
+        }
         let events = transcript(&server, &report);
         let look = events.iter().find(|e| e["type"] == "first_look").unwrap();
         assert!(
@@ -977,4 +981,35 @@ fn the_same_code_answering_nothing_twice_gets_mirais_own_look_once() {
         .filter(|e| e["type"] == "first_look")
         .count();
     assert_eq!(looks, 1);
+}
+
+#[test]
+fn a_reply_that_nothing_was_found_right_after_code_that_found_something_is_held_once() {
+    // From a real run: backlinks answered ["seeds.md","weekend.md"], and the
+    // reply said "There are no links to projects/garden.md in this note."
+    let llm = answers(&[
+        "<code>return (await mirai.notes.list()).notes;</code>",
+        "<reply>There are no notes in this vault.</reply>",
+        "<reply>todo.md and one other.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Which notes are there?");
+    assert_eq!(report["reply"], "todo.md and one other.");
+    assert_eq!(
+        report["steps"][1]["held_reply"],
+        "There are no notes in this vault."
+    );
+    let told = last_message(&llm, 2);
+    assert!(
+        told.starts_with(
+            "Your reply was not given to the user: it says nothing was found, but your last code answered ["
+        ) && told.contains("todo.md"),
+        "{told}"
+    );
+    let held: Vec<Value> = transcript(&server, &report)
+        .into_iter()
+        .filter(|e| e["type"] == "reply_held")
+        .map(|e| e["why"].clone())
+        .collect();
+    assert_eq!(held, vec![json!("denies_its_result")]);
 }

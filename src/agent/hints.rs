@@ -23,6 +23,29 @@ pub struct Hints {
     pub moves: bool,
     /// The task asks a question (a `?`, or it opens with a question word).
     pub question: bool,
+    /// The task asks for a change: it opens with a verb of one ("Delete
+    /// scratch.md.", "In todo.md, add ..." after a leading "In x,").
+    pub change: bool,
+}
+
+/// Verbs that open a request for a change to the notes.
+const CHANGE_WORDS: [&str; 17] = [
+    "add", "append", "create", "delete", "remove", "rename", "move", "change", "edit", "fix",
+    "replace", "set", "update", "write", "insert", "make", "put",
+];
+
+/// Whether `task`, past a leading "In x," or "Please", opens with a verb of change.
+fn opens_with_a_change(task: &str) -> bool {
+    let lower = task.trim().to_lowercase();
+    let rest = match lower.strip_prefix("in ") {
+        Some(rest) => rest.split_once(',').map_or("", |(_, rest)| rest),
+        None => &lower,
+    };
+    let rest = rest.trim_start();
+    let rest = rest.strip_prefix("please").unwrap_or(rest);
+    rest.split(|c: char| !c.is_alphabetic())
+        .find(|word| !word.is_empty())
+        .is_some_and(|first| CHANGE_WORDS.contains(&first))
 }
 
 /// Words that open a question or a request for an answer.
@@ -57,6 +80,7 @@ impl Hints {
                 || lower
                     .first()
                     .is_some_and(|first| QUESTION_WORDS.contains(&first.as_str())),
+            change: !task.contains('?') && opens_with_a_change(task),
         }
     }
 }
@@ -157,5 +181,12 @@ mod tests {
             ),
             (false, false, false, false, false)
         );
+        // Requests for a change, told from questions and other requests.
+        assert!(plain.change && heading.change && moving.change);
+        assert!(Hints::of("Delete scratch.md.").change);
+        assert!(Hints::of("Please set status to done in todo.md").change);
+        assert!(!backlinks.change);
+        assert!(!Hints::of("Summarize todo.md.").change);
+        assert!(!Hints::of("Add up my hours: how many are there?").change);
     }
 }

@@ -102,9 +102,9 @@ pub fn looks_unfinished(reply: &str) -> bool {
 /// note that mentions...", "I could not find..."): a negative answer, which
 /// a run that never searched the notes has not earned.
 pub fn says_none_found(reply: &str) -> bool {
-    const NONE: [&str; 9] = [
-        "there is no note",
-        "there are no notes",
+    const NONE: [&str; 16] = [
+        "there is no ",
+        "there are no ",
         "no note ",
         "no notes ",
         "none of the notes",
@@ -112,6 +112,13 @@ pub fn says_none_found(reply: &str) -> bool {
         "couldn't find",
         "did not find",
         "no such note",
+        "does not contain",
+        "doesn't contain",
+        "does not mention",
+        "doesn't mention",
+        "no information",
+        "nothing about",
+        "no links",
     ];
     let lower = reply.to_lowercase();
     NONE.iter().any(|phrase| lower.contains(phrase))
@@ -209,6 +216,13 @@ mod tests {
             "journal.md mentions a heron: \"Saw a blue heron.\""
         ));
         assert!(!says_none_found("Note renamed."));
+        // From real runs: a backlinks answer denied, a long note's answer missed.
+        assert!(says_none_found(
+            "There are no links to projects/garden.md in this note."
+        ));
+        assert!(says_none_found(
+            "The handbook.md file does not contain any information about the fire door."
+        ));
     }
 
     #[test]

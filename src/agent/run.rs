@@ -235,12 +235,13 @@ impl Agent {
                 // nor has any answer to a question about them.
                 let nothing_ran = talk.run.steps.iter().all(|step| step.code.is_none());
                 // In a read-only run, a reply that says so is a refusal: nothing to look at.
-                let refusal = facts.read_only && reply.to_lowercase().contains("read-only");
+                let refusal = facts.read_only && says_read_only(&reply);
                 // Nor has an answer that nothing was found, from a run that never searched.
                 // (A reply on a list of nulls is held for that, with its own words.)
                 let unsearched_none = hints.question
                     && !nothing_ran
                     && protocol::says_none_found(&reply)
+                    && !talk.run.steps.last().is_some_and(found_something)
                     && !talk
                         .run
                         .steps
@@ -260,10 +261,26 @@ impl Agent {
                 let parroted = !talk.run.held_a_reply
                     && talk.run.steps.len() + 1 < max_steps
                     && parrots(&reply, &talk.messages);
-                let held_for = match (remind, parroted) {
-                    (true, _) => None,
-                    (false, true) => Some(Held::Parroted),
-                    (false, false) => {
+                // A reply that nothing was found, right after code that found something.
+                let denies = !talk.run.held_a_reply
+                    && talk.run.steps.len() + 1 < max_steps
+                    && protocol::says_none_found(&reply)
+                    && talk.run.steps.last().is_some_and(found_something);
+                // In a read-only run, a reply to a request for a change that does not say why
+                // nothing can change (small models answer "No note found to delete.").
+                let unsaid = facts.read_only
+                    && hints.change
+                    && !talk.run.held_a_reply
+                    && talk.run.steps.len() + 1 < max_steps
+                    && !says_read_only(&reply)
+                    // A claimed change is contested with the record, which says read-only.
+                    && claimed_change(&reply).is_none();
+                let held_for = match (remind, parroted, denies, unsaid) {
+                    (true, ..) => None,
+                    (false, true, ..) => Some(Held::Parroted),
+                    (false, false, true, _) => Some(Held::DeniesItsResult),
+                    (false, false, false, true) => Some(Held::ReadOnlyUnsaid),
+                    (false, false, false, false) => {
                         talk.run
                             .may_hold_a_reply(max_steps, overlay, facts.read_only)
                     }
@@ -308,6 +325,12 @@ impl Agent {
                         Some(Held::AfterNulls) => ("after_a_null_result", ONLY_NULLS.to_string()),
                         Some(Held::Parroted) => {
                             ("parroted", parroted_message(task, facts.read_only))
+                        }
+                        Some(Held::DeniesItsResult) => {
+                            ("denies_its_result", denied_message(&talk.run.steps))
+                        }
+                        Some(Held::ReadOnlyUnsaid) => {
+                            ("read_only_unsaid", READ_ONLY_UNSAID.to_string())
                         }
                         _ => ("after_a_failed_step", TRY_AGAIN.to_string()),
                     }
@@ -1136,8 +1159,19 @@ fn first_call(ctx: &Context, task: &str) -> FirstCall {
             format!("return (await mirai.notes.list({{tag: {tag:?}}})).notes;"),
             "",
         ),
+        // A long note's chunks are long too: only their lines with the words found,
+        // most words first (a whole chunk's first lines can bury the one that answers).
         (Some((path, text)), _) if long(&text) && hints.question => call(
-            search(Some(path)),
+            format!(
+                "const hits = await mirai.index.query({{q: {:?}, path_prefix: {path:?}, limit: 3}});\n\
+                 return hits.chunks.map(c => {{\n\
+                 \x20 const terms = c.explanation.matched_terms;\n\
+                 \x20 const found = l => terms.filter(t => l.toLowerCase().includes(t)).length;\n\
+                 \x20 const lines = c.content.split(\"\\n\").filter(l => found(l) > 0);\n\
+                 \x20 return [c.metadata.path, lines.sort((a, b) => found(b) - found(a)).slice(0, 5)];\n\
+                 }});",
+                cut(task, 120).trim_end_matches('…')
+            ),
             " (a long note: read more of it with mirai.notes.read({path, section}))",
         ),
         (Some((path, text)), _) if long(&text) => call(
@@ -1218,6 +1252,59 @@ enum Held {
     AfterNulls,
     /// The reply only repeated what mirai had just told the model.
     Parroted,
+    /// The reply said nothing was found right after code that found something.
+    DeniesItsResult,
+    /// A read-only run's reply to a request for a change did not say it is read-only.
+    ReadOnlyUnsaid,
+}
+
+/// Whether a reply says the deployment is read-only.
+fn says_read_only(reply: &str) -> bool {
+    let lower = reply.to_lowercase();
+    lower.contains("read-only") || lower.contains("read only")
+}
+
+/// What a read-only run's model is told when its reply to a request for a
+/// change did not say why nothing changed.
+const READ_ONLY_UNSAID: &str = "Your reply was not given to the user: the task asks for a change, \
+     and this deployment is read-only, so no change can be made here, whatever the notes hold. \
+     Next: a <reply> that says so, e.g. <reply>This deployment is read-only, so nothing was \
+     changed.</reply>";
+
+/// Whether a step's code ran without an error and answered data: a list
+/// with an entry that is not null, or an object. (Text may be the model's
+/// own words: "No note found".)
+fn found_something(step: &Step) -> bool {
+    let data = match &step.result {
+        Value::Array(items) => items.iter().any(|item| !item.is_null()),
+        Value::Object(_) => true,
+        _ => false,
+    };
+    data && step.code.is_some()
+        && step.not_run.is_none()
+        && step.error.is_none()
+        && !step.calls.iter().any(|call| is_write(&call.op))
+}
+
+/// Most characters of a result the model is shown when its reply denied it.
+const DENIED_SHOWN: usize = 400;
+
+/// What the model is told when its reply said nothing was found right after
+/// code that found something: what that code answered.
+fn denied_message(steps: &[Step]) -> String {
+    // The last step is the held reply's: the code's is the one before it.
+    let result = steps
+        .iter()
+        .rev()
+        .find(|step| step.code.is_some())
+        .map_or(String::new(), |step| {
+            cut(&step.result.to_string(), DENIED_SHOWN)
+        });
+    format!(
+        "Your reply was not given to the user: it says nothing was found, but your last code \
+         answered {result}. Next: a <reply> that answers the task from that answer, naming each \
+         note's path it gives."
+    )
 }
 
 /// Whether `reply` only repeats mirai's last message to the model (small
