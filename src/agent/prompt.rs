@@ -545,6 +545,7 @@ mod tests {
             heading: true,
             moves: true,
             question: true,
+            change: true,
         };
         for (read_only, dry_run, review) in [
             (false, false, false),
