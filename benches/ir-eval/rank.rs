@@ -16,9 +16,9 @@
 //! side's list) and `fill` (0/1: a chunk missing from one side's list gets its exact
 //! score there instead of that list's lowest), `miss` (a share of the chunks, picked by a hash
 //! of path and chunk index, treated as not embedded yet, as while the server's worker catches
-//! up) and `missfill` (0/1: a chunk without a vector counts 0 on the semantic side, as the
-//! server does, or its normalized lexical score there, so it is neither pushed down nor
-//! lifted by having no vector); they embed with the embedding server configured as the server's
+//! up) and `missfill` (0/1: a chunk without a vector counts 0 on the semantic side, or its
+//! normalized lexical score there, as the server's `fuse` does, so it is neither pushed down
+//! nor lifted by having no vector); they embed with the embedding server configured as the server's
 //! `MIRAI_EMBED_*` settings say, keeping chunk vectors in the file `RANK_VECTORS` names.
 //! Prints `variant<TAB>qid<TAB>rank<TAB>path<TAB>chunk_index<TAB>score` lines; with
 //! `RANK_QLEN` set, writes `qid<TAB>distinct indexed terms` per query (the first
@@ -199,57 +199,6 @@ fn embedded(idx: &Index, client: &Client, miss: f64) -> Matrix {
     Matrix::build(&kept, &vectors)
 }
 
-/// Weighted fusion as the server's `fuse`, except that a chunk without a
-/// vector (see [`unembedded`]) scores its normalized lexical part on the semantic
-/// side too.
-fn missfilled(
-    idx: &Index,
-    q: &str,
-    lexical: &[(f64, ChunkRef)],
-    semantic: &[(f64, ChunkRef)],
-    ranking: &Ranking,
-    limit: usize,
-) -> Vec<(f64, ChunkRef)> {
-    let Fusion::Weighted { lexical_weight } = ranking.fusion else {
-        panic!("missfill=1 is for weighted fusion");
-    };
-    let range = |list: &[(f64, ChunkRef)]| {
-        let max = list.iter().map(|s| s.0).fold(f64::NEG_INFINITY, f64::max);
-        let min = list.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
-        move |x: f64| {
-            if max > min {
-                (x - min) / (max - min)
-            } else {
-                1.0
-            }
-        }
-    };
-    let (lnorm, snorm) = (range(lexical), range(semantic));
-    let sem: HashMap<ChunkRef, f64> = semantic.iter().map(|&(s, c)| (c, snorm(s))).collect();
-    let hits = idx.hits(q, lexical);
-    let mut out: Vec<(f64, ChunkRef)> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for (&(score, chunk), hit) in lexical.iter().zip(hits) {
-        seen.insert(chunk);
-        let lex = lnorm(score);
-        let no_vector = hit.is_some_and(|h| unembedded(&h.path, h.chunk_index, ranking.miss));
-        let s = match sem.get(&chunk) {
-            Some(&s) => s,
-            None if no_vector => lex,
-            None => 0.0,
-        };
-        out.push((lexical_weight * lex + (1.0 - lexical_weight) * s, chunk));
-    }
-    for &(_, chunk) in semantic {
-        if seen.insert(chunk) {
-            out.push(((1.0 - lexical_weight) * sem[&chunk], chunk));
-        }
-    }
-    out.sort_by(|a, b| b.0.total_cmp(&a.0));
-    out.truncate(limit);
-    out
-}
-
 /// Weighted fusion of each side's best `ranking.depth` chunks where a chunk
 /// missing from one side's list gets its exact score there (see [`Ranking::fill`]).
 fn filled(
@@ -354,17 +303,17 @@ fn main() {
                     let near = matrix.nearest(&idx, qv, ranking.depth, None);
                     let ranked: Vec<(f64, ChunkRef)> = if ranking.mode == "semantic" {
                         near.into_iter().take(depth).collect()
-                    } else if ranking.missfill {
-                        let lexical = idx.ranked(q, ranking.depth, None);
-                        missfilled(&idx, q, &lexical, &near, &ranking, depth)
                     } else if ranking.fill {
                         filled(&idx, matrix, q, qv, &ranking, depth)
                     } else {
                         let lexical = idx.ranked(q, ranking.depth, None);
-                        fuse(&lexical, &near, ranking.fusion, depth)
-                            .into_iter()
-                            .map(|f| (f.score, f.chunk))
-                            .collect()
+                        let missfill = ranking.missfill;
+                        fuse(&lexical, &near, ranking.fusion, depth, |c| {
+                            !missfill || matrix.has(&idx, c)
+                        })
+                        .into_iter()
+                        .map(|f| (f.score, f.chunk))
+                        .collect()
                     };
                     idx.hits(q, &ranked).into_iter().flatten().collect()
                 }
