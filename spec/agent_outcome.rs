@@ -267,19 +267,17 @@ fn a_plain_answer_is_the_reply_after_one_reminder_when_nothing_was_looked_at() {
 }
 
 #[test]
-fn a_plain_answer_before_looking_is_shown_a_first_call_for_its_task() {
+fn a_plain_answer_before_anything_ran_is_shown_a_first_call_for_its_task() {
     let plain = "It is a handbook.";
-    let long: String = (1..=200).map(|i| format!("line {i}\n")).collect();
     let llm = answers(&[plain, plain]);
     let server = server_for(&llm, |_| {});
-    server.write("handbook.md", format!("# Handbook\n\n{long}"));
-    // Not a question: the call to copy is shown, not run.
-    let report = ok_run(&server, "Summarise handbook.md in one line.");
+    // It names no note there is and asks no question: the call to copy is shown, not run.
+    let report = ok_run(&server, "Summarise the handbook in one line.");
     let reminder = last_message(&llm, 1);
     assert!(
         reminder.starts_with("Your answer had no <code> block and no <reply>")
             && reminder.contains(
-                r#"A first step for this task: <code>return (await mirai.notes.outline({path: "handbook.md"})).headings;</code>"#
+                r#"A first step for this task: <code>const hits = await mirai.index.query({q: "Summarise the handbook in one line.", limit: 3});"#
             ),
         "{reminder}"
     );
@@ -287,28 +285,92 @@ fn a_plain_answer_before_looking_is_shown_a_first_call_for_its_task() {
         !transcript(&server, &report)
             .iter()
             .any(|e| e["type"] == "first_look"),
-        "nothing ran for a task that asks no question"
+        "nothing ran for a task that names no note and asks no question"
     );
+    assert_eq!(report["reply"], plain);
+}
+
+/// mirai's opening look as the first request's message shows it: the task,
+/// then mirai's code and its observation, then what to do next.
+fn opening(llm: &FakeLlm, task: &str, code: &str, next: &str) -> String {
+    let message = last_message(llm, 0);
+    assert!(
+        message.starts_with(&format!(
+            "{task}\n\nmirai looked at the notes for this task first (its own code, already run; nothing was changed):\n<code>{code}"
+        )) && message.contains("<observation>")
+            && message.ends_with(next),
+        "{message}"
+    );
+    message
 }
 
 #[test]
-fn a_question_answered_before_looking_gets_mirais_first_look_and_its_observation() {
-    let guess = "<reply>Nothing is said about the fire door.</reply>";
+fn a_task_naming_a_note_gets_mirais_opening_look_before_the_first_answer() {
+    let long: String = (1..=200).map(|i| format!("line {i}\n")).collect();
+    let llm = answers(&["<reply>It is a handbook of 200 lines.</reply>"]);
+    let server = server_for(&llm, |_| {});
+    server.write("handbook.md", format!("# Handbook\n\n## Doors\n\n{long}"));
+    server.commit_all();
+    let task = "Summarise handbook.md in one line.";
+    let report = ok_run(&server, task);
+    // A long note is outlined.
+    let message = opening(
+        &llm,
+        task,
+        r#"return (await mirai.notes.outline({path: "handbook.md"})).headings;</code>"#,
+        "or a <code> block to look further.",
+    );
+    assert!(message.contains("Doors"), "{message}");
+    // The look is mirai's, not a step of the model's: its answer is the reply.
+    assert_eq!(report["reply"], "It is a handbook of 200 lines.");
+    assert_eq!(report["steps"].as_array().unwrap().len(), 1);
+    let events = transcript(&server, &report);
+    let looks: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "first_look")
+        .collect();
+    assert_eq!(looks.len(), 1);
+    assert_eq!(looks[0]["step"], 0);
+    assert_eq!(report["outcome"]["kind"], "nothing");
+
+    // A change to a note: the note read, and the text it replaces to be copied from it.
+    let edit = r#"<code>return await mirai.notes.edit({path: "todo.md", edits: [{old: "- buy milk", new: "- buy oat milk"}]});</code>"#;
+    let llm = answers(&[edit, "<reply>todo.md now says buy oat milk.</reply>"]);
+    let server = server_for(&llm, |_| {});
+    let task = "Change milk to oat milk in todo.md.";
+    let report = ok_run(&server, task);
+    let message = opening(
+        &llm,
+        task,
+        r#"return (await mirai.notes.read({path: "todo.md"})).content;</code>"#,
+        "with any text it replaces copied exactly from this observation.",
+    );
+    assert!(message.contains("- buy milk"), "{message}");
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("todo.md")).unwrap(),
+        TODO.replace("buy milk", "buy oat milk")
+    );
+    assert_eq!(report["outcome"]["kind"], "committed");
+}
+
+#[test]
+fn a_question_gets_mirais_opening_look_and_a_reply_denying_it_is_held_once() {
+    let guess = "<reply>There is no note about the fire door.</reply>";
     let answer = "<reply>handbook.md says the fire door stays closed.</reply>";
     let mut long: String = (1..=200).map(|i| format!("line {i}\n")).collect();
     long.push_str("## Part 19\n\nFire door: keep the back fire door clear and closed.\n");
     let cases = [
         (
             "What does handbook.md say about the fire door?",
-            r#"<code>const hits = await mirai.index.query({q: "What does handbook.md say about the fire door?", path_prefix: "handbook.md", limit: 3});"#,
+            r#"const hits = await mirai.index.query({q: "What does handbook.md say about the fire door?", path_prefix: "handbook.md", limit: 3});"#,
         ),
         (
             "What do my notes say about the fire door?",
-            r#"<code>const hits = await mirai.index.query({q: "What do my notes say about the fire door?", limit: 3});"#,
+            r#"const hits = await mirai.index.query({q: "What do my notes say about the fire door?", limit: 3});"#,
         ),
         (
             "Which notes link to handbook.md?",
-            r#"<code>return (await mirai.notes.links({path: "handbook.md"})).backlinks.map(b => b.path);</code>"#,
+            r#"return (await mirai.notes.links({path: "handbook.md"})).backlinks.map(b => b.path);</code>"#,
         ),
     ];
     for (task, call) in cases {
@@ -318,42 +380,36 @@ fn a_question_answered_before_looking_gets_mirais_first_look_and_its_observation
         server.write("index.md", "See [[handbook]].\n");
         server.commit_all();
         let report = ok_run(&server, task);
-        // A tagged reply to a question, before any look, is held once.
-        assert_eq!(
-            report["steps"][0]["held_reply"],
-            "Nothing is said about the fire door."
-        );
-        assert_eq!(
-            report["reply"],
-            "handbook.md says the fire door stays closed."
-        );
-        let told = last_message(&llm, 1);
-        assert!(
-            told.starts_with("Your answer was not given to the user: it came before any look at the notes. mirai ran a first step for this task:")
-                && told.contains(call)
-                && told.contains("<observation>")
-                && told.ends_with("or a <code> block to look further."),
-            "{task}: {told}"
-        );
+        let message = opening(&llm, task, call, "or a <code> block to look further.");
         let seen = if task.contains("link") {
             "index.md"
         } else {
             "keep the back fire door clear and closed"
         };
         assert!(
-            told.contains(seen),
-            "{task}: the observation shows what the call found: {told}"
+            message.contains(seen),
+            "{task}: the observation shows what the call found: {message}"
         );
         if task.contains("handbook.md say") {
             // A long note's look shows only the lines with the words found.
-            assert!(!told.contains("line 150"), "{told}");
+            assert!(!message.contains("line 150"), "{message}");
         }
-        let events = transcript(&server, &report);
-        let look = events.iter().find(|e| e["type"] == "first_look").unwrap();
-        assert!(
-            call.contains(look["code"].as_str().unwrap().lines().next().unwrap()),
-            "{look}"
+        // A reply that nothing was found, after mirai's look found it, is held once.
+        assert_eq!(
+            report["steps"][0]["held_reply"],
+            "There is no note about the fire door."
         );
+        let told = last_message(&llm, 1);
+        assert!(
+            told.starts_with("Your reply was not given to the user: it says nothing was found, but mirai's look at the notes answered [")
+                && told.contains(if task.contains("link") { "index.md" } else { "handbook.md" }),
+            "{task}: {told}"
+        );
+        assert_eq!(
+            report["reply"],
+            "handbook.md says the fire door stays closed."
+        );
+        let events = transcript(&server, &report);
         assert!(
             events
                 .iter()
@@ -760,7 +816,7 @@ fn a_failed_write_is_shown_mended_in_the_models_own_words_never_the_tables_examp
 }
 
 #[test]
-fn nothing_found_without_a_search_is_held_once_and_shown_a_search() {
+fn nothing_found_after_mirais_look_found_it_is_held_once_with_what_it_found() {
     // From a real run: "Which note mentions a heron?" looked with a made-up
     // tag, found nothing, and answered "There is no note that mentions a heron."
     let llm = answers(&[
@@ -775,28 +831,23 @@ fn nothing_found_without_a_search_is_held_once_and_shown_a_search() {
     );
     server.commit_all();
     let report = ok_run(&server, "Which note mentions a heron?");
-    let shown = last_message(&llm, 2);
+    // mirai's opening look searched the task's words and found the note.
+    assert!(last_message(&llm, 0).contains("journal.md"));
+    let told = last_message(&llm, 2);
     assert!(
-        shown.starts_with("Your answer was not given to the user: it says nothing was found, but no search of the notes was made.")
-            && shown.contains("mirai.index.query")
-            && shown.contains("journal.md"),
-        "{shown}"
+        told.starts_with("Your reply was not given to the user: it says nothing was found, but mirai's look at the notes answered [")
+            && told.contains("journal.md"),
+        "{told}"
     );
     assert_eq!(report["reply"], "journal.md mentions a heron.");
-    let events = transcript(&server, &report);
-    assert!(
-        events.iter().any(|e| e["type"] == "first_look"),
-        "{events:?}"
-    );
+    let held: Vec<Value> = transcript(&server, &report)
+        .into_iter()
+        .filter(|e| e["type"] == "reply_held")
+        .map(|e| e["why"].clone())
+        .collect();
+    assert_eq!(held, vec![json!("denies_its_result")]);
 
-    assert!(
-        events
-            .iter()
-            .any(|e| e["type"] == "reply_held" && e["why"] == "none_found_without_a_search"),
-        "{events:?}"
-    );
-
-    // A run that searched may answer that nothing was found.
+    // A run whose looks found nothing may answer that nothing was found.
     let llm = answers(&[
         r#"<code>return (await mirai.index.query({q: "pelican"})).chunks;</code>"#,
         "<reply>There is no note that mentions a pelican.</reply>",
@@ -960,7 +1011,7 @@ fn a_failed_write_sent_again_is_run_again() {
 }
 
 #[test]
-fn the_same_code_answering_nothing_twice_gets_mirais_own_look_once() {
+fn the_same_code_answering_nothing_twice_gets_mirais_look_again_once() {
     // From a real run: `notes.list(...).notes[0]` of an empty list, eight times.
     let empty = r#"<code>return (await mirai.notes.list({prefix: "trips/"})).notes[0];</code>"#;
     let llm = answers(&[empty, empty, "<reply>todo.md says to buy milk.</reply>"]);
@@ -976,11 +1027,13 @@ fn the_same_code_answering_nothing_twice_gets_mirais_own_look_once() {
             && told.contains("Next: answer the task from this observation"),
         "{told}"
     );
-    let looks = transcript(&server, &report)
+    // The opening look, then the one after the same code twice.
+    let looks: Vec<Value> = transcript(&server, &report)
         .into_iter()
         .filter(|e| e["type"] == "first_look")
-        .count();
-    assert_eq!(looks, 1);
+        .map(|e| e["step"].clone())
+        .collect();
+    assert_eq!(looks, vec![json!(0), json!(2)]);
 }
 
 #[test]

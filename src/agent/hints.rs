@@ -1,10 +1,12 @@
 //! What a task's own words call for, read once at the start of a run: the
 //! note and the tag it names, and whether it asks a question, about links,
-//! about a heading or for a move. The prompt shows the vault examples the
+//! about a heading, for a move or for a spelling fix, and the words it looks for. The prompt shows the vault examples the
 //! task calls for, filled with the task's own names (small models copy an
 //! example's values: a tag example copied into a search finds nothing), and
 //! the first call mirai shows or runs is chosen by them. The words decide
 //! only what is shown: every row stays in the API reference whatever they say.
+
+use crate::index::tokenizer::Tokenizer;
 
 /// The hints one task gives.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -26,6 +28,46 @@ pub struct Hints {
     /// The task asks for a change: it opens with a verb of one ("Delete
     /// scratch.md.", "In todo.md, add ..." after a leading "In x,").
     pub change: bool,
+    /// The task speaks of spelling or a typo.
+    pub spelling: bool,
+    /// The words the task looks for, as the index's terms (stemmed, past the
+    /// stop list and the words any task about notes has: "note", "mention",
+    /// a path's "md"), sorted. A search whose hits hold none of them found
+    /// only those generic words.
+    pub terms: Vec<String>,
+}
+
+/// Words of a task about notes that say nothing of what it looks for.
+const GENERIC: &str = "note notes mention mentions mentioned say says said tell find show md \
+     file files vault";
+
+/// The task's own terms (see [`Hints::terms`]).
+fn task_terms(task: &str) -> Vec<String> {
+    let tokenizer = Tokenizer::default();
+    let generic: Vec<String> = tokenizer
+        .tokenize(GENERIC)
+        .into_iter()
+        .map(|t| t.term)
+        .collect();
+    let mut terms: Vec<String> = tokenizer
+        .tokenize(task)
+        .into_iter()
+        .map(|t| t.term)
+        .filter(|term| !generic.contains(term))
+        .collect();
+    terms.sort();
+    terms.dedup();
+    terms
+}
+
+/// Whether `text` holds one of `terms` (as the index's terms).
+pub fn holds_any(text: &str, terms: &[String]) -> bool {
+    let tokenizer = Tokenizer::default();
+    let mut found = false;
+    tokenizer.for_each_token(text, |term, _, _| {
+        found |= terms.binary_search_by(|t| t.as_str().cmp(term)).is_ok();
+    });
+    found
 }
 
 /// Verbs that open a request for a change to the notes.
@@ -34,18 +76,30 @@ const CHANGE_WORDS: [&str; 17] = [
     "replace", "set", "update", "write", "insert", "make", "put",
 ];
 
-/// Whether `task`, past a leading "In x," or "Please", opens with a verb of change.
-fn opens_with_a_change(task: &str) -> bool {
+/// A polite request's opening: "Can you delete x?" asks for a change.
+const POLITE: [&str; 4] = ["can you ", "could you ", "would you ", "will you "];
+
+/// Whether `task` asks for a change: past a leading "In x,", "Please" or a
+/// polite opening, it opens with a verb of change, and it asks no question
+/// unless politely.
+fn asks_for_a_change(task: &str) -> bool {
     let lower = task.trim().to_lowercase();
     let rest = match lower.strip_prefix("in ") {
         Some(rest) => rest.split_once(',').map_or("", |(_, rest)| rest),
         None => &lower,
     };
     let rest = rest.trim_start();
-    let rest = rest.strip_prefix("please").unwrap_or(rest);
-    rest.split(|c: char| !c.is_alphabetic())
+    let rest = rest
+        .strip_prefix("please")
+        .unwrap_or(rest)
+        .trim_start_matches([',', ' ']);
+    let polite = POLITE.iter().find_map(|opening| rest.strip_prefix(opening));
+    let rest = polite.unwrap_or(rest);
+    let opens = rest
+        .split(|c: char| !c.is_alphabetic())
         .find(|word| !word.is_empty())
-        .is_some_and(|first| CHANGE_WORDS.contains(&first))
+        .is_some_and(|first| CHANGE_WORDS.contains(&first));
+    opens && (polite.is_some() || !task.contains('?'))
 }
 
 /// Words that open a question or a request for an answer.
@@ -80,7 +134,9 @@ impl Hints {
                 || lower
                     .first()
                     .is_some_and(|first| QUESTION_WORDS.contains(&first.as_str())),
-            change: !task.contains('?') && opens_with_a_change(task),
+            change: asks_for_a_change(task),
+            spelling: has("spell") || has("typo") || has("misspel"),
+            terms: task_terms(task),
         }
     }
 }
@@ -188,5 +244,27 @@ mod tests {
         assert!(!backlinks.change);
         assert!(!Hints::of("Summarize todo.md.").change);
         assert!(!Hints::of("Add up my hours: how many are there?").change);
+        assert!(Hints::of("Can you delete todo.md?").change);
+        assert!(Hints::of("Please, could you rename todo.md to tasks.md?").change);
+        assert!(!Hints::of("Can you tell me what todo.md says?").change);
+        // The words a task looks for, past the generic ones.
+        assert_eq!(Hints::of("Which note mentions a heron?").terms, ["heron"]);
+        assert_eq!(
+            Hints::of("What does handbook.md say about the fire door?").terms,
+            ["door", "fire", "handbook"]
+        );
+        assert!(holds_any(
+            "Saw a blue Herons flock.",
+            &Hints::of("Which note mentions a heron?").terms
+        ));
+        assert!(!holds_any(
+            "welcome.md: notes served by mirai",
+            &Hints::of("Which note mentions a heron?").terms
+        ));
+        // A spelling fix, however it is named.
+        assert!(Hints::of("Fix the spelling mistake in journal.md.").spelling);
+        assert!(Hints::of("Correct the typo in todo.md").spelling);
+        assert!(Hints::of("There is a misspelt word in a.md: fix it").spelling);
+        assert!(!plain.spelling && !heading.spelling);
     }
 }

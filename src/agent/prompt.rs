@@ -63,8 +63,8 @@ fn choosing(hints: &Hints) -> String {
 /// The longest path of the task's that the prompt's examples show.
 const MAX_SHOWN_PATH: usize = 40;
 
-/// Which write to use, one line each (a heading's rename or a move when the
-/// task speaks of one), and a worked example (left out when writes are
+/// Which write to use, one line each (a typo's fix, a heading's rename or a
+/// move when the task speaks of one), and a worked example (left out when writes are
 /// denied); [`ALLOW_LARGE_DELETE`] follows it.
 fn writing(hints: &Hints) -> String {
     let mut out = String::from(
@@ -76,7 +76,13 @@ fn writing(hints: &Hints) -> String {
          - A front matter field: `mirai.notes.front_matter({path, set: {status: \"done\"}})` (or `remove: [\"draft\"]`), \
          never a rewrite.\n",
     );
-    if hints.heading {
+    // One of these at most: a typo in a heading is fixed as any typo.
+    if hints.spelling {
+        out.push_str(
+            "- A spelling mistake: notes.edit on the misspelled word alone: \
+             `edits: [{old: \"teh\", new: \"the\"}]` (no other word changes).\n",
+        );
+    } else if hints.heading {
         out.push_str(
             "- Renaming a heading: notes.edit on its line: `edits: [{old: \"## Ideas\", new: \"## Old ideas\"}]` \
              (not notes.move: that renames the file).\n",
@@ -511,6 +517,10 @@ mod tests {
         assert!(heading.contains(heading_line) && !heading.contains(move_line));
         let moving = prompt("Move ideas.md into the archive folder (archive/ideas.md).");
         assert!(moving.contains(move_line) && !moving.contains(heading_line));
+        let typo_line = "- A spelling mistake: notes.edit on the misspelled word alone";
+        let typo = prompt("Fix the typo in the heading of journal.md.");
+        assert!(typo.contains(typo_line) && !typo.contains(heading_line));
+        assert!(!heading.contains(typo_line));
         let long = prompt("What does handbook.md say about the fire door?");
         assert!(long.contains(
             "`(await mirai.notes.outline({path: \"handbook.md\"})).headings`, then `mirai.notes.read({path: \"handbook.md\", section: \"Part 3\"})`"
@@ -536,7 +546,8 @@ mod tests {
 
     #[test]
     fn the_prompt_stays_within_its_token_budget() {
-        // Every vault example shown, with long names: the largest prompt a task makes.
+        // Every vault example shown, with long names: the largest prompt a task makes
+        // (a typo's line shows instead of a heading's: each is tried).
         let all = Hints {
             note: Some(format!("projects/{}.md", "n".repeat(MAX_SHOWN_PATH - 12))),
             tag: Some("work/urgent-things".into()),
@@ -546,12 +557,19 @@ mod tests {
             moves: true,
             question: true,
             change: true,
+            spelling: false,
+            terms: Vec::new(),
         };
-        for (read_only, dry_run, review) in [
-            (false, false, false),
-            (false, true, false),
-            (true, false, false),
-            (false, false, true),
+        let typo = Hints {
+            spelling: true,
+            ..all.clone()
+        };
+        for (read_only, dry_run, review, hints) in [
+            (false, false, false, &all),
+            (false, true, false, &all),
+            (false, true, false, &typo),
+            (true, false, false, &all),
+            (false, false, true, &all),
         ] {
             let prompt = system_prompt(
                 &PromptFacts {
@@ -560,7 +578,7 @@ mod tests {
                     review,
                     ..facts()
                 },
-                &all,
+                hints,
             );
             let tokens = prompt_tokens(&prompt);
             if review {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::hints::Hints;
+use super::hints::{self, Hints};
 use super::llm::Message;
 use super::outcome::{self, contradiction, facts_message, failed_write, Kind, RunOutcome};
 use super::prompt::{self, system_prompt, PromptFacts};
@@ -200,6 +200,10 @@ impl Agent {
             run: Progress::default(),
             transcript,
         };
+        if let Some(opened) = self.open(&mut talk, run_ctx, task, &hints, facts.read_only, landing)
+        {
+            talk.messages[1] = Message::user(opened);
+        }
         let stopped = loop {
             if let Some(stopped) =
                 talk.run
@@ -231,41 +235,23 @@ impl Agent {
             }
             let Some(code) = answer.code else {
                 let reply = answer.reply.clone().unwrap_or_default();
-                // A plain answer before any code ran has not looked at the notes yet,
-                // nor has any answer to a question about them.
-                let nothing_ran = talk.run.steps.iter().all(|step| step.code.is_none());
-                // In a read-only run, a reply that says so is a refusal: nothing to look at.
-                let refusal = facts.read_only && says_read_only(&reply);
-                // Nor has an answer that nothing was found, from a run that never searched.
-                // (A reply on a list of nulls is held for that, with its own words.)
-                let unsearched_none = hints.question
-                    && !nothing_ran
-                    && protocol::says_none_found(&reply)
-                    && !talk.run.steps.last().is_some_and(found_something)
-                    && !talk
-                        .run
-                        .steps
-                        .last()
-                        .is_some_and(|step| only_nulls(&step.result))
-                    && !talk.run.steps.iter().any(|step| {
-                        step.code
-                            .as_deref()
-                            .is_some_and(|code| code.contains("index.query"))
-                    });
-                let remind = (answer.plain
-                    || (hints.question && nothing_ran && !refusal)
-                    || unsearched_none)
+                // A plain answer before anything was looked at (mirai's opening look
+                // answers a question or a named note before the model's first answer).
+                let nothing_ran = talk.run.opening.is_none()
+                    && talk.run.steps.iter().all(|step| step.code.is_none());
+                let remind = answer.plain
                     && !talk.run.reminded
                     && talk.run.steps.len() + 1 < max_steps
-                    && (nothing_ran || unsearched_none || protocol::looks_unfinished(&reply));
+                    && (nothing_ran || protocol::looks_unfinished(&reply));
                 let parroted = !talk.run.held_a_reply
                     && talk.run.steps.len() + 1 < max_steps
                     && parrots(&reply, &talk.messages);
-                // A reply that nothing was found, right after code that found something.
+                // A reply that nothing was found, right after code that found something
+                // (or after mirai's opening look found it).
                 let denies = !talk.run.held_a_reply
                     && talk.run.steps.len() + 1 < max_steps
                     && protocol::says_none_found(&reply)
-                    && talk.run.steps.last().is_some_and(found_something);
+                    && talk.run.found(&hints).is_some();
                 // In a read-only run, a reply to a request for a change that does not say why
                 // nothing can change (small models answer "No note found to delete.").
                 let unsaid = facts.read_only
@@ -298,27 +284,15 @@ impl Agent {
                 let step = talk.run.steps.len();
                 let (why, next) = if remind {
                     talk.run.reminded = true;
-                    // Small models copy a call they are shown: one for this task. A
-                    // question gets that call's observation (a read, run by mirai).
+                    // Small models copy a call they are shown: one for this task.
                     let next = match nothing_ran {
-                        true if hints.question => {
-                            self.look_first(&mut talk, run_ctx, task, landing, LOOKED)
-                        }
-                        false if unsearched_none => {
-                            self.look_first(&mut talk, run_ctx, task, landing, SEARCHED_FIRST)
-                        }
                         true => format!(
                             "{UNFINISHED} A first step for this task: {}",
                             first_call(run_ctx, task).shown()
                         ),
                         false => UNFINISHED.to_string(),
                     };
-                    let why = if unsearched_none {
-                        "none_found_without_a_search"
-                    } else {
-                        "unfinished"
-                    };
-                    (why, next)
+                    ("unfinished", next)
                 } else {
                     talk.run.held_a_reply = true;
                     match held_for {
@@ -327,7 +301,7 @@ impl Agent {
                             ("parroted", parroted_message(task, facts.read_only))
                         }
                         Some(Held::DeniesItsResult) => {
-                            ("denies_its_result", denied_message(&talk.run.steps))
+                            ("denies_its_result", denied_message(&talk.run, &hints))
                         }
                         Some(Held::ReadOnlyUnsaid) => {
                             ("read_only_unsaid", READ_ONLY_UNSAID.to_string())
@@ -362,7 +336,7 @@ impl Agent {
                 && talk.run.steps.last().is_some_and(answered_nothing)
             {
                 talk.run.looked_again = true;
-                let next = self.look_first(&mut talk, run_ctx, task, landing, NOTHING_TWICE);
+                let next = self.look_again(&mut talk, run_ctx, task, landing);
                 talk.messages.pop();
                 talk.messages.push(Message::user(next));
             }
@@ -576,26 +550,41 @@ impl Agent {
         None
     }
 
-    /// For a question answered before any look at the notes, or answered
-    /// that nothing was found without a search (`why` says which): runs the task's
-    /// first call (mirai's own code, read-only, in the sandbox as any code of
-    /// the run) and answers the message that shows the code and its
-    /// observation. Recorded in the transcript as `first_look` with the code's events.
-    fn look_first(
+    /// After the same code answered nothing twice: runs the task's first
+    /// call again (see [`Agent::look`]) and answers the message that shows
+    /// the code and its observation.
+    fn look_again(
         &self,
         talk: &mut Talk<'_>,
         run_ctx: &Context,
         task: &str,
         landing: Landing,
-        why: &str,
     ) -> String {
+        let (call, _, body) = self.look(talk, run_ctx, task, landing);
+        format!(
+            "{NOTHING_TWICE}\n<code>{}</code>\n{}\n{AFTER_THE_LOOK}",
+            call.code,
+            render(&body)
+        )
+    }
+
+    /// Runs the task's first call (mirai's own code, read-only, in the
+    /// sandbox as any code of the run), recorded as `first_look` with the
+    /// code's events: the call, what it did and its observation.
+    fn look(
+        &self,
+        talk: &mut Talk<'_>,
+        run_ctx: &Context,
+        task: &str,
+        landing: Landing,
+    ) -> (FirstCall, Evaluation, Value) {
         let call = first_call(run_ctx, task);
         let mut look = run_ctx.clone();
         look.policy = PolicyMode::ReadOnly;
         let step = talk.run.steps.len();
         talk.transcript
             .record("first_look", json!({"step": step, "code": call.code}));
-        let (_, body) = self.execute(
+        let (evaluation, body) = self.execute(
             &look,
             &call.code,
             step,
@@ -603,11 +592,54 @@ impl Agent {
             &mut talk.transcript,
             landing,
         );
-        format!(
-            "{why}\n<code>{}</code>\n{}\n{AFTER_THE_LOOK}",
+        (call, evaluation, body)
+    }
+
+    /// Before the model's first answer, for a task that names a note there
+    /// is, names a tag or asks a question: mirai makes the task's first look
+    /// itself and answers the task's message with the look's code and
+    /// observation after the task. Small models that write before they look
+    /// copy the prompt's examples instead of the note (real runs fixed a
+    /// "dentist" that was not there, and appended a bullet to a note of
+    /// plain lines). Not in a read-only run asked for a change: there is
+    /// nothing to look for, only a refusal to give.
+    fn open(
+        &self,
+        talk: &mut Talk<'_>,
+        run_ctx: &Context,
+        task: &str,
+        hints: &Hints,
+        read_only: bool,
+        landing: Landing,
+    ) -> Option<String> {
+        let worth = named_note(run_ctx, task).is_some() || hints.tag.is_some() || hints.question;
+        if !worth || (read_only && hints.change) {
+            return None;
+        }
+        let (call, evaluation, body) = self.look(talk, run_ctx, task, landing);
+        talk.run.opening = Some(Step {
+            think: None,
+            code: Some(call.code.clone()),
+            result: evaluation.result,
+            error: evaluation.error,
+            console: evaluation.console,
+            calls: evaluation.calls,
+            llm_ms: 0.0,
+            held_reply: None,
+            contested_reply: None,
+            dropped: None,
+            not_run: None,
+        });
+        let next = match hints.change {
+            true => AFTER_THE_OPENING_LOOK,
+            false => AFTER_THE_LOOK,
+        };
+        Some(format!(
+            "{task}\n\n{OPENED}\n<code>{}</code>{}\n{}\n{next}",
             call.code,
+            call.then,
             render(&body)
-        )
+        ))
     }
 
     /// Holds the reply back once per run when it contradicts mirai's record
@@ -986,6 +1018,9 @@ struct Progress {
     facts_given: bool,
     /// Whether mirai has made its own look after the same code answered nothing twice.
     looked_again: bool,
+    /// mirai's own look before the model's first answer (see `Agent::open`): not a
+    /// step of the model's, but what its first answer saw.
+    opening: Option<Step>,
     /// The last change a program claimed in the string it returned with no write behind it.
     code_claim: Option<String>,
     /// The observation of the step whose reply ended the run, not yet sent.
@@ -993,6 +1028,31 @@ struct Progress {
 }
 
 impl Progress {
+    /// What a reply that nothing was found would deny: the model's last code
+    /// when it found something, else mirai's opening look when that did, with
+    /// who made it (as the model is told). An opening search counts only when
+    /// its hits hold a word the task looks for: a question's generic words
+    /// ("Which note mentions a pelican?") match notes that do not answer it.
+    fn found(&self, hints: &Hints) -> Option<(&Step, &'static str)> {
+        let last = self.steps.iter().rev().find(|step| step.code.is_some());
+        let answers = |step: &&Step| {
+            found_something(step)
+                && (!step
+                    .code
+                    .as_deref()
+                    .is_some_and(|code| code.contains("index.query"))
+                    || hints::holds_any(&step.result.to_string(), &hints.terms))
+        };
+        match last.filter(|step| found_something(step)) {
+            Some(step) => Some((step, "your last code")),
+            None => self
+                .opening
+                .as_ref()
+                .filter(answers)
+                .map(|step| (step, "mirai's look at the notes")),
+        }
+    }
+
     /// Whether the run is out of steps or time: why, said in `stop_detail`.
     fn out_of_budget(
         &mut self,
@@ -1119,8 +1179,9 @@ const TRY_AGAIN: &str = "Your reply was not given to the user: your last code fa
      the error message says; to find a note you do not know the path of, search for its words with \
      mirai.index.query.";
 
-/// A first call for a task answered before any code ran: mirai's own code,
-/// shown to the model (and, for a question, run: see `Agent::look_first`).
+/// A first call for a task: mirai's own code, run by mirai before the
+/// model's first answer ([`Agent::open`]) or after the same code answered
+/// nothing twice, else shown to a plain answer before anything ran.
 /// Chosen by the task's words ([`Hints`]): a note's backlinks, a tag's notes,
 /// a long note searched (for a question) or outlined, a note read, or a
 /// search for the task's words.
@@ -1290,18 +1351,15 @@ fn found_something(step: &Step) -> bool {
 const DENIED_SHOWN: usize = 400;
 
 /// What the model is told when its reply said nothing was found right after
-/// code that found something: what that code answered.
-fn denied_message(steps: &[Step]) -> String {
-    // The last step is the held reply's: the code's is the one before it.
-    let result = steps
-        .iter()
-        .rev()
-        .find(|step| step.code.is_some())
-        .map_or(String::new(), |step| {
-            cut(&step.result.to_string(), DENIED_SHOWN)
+/// code that found something (see [`Progress::found`]): what that code answered.
+fn denied_message(run: &Progress, hints: &Hints) -> String {
+    let (who, result) = run
+        .found(hints)
+        .map_or(("your last code", String::new()), |(step, who)| {
+            (who, cut(&step.result.to_string(), DENIED_SHOWN))
         });
     format!(
-        "Your reply was not given to the user: it says nothing was found, but your last code \
+        "Your reply was not given to the user: it says nothing was found, but {who} \
          answered {result}. Next: a <reply> that answers the task from that answer, naming each \
          note's path it gives."
     )
@@ -1353,16 +1411,6 @@ const UNFINISHED: &str = "Your answer had no <code> block and no <reply>, so it 
      user. If the task needs the notes, look at them first: a <code> block (search with \
      mirai.index.query, or read the note). If your answer is final, send it as <reply>your answer</reply>.";
 
-/// What the model is told when it answered a question before looking at the
-/// notes, before the code mirai ran for it and that code's observation.
-const LOOKED: &str = "Your answer was not given to the user: it came before any look at the \
-     notes. mirai ran a first step for this task:";
-
-/// What the model is told when it answered that the notes hold nothing
-/// without having searched them, before the code mirai ran and its observation.
-const SEARCHED_FIRST: &str = "Your answer was not given to the user: it says nothing was found, \
-     but no search of the notes was made. mirai ran a first step for this task:";
-
 /// What the model is told when the same code answered nothing twice, before
 /// the code mirai ran and its observation.
 const NOTHING_TWICE: &str = "You sent the same code twice and it answered nothing both times \
@@ -1389,6 +1437,14 @@ fn answered_nothing(step: &Step) -> bool {
 const AFTER_THE_LOOK: &str =
     "Next: answer the task from this observation in a <reply>, naming each \
      note's path and quoting what it says; or a <code> block to look further.";
+
+/// What follows the task when mirai looked first (see `Agent::open`).
+const OPENED: &str = "mirai looked at the notes for this task first (its own code, already run; \
+     nothing was changed):";
+
+/// What a task asking for a change is told after mirai's opening look.
+const AFTER_THE_OPENING_LOOK: &str = "Next: a <code> block that makes the change the task asks \
+     for, with any text it replaces copied exactly from this observation.";
 
 /// Why the transcript's `dropped` event dropped text.
 const DROPPED: &str = "only an answer's first <code> block runs: what follows it (more code, an \
