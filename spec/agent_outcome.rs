@@ -318,7 +318,7 @@ fn a_task_naming_a_note_gets_mirais_opening_look_before_the_first_answer() {
         &llm,
         task,
         r#"return (await mirai.notes.outline({path: "handbook.md"})).headings;</code>"#,
-        "or a <code> block to look further.",
+        "or a <reply> if it asks only for an answer.",
     );
     assert!(message.contains("Doors"), "{message}");
     // The look is mirai's, not a step of the model's: its answer is the reply.
@@ -343,7 +343,7 @@ fn a_task_naming_a_note_gets_mirais_opening_look_before_the_first_answer() {
         &llm,
         task,
         r#"return (await mirai.notes.read({path: "todo.md"})).content;</code>"#,
-        "with any text it replaces copied exactly from this observation.",
+        "to change text, notes.edit with `old` copied exactly from this observation).",
     );
     assert!(message.contains("- buy milk"), "{message}");
     assert_eq!(
@@ -351,6 +351,23 @@ fn a_task_naming_a_note_gets_mirais_opening_look_before_the_first_answer() {
         TODO.replace("buy milk", "buy oat milk")
     );
     assert_eq!(report["outcome"]["kind"], "committed");
+
+    // Text the task quotes is to be written as quoted (a real run added "- ").
+    let append = r#"<code>return await mirai.notes.append({path: "todo.md", text: "Saw a kingfisher."});</code>"#;
+    let llm = answers(&[append, "<reply>Appended it to todo.md.</reply>"]);
+    let server = server_for(&llm, |_| {});
+    let task = "Append the line \"Saw a kingfisher.\" to todo.md.";
+    ok_run(&server, task);
+    opening(
+        &llm,
+        task,
+        r#"return (await mirai.notes.read({path: "todo.md"})).content;</code>"#,
+        r#"Use "Saw a kingfisher." exactly as the task quotes it, with no mark such as "- " added."#,
+    );
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("todo.md")).unwrap(),
+        format!("{TODO}Saw a kingfisher.\n")
+    );
 }
 
 #[test]
@@ -1065,4 +1082,78 @@ fn a_reply_that_nothing_was_found_right_after_code_that_found_something_is_held_
         .map(|e| e["why"].clone())
         .collect();
     assert_eq!(held, vec![json!("denies_its_result")]);
+}
+
+#[test]
+fn a_reply_to_a_change_with_nothing_changed_and_no_why_is_held_once() {
+    // From a real run: "Give journal.md a front matter field owner with the value
+    // Sam." answered by quoting the note mirai's opening look had read.
+    let quoted = "todo.md says: buy milk, water the plants";
+    let llm = answers(&[
+        &format!("<reply>{quoted}</reply>"),
+        r#"<code>return await mirai.notes.front_matter({path: "todo.md", set: {owner: "Sam"}});</code>"#,
+        "<reply>todo.md now has the field owner: Sam.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(
+        &server,
+        "Give todo.md a front matter field owner with the value Sam.",
+    );
+    assert_eq!(report["steps"][0]["held_reply"], quoted);
+    let told = last_message(&llm, 1);
+    assert!(
+        told.starts_with("Your reply was not given to the user: the task asks for a change to the notes, and nothing has been changed yet."),
+        "{told}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("todo.md")).unwrap(),
+        format!("---\nowner: Sam\n---\n{TODO}")
+    );
+    assert_eq!(report["outcome"]["kind"], "committed");
+    // The report shows mirai's opening look, with its call, apart from the model's steps.
+    assert_eq!(
+        report["opening"]["calls"][0]["op"], "notes.read",
+        "{report}"
+    );
+    assert_eq!(report["steps"].as_array().unwrap().len(), 3);
+
+    // A reply that says why nothing was changed stands.
+    let why = "I cannot: todo.md has no line about eggs, so nothing was changed.";
+    let llm = answers(&[&format!("<reply>{why}</reply>")]);
+    let server = server_for(&llm, |_| {});
+    let report = ok_run(&server, "Remove eggs from todo.md.");
+    assert_eq!(report["reply"], why);
+    assert_eq!(llm.requests().len(), 1);
+}
+
+#[test]
+fn in_review_a_proposed_write_sent_again_is_said_proposed_and_the_offered_reply_stands() {
+    // From a real run: the repeat was told "The change is made", the model called it
+    // done, and mirai's own example reply, copied, was held as a parrot.
+    let offered = "I proposed the change to todo.md; it is not made until a person approves it.";
+    let llm = answers(&[
+        APPEND,
+        APPEND,
+        "<reply>Added \"- bread\" to todo.md.</reply>",
+        &format!("<reply>{offered}</reply>"),
+    ]);
+    let server = server_for(&llm, |c| {
+        c.policy = PolicyMode::Review;
+        c.reviewer_token = Some("reviewer-s3cret".into());
+    });
+    let head = server.head();
+    let report = ok_run(&server, "Add bread to todo.md.");
+    let repeat = last_message(&llm, 2);
+    assert!(
+        repeat.contains("This code was not run")
+            && repeat.contains("The change is proposed: a person approves it before it is made.")
+            && repeat.contains("a <reply> that says you proposed the change for review")
+            && !repeat.contains("The change is made"),
+        "{repeat}"
+    );
+    assert_eq!(report["reply"], offered);
+    assert_eq!(report["reply_contradicted"], false);
+    assert_eq!(report["outcome"]["kind"], "proposed");
+    assert_eq!(server.head(), head);
+    assert_eq!(llm.requests().len(), 4);
 }

@@ -231,3 +231,35 @@ fn a_models_write_that_drops_the_structure_is_refused_and_a_persons_is_not() {
     assert_eq!(person.status, 200, "{person:?}");
     assert_eq!(read(&server, "people.md"), "short\n");
 }
+
+#[test]
+fn a_models_heading_rename_that_drops_the_marks_is_refused_with_the_edit_that_keeps_them() {
+    // From a real run: "rename the heading Plans" sent {old: "## Plans", new: "Spring plans"}.
+    let server = TestServer::with_note("recipes/bread.md", BREAD);
+    let head = server.head();
+    let edit = |new: &str| {
+        format!(
+            r###"try {{ return await mirai.notes.edit({{path: "recipes/bread.md", edits: [{{old: "## Steps", new: "{new}"}}]}}); }} catch (e) {{ return {{code: e.code, message: e.message}}; }}"###
+        )
+    };
+    let refused = server.post_json("/agent/eval", &json!({"code": edit("Method")}));
+    assert_eq!(
+        refused.body["result"]["code"], "guard_refused",
+        "{refused:?}"
+    );
+    let message = refused.body["result"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(r###"it would turn the heading "## Steps" of recipes/bread.md into the plain line "Method""###)
+            && message.contains(r###"edits: [{old: "## Steps", new: "## Method"}]"###),
+        "{message}"
+    );
+    assert_eq!(server.head(), head);
+    assert_eq!(read(&server, "recipes/bread.md"), BREAD);
+    // The edit it names passes.
+    let renamed = server.post_json("/agent/eval", &json!({"code": edit("## Method")}));
+    assert!(renamed.body["result"]["commit"].is_string(), "{renamed:?}");
+    assert_eq!(
+        read(&server, "recipes/bread.md"),
+        BREAD.replace("## Steps", "## Method")
+    );
+}

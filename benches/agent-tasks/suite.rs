@@ -319,8 +319,11 @@ pub fn check(task: &Task, prepared: &Prepared, report: &Value) -> Vec<String> {
         }
     }
     let steps = report["steps"].as_array().cloned().unwrap_or_default();
-    let called: Vec<&str> = steps
-        .iter()
+    // mirai's opening look is part of the run: its calls count, first.
+    let called: Vec<&str> = report
+        .get("opening")
+        .into_iter()
+        .chain(&steps)
         .flat_map(|step| step["calls"].as_array().into_iter().flatten())
         .filter_map(|call| call["op"].as_str())
         .collect();

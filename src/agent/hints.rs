@@ -30,6 +30,9 @@ pub struct Hints {
     pub change: bool,
     /// The task speaks of spelling or a typo.
     pub spelling: bool,
+    /// The texts the task quotes ("Append the line \"Saw a kingfisher.\""), in
+    /// order: straight or curly double quotes.
+    pub quoted: Vec<String>,
     /// The words the task looks for, as the index's terms (stemmed, past the
     /// stop list and the words any task about notes has: "note", "mention",
     /// a path's "md"), sorted. A search whose hits hold none of them found
@@ -60,6 +63,27 @@ fn task_terms(task: &str) -> Vec<String> {
     terms
 }
 
+/// The texts between double quotes (straight, or curly “ ”), in order.
+fn quoted(task: &str) -> Vec<String> {
+    let parts: Vec<&str> = task.split('"').collect();
+    // An odd part is inside quotes when a part follows it (the quote closed).
+    let straight = parts
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(i, _)| i % 2 == 1 && i + 1 < parts.len())
+        .map(|(_, inside)| inside);
+    let curly = task
+        .split('“')
+        .skip(1)
+        .filter_map(|rest| rest.split_once('”').map(|(inside, _)| inside));
+    straight
+        .chain(curly)
+        .filter(|inside| !inside.trim().is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// Whether `text` holds one of `terms` (as the index's terms).
 pub fn holds_any(text: &str, terms: &[String]) -> bool {
     let tokenizer = Tokenizer::default();
@@ -71,9 +95,10 @@ pub fn holds_any(text: &str, terms: &[String]) -> bool {
 }
 
 /// Verbs that open a request for a change to the notes.
-const CHANGE_WORDS: [&str; 17] = [
+const CHANGE_WORDS: [&str; 25] = [
     "add", "append", "create", "delete", "remove", "rename", "move", "change", "edit", "fix",
-    "replace", "set", "update", "write", "insert", "make", "put",
+    "replace", "set", "update", "write", "insert", "make", "put", "give", "mark", "tag", "prepend",
+    "rewrite", "correct", "link", "archive",
 ];
 
 /// A polite request's opening: "Can you delete x?" asks for a change.
@@ -136,6 +161,7 @@ impl Hints {
                     .is_some_and(|first| QUESTION_WORDS.contains(&first.as_str())),
             change: asks_for_a_change(task),
             spelling: has("spell") || has("typo") || has("misspel"),
+            quoted: quoted(task),
             terms: task_terms(task),
         }
     }
@@ -245,6 +271,14 @@ mod tests {
         assert!(!Hints::of("Summarize todo.md.").change);
         assert!(!Hints::of("Add up my hours: how many are there?").change);
         assert!(Hints::of("Can you delete todo.md?").change);
+        assert_eq!(
+            Hints::of("Append the line \"Saw a kingfisher.\" to “journal.md”.").quoted,
+            ["Saw a kingfisher.", "journal.md"]
+        );
+        assert!(Hints::of("Add an unclosed \"quote to todo.md")
+            .quoted
+            .is_empty());
+        assert!(Hints::of("Give journal.md a front matter field owner with the value Sam.").change);
         assert!(Hints::of("Please, could you rename todo.md to tasks.md?").change);
         assert!(!Hints::of("Can you tell me what todo.md says?").change);
         // The words a task looks for, past the generic ones.

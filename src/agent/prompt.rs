@@ -558,6 +558,7 @@ mod tests {
             question: true,
             change: true,
             spelling: false,
+            quoted: Vec::new(),
             terms: Vec::new(),
         };
         let typo = Hints {

@@ -98,6 +98,11 @@ pub struct RunReport {
     pub stopped: Stopped,
     /// Why the run stopped, in words, when it was not a reply.
     pub stop_detail: Option<String>,
+    /// mirai's own look before the model's first answer (its code run
+    /// read-only; its observation sent after the task): absent when the task
+    /// named no note there is, no tag and asked no question.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opening: Option<Step>,
     pub steps: Vec<Step>,
     pub commits: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -261,12 +266,26 @@ impl Agent {
                     && !says_read_only(&reply)
                     // A claimed change is contested with the record, which says read-only.
                     && claimed_change(&reply).is_none();
-                let held_for = match (remind, parroted, denies, unsaid) {
+                // A reply to a request for a change, with nothing changed, that neither
+                // claims one (a claim is contested) nor says why it was not made.
+                let not_made = !facts.read_only
+                    && hints.change
+                    && !talk.run.held_a_reply
+                    && talk.run.steps.len() + 1 < max_steps
+                    && talk.run.commits.is_empty()
+                    && overlay
+                        .as_ref()
+                        .is_none_or(|overlay| overlay.changes().is_empty())
+                    && claimed_change(&reply).is_none()
+                    && talk.run.code_claim.is_none()
+                    && !says_why_not(&reply);
+                let held_for = match (remind, parroted, denies, unsaid, not_made) {
                     (true, ..) => None,
                     (false, true, ..) => Some(Held::Parroted),
-                    (false, false, true, _) => Some(Held::DeniesItsResult),
-                    (false, false, false, true) => Some(Held::ReadOnlyUnsaid),
-                    (false, false, false, false) => {
+                    (false, false, true, ..) => Some(Held::DeniesItsResult),
+                    (false, false, false, true, _) => Some(Held::ReadOnlyUnsaid),
+                    (false, false, false, false, true) => Some(Held::ChangeNotMade),
+                    (false, false, false, false, false) => {
                         talk.run
                             .may_hold_a_reply(max_steps, overlay, facts.read_only)
                     }
@@ -305,6 +324,9 @@ impl Agent {
                         }
                         Some(Held::ReadOnlyUnsaid) => {
                             ("read_only_unsaid", READ_ONLY_UNSAID.to_string())
+                        }
+                        Some(Held::ChangeNotMade) => {
+                            ("change_not_made", CHANGE_NOT_MADE.to_string())
                         }
                         _ => ("after_a_failed_step", TRY_AGAIN.to_string()),
                     }
@@ -467,12 +489,22 @@ impl Agent {
             if landing == Landing::Committed {
                 body["commits_so_far"] = json!(run.commits.len());
             }
+            let (made, next) = match landing {
+                Landing::Committed => ("The change is made.", "what was changed"),
+                Landing::Aside => (
+                    "The change is kept aside (a dry run): nothing is committed.",
+                    "what would change",
+                ),
+                Landing::Proposed => (
+                    "The change is proposed: a person approves it before it is made.",
+                    "you proposed the change for review (not that it is done)",
+                ),
+            };
             add_note(
                 &mut body,
                 &format!(
                     "This code was not run: {why}, so running it again would make the change twice. \
-                     The change is made. If the task asked for nothing more, next: a <reply> that says \
-                     what was changed."
+                     {made} If the task asked for nothing more, next: a <reply> that says {next}."
                 ),
             );
             messages.push(Message::user(render(&body)));
@@ -630,9 +662,10 @@ impl Agent {
             dropped: None,
             not_run: None,
         });
-        let next = match hints.change {
-            true => AFTER_THE_OPENING_LOOK,
-            false => AFTER_THE_LOOK,
+        let next = match (hints.question, hints.change) {
+            (true, _) => AFTER_THE_LOOK.to_string(),
+            (false, true) => AFTER_THE_OPENING_LOOK.to_string() + &exactly(hints),
+            (false, false) => AFTER_A_LOOK_FOR_A_TASK.to_string(),
         };
         Some(format!(
             "{task}\n\n{OPENED}\n<code>{}</code>{}\n{}\n{next}",
@@ -872,6 +905,7 @@ fn finish(
         reply: run.reply,
         stopped,
         stop_detail: run.stop_detail,
+        opening: run.opening,
         steps: run.steps,
         commits: run.commits,
         changes,
@@ -1317,6 +1351,8 @@ enum Held {
     DeniesItsResult,
     /// A read-only run's reply to a request for a change did not say it is read-only.
     ReadOnlyUnsaid,
+    /// A reply to a request for a change, with nothing changed, that did not say why.
+    ChangeNotMade,
 }
 
 /// Whether a reply says the deployment is read-only.
@@ -1324,6 +1360,37 @@ fn says_read_only(reply: &str) -> bool {
     let lower = reply.to_lowercase();
     lower.contains("read-only") || lower.contains("read only")
 }
+
+/// Whether a reply says a change was not or cannot be made ("I cannot ...",
+/// "there is no such note", "nothing was changed").
+fn says_why_not(reply: &str) -> bool {
+    const WHY_NOT: [&str; 14] = [
+        "cannot",
+        "can't",
+        "can not",
+        "could not",
+        "couldn't",
+        "unable",
+        "not possible",
+        "impossible",
+        "does not exist",
+        "doesn't exist",
+        "no such",
+        "not found",
+        "nothing was changed",
+        "not changed",
+    ];
+    let lower = reply.to_lowercase();
+    WHY_NOT.iter().any(|phrase| lower.contains(phrase)) || protocol::says_none_found(reply)
+}
+
+/// What the model is told when its reply to a request for a change came with
+/// nothing changed and no word of why.
+const CHANGE_NOT_MADE: &str =
+    "Your reply was not given to the user: the task asks for a change to \
+     the notes, and nothing has been changed yet. Next: a <code> block that makes the change (any \
+     text it replaces copied exactly from the observation); if it cannot be made, a <reply> that \
+     says why and that nothing was changed.";
 
 /// What a read-only run's model is told when its reply to a request for a
 /// change did not say why nothing changed.
@@ -1367,7 +1434,8 @@ fn denied_message(run: &Progress, hints: &Hints) -> String {
 
 /// Whether `reply` only repeats mirai's last message to the model (small
 /// models copy a note into their reply): 30 characters or more of it, word
-/// for word, that the model had not written before.
+/// for word, that the model had not written before and mirai had not offered
+/// as an example reply.
 fn parrots(reply: &str, messages: &[Message]) -> bool {
     let reply = reply.trim().trim_end_matches('.');
     let told = messages
@@ -1382,7 +1450,9 @@ fn parrots(reply: &str, messages: &[Message]) -> bool {
         .rev()
         .skip(1)
         .any(|message| message.content.contains(reply));
-    reply.len() >= 30 && told.contains(reply) && !its_own
+    // Nor is a reply mirai offered as an example ("e.g. <reply>I proposed ...").
+    let offered = told.contains(&format!("<reply>{reply}"));
+    reply.len() >= 30 && told.contains(reply) && !its_own && !offered
 }
 
 /// What the model is told when its reply repeated mirai's note: the task again.
@@ -1436,7 +1506,7 @@ fn answered_nothing(step: &Step) -> bool {
 /// What the model is told after the observation of the code mirai ran.
 const AFTER_THE_LOOK: &str =
     "Next: answer the task from this observation in a <reply>, naming each \
-     note's path and quoting what it says; or a <code> block to look further.";
+     note's path and quoting only text it shows; or a <code> block to look further.";
 
 /// What follows the task when mirai looked first (see `Agent::open`).
 const OPENED: &str = "mirai looked at the notes for this task first (its own code, already run; \
@@ -1444,7 +1514,34 @@ const OPENED: &str = "mirai looked at the notes for this task first (its own cod
 
 /// What a task asking for a change is told after mirai's opening look.
 const AFTER_THE_OPENING_LOOK: &str = "Next: a <code> block that makes the change the task asks \
-     for, with any text it replaces copied exactly from this observation.";
+     for (to add lines, notes.append or notes.insert; to change text, notes.edit with `old` \
+     copied exactly from this observation).";
+
+/// For a change task that quotes text (not a heading's new name, whose marks
+/// the quote leaves out): that the quoted text is written as quoted. Small
+/// models add a bullet ("- Saw a kingfisher.") to a line quoted without one.
+fn exactly(hints: &Hints) -> String {
+    let quoted: Vec<String> = hints
+        .quoted
+        .iter()
+        .filter(|text| !text.ends_with(".md"))
+        .map(|text| format!("{text:?}"))
+        .collect();
+    if quoted.is_empty() || hints.heading {
+        return String::new();
+    }
+    let them = if quoted.len() == 1 { "it" } else { "them" };
+    format!(
+        " Use {} exactly as the task quotes {them}, with no mark such as \"- \" added.",
+        quoted.join(" and ")
+    )
+}
+
+/// What a task that is neither a question nor a change by its words is told
+/// after mirai's opening look.
+const AFTER_A_LOOK_FOR_A_TASK: &str = "Next: a <code> block that does what the task asks (any \
+     text it replaces copied exactly from this observation), or a <reply> if it asks only for an \
+     answer.";
 
 /// Why the transcript's `dropped` event dropped text.
 const DROPPED: &str = "only an answer's first <code> block runs: what follows it (more code, an \

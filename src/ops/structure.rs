@@ -2,7 +2,9 @@
 //! a note's whole front matter block, all its headings or most of its links,
 //! or replace a note of 5 lines or more keeping less than half of its lines,
 //! is refused with 422 `guard_refused`, naming what would be lost and the row
-//! to use instead. Passed like the shrink guard, with `allow_large_delete`.
+//! to use instead; so is one that turns a heading into a plain line (a model's
+//! heading rename that dropped the `## `), with the edit that keeps its marks.
+//! Passed like the shrink guard, with `allow_large_delete`.
 
 use std::collections::HashMap;
 
@@ -69,7 +71,23 @@ pub fn check(rel: &str, old: &str, new: &str) -> Result<()> {
         ));
     }
     if lost.is_empty() {
-        return Ok(());
+        return match demoted(old, new) {
+            None => Ok(()),
+            Some((heading, line)) => {
+                let marks = heading.trim_start().split(' ').next().unwrap_or("##");
+                let kept = format!("{marks} {}", line.trim_start_matches([' ', '#']));
+                Err(Error::new(
+                    ErrorCode::GuardRefused,
+                    format!(
+                        "the structure guard refused this write: it would turn the heading {heading:?} \
+                         of {rel} into the plain line {line:?}. Nothing was changed. A heading keeps \
+                         its marks: to rename it, notes.edit with edits: [{{old: {heading:?}, new: \
+                         {kept:?}}}]. If the task really asks to make it plain text, send the same \
+                         request with \"allow_large_delete\": true."
+                    ),
+                ))
+            }
+        };
     }
     Err(Error::new(
         ErrorCode::GuardRefused,
@@ -82,6 +100,38 @@ pub fn check(rel: &str, old: &str, new: &str) -> Result<()> {
             lost.join(", and ")
         ),
     ))
+}
+
+/// The first heading line of `old` that `new` puts a plain line in place of:
+/// the changed lines between the texts' common first and last lines, taken
+/// pairwise when both sides changed as many lines.
+fn demoted<'a>(old: &'a str, new: &'a str) -> Option<(&'a str, &'a str)> {
+    let (old, new): (Vec<&str>, Vec<&str>) = (old.lines().collect(), new.lines().collect());
+    let prefix = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let suffix = old[prefix..]
+        .iter()
+        .rev()
+        .zip(new[prefix..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let (old, new) = (
+        &old[prefix..old.len() - suffix],
+        &new[prefix..new.len() - suffix],
+    );
+    if old.len() != new.len() {
+        return None;
+    }
+    old.iter().zip(new).find_map(|(before, after)| {
+        let plain = !after.trim().is_empty() && !is_heading(after);
+        (is_heading(before) && plain).then_some((*before, *after))
+    })
+}
+
+/// Whether `line` is an ATX heading (`#` to `######`, then a space).
+fn is_heading(line: &str) -> bool {
+    let line = line.trim_start();
+    let marks = line.chars().take_while(|&c| c == '#').count();
+    (1..=6).contains(&marks) && line[marks..].starts_with([' ', '\t'])
 }
 
 /// The paths a note's links name, as written.
@@ -173,6 +223,30 @@ mod tests {
         // A short note may be rewritten; a new block is no loss.
         assert!(check("a.md", "one\ntwo\n", "three\n").is_ok());
         assert!(check("a.md", "# A\n", "---\nx: 1\n---\n# A\n").is_ok());
+    }
+
+    #[test]
+    fn a_heading_turned_into_a_plain_line_is_refused_with_the_edit_that_keeps_its_marks() {
+        // From a real run: "rename the heading Plans to Spring plans".
+        let message = refusal(&NOTE.replace("## Steps", "Method"));
+        assert!(
+            message.contains(
+                r###"it would turn the heading "## Steps" of bread.md into the plain line "Method""###
+            ) && message.contains(r###"edits: [{old: "## Steps", new: "## Method"}]"###),
+            "{message}"
+        );
+        // A heading's text changed, a line added under it, or a heading made a list item
+        // among other changes of a different count, all pass.
+        for new in [
+            NOTE.replace("## Steps", "### Method"),
+            NOTE.replace("## Steps\n", "## Steps\nfirst\n"),
+            NOTE.replace("# Bread\n", "#hashtag\n# Bread\n"),
+        ] {
+            assert!(check("bread.md", NOTE, &new).is_ok(), "{new}");
+        }
+        assert!(
+            !is_heading("#hashtag") && is_heading("  ### Three") && !is_heading("####### seven")
+        );
     }
 
     #[test]
