@@ -1100,6 +1100,14 @@ fn a_reply_to_a_change_with_nothing_changed_and_no_why_is_held_once() {
         "Give todo.md a front matter field owner with the value Sam.",
     );
     assert_eq!(report["steps"][0]["held_reply"], quoted);
+    // A front matter task is shown its row after the opening look.
+    assert!(
+        last_message(&llm, 0).ends_with(
+            "with mirai.notes.front_matter({path, set: {field: value}}) or ({path, remove: [field]}), never notes.edit or notes.write."
+        ),
+        "{}",
+        last_message(&llm, 0)
+    );
     let told = last_message(&llm, 1);
     assert!(
         told.starts_with("Your reply was not given to the user: the task asks for a change to the notes, and nothing has been changed yet."),
@@ -1156,4 +1164,69 @@ fn in_review_a_proposed_write_sent_again_is_said_proposed_and_the_offered_reply_
     assert_eq!(report["outcome"]["kind"], "proposed");
     assert_eq!(server.head(), head);
     assert_eq!(llm.requests().len(), 4);
+}
+
+#[test]
+fn a_heading_renamed_to_a_plain_line_is_refused_and_shown_its_own_call_with_the_marks() {
+    // From a real run: {old: "## Plans", new: "Spring plans"}, sent until it passed
+    // allow_large_delete: true.
+    let demote = r###"<code>return await mirai.notes.edit({path: "garden.md", edits: [{old: "## Plans", new: "Spring plans"}]});</code>"###;
+    let kept = r###"<code>return await mirai.notes.edit({"edits":[{"new":"## Spring plans","old":"## Plans"}],"path":"garden.md"});</code>"###;
+    let llm = answers(&[
+        demote,
+        kept,
+        "<reply>Renamed the heading to Spring plans in garden.md.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    let garden = "# Garden\n\n## Plans\n\nMore herbs this year.\n";
+    server.write("garden.md", garden);
+    server.commit_all();
+    let report = ok_run(
+        &server,
+        "In garden.md, rename the heading Plans to Spring plans.",
+    );
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation.contains("guard_refused")
+            && !observation.contains("allow_large_delete")
+            && observation.contains(
+                r###"Your call, mended (your own path and text): mirai.notes.edit({"edits":[{"new":"## Spring plans","old":"## Plans"}],"path":"garden.md"})"###
+            ),
+        "{observation}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("garden.md")).unwrap(),
+        garden.replace("## Plans", "## Spring plans")
+    );
+    assert_eq!(report["outcome"]["kind"], "committed");
+}
+
+#[test]
+fn an_edit_whose_old_occurs_twice_is_shown_its_call_confined_to_the_section_the_task_names() {
+    // From a real run: "- weekly review" under Monday and Friday, sent eight times.
+    let plans = "# Plans\n\n## Monday\n\n- weekly review\n\n## Friday\n\n- weekly review\n";
+    let twice = r#"<code>return await mirai.notes.edit({path: "plans.md", edits: [{old: "- weekly review", new: "- daily review"}, {old: "- weekly review", new: "- daily review"}]});</code>"#;
+    let confined = r#"<code>return await mirai.notes.edit({"edits":[{"new":"- daily review","old":"- weekly review"}],"path":"plans.md","section":"Friday"});</code>"#;
+    let llm = answers(&[
+        twice,
+        confined,
+        "<reply>Changed weekly to daily in the Friday section of plans.md.</reply>",
+    ]);
+    let server = server_for(&llm, |_| {});
+    server.write("plans.md", plans);
+    server.commit_all();
+    let report = ok_run(
+        &server,
+        "In plans.md, change \"weekly\" to \"daily\" in the Friday section only.",
+    );
+    let observation = last_message(&llm, 1);
+    assert!(
+        observation.contains(r#"The task names the section "Friday": edit within it alone. Your call, confined to it: mirai.notes.edit({"edits":[{"new":"- daily review","old":"- weekly review"}],"path":"plans.md","section":"Friday"})"#),
+        "{observation}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(server.root.join("plans.md")).unwrap(),
+        plans.replace("## Friday\n\n- weekly", "## Friday\n\n- daily")
+    );
+    assert_eq!(report["outcome"]["kind"], "committed");
 }

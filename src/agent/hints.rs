@@ -30,6 +30,8 @@ pub struct Hints {
     pub change: bool,
     /// The task speaks of spelling or a typo.
     pub spelling: bool,
+    /// The task speaks of front matter or a field.
+    pub front_matter: bool,
     /// The texts the task quotes ("Append the line \"Saw a kingfisher.\""), in
     /// order: straight or curly double quotes.
     pub quoted: Vec<String>,
@@ -161,6 +163,9 @@ impl Hints {
                     .is_some_and(|first| QUESTION_WORDS.contains(&first.as_str())),
             change: asks_for_a_change(task),
             spelling: has("spell") || has("typo") || has("misspel"),
+            front_matter: task.to_lowercase().contains("front matter")
+                || has("frontmatter")
+                || has("field"),
             quoted: quoted(task),
             terms: task_terms(task),
         }
@@ -271,6 +276,8 @@ mod tests {
         assert!(!Hints::of("Summarize todo.md.").change);
         assert!(!Hints::of("Add up my hours: how many are there?").change);
         assert!(Hints::of("Can you delete todo.md?").change);
+        assert!(Hints::of("Set the status field of a.md to done.").front_matter);
+        assert!(!Hints::of("Set the heading of a.md to Done.").front_matter);
         assert_eq!(
             Hints::of("Append the line \"Saw a kingfisher.\" to “journal.md”.").quoted,
             ["Saw a kingfisher.", "journal.md"]

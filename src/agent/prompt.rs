@@ -558,6 +558,7 @@ mod tests {
             question: true,
             change: true,
             spelling: false,
+            front_matter: true,
             quoted: Vec::new(),
             terms: Vec::new(),
         };

@@ -534,6 +534,9 @@ impl Agent {
         if let Some(note) = example_tag(&evaluation, &system, run_ctx, task) {
             add_note(&mut body, &note);
         }
+        if let Some(note) = ambiguous_old(&evaluation, run_ctx, task) {
+            add_note(&mut body, &note);
+        }
         if ran.dropped.is_some() {
             add_note(
                 &mut body,
@@ -664,6 +667,7 @@ impl Agent {
         });
         let next = match (hints.question, hints.change) {
             (true, _) => AFTER_THE_LOOK.to_string(),
+            (false, true) if hints.front_matter => AFTER_THE_OPENING_LOOK_FOR_A_FIELD.to_string(),
             (false, true) => AFTER_THE_OPENING_LOOK.to_string() + &exactly(hints),
             (false, false) => AFTER_A_LOOK_FOR_A_TASK.to_string(),
         };
@@ -1319,6 +1323,59 @@ fn example_path(
     ))
 }
 
+/// For a notes.edit refused because its `old` occurs more than once, when
+/// the task names one of the note's headings ("... in the Friday section
+/// only"): the model's own call confined to that section, to copy. Small
+/// models resend the same call, or the same edit twice, until the steps run out.
+fn ambiguous_old(evaluation: &Evaluation, ctx: &Context, task: &str) -> Option<String> {
+    let mut request = evaluation
+        .calls
+        .iter()
+        .filter(|call| !call.ok && call.op == "notes.edit" && call.answer.contains("` occurs "))
+        .filter_map(|call| serde_json::from_str::<Value>(&call.request).ok())
+        .find(|request| request.get("section").is_none())?;
+    let path = request.get("path")?.as_str()?.to_string();
+    let outline =
+        crate::ops::dispatch(ctx, "notes.outline", Input::Json(json!({"path": path}))).ok()?;
+    // The note's own path ("plans.md") names no heading ("# Plans").
+    let words: Vec<String> = task
+        .replace(&path, " ")
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .collect();
+    let named: Vec<String> = outline
+        .get("headings")?
+        .as_array()?
+        .iter()
+        .filter_map(|heading| heading.get("text")?.as_str())
+        .filter(|text| {
+            let heading: Vec<String> = text
+                .split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .map(str::to_lowercase)
+                .collect();
+            !heading.is_empty()
+                && words
+                    .windows(heading.len())
+                    .any(|w| w == heading.as_slice())
+        })
+        .map(str::to_string)
+        .collect();
+    // Only one heading named: the one section the task means.
+    let [section] = named.as_slice() else {
+        return None;
+    };
+    request["section"] = Value::from(section.as_str());
+    // The same edit sent twice (once per place) is one edit within the section.
+    if let Some(edits) = request.get_mut("edits").and_then(Value::as_array_mut) {
+        edits.dedup();
+    }
+    Some(format!(
+        "The task names the section {section:?}: edit within it alone. Your call, confined to it: \
+         mirai.notes.edit({request})"
+    ))
+}
+
 /// For a call whose `tag` was copied from the prompt's examples when the
 /// task names no such tag (a question searched as `{tag: "recipe"}`): says
 /// so, with a search for the task's words to copy.
@@ -1516,6 +1573,12 @@ const OPENED: &str = "mirai looked at the notes for this task first (its own cod
 const AFTER_THE_OPENING_LOOK: &str = "Next: a <code> block that makes the change the task asks \
      for (to add lines, notes.append or notes.insert; to change text, notes.edit with `old` \
      copied exactly from this observation).";
+
+/// What a task asking for a change to front matter is told after mirai's
+/// opening look (real runs rewrote the whole block with notes.edit).
+const AFTER_THE_OPENING_LOOK_FOR_A_FIELD: &str = "Next: a <code> block that sets or removes the \
+     field with mirai.notes.front_matter({path, set: {field: value}}) or ({path, remove: [field]}), \
+     never notes.edit or notes.write.";
 
 /// For a change task that quotes text (not a heading's new name, whose marks
 /// the quote leaves out): that the quoted text is written as quoted. Small

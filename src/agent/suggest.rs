@@ -24,7 +24,8 @@ pub fn mended(call: &CallRecord) -> Option<String> {
 /// mirai can mend it: the fields the row does not take dropped, a missing
 /// `content` made of the text the model sent (its `edits`' `new`, or
 /// `text`), and an edit of nothing but new text (every `old` empty) made the
-/// `notes.append` it is. `None` when nothing was mended or a field the row
+/// `notes.append` it is, and a heading renamed to a plain line given its
+/// marks back. `None` when nothing was mended or a field the row
 /// requires is still missing.
 pub fn own_call(entry: &OpEntry, request: &Value) -> Option<String> {
     let sent = request.as_object()?;
@@ -38,6 +39,13 @@ pub fn own_call(entry: &OpEntry, request: &Value) -> Option<String> {
         (!news.is_empty()).then(|| news.join("\n"))
     });
     if entry.name == "notes.edit" {
+        if let (Some(path), Some(kept)) = (path, edits.and_then(|e| heading_marks_kept(e))) {
+            let mut call = sent.clone();
+            call.insert("path".into(), Value::from(path));
+            call.insert("edits".into(), Value::Array(kept));
+            call.remove("allow_large_delete");
+            return Some(format!("mirai.notes.edit({})", Value::Object(call)));
+        }
         let all_new = edits.is_some_and(|edits| {
             edits
                 .iter()
@@ -77,6 +85,36 @@ pub fn own_call(entry: &OpEntry, request: &Value) -> Option<String> {
     (complete && mended).then(|| format!("mirai.{}({})", entry.name, Value::Object(call)))
 }
 
+/// The edits with each heading line renamed to a plain line given the
+/// heading's marks back (`{old: "## Plans", new: "Spring plans"}` becomes
+/// `new: "## Spring plans"`: the structure guard refuses the first); `None`
+/// when no edit is one.
+fn heading_marks_kept(edits: &[Value]) -> Option<Vec<Value>> {
+    let marks = |line: &str| -> Option<usize> {
+        let n = line.chars().take_while(|&c| c == '#').count();
+        ((1..=6).contains(&n) && line[n..].starts_with(' ')).then_some(n)
+    };
+    let mut mended = false;
+    let kept = edits
+        .iter()
+        .map(|edit| {
+            let old = edit.get("old").and_then(Value::as_str).unwrap_or_default();
+            let new = edit.get("new").and_then(Value::as_str).unwrap_or_default();
+            let one_line = |text: &str| !text.trim().is_empty() && !text.trim().contains('\n');
+            match marks(old.trim()) {
+                Some(n) if one_line(old) && one_line(new) && marks(new.trim()).is_none() => {
+                    mended = true;
+                    let mut edit = edit.clone();
+                    edit["new"] = Value::from(format!("{} {}", "#".repeat(n), new.trim()));
+                    edit
+                }
+                _ => edit.clone(),
+            }
+        })
+        .collect();
+    mended.then_some(kept)
+}
+
 /// A JavaScript error small models make and misread, in plain words:
 /// assigning to a `const`.
 pub fn js_mistake(message: &str) -> Option<String> {
@@ -114,6 +152,18 @@ mod tests {
             own_call(row("notes.edit"), &sent).unwrap(),
             r#"mirai.notes.append({"path":"log.md","text":"Fed the cat."})"#
         );
+    }
+
+    #[test]
+    fn a_heading_renamed_to_a_plain_line_gets_its_marks_back() {
+        let sent = serde_json::json!({"path": "garden.md", "allow_large_delete": true,
+            "edits": [{"old": "## Plans", "new": "Spring plans"}]});
+        assert_eq!(
+            own_call(row("notes.edit"), &sent).unwrap(),
+            r###"mirai.notes.edit({"edits":[{"new":"## Spring plans","old":"## Plans"}],"path":"garden.md"})"###
+        );
+        let fine = serde_json::json!({"path": "garden.md", "edits": [{"old": "## Plans", "new": "## Spring plans"}]});
+        assert_eq!(own_call(row("notes.edit"), &fine), None);
     }
 
     #[test]

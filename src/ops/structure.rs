@@ -3,7 +3,8 @@
 //! or replace a note of 5 lines or more keeping less than half of its lines,
 //! is refused with 422 `guard_refused`, naming what would be lost and the row
 //! to use instead; so is one that turns a heading into a plain line (a model's
-//! heading rename that dropped the `## `), with the edit that keeps its marks.
+//! heading rename that dropped the `## `), with the edit that keeps its marks
+//! (that refusal does not offer the way past it: small models take it).
 //! Passed like the shrink guard, with `allow_large_delete`.
 
 use std::collections::HashMap;
@@ -82,8 +83,7 @@ pub fn check(rel: &str, old: &str, new: &str) -> Result<()> {
                         "the structure guard refused this write: it would turn the heading {heading:?} \
                          of {rel} into the plain line {line:?}. Nothing was changed. A heading keeps \
                          its marks: to rename it, notes.edit with edits: [{{old: {heading:?}, new: \
-                         {kept:?}}}]. If the task really asks to make it plain text, send the same \
-                         request with \"allow_large_delete\": true."
+                         {kept:?}}}]."
                     ),
                 ))
             }
