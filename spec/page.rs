@@ -544,7 +544,11 @@ fn the_page_in_a_real_browser() {
     let short = server.post_json("/agent/run", &json!({"task": "Too short.", "max_steps": 1}));
     assert_eq!(short.body["stopped"], "max_steps", "{short:?}");
     // A run whose reply claims a change nothing made, twice: contradicted.
-    let claimed = server.post_json("/agent/run", &json!({"task": "Change bread to rye bread."}));
+    // (It names a note: mirai's opening look reads it first.)
+    let claimed = server.post_json(
+        "/agent/run",
+        &json!({"task": "Change bread to rye bread in todo.md."}),
+    );
     assert_eq!(claimed.body["reply_contradicted"], true, "{claimed:?}");
     let claimed_id = claimed.body["run_id"].as_str().unwrap().to_string();
     let http = server.post_json(
@@ -907,6 +911,13 @@ fn the_page_in_a_real_browser() {
     browser.goto(&format!("{}/ui/runs/{claimed_id}", server.url));
     browser.wait_text("main", "The record contradicts this reply");
     assert!(browser.text(".outcome").contains("Nothing was changed."));
+    // mirai's opening look is shown as its own, before the model's steps.
+    let look = browser.text(".step[aria-label=\"mirai's look\"]");
+    assert!(
+        look.contains("mirai ran this code itself, read-only")
+            && look.contains("mirai.notes.read"),
+        "{look}"
+    );
 
     // Live updates keep what a person types; the live region speaks words.
     browser.goto(&format!("{}/ui/notes/todo.md", server.url));

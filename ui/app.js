@@ -1170,7 +1170,7 @@ function runView(d) {
   for (const e of d.events) {
     if (e.type === "run_start") start = e;
     else if (e.type === "run_end") end = e;
-    else if (e.step) {
+    else if (e.step !== undefined && e.step !== null) {
       // A held-back reply belongs to the step whose answer held it.
       const step = e.type === "reply_held" && lastAnswered ? lastAnswered : e.step;
       if (e.type === "llm_response") lastAnswered = e.step;
@@ -1178,8 +1178,10 @@ function runView(d) {
       byStep.get(step).push(e);
     }
   }
-  const steps = [...byStep.entries()].map(([n, events]) => h("section", { class: "step", "aria-label": "Step " + n },
-    h("h3", {}, "Step " + n),
+  // Step 0 is mirai's own look before the model's first answer (issue 43).
+  const stepName = (n) => n === 0 ? "mirai's look" : "Step " + n;
+  const steps = [...byStep.entries()].map(([n, events]) => h("section", { class: "step", "aria-label": stepName(n) },
+    h("h3", {}, n === 0 ? "mirai's look, before the model's first answer" : "Step " + n),
     events.map(stepEvent)));
   const warnings = (end && end.warnings) || [];
   const outcome = d.outcome !== undefined ? d.outcome : end && end.outcome;
@@ -1232,8 +1234,10 @@ function stepEvent(e) {
         e.console && e.console.length ? [h("div", { class: "meta" }, "Console"), h("pre", {}, Array.isArray(e.console) ? e.console.join("\n") : String(e.console))] : null];
     case "repeat":
       return h("p", { class: "warn" }, "Same code and outcome as before (" + e.times + " times).");
+    case "first_look":
+      return h("p", { class: "meta" }, "mirai ran this code itself, read-only, and showed the model what it answered.");
     case "reply_held":
-      return [h("p", { class: "warn" }, "A reply right after a failed step was held back:"), h("pre", {}, e.reply)];
+      return [h("p", { class: "warn" }, "A reply was held back" + (e.why ? " (" + e.why.replace(/_/g, " ") + ")" : "") + ":"), h("pre", {}, e.reply)];
     default:
       return null;
   }
