@@ -914,8 +914,7 @@ fn the_page_in_a_real_browser() {
     // mirai's opening look is shown as its own, before the model's steps.
     let look = browser.text(".step[aria-label=\"mirai's look\"]");
     assert!(
-        look.contains("mirai ran this code itself, read-only")
-            && look.contains("mirai.notes.read"),
+        look.contains("mirai ran this code itself, read-only") && look.contains("mirai.notes.read"),
         "{look}"
     );
 

@@ -6,7 +6,7 @@
 //! the first call mirai shows or runs is chosen by them. The words decide
 //! only what is shown: every row stays in the API reference whatever they say.
 
-use crate::index::tokenizer::Tokenizer;
+use crate::ops::adapters::index_terms;
 
 /// The hints one task gives.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,16 +48,9 @@ const GENERIC: &str = "note notes mention mentions mentioned say says said tell 
 
 /// The task's own terms (see [`Hints::terms`]).
 fn task_terms(task: &str) -> Vec<String> {
-    let tokenizer = Tokenizer::default();
-    let generic: Vec<String> = tokenizer
-        .tokenize(GENERIC)
+    let generic = index_terms(GENERIC);
+    let mut terms: Vec<String> = index_terms(task)
         .into_iter()
-        .map(|t| t.term)
-        .collect();
-    let mut terms: Vec<String> = tokenizer
-        .tokenize(task)
-        .into_iter()
-        .map(|t| t.term)
         .filter(|term| !generic.contains(term))
         .collect();
     terms.sort();
@@ -88,12 +81,9 @@ fn quoted(task: &str) -> Vec<String> {
 
 /// Whether `text` holds one of `terms` (as the index's terms).
 pub fn holds_any(text: &str, terms: &[String]) -> bool {
-    let tokenizer = Tokenizer::default();
-    let mut found = false;
-    tokenizer.for_each_token(text, |term, _, _| {
-        found |= terms.binary_search_by(|t| t.as_str().cmp(term)).is_ok();
-    });
-    found
+    index_terms(text)
+        .iter()
+        .any(|term| terms.binary_search(term).is_ok())
 }
 
 /// Verbs that open a request for a change to the notes.

@@ -30,6 +30,17 @@ pub fn did_you_mean(wanted: &str, notes: &[String]) -> String {
     crate::notes::suggest::did_you_mean(&crate::notes::suggest::closest_notes(wanted, notes))
 }
 
+/// The index's terms of `text`, in order (stemmed, diacritics folded, past
+/// the stop list): the words a search of it matches, for an adapter that
+/// weighs a task's words against what a search found.
+pub fn index_terms(text: &str) -> Vec<String> {
+    crate::index::tokenizer::Tokenizer::default()
+        .tokenize(text)
+        .into_iter()
+        .map(|token| token.term)
+        .collect()
+}
+
 /// `text`'s o200k_base token count, as notes.read and notes.outline count.
 pub fn count_tokens(text: &str) -> usize {
     crate::vault::tokens::count(text)
