@@ -272,10 +272,7 @@ impl Agent {
                     && hints.change
                     && !talk.run.held_a_reply
                     && talk.run.steps.len() + 1 < max_steps
-                    && talk.run.commits.is_empty()
-                    && overlay
-                        .as_ref()
-                        .is_none_or(|overlay| overlay.changes().is_empty())
+                    && talk.run.changed_nothing(overlay)
                     && claimed_change(&reply).is_none()
                     && talk.run.code_claim.is_none()
                     && !says_why_not(&reply);
@@ -1091,6 +1088,15 @@ impl Progress {
         }
     }
 
+    /// Whether nothing has been written so far: no commit, and nothing kept
+    /// aside or drafted in the run's overlay.
+    fn changed_nothing(&self, overlay: &Option<Arc<Overlay>>) -> bool {
+        self.commits.is_empty()
+            && overlay
+                .as_ref()
+                .is_none_or(|overlay| overlay.changes().is_empty())
+    }
+
     /// Whether the run is out of steps or time: why, said in `stop_detail`.
     fn out_of_budget(
         &mut self,
@@ -1188,12 +1194,8 @@ impl Progress {
         overlay: &Option<Arc<Overlay>>,
         read_only: bool,
     ) -> Option<Held> {
-        let may = !self.held_a_reply
-            && self.steps.len() + 1 < max_steps
-            && self.commits.is_empty()
-            && overlay
-                .as_ref()
-                .is_none_or(|overlay| overlay.changes().is_empty());
+        let may =
+            !self.held_a_reply && self.steps.len() + 1 < max_steps && self.changed_nothing(overlay);
         let last = self
             .steps
             .last()
@@ -1337,25 +1339,23 @@ fn ambiguous_old(evaluation: &Evaluation, ctx: &Context, task: &str) -> Option<S
     let path = request.get("path")?.as_str()?.to_string();
     let outline =
         crate::ops::dispatch(ctx, "notes.outline", Input::Json(json!({"path": path}))).ok()?;
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
     // The note's own path ("plans.md") names no heading ("# Plans").
-    let words: Vec<String> = task
-        .replace(&path, " ")
-        .split(|c: char| !c.is_alphanumeric())
-        .map(str::to_lowercase)
-        .collect();
+    let task_words = words(&task.replace(&path, " "));
     let named: Vec<String> = outline
         .get("headings")?
         .as_array()?
         .iter()
         .filter_map(|heading| heading.get("text")?.as_str())
         .filter(|text| {
-            let heading: Vec<String> = text
-                .split(|c: char| !c.is_alphanumeric())
-                .filter(|w| !w.is_empty())
-                .map(str::to_lowercase)
-                .collect();
+            let heading = words(text);
             !heading.is_empty()
-                && words
+                && task_words
                     .windows(heading.len())
                     .any(|w| w == heading.as_slice())
         })

@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::ops::adapters::heading_level;
 use crate::ops::{Class, OpEntry};
 use crate::sandbox::CallRecord;
 
@@ -90,10 +91,6 @@ pub fn own_call(entry: &OpEntry, request: &Value) -> Option<String> {
 /// `new: "## Spring plans"`: the structure guard refuses the first); `None`
 /// when no edit is one.
 fn heading_marks_kept(edits: &[Value]) -> Option<Vec<Value>> {
-    let marks = |line: &str| -> Option<usize> {
-        let n = line.chars().take_while(|&c| c == '#').count();
-        ((1..=6).contains(&n) && line[n..].starts_with(' ')).then_some(n)
-    };
     let mut mended = false;
     let kept = edits
         .iter()
@@ -101,11 +98,13 @@ fn heading_marks_kept(edits: &[Value]) -> Option<Vec<Value>> {
             let old = edit.get("old").and_then(Value::as_str).unwrap_or_default();
             let new = edit.get("new").and_then(Value::as_str).unwrap_or_default();
             let one_line = |text: &str| !text.trim().is_empty() && !text.trim().contains('\n');
-            match marks(old.trim()) {
-                Some(n) if one_line(old) && one_line(new) && marks(new.trim()).is_none() => {
+            match heading_level(old.trim()) {
+                Some(n)
+                    if one_line(old) && one_line(new) && heading_level(new.trim()).is_none() =>
+                {
                     mended = true;
                     let mut edit = edit.clone();
-                    edit["new"] = Value::from(format!("{} {}", "#".repeat(n), new.trim()));
+                    edit["new"] = Value::from(format!("{} {}", "#".repeat(n.into()), new.trim()));
                     edit
                 }
                 _ => edit.clone(),

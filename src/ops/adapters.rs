@@ -41,6 +41,16 @@ pub fn index_terms(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// The level (1 to 6) of `line` when it is an ATX heading, read as the
+/// index reads a note's lines (`#hashtag` is none).
+pub fn heading_level(line: &str) -> Option<u8> {
+    use crate::index::markdown::{lines, Kind};
+    match lines(line).next()?.kind {
+        Kind::Heading(level, _) => Some(level),
+        _ => None,
+    }
+}
+
 /// `text`'s o200k_base token count, as notes.read and notes.outline count.
 pub fn count_tokens(text: &str) -> usize {
     crate::vault::tokens::count(text)

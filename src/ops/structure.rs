@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use super::adapters::heading_level;
 use crate::error::{Error, ErrorCode, Result};
 use crate::vault::front_matter::{self, FrontMatter};
 use crate::vault::{scan, sections};
@@ -74,9 +75,8 @@ pub fn check(rel: &str, old: &str, new: &str) -> Result<()> {
     if lost.is_empty() {
         return match demoted(old, new) {
             None => Ok(()),
-            Some((heading, line)) => {
-                let marks = heading.trim_start().split(' ').next().unwrap_or("##");
-                let kept = format!("{marks} {}", line.trim_start_matches([' ', '#']));
+            Some((heading, level, line)) => {
+                let kept = format!("{} {}", "#".repeat(level.into()), line.trim());
                 Err(Error::new(
                     ErrorCode::GuardRefused,
                     format!(
@@ -105,7 +105,7 @@ pub fn check(rel: &str, old: &str, new: &str) -> Result<()> {
 /// The first heading line of `old` that `new` puts a plain line in place of:
 /// the changed lines between the texts' common first and last lines, taken
 /// pairwise when both sides changed as many lines.
-fn demoted<'a>(old: &'a str, new: &'a str) -> Option<(&'a str, &'a str)> {
+fn demoted<'a>(old: &'a str, new: &'a str) -> Option<(&'a str, u8, &'a str)> {
     let (old, new): (Vec<&str>, Vec<&str>) = (old.lines().collect(), new.lines().collect());
     let prefix = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
     let suffix = old[prefix..]
@@ -123,15 +123,14 @@ fn demoted<'a>(old: &'a str, new: &'a str) -> Option<(&'a str, &'a str)> {
     }
     old.iter().zip(new).find_map(|(before, after)| {
         let plain = !after.trim().is_empty() && !is_heading(after);
-        (is_heading(before) && plain).then_some((*before, *after))
+        let level = heading_level(before)?;
+        plain.then_some((*before, level, *after))
     })
 }
 
-/// Whether `line` is an ATX heading (`#` to `######`, then a space).
+/// Whether `line` is an ATX heading.
 fn is_heading(line: &str) -> bool {
-    let line = line.trim_start();
-    let marks = line.chars().take_while(|&c| c == '#').count();
-    (1..=6).contains(&marks) && line[marks..].starts_with([' ', '\t'])
+    heading_level(line).is_some()
 }
 
 /// The paths a note's links name, as written.
