@@ -8,8 +8,10 @@
 //! this process, through the library: loading the artifact from its binary
 //! form against the JSON alone, and pruned ranking against exhaustive scoring
 //! (identical answers checked) on the same queries, on rare-with-common ones
-//! and on the two-common-word pairs (the HTTP figure without HTTP); and the
-//! first query after a one-note change against the same query again.
+//! and on the two-common-word pairs (the HTTP figure without HTTP); queries of
+//! six words, which the default's feedback ranks twice, against the same
+//! queries as typed; and the first query after a one-note change against the
+//! same query again.
 //!
 //! cargo bench --bench index_query -- VAULT   (a vault from `cargo run --release --example gen-notes`)
 
@@ -17,7 +19,7 @@
 
 mod support;
 
-use mirai::index::{artifact, Index};
+use mirai::index::{artifact, Feedback, Index, Params};
 use serde_json::Value;
 use support::{copy_tree, note_name_words, report, time_ms, vault_arg, Server};
 
@@ -196,6 +198,15 @@ fn main() {
             )
         })
         .collect();
+    // Six of the vault's name words: long enough for the default's feedback.
+    let six_words: Vec<String> = (0..QUERIES / 5)
+        .map(|i| {
+            (0..6)
+                .map(|k| words[(i * 7919 + k * 104_729 + 7) % words.len()].as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
     // The HTTP figure for two common words, without HTTP: what ranking them costs.
     let common_queries: Vec<String> = (0..QUERIES)
         .map(|i| common[i % common.len()].clone())
@@ -204,6 +215,7 @@ fn main() {
         ("bench queries", &queries),
         ("rare + common", &mixed),
         ("two common words", &common_queries),
+        ("six words, with feedback", &six_words),
     ] {
         // One pass each (the first to run would otherwise warm the caches for the other).
         let (mut pruned, mut exhaustive) = (Vec::new(), Vec::new());
@@ -221,9 +233,25 @@ fn main() {
         println!("pruned / exhaustive: {:.2}", p / e);
     }
 
+    // What the default's feedback costs: the six-word queries again, as typed.
+    let mut index = index;
+    let mut typed = Vec::new();
+    let default_feedback = Params::default().feedback;
+    index.set_feedback(Feedback::OFF);
+    for q in &six_words {
+        typed.push(time_ms(|| drop(index.query(q, 5, None))));
+    }
+    index.set_feedback(default_feedback);
+    let t = report("query, pruned (six words, as typed)", &mut typed);
+    let mut fed = Vec::new();
+    for q in &six_words {
+        fed.push(time_ms(|| drop(index.query(q, 5, None))));
+    }
+    let f = report("query, pruned (six words, with feedback, again)", &mut fed);
+    println!("with feedback / as typed: {:.2}", f / t);
+
     // A write then a search: the first query after a change pays for what
     // ranking derives from the index (its dense figures, the terms' block bounds).
-    let mut index = index;
     let path = index.paths().next().unwrap().to_string();
     let (mut after_change, mut again) = (Vec::new(), Vec::new());
     for (i, q) in common.iter().cycle().take(RESTARTS * 20).enumerate() {

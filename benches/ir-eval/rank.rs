@@ -7,10 +7,10 @@
 //! k1, b, tw (title weight), nw (note weight), n1 (0/1: the note weight for notes of one chunk
 //! too), tt (0/1: the title field for a chunk no longer than it), minlen (the shortest length
 //! normalization counts, as a share of the average), stem, stop, fold, cjk (0/1), pack, max (chars),
-//! rm3 (0/1: `Feedback::RM3`, off by default; put it before the keys below), fbd, fbt, fbw,
-//! fbq, fbdf (RM3 feedback: chunks, terms, the original query's weight, the fewest
-//! query terms it applies to, the largest share of chunks an expansion term may be in; fbd=0
-//! turns it off).
+//! rm3 (1: the heavier `Feedback::RM3`, 0: no feedback; the default is `Feedback::LIGHT`; put
+//! it before the keys below), fbd, fbt, fbw, fbq, fbdf (RM3 feedback: chunks, terms, the
+//! original query's weight, the fewest query terms it applies to, the largest share of chunks
+//! an expansion term may be in; fbd=0 turns it off).
 //! Semantic and hybrid variants add `mode=semantic|hybrid`, and for hybrid
 //! `fusion=rrf|weighted` with `rrfk` or `alpha` (the lexical weight), `depth` (each
 //! side's list) and `fill` (0/1: a chunk missing from one side's list gets its exact

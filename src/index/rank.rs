@@ -116,6 +116,13 @@ impl Index {
         self.analyze_query(q).len()
     }
 
+    /// Ranks with `feedback` from now on: what the query-speed bench times the
+    /// default's feedback against (nothing indexed depends on it).
+    #[doc(hidden)]
+    pub fn set_feedback(&mut self, feedback: super::Feedback) {
+        self.params.feedback = feedback;
+    }
+
     /// The lexical ranking of [`Index::query`] as chunk references, for
     /// fusing with another ranking; [`Index::hits`] turns them into hits.
     pub fn ranked(&self, q: &str, limit: usize, path_prefix: Option<&str>) -> Vec<(f64, ChunkRef)> {
