@@ -10,8 +10,9 @@
 //! (identical answers checked) on the same queries, on rare-with-common ones
 //! and on the two-common-word pairs (the HTTP figure without HTTP); queries of
 //! six words, which the default's feedback ranks twice, against the same
-//! queries as typed; and the first query after a one-note change against the
-//! same query again.
+//! queries as typed; three to eight common words as typed (where ranking by
+//! blocks stops paying); and the first query after a one-note change against
+//! the same query again.
 //!
 //! cargo bench --bench index_query -- VAULT   (a vault from `cargo run --release --example gen-notes`)
 
@@ -211,44 +212,37 @@ fn main() {
     let common_queries: Vec<String> = (0..QUERIES)
         .map(|i| common[i % common.len()].clone())
         .collect();
+    let mut with_feedback = 0.0;
     for (name, set) in [
         ("bench queries", &queries),
         ("rare + common", &mixed),
         ("two common words", &common_queries),
         ("six words, with feedback", &six_words),
     ] {
-        // One pass each (the first to run would otherwise warm the caches for the other).
-        let (mut pruned, mut exhaustive) = (Vec::new(), Vec::new());
-        let mut answers = Vec::new();
-        for q in set.iter() {
-            pruned.push(time_ms(|| answers.push(index.query(q, 5, None))));
-        }
-        for (q, want) in set.iter().zip(&answers) {
-            let mut got = Vec::new();
-            exhaustive.push(time_ms(|| got = index.query_exhaustive(q, 5, None)));
-            assert_eq!(&got, want, "{q}");
-        }
-        let p = report(&format!("query, pruned ({name})"), &mut pruned);
-        let e = report(&format!("query, exhaustive ({name})"), &mut exhaustive);
-        println!("pruned / exhaustive: {:.2}", p / e);
+        with_feedback = pruned_against_exhaustive(&index, name, set);
     }
 
-    // What the default's feedback costs: the six-word queries again, as typed.
+    // The same six words as typed: what the default's feedback costs. Then
+    // common words, three to eight at a time, as typed: where ranking by
+    // blocks stops paying against scoring every candidate.
     let mut index = index;
-    let mut typed = Vec::new();
     let default_feedback = Params::default().feedback;
     index.set_feedback(Feedback::OFF);
-    for q in &six_words {
-        typed.push(time_ms(|| drop(index.query(q, 5, None))));
+    let typed = pruned_against_exhaustive(&index, "six words, as typed", &six_words);
+    println!("with feedback / as typed: {:.2}", with_feedback / typed);
+    let top: Vec<&str> = common_words(&words, 20);
+    for k in [3, 4, 5, 6, 8] {
+        let set: Vec<String> = (0..QUERIES / 5)
+            .map(|i| {
+                (0..k)
+                    .map(|j| top[(i + j * 7) % top.len()])
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        pruned_against_exhaustive(&index, &format!("{k} common words, as typed"), &set);
     }
     index.set_feedback(default_feedback);
-    let t = report("query, pruned (six words, as typed)", &mut typed);
-    let mut fed = Vec::new();
-    for q in &six_words {
-        fed.push(time_ms(|| drop(index.query(q, 5, None))));
-    }
-    let f = report("query, pruned (six words, with feedback, again)", &mut fed);
-    println!("with feedback / as typed: {:.2}", f / t);
 
     // A write then a search: the first query after a change pays for what
     // ranking derives from the index (its dense figures, the terms' block bounds).
@@ -279,17 +273,43 @@ fn rare_words(index: &Index) -> Vec<String> {
     out
 }
 
-/// Pairs of the 20 words most frequent in the vault's note names (each with
-/// the next), as queries of two common words.
-fn common_pairs(words: &[String]) -> Vec<String> {
+/// Ranks every query of `set` pruned, then exhaustively (the answers
+/// checked identical), prints both and their ratio; the pruned median.
+fn pruned_against_exhaustive(index: &Index, name: &str, set: &[String]) -> f64 {
+    // One pass each (the first to run would otherwise warm the caches for the other).
+    let (mut pruned, mut exhaustive) = (Vec::new(), Vec::new());
+    let mut answers = Vec::new();
+    for q in set {
+        pruned.push(time_ms(|| answers.push(index.query(q, 5, None))));
+    }
+    for (q, want) in set.iter().zip(&answers) {
+        let mut got = Vec::new();
+        exhaustive.push(time_ms(|| got = index.query_exhaustive(q, 5, None)));
+        assert_eq!(&got, want, "{q}");
+    }
+    let p = report(&format!("query, pruned ({name})"), &mut pruned);
+    let e = report(&format!("query, exhaustive ({name})"), &mut exhaustive);
+    println!("pruned / exhaustive: {:.2}", p / e);
+    p
+}
+
+/// The `n` words most frequent in the vault's note names, most frequent first.
+fn common_words(words: &[String], n: usize) -> Vec<&str> {
     let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for word in words {
         *counts.entry(word.as_str()).or_default() += 1;
     }
     let mut common: Vec<(&str, usize)> = counts.into_iter().collect();
     common.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-    common.truncate(20);
+    common.truncate(n);
+    common.into_iter().map(|(word, _)| word).collect()
+}
+
+/// Pairs of the 20 words most frequent in the vault's note names (each with
+/// the next), as queries of two common words.
+fn common_pairs(words: &[String]) -> Vec<String> {
+    let common = common_words(words, 20);
     (0..common.len())
-        .map(|i| format!("{} {}", common[i].0, common[(i + 1) % common.len()].0))
+        .map(|i| format!("{} {}", common[i], common[(i + 1) % common.len()]))
         .collect()
 }

@@ -20,10 +20,13 @@ use super::Index;
 /// score, blocks of 128 left 6-19%.
 pub(super) const BLOCK: usize = 32;
 
-/// The most distinct terms a query ranked by blocks has. Making a term's
-/// bounds passes over every chunk slot once, so for longer queries (feedback's
-/// among them) the one exhaustive pass over their postings costs less.
-pub(super) const MAX_TERMS: usize = 8;
+/// The most distinct terms a query ranked by blocks has. A block's bound sums
+/// its terms' maxima, and with more terms it beats fewer blocks: on a
+/// 40,000-note vault (`benches/index_query.rs`), common words as typed ranked
+/// by blocks took 0.60 of the exhaustive pass's time for three words, 1.58
+/// for four, 5.2 for six and 7.5 for eight. Longer queries (feedback's among
+/// them) are scored in one exhaustive pass.
+pub(super) const MAX_TERMS: usize = 3;
 
 /// The fewest postings (of all the query's terms) a query ranked by blocks
 /// has: below this the one pass over them costs less than visiting blocks
