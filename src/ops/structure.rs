@@ -11,6 +11,7 @@ use std::collections::HashMap;
 
 use super::adapters::heading_level;
 use crate::error::{Error, ErrorCode, Result};
+use crate::patch;
 use crate::vault::front_matter::{self, FrontMatter};
 use crate::vault::{scan, sections};
 
@@ -107,13 +108,7 @@ pub fn check(rel: &str, old: &str, new: &str) -> Result<()> {
 /// pairwise when both sides changed as many lines.
 fn demoted<'a>(old: &'a str, new: &'a str) -> Option<(&'a str, u8, &'a str)> {
     let (old, new): (Vec<&str>, Vec<&str>) = (old.lines().collect(), new.lines().collect());
-    let prefix = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
-    let suffix = old[prefix..]
-        .iter()
-        .rev()
-        .zip(new[prefix..].iter().rev())
-        .take_while(|(a, b)| a == b)
-        .count();
+    let (prefix, suffix) = patch::common_ends(&old, &new);
     let (old, new) = (
         &old[prefix..old.len() - suffix],
         &new[prefix..new.len() - suffix],

@@ -77,6 +77,19 @@ pub fn make_within(
     Some(out)
 }
 
+/// How many lines `before` and `after` share at their start, and then at
+/// their end (never overlapping the start): what lies between is what changed.
+pub fn common_ends<T: PartialEq>(before: &[T], after: &[T]) -> (usize, usize) {
+    let prefix = before.iter().zip(after).take_while(|(a, b)| a == b).count();
+    let suffix = before[prefix..]
+        .iter()
+        .rev()
+        .zip(after[prefix..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    (prefix, suffix)
+}
+
 /// The changed line ranges, in order. When the changed region is small enough
 /// that even a pathological diff of it is cheap, that is imara-diff's diff of the
 /// whole. Otherwise the lines that occur exactly once on each side and in the
@@ -86,13 +99,7 @@ pub fn make_within(
 /// a wrong one.
 fn changes(input: &InternedInput<&str>, budget: &Budget) -> Vec<Hunk> {
     let (before, after) = (&input.before[..], &input.after[..]);
-    let prefix = before.iter().zip(after).take_while(|(a, b)| a == b).count();
-    let suffix = before[prefix..]
-        .iter()
-        .rev()
-        .zip(after[prefix..].iter().rev())
-        .take_while(|(a, b)| a == b)
-        .count();
+    let (prefix, suffix) = common_ends(before, after);
     let (old, new) = (prefix..before.len() - suffix, prefix..after.len() - suffix);
     let allowed = EXACT_WORK.min(budget.exact_left());
     let whole = cost(old.len(), new.len());

@@ -22,7 +22,7 @@ mod corpus_tests;
 pub use apply::{apply, apply_within, Applied};
 pub use budget::Budget;
 pub use edit::{apply_edits, Edit};
-pub use make::{empty_note_change, make, make_within, quote};
+pub use make::{common_ends, empty_note_change, make, make_within, quote};
 pub use parse::parse;
 
 /// What the patch does to its note, decided by its `/dev/null` sides.
