@@ -511,6 +511,11 @@ fn the_page_in_a_real_browser() {
     server.write("todo.md", TODO);
     server.write("hostile.md", HOSTILE);
     server.write("garden/beds/north.md", "# North bed\n\nShade plants.\n");
+    // A dotted (Dendron-style) name: a path with nowhere to wrap.
+    server.write(
+        "garden/beds/garden.beds.south.wall.espaliers.planting.schedule.md",
+        "# South wall\n\nEspaliered pears along the wall.\n",
+    );
     server.write("guide.md", guide());
     server.commit_all();
     server.write("garden/plans.md", PLANS_EDITED);
@@ -633,6 +638,15 @@ fn the_page_in_a_real_browser() {
     assert_eq!(
         browser.text("article.note .hit"),
         "Plant tomatoes and basil by the south wall."
+    );
+    // A hit's long path wraps inside its card on a phone.
+    browser.goto(&format!("{}/ui/search?q=espaliered", server.url));
+    browser.wait_text(".hit-card", "garden.beds.south.wall");
+    browser.shot(&shots, "search-360", 360, 780);
+    assert_eq!(
+        browser.overflow_at(360),
+        0,
+        "the search view is wider than 360 px"
     );
 
     // A note: rendered, its front matter as a table, a resolved link, the source.
