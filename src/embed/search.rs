@@ -255,10 +255,9 @@ pub enum Fusion {
 }
 
 /// The measured default (benches/ir-eval/README.md, issue 48: the largest
-/// smallest ratio to the best lexical peer over ADI, CISI, MED, ADI-stubs and
-/// TIME with multilingual-e5-small, on the lexical ranking with feedback; 0.75
-/// puts ADI-stubs under the lexical peers, 0.9 leaves TIME at 1.01x, and 0.8
-/// also holds best while a quarter of the chunks wait for their vectors).
+/// smallest ratio to the best lexical peer over the eight judged collections
+/// with multilingual-e5-small, on the lexical ranking with feedback; 0.75 puts
+/// ADI-stubs under the lexical peers, 0.9 leaves TIME at 1.01x).
 pub const DEFAULT_FUSION: Fusion = Fusion::Weighted {
     lexical_weight: 0.8,
 };
