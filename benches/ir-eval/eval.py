@@ -417,6 +417,17 @@ def graded(ranked, relevant):
     return dcg / ideal, p10, ap / len(relevant)
 
 
+def peer_runs(notes, queries):
+    """Every lexical peer's ranking of `queries` over `notes`: {peer: {qid: [path]}}, keyed as PEERS."""
+    return {
+        "fts5-unicode61": run_fts5(notes, queries, "unicode61 remove_diacritics 2"),
+        "fts5-porter": run_fts5(notes, queries, "porter unicode61 remove_diacritics 2"),
+        "bm25s": run_bm25s(notes, queries, stem=False),
+        "bm25s-stem": run_bm25s(notes, queries, stem=True),
+        "tantivy": run_tantivy(notes, queries),
+    }
+
+
 def score_collection(name, notes, queries, rel, exclude, variants, notes_dir=None):
     """Every mirai variant and every peer on one collection: {system: (nDCG@10, P@10, MAP@100)}."""
     if notes_dir:
@@ -428,11 +439,7 @@ def score_collection(name, notes, queries, rel, exclude, variants, notes_dir=Non
                 with open(os.path.join(folder, path), "w", encoding="utf-8") as fh:
                     fh.write(text)
             runs = run_mirai(folder, queries, variants)
-    runs["fts5-unicode61"] = run_fts5(notes, queries, "unicode61 remove_diacritics 2")
-    runs["fts5-porter"] = run_fts5(notes, queries, "porter unicode61 remove_diacritics 2")
-    runs["bm25s"] = run_bm25s(notes, queries, stem=False)
-    runs["bm25s-stem"] = run_bm25s(notes, queries, stem=True)
-    runs["tantivy"] = run_tantivy(notes, queries)
+    runs.update(peer_runs(notes, queries))
     table, per_query = {}, {}
     for system in [v.split(":")[0] for v in variants] + PEERS:
         ms = []

@@ -70,12 +70,8 @@ def mirai_default(notes, queries):
 
 
 def best_peer(notes, queries, rel):
-    runs = [E.run_fts5(notes, queries, "unicode61 remove_diacritics 2"),
-            E.run_fts5(notes, queries, "porter unicode61 remove_diacritics 2"),
-            E.run_bm25s(notes, queries, stem=False), E.run_bm25s(notes, queries, stem=True),
-            E.run_tantivy(notes, queries)]
     return max(sum(E.graded(run.get(qid, []), rel[qid])[0] for qid, _ in queries) / len(queries)
-               for run in runs)
+               for run in E.peer_runs(notes, queries).values())
 
 
 def prepare(name):
